@@ -1,0 +1,277 @@
+package signer
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// JWK is an Ed25519 key in JSON Web Key form (RFC 8037). A public JWK has
+// Kty, Crv, X and Kid; a private JWK adds D, the 32-byte seed. D is never
+// printed by String and never marshalled by PublicJWK.
+type JWK struct {
+	Kty string `json:"kty"`
+	Crv string `json:"crv"`
+	X   string `json:"x"`
+	Kid string `json:"kid,omitempty"`
+	D   string `json:"d,omitempty"`
+}
+
+// PublicKey is a validated Ed25519 public key together with its public JWK,
+// whose Kid is the RFC 7638 thumbprint.
+type PublicKey struct {
+	Key ed25519.PublicKey
+	JWK JWK
+}
+
+// PrivateKey is a validated Ed25519 private key with its public half.
+type PrivateKey struct {
+	Key    ed25519.PrivateKey
+	Public PublicKey
+}
+
+// Errors returned by the JWK parsers. They are wrapped in a *JWKError that
+// names the offending member.
+var (
+	ErrInvalidJWK = errors.New("signer: invalid jwk")
+)
+
+// JWKError reports which JWK member is wrong and why.
+type JWKError struct {
+	Member string // "kty", "crv", "x", "d", "kid" or "" for the whole object
+	Reason string
+}
+
+func (e *JWKError) Error() string {
+	if e.Member == "" {
+		return "signer: invalid jwk: " + e.Reason
+	}
+	return fmt.Sprintf("signer: invalid jwk member %q: %s", e.Member, e.Reason)
+}
+
+// Unwrap makes errors.Is(err, ErrInvalidJWK) true.
+func (e *JWKError) Unwrap() error { return ErrInvalidJWK }
+
+var b64url = base64.RawURLEncoding
+
+// Thumbprint returns the RFC 7638 JWK thumbprint (SHA-256, base64url without
+// padding) of an Ed25519 public key: the hash of
+// {"crv":"Ed25519","kty":"OKP","x":"…"} (RFC 8037 §A.3).
+func Thumbprint(pub ed25519.PublicKey) string {
+	return ThumbprintX(b64url.EncodeToString(pub))
+}
+
+// ThumbprintX is Thumbprint for an already encoded x member.
+func ThumbprintX(x string) string {
+	var buf [128]byte
+	b := append(buf[:0], `{"crv":"Ed25519","kty":"OKP","x":"`...)
+	b = append(b, x...)
+	b = append(b, `"}`...)
+	sum := sha256.Sum256(b)
+	return b64url.EncodeToString(sum[:])
+}
+
+// NewPublicKey wraps an Ed25519 public key; its JWK carries the thumbprint as kid.
+func NewPublicKey(pub ed25519.PublicKey) PublicKey {
+	x := b64url.EncodeToString(pub)
+	return PublicKey{Key: pub, JWK: JWK{Kty: "OKP", Crv: "Ed25519", X: x, Kid: ThumbprintX(x)}}
+}
+
+// NewPrivateKey wraps an Ed25519 private key.
+func NewPrivateKey(priv ed25519.PrivateKey) PrivateKey {
+	return PrivateKey{Key: priv, Public: NewPublicKey(priv.Public().(ed25519.PublicKey))}
+}
+
+// GenerateKey creates a new Ed25519 key from r (crypto/rand.Reader if nil).
+func GenerateKey(r io.Reader) (PrivateKey, error) {
+	if r == nil {
+		r = rand.Reader
+	}
+	_, priv, err := ed25519.GenerateKey(r)
+	if err != nil {
+		return PrivateKey{}, fmt.Errorf("signer: generate key: %w", err)
+	}
+	return NewPrivateKey(priv), nil
+}
+
+// KeyID returns the key's kid (its thumbprint).
+func (k PrivateKey) KeyID() string { return k.Public.JWK.Kid }
+
+// JWK returns the private JWK (with d). Handle with care: it is the secret.
+func (k PrivateKey) JWK() JWK {
+	j := k.Public.JWK
+	j.D = b64url.EncodeToString(k.Key.Seed())
+	return j
+}
+
+// MarshalPrivateJWK returns the JSON of the private JWK in the member order
+// kty, crv, x, kid, d.
+func (k PrivateKey) MarshalPrivateJWK() []byte {
+	b, _ := json.Marshal(k.JWK())
+	return b
+}
+
+// String never reveals the private key.
+func (k PrivateKey) String() string { return "signer.PrivateKey{kid=" + k.KeyID() + "}" }
+
+// GoString never reveals the private key.
+func (k PrivateKey) GoString() string { return k.String() }
+
+// String prints a JWK without its d member.
+func (j JWK) String() string {
+	j.D = ""
+	b, _ := json.Marshal(j)
+	return string(b)
+}
+
+// GoString prints a JWK without its d member.
+func (j JWK) GoString() string { return j.String() }
+
+// Public returns the public members of j: kty, crv, x, kid.
+func (j JWK) Public() JWK { j.D = ""; return j }
+
+// MarshalPublic returns the JSON of the four public members only.
+func (j JWK) MarshalPublic() []byte {
+	b, _ := json.Marshal(j.Public())
+	return b
+}
+
+func decodeJWKObject(data []byte) (map[string]json.RawMessage, error) {
+	var m map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&m); err != nil || m == nil {
+		return nil, &JWKError{Reason: "not a JSON object"}
+	}
+	if dec.More() {
+		return nil, &JWKError{Reason: "trailing data after the JSON object"}
+	}
+	return m, nil
+}
+
+func stringMember(m map[string]json.RawMessage, name string, required bool) (string, error) {
+	raw, ok := m[name]
+	if !ok {
+		if required {
+			return "", &JWKError{Member: name, Reason: "missing"}
+		}
+		return "", nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", &JWKError{Member: name, Reason: "not a string"}
+	}
+	return s, nil
+}
+
+func decode32(member, s string) ([]byte, error) {
+	b, err := b64url.DecodeString(s)
+	if err != nil {
+		return nil, &JWKError{Member: member, Reason: "not unpadded base64url"}
+	}
+	if len(b) != 32 {
+		return nil, &JWKError{Member: member, Reason: fmt.Sprintf("decodes to %d bytes, want 32", len(b))}
+	}
+	return b, nil
+}
+
+// parseJWK validates the common members and returns the map, the public key and d (may be empty).
+func parseJWK(data []byte) (m map[string]json.RawMessage, pk PublicKey, d string, claimedKid string, err error) {
+	m, err = decodeJWKObject(data)
+	if err != nil {
+		return nil, PublicKey{}, "", "", err
+	}
+	kty, err := stringMember(m, "kty", true)
+	if err != nil {
+		return nil, PublicKey{}, "", "", err
+	}
+	if kty != "OKP" {
+		return nil, PublicKey{}, "", "", &JWKError{Member: "kty", Reason: fmt.Sprintf("%q is not supported, want \"OKP\"", truncate(kty))}
+	}
+	crv, err := stringMember(m, "crv", true)
+	if err != nil {
+		return nil, PublicKey{}, "", "", err
+	}
+	if crv != "Ed25519" {
+		return nil, PublicKey{}, "", "", &JWKError{Member: "crv", Reason: fmt.Sprintf("%q is not supported, want \"Ed25519\"", truncate(crv))}
+	}
+	x, err := stringMember(m, "x", true)
+	if err != nil {
+		return nil, PublicKey{}, "", "", err
+	}
+	xb, err := decode32("x", x)
+	if err != nil {
+		return nil, PublicKey{}, "", "", err
+	}
+	if claimedKid, err = stringMember(m, "kid", false); err != nil {
+		return nil, PublicKey{}, "", "", err
+	}
+	if d, err = stringMember(m, "d", false); err != nil {
+		return nil, PublicKey{}, "", "", err
+	}
+	return m, NewPublicKey(ed25519.PublicKey(xb)), d, claimedKid, nil
+}
+
+func truncate(s string) string {
+	if len(s) > 32 {
+		return s[:32] + "…"
+	}
+	return s
+}
+
+// ParsePublicJWK parses and validates a public Ed25519 JWK: kty "OKP", crv
+// "Ed25519", x exactly 32 bytes of unpadded base64url. A JWK carrying d is
+// rejected (a private key must never be sent where a public one is expected).
+// A kid, if present, must equal the thumbprint. Other members are permitted
+// and dropped: the result is canonical (kty, crv, x, kid=thumbprint).
+func ParsePublicJWK(data []byte) (PublicKey, error) {
+	_, pk, d, kid, err := parseJWK(data)
+	if err != nil {
+		return PublicKey{}, err
+	}
+	if d != "" {
+		return PublicKey{}, &JWKError{Member: "d", Reason: "a public JWK must not carry the private key"}
+	}
+	if kid != "" && kid != pk.JWK.Kid {
+		return PublicKey{}, &JWKError{Member: "kid", Reason: "is not the RFC 7638 thumbprint of the key"}
+	}
+	return pk, nil
+}
+
+// ParsePrivateJWK parses and validates a private Ed25519 JWK: the public
+// members as for ParsePublicJWK plus d, the 32-byte seed, which must produce x.
+// A kid that is not the thumbprint is accepted (keys imported from elsewhere)
+// but the returned key's kid is always the thumbprint. Error messages never
+// contain the value of d.
+func ParsePrivateJWK(data []byte) (PrivateKey, error) {
+	_, pk, d, _, err := parseJWK(data)
+	if err != nil {
+		return PrivateKey{}, err
+	}
+	if d == "" {
+		return PrivateKey{}, &JWKError{Member: "d", Reason: "missing"}
+	}
+	seed, err := decode32("d", d)
+	if err != nil {
+		return PrivateKey{}, err
+	}
+	priv := ed25519.NewKeyFromSeed(seed)
+	if !bytes.Equal(priv.Public().(ed25519.PublicKey), pk.Key) {
+		return PrivateKey{}, &JWKError{Member: "d", Reason: "does not match x"}
+	}
+	return PrivateKey{Key: priv, Public: pk}, nil
+}
+
+// Sentinel errors shared by key sources (middleware.KeySource implementations
+// such as keyfetch.Fetcher and the reference server's database source).
+var (
+	// ErrUnknownKey means the directory or store does not hold the keyid.
+	ErrUnknownKey = errors.New("unknown key")
+	// ErrRevokedKey means the key exists but has been revoked.
+	ErrRevokedKey = errors.New("revoked key")
+)
