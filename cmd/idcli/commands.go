@@ -1,0 +1,9 @@
+package main
+
+import "github.com/peterbourgon/ff/v3/ffcli"
+
+// extraCommands lists the top-level commands besides agent and server
+// (demo, bench, tool, directory). Each lives in its own file.
+func extraCommands(env *cliEnv) []*ffcli.Command {
+	return nil
+}
