@@ -275,3 +275,7 @@ var (
 	// ErrRevokedKey means the key exists but has been revoked.
 	ErrRevokedKey = errors.New("revoked key")
 )
+
+// ErrUntrustedAgent means a key source refused to look up keys for a
+// signature agent outside its trust policy (no network I/O was done).
+var ErrUntrustedAgent = errors.New("untrusted signature agent")
