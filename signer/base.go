@@ -1,0 +1,406 @@
+package signer
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/dunglas/httpsfv"
+)
+
+// ErrInvalidSignatureInput means Signature-Input or Signature does not parse
+// or pair up (RFC 9421 §4).
+var ErrInvalidSignatureInput = errors.New("signer: invalid signature input")
+
+// Params are the signature parameters of RFC 9421 §2.3 that this package
+// understands. Zero values mean absent (Has* report presence for integers).
+type Params struct {
+	Created, Expires       int64
+	HasCreated, HasExpires bool
+	KeyID, Alg, Nonce, Tag string
+}
+
+// Signature is one signature of a request: its label, covered components,
+// parameters and value, paired from Signature-Input and Signature.
+type Signature struct {
+	Label      string
+	Components []Component
+	Params     Params
+	// Value is the raw signature bytes (64 for Ed25519).
+	Value []byte
+	// inner is the parsed inner list, re-serialized for @signature-params.
+	inner httpsfv.InnerList
+}
+
+// SignatureParams returns the @signature-params value: the inner list
+// re-serialized from its parsed form (never the raw header text).
+func (s *Signature) SignatureParams() (string, error) {
+	return httpsfv.Marshal(s.inner)
+}
+
+// Covers reports whether the signature covers a component with this
+// serialized identifier, e.g. `"@authority"`.
+func (s *Signature) Covers(id string) bool {
+	for _, c := range s.Components {
+		if c.id == id {
+			return true
+		}
+	}
+	return false
+}
+
+// CoversName reports whether the signature covers the named component with
+// any parameters, returning the first such component.
+func (s *Signature) CoversName(name string) (Component, bool) {
+	for _, c := range s.Components {
+		if c.Name == name {
+			return c, true
+		}
+	}
+	return Component{}, false
+}
+
+// Base builds the signature base of RFC 9421 §2.5 for r.
+func (s *Signature) Base(r *http.Request) ([]byte, error) {
+	sp, err := s.SignatureParams()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidSignatureInput, err)
+	}
+	return buildBase(r, s.Components, sp)
+}
+
+// SignatureBase builds the signature base for r from a Signature-Input inner
+// list given as its serialized text (`("@authority");created=…`).
+func SignatureBase(r *http.Request, signatureParams string) ([]byte, error) {
+	it, err := httpsfv.UnmarshalList([]string{signatureParams})
+	if err != nil || len(it) != 1 {
+		return nil, fmt.Errorf("%w: signature params do not parse as one inner list", ErrInvalidSignatureInput)
+	}
+	il, ok := it[0].(httpsfv.InnerList)
+	if !ok {
+		return nil, fmt.Errorf("%w: signature params are not an inner list", ErrInvalidSignatureInput)
+	}
+	sig, err := signatureFromInner("sig", il)
+	if err != nil {
+		return nil, err
+	}
+	return sig.Base(r)
+}
+
+func buildBase(r *http.Request, comps []Component, sigParams string) ([]byte, error) {
+	n := len(sigParams) + 22
+	vals := make([]string, len(comps))
+	for i, c := range comps {
+		for _, prev := range comps[:i] {
+			if prev.id == c.id {
+				return nil, fmt.Errorf("%w %s", ErrDuplicateComponent, c.id)
+			}
+		}
+		v, err := c.Value(r)
+		if err != nil {
+			return nil, err
+		}
+		vals[i] = v
+		n += len(c.id) + len(v) + 3
+	}
+	b := make([]byte, 0, n)
+	for i, c := range comps {
+		b = append(b, c.id...)
+		b = append(b, ": "...)
+		b = append(b, vals[i]...)
+		b = append(b, '\n')
+	}
+	b = append(b, `"@signature-params": `...)
+	b = append(b, sigParams...)
+	return b, nil
+}
+
+// ParseSignatures parses the Signature-Input and Signature fields (each
+// possibly split over several lines) as RFC 8941 dictionaries and pairs the
+// members by label. Every Signature-Input member must have a Signature
+// member and vice versa.
+func ParseSignatures(signatureInput, signature []string) ([]Signature, error) {
+	in, err := httpsfv.UnmarshalDictionary(signatureInput)
+	if err != nil {
+		return nil, fmt.Errorf("%w: Signature-Input: %v", ErrInvalidSignatureInput, err)
+	}
+	sigs, err := httpsfv.UnmarshalDictionary(signature)
+	if err != nil {
+		return nil, fmt.Errorf("%w: Signature: %v", ErrInvalidSignatureInput, err)
+	}
+	labels := in.Names()
+	if len(labels) == 0 {
+		return nil, fmt.Errorf("%w: Signature-Input is empty", ErrInvalidSignatureInput)
+	}
+	if len(sigs.Names()) != len(labels) {
+		return nil, fmt.Errorf("%w: Signature and Signature-Input name different labels", ErrInvalidSignatureInput)
+	}
+	out := make([]Signature, 0, len(labels))
+	for _, label := range labels {
+		m, _ := in.Get(label)
+		il, ok := m.(httpsfv.InnerList)
+		if !ok {
+			return nil, fmt.Errorf("%w: Signature-Input %s is not an inner list", ErrInvalidSignatureInput, label)
+		}
+		s, err := signatureFromInner(label, il)
+		if err != nil {
+			return nil, err
+		}
+		sm, ok := sigs.Get(label)
+		if !ok {
+			return nil, fmt.Errorf("%w: no Signature for label %s", ErrInvalidSignatureInput, label)
+		}
+		item, ok := sm.(httpsfv.Item)
+		if !ok {
+			return nil, fmt.Errorf("%w: Signature %s is not a byte sequence", ErrInvalidSignatureInput, label)
+		}
+		if s.Value, ok = item.Value.([]byte); !ok {
+			return nil, fmt.Errorf("%w: Signature %s is not a byte sequence", ErrInvalidSignatureInput, label)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func signatureFromInner(label string, il httpsfv.InnerList) (Signature, error) {
+	s := Signature{Label: label, inner: il, Components: make([]Component, 0, len(il.Items))}
+	for _, it := range il.Items {
+		c, err := componentFromItem(it)
+		if err != nil {
+			return Signature{}, fmt.Errorf("%w: %s: %v", ErrInvalidSignatureInput, label, err)
+		}
+		for _, prev := range s.Components {
+			if prev.id == c.id {
+				return Signature{}, fmt.Errorf("%w: %s: %w %s", ErrInvalidSignatureInput, label, ErrDuplicateComponent, c.id)
+			}
+		}
+		s.Components = append(s.Components, c)
+	}
+	if il.Params == nil {
+		return s, nil
+	}
+	for _, name := range il.Params.Names() {
+		v, _ := il.Params.Get(name)
+		bad := false
+		switch name {
+		case "created", "expires":
+			n, ok := v.(int64)
+			if !ok || n < 0 {
+				bad = true
+				break
+			}
+			if name == "created" {
+				s.Params.Created, s.Params.HasCreated = n, true
+			} else {
+				s.Params.Expires, s.Params.HasExpires = n, true
+			}
+		case "keyid", "alg", "nonce", "tag":
+			str, ok := v.(string)
+			if !ok {
+				bad = true
+				break
+			}
+			switch name {
+			case "keyid":
+				s.Params.KeyID = str
+			case "alg":
+				s.Params.Alg = str
+			case "nonce":
+				s.Params.Nonce = str
+			case "tag":
+				s.Params.Tag = str
+			}
+		}
+		if bad {
+			return Signature{}, fmt.Errorf("%w: %s: parameter %s has the wrong type", ErrInvalidSignatureInput, label, name)
+		}
+	}
+	return s, nil
+}
+
+// newInner builds the inner list for signing: components then parameters in
+// the order created, keyid, alg, expires, nonce, tag.
+func newInner(comps []Component, p Params) httpsfv.InnerList {
+	items := make([]httpsfv.Item, len(comps))
+	for i, c := range comps {
+		items[i] = c.item()
+	}
+	params := httpsfv.NewParams()
+	if p.HasCreated {
+		params.Add("created", p.Created)
+	}
+	if p.KeyID != "" {
+		params.Add("keyid", p.KeyID)
+	}
+	if p.Alg != "" {
+		params.Add("alg", p.Alg)
+	}
+	if p.HasExpires {
+		params.Add("expires", p.Expires)
+	}
+	if p.Nonce != "" {
+		params.Add("nonce", p.Nonce)
+	}
+	if p.Tag != "" {
+		params.Add("tag", p.Tag)
+	}
+	return httpsfv.InnerList{Items: items, Params: params}
+}
+
+// SignatureAgent is a parsed Signature-Agent field (web-bot-auth). It holds
+// either dictionary members (label → origin) or one legacy string.
+type SignatureAgent struct {
+	members map[string]string
+	order   []string
+	legacy  string
+}
+
+// ErrInvalidSignatureAgent means Signature-Agent does not parse or names an
+// unusable origin.
+var ErrInvalidSignatureAgent = errors.New("signer: invalid signature agent")
+
+// ParseSignatureAgent parses the three accepted forms: a dictionary with
+// string members (sig1="https://h"), a dictionary with token members
+// (sig1=h; no scheme means https), and a legacy sf-string ("https://h").
+// Each origin is normalized with NormalizeOrigin.
+func ParseSignatureAgent(values []string) (SignatureAgent, error) {
+	joined := strings.Join(values, ", ")
+	if strings.HasPrefix(strings.TrimSpace(joined), `"`) {
+		it, err := httpsfv.UnmarshalItem(values)
+		if err != nil {
+			return SignatureAgent{}, fmt.Errorf("%w: %v", ErrInvalidSignatureAgent, err)
+		}
+		s, ok := it.Value.(string)
+		if !ok {
+			return SignatureAgent{}, fmt.Errorf("%w: not a string", ErrInvalidSignatureAgent)
+		}
+		o, err := NormalizeOrigin(s)
+		if err != nil {
+			return SignatureAgent{}, err
+		}
+		return SignatureAgent{legacy: o}, nil
+	}
+	d, err := httpsfv.UnmarshalDictionary(values)
+	if err != nil {
+		return SignatureAgent{}, fmt.Errorf("%w: %v", ErrInvalidSignatureAgent, err)
+	}
+	sa := SignatureAgent{members: map[string]string{}}
+	for _, k := range d.Names() {
+		m, _ := d.Get(k)
+		it, ok := m.(httpsfv.Item)
+		if !ok {
+			return SignatureAgent{}, fmt.Errorf("%w: member %s is an inner list", ErrInvalidSignatureAgent, k)
+		}
+		var raw string
+		switch v := it.Value.(type) {
+		case string:
+			raw = v
+		case httpsfv.Token:
+			raw = string(v)
+		default:
+			return SignatureAgent{}, fmt.Errorf("%w: member %s is not a string or token", ErrInvalidSignatureAgent, k)
+		}
+		o, err := NormalizeOrigin(raw)
+		if err != nil {
+			return SignatureAgent{}, err
+		}
+		sa.members[k] = o
+		sa.order = append(sa.order, k)
+	}
+	if len(sa.order) == 0 {
+		return SignatureAgent{}, fmt.Errorf("%w: empty", ErrInvalidSignatureAgent)
+	}
+	return sa, nil
+}
+
+// Legacy reports whether the field was a bare sf-string.
+func (a SignatureAgent) Legacy() bool { return a.legacy != "" }
+
+// Member returns the origin of the member named key.
+func (a SignatureAgent) Member(key string) (string, bool) {
+	o, ok := a.members[key]
+	return o, ok
+}
+
+// Only returns the origin when the field holds exactly one (the legacy string
+// or a single member).
+func (a SignatureAgent) Only() (string, bool) {
+	if a.legacy != "" {
+		return a.legacy, true
+	}
+	if len(a.order) == 1 {
+		return a.members[a.order[0]], true
+	}
+	return "", false
+}
+
+// NormalizeOrigin turns a Signature-Agent value into an origin
+// scheme://host[:port]: no scheme means https; the scheme must be http or
+// https; no user info, query or fragment; the path must be empty or "/";
+// the host is lowercased and the default port dropped.
+func NormalizeOrigin(s string) (string, error) {
+	if s == "" {
+		return "", fmt.Errorf("%w: empty", ErrInvalidSignatureAgent)
+	}
+	scheme, rest := "https", s
+	if i := strings.Index(s, "://"); i >= 0 {
+		scheme, rest = lower(s[:i]), s[i+3:]
+	}
+	if scheme != "https" && scheme != "http" {
+		return "", fmt.Errorf("%w: scheme %q is not http or https", ErrInvalidSignatureAgent, truncate(scheme))
+	}
+	rest = strings.TrimSuffix(rest, "/")
+	if rest == "" || strings.ContainsAny(rest, "/?#@\\ %") {
+		return "", fmt.Errorf("%w: %q is not an origin", ErrInvalidSignatureAgent, truncate(s))
+	}
+	host := NormalizeAuthority(scheme, rest)
+	if !validHostPort(host) {
+		return "", fmt.Errorf("%w: %q is not an origin", ErrInvalidSignatureAgent, truncate(s))
+	}
+	return scheme + "://" + host, nil
+}
+
+func validHostPort(h string) bool {
+	host, port := h, ""
+	if strings.HasPrefix(h, "[") {
+		i := strings.IndexByte(h, ']')
+		if i < 0 {
+			return false
+		}
+		host, port = h[1:i], strings.TrimPrefix(h[i+1:], ":")
+		if h[i+1:] != "" && !strings.HasPrefix(h[i+1:], ":") {
+			return false
+		}
+		for _, c := range host {
+			if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c == ':' || c == '.') {
+				return false
+			}
+		}
+	} else {
+		if i := strings.LastIndexByte(h, ':'); i >= 0 {
+			host, port = h[:i], h[i+1:]
+			if port == "" {
+				return false
+			}
+		}
+		if host == "" || len(host) > 253 {
+			return false
+		}
+		for i := 0; i < len(host); i++ {
+			c := host[i]
+			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '.' || c == '_') {
+				return false
+			}
+		}
+	}
+	if len(port) > 5 {
+		return false
+	}
+	for i := 0; i < len(port); i++ {
+		if port[i] < '0' || port[i] > '9' {
+			return false
+		}
+	}
+	return true
+}

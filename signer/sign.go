@@ -1,0 +1,273 @@
+package signer
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/dunglas/httpsfv"
+)
+
+// Defaults of the web-bot-auth profile (DESIGN §3).
+const (
+	DefaultLabel = "sig1"
+	DefaultTag   = "web-bot-auth"
+	DefaultTTL   = 300 * time.Second
+	// KeyPossessionTag is the tag of the second signature that proves
+	// possession of a new key during rotation.
+	KeyPossessionTag = "agentid-key-possession"
+)
+
+// WriteComponents are covered by requests to the service's write routes
+// (POST /agents, PUT /agents/{uid}/keys).
+var WriteComponents = []string{"@method", "@authority", "@path", "content-digest"}
+
+// Options controls Sign. The zero value is the default profile:
+// sig1=("@authority");created;keyid;alg="ed25519";expires=created+300;nonce;tag="web-bot-auth".
+type Options struct {
+	// Label names the signature. If "", "sig1".
+	Label string
+	// Components are the covered components, each a bare name ("@method",
+	// "content-digest") or a serialized sf-item (`"signature-agent";key="sig1"`).
+	// If nil, just "@authority".
+	Components []string
+	// Tag is the tag parameter. If "", "web-bot-auth".
+	Tag string
+	// Nonce is the nonce parameter. If "", 64 random bytes, base64url.
+	Nonce string
+	// NoNonce omits the nonce parameter.
+	NoNonce bool
+	// Created is the creation time. If zero, Now().
+	Created time.Time
+	// Expires is the expiry. If zero, Created+TTL.
+	Expires time.Time
+	// TTL is the validity when Expires is zero. If 0, 300 s.
+	TTL time.Duration
+	// SignatureAgent is the agent's origin, sent as Signature-Agent
+	// `<label>="<origin>"`. If "", the header is left alone.
+	SignatureAgent string
+	// Standards also covers `"signature-agent";key="<label>"` when
+	// SignatureAgent is set (what newer web-bot-auth verifiers require).
+	Standards bool
+	// Now is the clock. If nil, time.Now.
+	Now func() time.Time
+	// Rand is the nonce source. If nil, crypto/rand.Reader.
+	Rand io.Reader
+}
+
+func (o Options) withDefaults() Options {
+	if o.Label == "" {
+		o.Label = DefaultLabel
+	}
+	if o.Tag == "" {
+		o.Tag = DefaultTag
+	}
+	if o.TTL == 0 {
+		o.TTL = DefaultTTL
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Rand == nil {
+		o.Rand = rand.Reader
+	}
+	if o.Components == nil {
+		o.Components = []string{"@authority"}
+	}
+	return o
+}
+
+// NewNonce returns 64 random bytes from r (crypto/rand if nil), base64url.
+func NewNonce(r io.Reader) (string, error) {
+	if r == nil {
+		r = rand.Reader
+	}
+	var b [64]byte
+	if _, err := io.ReadFull(r, b[:]); err != nil {
+		return "", fmt.Errorf("signer: nonce: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b[:]), nil
+}
+
+// Sign signs req in place: it adds (or replaces) the member opts.Label of the
+// Signature and Signature-Input fields, keeping other signatures, and sets
+// Signature-Agent when opts.SignatureAgent is given. When content-digest is
+// covered and req has no Content-Digest, it computes sha-256 over the body
+// (read and restored).
+func Sign(req *http.Request, key PrivateKey, opts Options) error {
+	if len(key.Key) != ed25519.PrivateKeySize {
+		return errors.New("signer: no private key")
+	}
+	o := opts.withDefaults()
+	if o.SignatureAgent != "" {
+		origin, err := NormalizeOrigin(o.SignatureAgent)
+		if err != nil {
+			return err
+		}
+		if err := setDictMember(req.Header, "Signature-Agent", o.Label, httpsfv.Item{Value: origin, Params: httpsfv.NewParams()}); err != nil {
+			return err
+		}
+	}
+	names := o.Components
+	if o.Standards && o.SignatureAgent != "" {
+		id := `"signature-agent";key="` + o.Label + `"`
+		if !containsString(names, id) {
+			names = append(append([]string(nil), names...), id)
+		}
+	}
+	comps := make([]Component, 0, len(names))
+	for _, n := range names {
+		c, err := ParseComponent(n)
+		if err != nil {
+			return err
+		}
+		if c.Name == "content-digest" && req.Header.Get("Content-Digest") == "" {
+			body, err := ReadBody(req, 0)
+			if err != nil {
+				return err
+			}
+			cd, _ := ContentDigest(body, "sha-256")
+			req.Header.Set("Content-Digest", cd)
+		}
+		comps = append(comps, c)
+	}
+	created := o.Created
+	if created.IsZero() {
+		created = o.Now()
+	}
+	expires := o.Expires
+	if expires.IsZero() {
+		expires = created.Add(o.TTL)
+	}
+	nonce := o.Nonce
+	if nonce == "" && !o.NoNonce {
+		var err error
+		if nonce, err = NewNonce(o.Rand); err != nil {
+			return err
+		}
+	}
+	p := Params{Created: created.Unix(), HasCreated: true, Expires: expires.Unix(), HasExpires: true,
+		KeyID: key.KeyID(), Alg: "ed25519", Nonce: nonce, Tag: o.Tag}
+	if o.NoNonce {
+		p.Nonce = ""
+	}
+	sig := Signature{Label: o.Label, Components: comps, Params: p, inner: newInner(comps, p)}
+	base, err := sig.Base(req)
+	if err != nil {
+		return err
+	}
+	value := ed25519.Sign(key.Key, base)
+	if err := setDictMember(req.Header, "Signature-Input", o.Label, sig.inner); err != nil {
+		return err
+	}
+	return setDictMember(req.Header, "Signature", o.Label, httpsfv.Item{Value: value, Params: httpsfv.NewParams()})
+}
+
+func containsString(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// setDictMember sets member key of the dictionary field name, keeping the
+// other members when the existing field parses as a dictionary.
+func setDictMember(h http.Header, name, key string, m httpsfv.Member) error {
+	d := httpsfv.NewDictionary()
+	if vals := h.Values(name); len(vals) > 0 {
+		if old, err := httpsfv.UnmarshalDictionary(vals); err == nil {
+			d = old
+		}
+	}
+	d.Add(key, m)
+	v, err := httpsfv.Marshal(d)
+	if err != nil {
+		return fmt.Errorf("signer: %s: %w", name, err)
+	}
+	h.Set(name, v)
+	return nil
+}
+
+// SignatureHeaders are the three headers of a signed request, as printed by
+// `idcli agent headers`.
+type SignatureHeaders struct {
+	Signature      string `json:"Signature"`
+	SignatureInput string `json:"Signature-Input"`
+	SignatureAgent string `json:"Signature-Agent,omitempty"`
+}
+
+// Headers returns the signature headers for a request with this method and
+// URL (no body), signed with key under opts.
+func Headers(method, rawURL string, key PrivateKey, opts Options) (SignatureHeaders, error) {
+	if method == "" {
+		method = http.MethodGet
+	}
+	if strings.ContainsAny(method, " \t\r\n") {
+		return SignatureHeaders{}, fmt.Errorf("signer: invalid method %q", truncate(method))
+	}
+	req, err := http.NewRequest(method, rawURL, nil)
+	if err != nil {
+		return SignatureHeaders{}, fmt.Errorf("signer: %w", err)
+	}
+	if req.URL.Scheme == "" || req.URL.Host == "" {
+		return SignatureHeaders{}, fmt.Errorf("signer: URL %q needs a scheme and a host", truncate(rawURL))
+	}
+	if err := Sign(req, key, opts); err != nil {
+		return SignatureHeaders{}, err
+	}
+	return SignatureHeaders{
+		Signature:      req.Header.Get("Signature"),
+		SignatureInput: req.Header.Get("Signature-Input"),
+		SignatureAgent: req.Header.Get("Signature-Agent"),
+	}, nil
+}
+
+// Transport is an http.RoundTripper that signs a clone of each request with
+// Key under Options before passing it to Base. The caller's request is never
+// modified. Because signing happens per round trip, redirects and retries
+// are signed afresh (with a new nonce and the new hop's authority).
+type Transport struct {
+	// Base sends the signed request. If nil, http.DefaultTransport.
+	Base http.RoundTripper
+	// Key signs. Required.
+	Key PrivateKey
+	// Options for every request.
+	Options Options
+}
+
+// RoundTrip implements http.RoundTripper. It closes the request body on
+// every error path, as the RoundTripper contract requires.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	clone := req.Clone(req.Context())
+	if req.Body != nil && req.Body != http.NoBody {
+		// Read through the original so it is consumed and closed once;
+		// the clone gets a fresh, rewindable copy.
+		b, err := io.ReadAll(req.Body)
+		req.Body.Close()
+		if err != nil {
+			return nil, fmt.Errorf("signer: read body: %w", err)
+		}
+		clone.Body = io.NopCloser(strings.NewReader(string(b)))
+		clone.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(string(b))), nil }
+		clone.ContentLength = int64(len(b))
+	}
+	if err := Sign(clone, t.Key, t.Options); err != nil {
+		if clone.Body != nil {
+			clone.Body.Close()
+		}
+		return nil, err
+	}
+	base := t.Base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	return base.RoundTrip(clone)
+}

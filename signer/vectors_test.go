@@ -1,0 +1,223 @@
+package signer_test
+
+import (
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/agentid/agentid/signer"
+)
+
+type vectorRequest struct {
+	Method  string            `json:"method"`
+	URL     string            `json:"url"`
+	Headers map[string]string `json:"headers"`
+	Body    string            `json:"body"`
+}
+
+type vectors struct {
+	Key struct {
+		JWK             json.RawMessage `json:"jwk"`
+		Thumbprint      string          `json:"thumbprint"`
+		ThumbprintInput string          `json:"thumbprint_input"`
+	} `json:"ed25519_test_key_rfc9421_b14"`
+	RFC8037 struct {
+		X          string `json:"x"`
+		Thumbprint string `json:"thumbprint"`
+	} `json:"rfc8037_a3_thumbprint"`
+	Digests map[string]string `json:"rfc9530_digests"`
+	B26     struct {
+		Request        vectorRequest `json:"request"`
+		SignatureInput string        `json:"signature_input"`
+		Signature      string        `json:"signature"`
+		SignatureBase  string        `json:"signature_base"`
+		BaseSHA256     string        `json:"signature_base_sha256_hex"`
+	} `json:"rfc9421_b26"`
+	E21 struct {
+		Request       vectorRequest `json:"request"`
+		SignatureBase string        `json:"signature_base"`
+	} `json:"webbotauth_e21_dictionary_signature_agent"`
+	E22 struct {
+		Request vectorRequest `json:"request"`
+	} `json:"webbotauth_e22_legacy_string_signature_agent"`
+}
+
+func loadVectors(t testing.TB) vectors {
+	t.Helper()
+	b, err := os.ReadFile("testdata/vectors.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v vectors
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func (vr vectorRequest) build() *http.Request {
+	r := httptest.NewRequest(vr.Method, vr.URL, strings.NewReader(vr.Body))
+	for k, v := range vr.Headers {
+		if strings.EqualFold(k, "host") {
+			r.Host = v
+			continue
+		}
+		r.Header.Set(k, v)
+	}
+	return r
+}
+
+func testKey(t testing.TB, v vectors) signer.PrivateKey {
+	t.Helper()
+	k, err := signer.ParsePrivateJWK(v.Key.JWK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func TestRFC9421B26(t *testing.T) {
+	v := loadVectors(t)
+	r := v.B26.Request.build()
+	sigs, err := signer.ParseSignatures([]string{v.B26.SignatureInput}, []string{v.B26.Signature})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sigs) != 1 || sigs[0].Label != "sig-b26" {
+		t.Fatalf("signatures = %+v, want one labelled sig-b26", sigs)
+	}
+	base, err := sigs[0].Base(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(base), v.B26.SignatureBase; got != want {
+		t.Fatalf("base =\n%s\nwant\n%s", got, want)
+	}
+	if len(base) != 284 {
+		t.Errorf("base length = %d, want 284", len(base))
+	}
+	sum := sha256.Sum256(base)
+	if got := hex.EncodeToString(sum[:]); got != v.B26.BaseSHA256 {
+		t.Errorf("base sha256 = %s, want %s", got, v.B26.BaseSHA256)
+	}
+	key := testKey(t, v)
+	sig := ed25519.Sign(key.Key, base)
+	want := strings.TrimSuffix(strings.TrimPrefix(v.B26.Signature, "sig-b26=:"), ":")
+	if got := base64.StdEncoding.EncodeToString(sig); got != want {
+		t.Errorf("signature = %s, want %s", got, want)
+	}
+	if !ed25519.Verify(key.Public.Key, base, sigs[0].Value) {
+		t.Error("published signature does not verify over the rebuilt base")
+	}
+	// One changed byte anywhere in the request breaks the base.
+	r.Header.Set("Date", "Tue, 20 Apr 2021 02:07:56 GMT")
+	base2, err := sigs[0].Base(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ed25519.Verify(key.Public.Key, base2, sigs[0].Value) {
+		t.Error("signature verifies after the date changed")
+	}
+}
+
+func TestWebBotAuthE21(t *testing.T) {
+	v := loadVectors(t)
+	r := v.E21.Request.build()
+	sigs, err := signer.ParseSignatures(r.Header.Values("Signature-Input"), r.Header.Values("Signature"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := sigs[0].Base(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(base), v.E21.SignatureBase; got != want {
+		t.Fatalf("base =\n%s\nwant\n%s", got, want)
+	}
+	key := testKey(t, v)
+	if !ed25519.Verify(key.Public.Key, base, sigs[0].Value) {
+		t.Error("E.2.1 signature does not verify")
+	}
+	if sigs[0].Params.KeyID != key.KeyID() {
+		t.Errorf("keyid = %s, want %s", sigs[0].Params.KeyID, key.KeyID())
+	}
+	sa, err := signer.ParseSignatureAgent(r.Header.Values("Signature-Agent"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := sa.Member("agent2"); !ok || got != "https://signature-agent.test" {
+		t.Errorf("member agent2 = %q, %v", got, ok)
+	}
+}
+
+func TestWebBotAuthE22(t *testing.T) {
+	v := loadVectors(t)
+	r := v.E22.Request.build()
+	sigs, err := signer.ParseSignatures(r.Header.Values("Signature-Input"), r.Header.Values("Signature"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := sigs[0].Base(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(base), "\n\"signature-agent\": \"https://signature-agent.test\"\n") {
+		t.Errorf("base does not carry the whole signature-agent field:\n%s", base)
+	}
+	key := testKey(t, v)
+	if !ed25519.Verify(key.Public.Key, base, sigs[0].Value) {
+		t.Error("E.2.2 signature does not verify")
+	}
+	sa, err := signer.ParseSignatureAgent(r.Header.Values("Signature-Agent"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := sa.Only(); !ok || !sa.Legacy() || got != "https://signature-agent.test" {
+		t.Errorf("legacy signature agent = %q, %v", got, ok)
+	}
+}
+
+func TestThumbprints(t *testing.T) {
+	v := loadVectors(t)
+	key := testKey(t, v)
+	if got := key.KeyID(); got != v.Key.Thumbprint {
+		t.Errorf("B.1.4 thumbprint = %s, want %s", got, v.Key.Thumbprint)
+	}
+	sum := sha256.Sum256([]byte(v.Key.ThumbprintInput))
+	if got := base64.RawURLEncoding.EncodeToString(sum[:]); got != v.Key.Thumbprint {
+		t.Errorf("thumbprint input hashes to %s, want %s", got, v.Key.Thumbprint)
+	}
+	if got := signer.ThumbprintX(v.RFC8037.X); got != v.RFC8037.Thumbprint {
+		t.Errorf("RFC 8037 thumbprint = %s, want %s", got, v.RFC8037.Thumbprint)
+	}
+}
+
+func TestContentDigestVectors(t *testing.T) {
+	v := loadVectors(t)
+	body := []byte(v.Digests["body"])
+	for _, alg := range []string{"sha-256", "sha-512"} {
+		got, err := signer.ContentDigest(body, alg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != v.Digests[alg] {
+			t.Errorf("%s = %s, want %s", alg, got, v.Digests[alg])
+		}
+		if err := signer.VerifyContentDigest([]string{v.Digests[alg]}, body); err != nil {
+			t.Errorf("verify %s: %v", alg, err)
+		}
+		if err := signer.VerifyContentDigest([]string{v.Digests[alg]}, append(body, ' ')); err == nil {
+			t.Errorf("verify %s accepted a changed body", alg)
+		}
+	}
+	if err := signer.VerifyContentDigest([]string{"md5=:AAAA:"}, body); err == nil {
+		t.Error("an unsupported algorithm alone was accepted")
+	}
+}
