@@ -1,0 +1,304 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/agentid/agentid/signer"
+)
+
+// InitOptions configure Init.
+type InitOptions struct {
+	// Dir is the folder holding the .env file. If "", the current directory.
+	Dir string
+	// Path is the credentials file. If "", Dir/.env.
+	Path string
+	// Hostname is the service base URL given explicitly (--hostname). If "",
+	// AGENT_HOSTNAME (environment, then file), then DefaultHostname. Without
+	// a scheme, https:// is assumed.
+	Hostname string
+	// HTTPClient sends the registration. If nil, http.DefaultClient.
+	HTTPClient *http.Client
+	// Getenv reads the process environment. If nil, os.Getenv.
+	Getenv func(string) string
+	// Rand is the source for a new key and the nonce. If nil, crypto/rand.
+	Rand io.Reader
+	// Now is the signing clock. If nil, time.Now.
+	Now func() time.Time
+}
+
+// InitResult is what Init did.
+type InitResult struct {
+	// UID is the agent uid the service assigned (or already had) for the key.
+	UID string
+	// PublicJWK is the registered public key (no d).
+	PublicJWK signer.JWK
+	// Path is the credentials file written.
+	Path string
+	// IsNew is true when the service created the agent, false when the key
+	// was already registered.
+	IsNew bool
+	// Hostname is the service base URL used.
+	Hostname string
+	// WellKnownURL is the agent's key directory URL, as the service reported it.
+	WellKnownURL string
+	// Warning is non-empty when the credentials file lies in a git work tree
+	// and is not git-ignored.
+	Warning string
+}
+
+// Init gives the agent an identity (spec "Client operations: init"). It
+// reuses the private key in AGENT_PRIVATE_JWK (environment, then file) or
+// generates one, registers its public key with POST {hostname}/agents signed
+// by that key (proof of possession: covers @method, @authority, @path and
+// content-digest, no Signature-Agent), and writes AGENT_UID,
+// AGENT_PUBLIC_JWK, AGENT_PRIVATE_JWK — and AGENT_HOSTNAME when the service
+// is not DefaultHostname — to the credentials file with mode 0600, keeping
+// every other line. Registering an already registered key is not an error:
+// the result then has IsNew false.
+func Init(ctx context.Context, opts InitOptions) (InitResult, error) {
+	lo := LoadOptions{Dir: opts.Dir, Path: opts.Path, Getenv: opts.Getenv}.withDefaults()
+	src, err := openSource(lo.Path, lo.Getenv)
+	if err != nil {
+		return InitResult{}, err
+	}
+	hostname, err := src.hostname(opts.Hostname)
+	if err != nil {
+		return InitResult{}, err
+	}
+	key, err := src.reuseOrGenerate(opts.Rand)
+	if err != nil {
+		return InitResult{}, err
+	}
+	req, err := newJSONRequest(ctx, http.MethodPost, hostname+"/agents", keyBody(key))
+	if err != nil {
+		return InitResult{}, err
+	}
+	if err := signer.Sign(req, key, signer.Options{
+		Components: signer.WriteComponents,
+		Now:        opts.Now,
+		Rand:       opts.Rand,
+	}); err != nil {
+		return InitResult{}, fmt.Errorf("agent: sign registration: %w", err)
+	}
+	ar, status, err := send(opts.HTTPClient, req, http.StatusOK, http.StatusCreated)
+	if err != nil {
+		return InitResult{}, err
+	}
+	if err := ar.checkKey(key); err != nil {
+		return InitResult{}, err
+	}
+	isNew := status == http.StatusCreated
+	if ar.IsNew != nil {
+		isNew = *ar.IsNew
+	}
+	vars := [][2]string{
+		{EnvUID, ar.UID},
+		{EnvPublicJWK, string(key.Public.JWK.MarshalPublic())},
+		{EnvPrivateJWK, string(key.MarshalPrivateJWK())},
+	}
+	if hostname != DefaultHostname {
+		vars = append(vars, [2]string{EnvHostname, hostname})
+	}
+	warn, err := writeCreds(ctx, src.file, lo.Path, vars)
+	if err != nil {
+		return InitResult{}, err
+	}
+	return InitResult{
+		UID:          ar.UID,
+		PublicJWK:    key.Public.JWK,
+		Path:         lo.Path,
+		IsNew:        isNew,
+		Hostname:     hostname,
+		WellKnownURL: ar.WellKnownURL,
+		Warning:      warn,
+	}, nil
+}
+
+// reuseOrGenerate returns the configured private key or a new one. When the
+// environment and the file hold different keys it refuses, rather than
+// overwrite a private key in the file.
+func (s *source) reuseOrGenerate(r io.Reader) (signer.PrivateKey, error) {
+	raw, from := s.get("", EnvPrivateJWK)
+	if raw == "" {
+		return signer.GenerateKey(r)
+	}
+	key, err := parsePrivate(raw, from)
+	if err != nil {
+		return signer.PrivateKey{}, err
+	}
+	if from == "environment" {
+		if fv, ok := s.file.Get(EnvPrivateJWK); ok && fv != "" {
+			fk, err := parsePrivate(fv, "file")
+			if err != nil {
+				return signer.PrivateKey{}, err
+			}
+			if fk.KeyID() != key.KeyID() {
+				return signer.PrivateKey{}, &credError{kind: ErrInvalid, msg: fmt.Sprintf(
+					"agent: invalid %s: the environment's key (kid %s) differs from the credentials file's (kid %s); unset one of them",
+					EnvPrivateJWK, key.KeyID(), fk.KeyID())}
+			}
+		}
+	}
+	return key, nil
+}
+
+// RotateOptions configure Rotate.
+type RotateOptions struct {
+	// Dir is the folder holding the .env file. If "", the current directory.
+	Dir string
+	// Path is the credentials file. If "", Dir/.env.
+	Path string
+	// UID, PrivateJWK and Hostname override the variables when not "".
+	UID, PrivateJWK, Hostname string
+	// Tag is the tag of the current key's signature. If "", web-bot-auth.
+	Tag string
+	// Nonce is the nonce of the current key's signature. If "", random.
+	Nonce string
+	// HTTPClient sends the request. If nil, http.DefaultClient.
+	HTTPClient *http.Client
+	// Getenv reads the process environment. If nil, os.Getenv.
+	Getenv func(string) string
+	// Rand is the source for the new key and the nonces. If nil, crypto/rand.
+	Rand io.Reader
+	// Now is the signing clock. If nil, time.Now.
+	Now func() time.Time
+}
+
+// RotateResult is what Rotate did.
+type RotateResult struct {
+	// UID is the agent uid, unchanged.
+	UID string
+	// PublicJWK is the new public key (no d).
+	PublicJWK signer.JWK
+	// Path is the credentials file written.
+	Path string
+	// WellKnownURL is the agent's key directory URL, as the service reported it.
+	WellKnownURL string
+	// Warning is non-empty when the credentials file lies in a git work tree
+	// and is not git-ignored.
+	Warning string
+}
+
+// Rotate replaces the agent's key and keeps its uid (spec "Client
+// operations: rotate"). It generates a key and sends PUT
+// {hostname}/agents/{uid}/keys with body {"public_jwk": new}, signed twice:
+// sig1 by the current key (covers @method, @authority, @path,
+// content-digest and "signature-agent";key="sig1", with Signature-Agent
+// naming the agent) and sig2 by the new key (tag agentid-key-possession,
+// same components without signature-agent). On success it rewrites
+// AGENT_PUBLIC_JWK and AGENT_PRIVATE_JWK (and AGENT_UID, unchanged) in the
+// credentials file. The credentials file is checked to be writable before
+// the request, since the new private key exists nowhere else.
+func Rotate(ctx context.Context, opts RotateOptions) (RotateResult, error) {
+	lo := LoadOptions{Dir: opts.Dir, Path: opts.Path, Getenv: opts.Getenv}.withDefaults()
+	src, err := openSource(lo.Path, lo.Getenv)
+	if err != nil {
+		return RotateResult{}, err
+	}
+	creds, err := src.credentials(opts.UID, opts.PrivateJWK, opts.Hostname)
+	if err != nil {
+		return RotateResult{}, err
+	}
+	origin, err := creds.Origin()
+	if err != nil {
+		return RotateResult{}, err
+	}
+	if err := checkWritable(lo.Path); err != nil {
+		return RotateResult{}, err
+	}
+	next, err := signer.GenerateKey(opts.Rand)
+	if err != nil {
+		return RotateResult{}, err
+	}
+	u := creds.Hostname + "/agents/" + url.PathEscape(creds.UID) + "/keys"
+	req, err := newJSONRequest(ctx, http.MethodPut, u, keyBody(next))
+	if err != nil {
+		return RotateResult{}, err
+	}
+	sig1 := append(append([]string(nil), signer.WriteComponents...), `"signature-agent";key="sig1"`)
+	if err := signer.Sign(req, creds.Key, signer.Options{
+		Components:     sig1,
+		Tag:            opts.Tag,
+		Nonce:          opts.Nonce,
+		SignatureAgent: origin,
+		Now:            opts.Now,
+		Rand:           opts.Rand,
+	}); err != nil {
+		return RotateResult{}, fmt.Errorf("agent: sign rotation: %w", err)
+	}
+	if err := signer.Sign(req, next, signer.Options{
+		Label:      "sig2",
+		Tag:        signer.KeyPossessionTag,
+		Components: signer.WriteComponents,
+		Now:        opts.Now,
+		Rand:       opts.Rand,
+	}); err != nil {
+		return RotateResult{}, fmt.Errorf("agent: sign rotation: %w", err)
+	}
+	ar, _, err := send(opts.HTTPClient, req, http.StatusOK)
+	if err != nil {
+		return RotateResult{}, err
+	}
+	if err := ar.checkKey(next); err != nil {
+		return RotateResult{}, err
+	}
+	if ar.UID != creds.UID {
+		return RotateResult{}, fmt.Errorf("agent: the service answered for uid %s, want %s", ar.UID, creds.UID)
+	}
+	warn, err := writeCreds(ctx, src.file, lo.Path, [][2]string{
+		{EnvUID, creds.UID},
+		{EnvPublicJWK, string(next.Public.JWK.MarshalPublic())},
+		{EnvPrivateJWK, string(next.MarshalPrivateJWK())},
+	})
+	if err != nil {
+		return RotateResult{}, err
+	}
+	return RotateResult{UID: creds.UID, PublicJWK: next.Public.JWK, Path: lo.Path, WellKnownURL: ar.WellKnownURL, Warning: warn}, nil
+}
+
+// checkWritable fails early when path (or, if absent, its folder) cannot be
+// written.
+func checkWritable(path string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err == nil {
+		return f.Close()
+	}
+	if !os.IsNotExist(err) {
+		return fmt.Errorf("agent: %s is not writable: %w", path, err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".agentid-write-check-*")
+	if err != nil {
+		return fmt.Errorf("agent: cannot create %s: %w", path, err)
+	}
+	name := tmp.Name()
+	tmp.Close()
+	return os.Remove(name)
+}
+
+// Headers returns the three signature headers for a request to rawURL with
+// method, under the default profile of DESIGN §3: covers @authority only,
+// Signature-Agent sig1="<scheme>://<uid>.<service host>". tag "" means
+// web-bot-auth; nonce "" means 64 random bytes (base64url).
+func Headers(method, rawURL string, creds Credentials, tag, nonce string) (signer.SignatureHeaders, error) {
+	opts, err := creds.Options()
+	if err != nil {
+		return signer.SignatureHeaders{}, err
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return signer.SignatureHeaders{}, fmt.Errorf("agent: invalid url %q: want a full URL with http(s) scheme and host", truncate(rawURL))
+	}
+	opts.Tag, opts.Nonce = tag, nonce
+	h, err := signer.Headers(method, rawURL, creds.Key, opts)
+	if err != nil {
+		return signer.SignatureHeaders{}, fmt.Errorf("agent: headers: %w", err)
+	}
+	return h, nil
+}

@@ -1,0 +1,191 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/agentid/agentid/signer"
+)
+
+// ServerError is an error answer of the service, carrying the fields of its
+// JSON error body {"error":{"status","code","message"}} (DESIGN §6).
+type ServerError struct {
+	// Status is the HTTP status code.
+	Status int
+	// Code is the stable error code such as "invalid_signature" ("" when the
+	// body was not the JSON error shape).
+	Code string
+	// Message is the server's explanation, or a short excerpt of the body.
+	Message string
+}
+
+func (e *ServerError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "agent: server answered %d", e.Status)
+	if e.Code != "" {
+		b.WriteString(" " + e.Code)
+	}
+	if e.Message != "" {
+		b.WriteString(": " + e.Message)
+	}
+	return b.String()
+}
+
+// maxResponse bounds what the client reads from the service.
+const maxResponse = 1 << 20
+
+// serverError decodes an error answer. The code may be a string (agentid)
+// or a number (vestauth).
+func serverError(resp *http.Response, body []byte) *ServerError {
+	e := &ServerError{Status: resp.StatusCode}
+	var eb struct {
+		Error struct {
+			Code    json.RawMessage `json:"code"`
+			Message string          `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &eb) == nil && (eb.Error.Message != "" || len(eb.Error.Code) > 0) {
+		var s string
+		if json.Unmarshal(eb.Error.Code, &s) == nil {
+			e.Code = s
+		} else {
+			e.Code = string(eb.Error.Code)
+		}
+		e.Message = eb.Error.Message
+		return e
+	}
+	msg := strings.TrimSpace(string(body))
+	if len(msg) > 200 {
+		msg = msg[:200] + "…"
+	}
+	if msg == "" {
+		msg = http.StatusText(resp.StatusCode)
+	}
+	e.Message = msg
+	return e
+}
+
+// agentResponse is the body of POST /agents and PUT /agents/{uid}/keys.
+type agentResponse struct {
+	UID          string          `json:"uid"`
+	Kid          string          `json:"kid"`
+	PublicJWK    json.RawMessage `json:"public_jwk"`
+	WellKnownURL string          `json:"well_known_url"`
+	IsNew        *bool           `json:"is_new"`
+}
+
+var uidRE = regexp.MustCompile(`^agent-[0-9a-f]{24}$`)
+
+// keyBody is the request body {"public_jwk": {kty, crv, x, kid}}; it never
+// carries d.
+func keyBody(k signer.PrivateKey) []byte {
+	b, _ := json.Marshal(struct {
+		PublicJWK json.RawMessage `json:"public_jwk"`
+	}{json.RawMessage(k.Public.JWK.MarshalPublic())})
+	return b
+}
+
+// newJSONRequest builds a request with a JSON body (GetBody set, so it can be
+// signed with content-digest and replayed on redirects).
+func newJSONRequest(ctx context.Context, method, url string, body []byte) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("agent: %s %s: %w", method, url, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	return req, nil
+}
+
+// send runs req and decodes a success answer (one of ok) into agentResponse.
+func send(client *http.Client, req *http.Request, ok ...int) (agentResponse, int, error) {
+	if client == nil {
+		client = http.DefaultClient
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return agentResponse{}, 0, fmt.Errorf("agent: %s %s: %w", req.Method, req.URL.Redacted(), err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
+	if err != nil {
+		return agentResponse{}, resp.StatusCode, fmt.Errorf("agent: %s %s: read answer: %w", req.Method, req.URL.Redacted(), err)
+	}
+	good := false
+	for _, s := range ok {
+		good = good || resp.StatusCode == s
+	}
+	if !good {
+		return agentResponse{}, resp.StatusCode, serverError(resp, body)
+	}
+	var ar agentResponse
+	if err := json.Unmarshal(body, &ar); err != nil {
+		return agentResponse{}, resp.StatusCode, fmt.Errorf("agent: %s %s: answer is not the expected JSON: %w", req.Method, req.URL.Redacted(), err)
+	}
+	if !uidRE.MatchString(ar.UID) {
+		return agentResponse{}, resp.StatusCode, fmt.Errorf("agent: %s %s: answer has invalid uid %q", req.Method, req.URL.Redacted(), truncate(ar.UID))
+	}
+	return ar, resp.StatusCode, nil
+}
+
+// checkKey verifies that the server registered exactly key.
+func (ar agentResponse) checkKey(key signer.PrivateKey) error {
+	if len(ar.PublicJWK) == 0 {
+		return errors.New("agent: answer has no public_jwk")
+	}
+	pk, err := signer.ParsePublicJWK(ar.PublicJWK)
+	if err != nil {
+		return fmt.Errorf("agent: answer has an invalid public_jwk: %w", err)
+	}
+	if pk.JWK.Kid != key.KeyID() || (ar.Kid != "" && ar.Kid != key.KeyID()) {
+		return fmt.Errorf("agent: the service answered with key %s, want %s", pk.JWK.Kid, key.KeyID())
+	}
+	return nil
+}
+
+// gitWarning returns a warning when path lies inside a git work tree and is
+// not ignored there. Without git, outside a work tree or on any git error it
+// returns "".
+func gitWarning(ctx context.Context, path string) string {
+	git, err := exec.LookPath("git")
+	if err != nil {
+		return ""
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return ""
+	}
+	dir, base := filepath.Dir(abs), filepath.Base(abs)
+	out, err := exec.CommandContext(ctx, git, "-C", dir, "rev-parse", "--is-inside-work-tree").Output()
+	if err != nil || strings.TrimSpace(string(out)) != "true" {
+		return ""
+	}
+	err = exec.CommandContext(ctx, git, "-C", dir, "check-ignore", "-q", "--", base).Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && ee.ExitCode() == 1 {
+		return fmt.Sprintf("warning: %s is not git-ignored; add %s to .gitignore so %s is never committed",
+			path, base, EnvPrivateJWK)
+	}
+	return ""
+}
+
+// writeCreds sets vars in the credentials file (keeping every other line),
+// writes it atomically with mode 0600 and returns a git-ignore warning, if any.
+func writeCreds(ctx context.Context, f *EnvFile, path string, vars [][2]string) (string, error) {
+	for _, kv := range vars {
+		f.Set(kv[0], kv[1])
+	}
+	if err := f.Write(); err != nil { // atomic, mode 0600
+		return "", fmt.Errorf("agent: write %s: %w", path, err)
+	}
+	return gitWarning(ctx, path), nil
+}
