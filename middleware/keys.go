@@ -45,6 +45,12 @@ func NewStaticKeys() *StaticKeys {
 
 // Add publishes pk for agent under its kid.
 func (s *StaticKeys) Add(agent string, pk signer.PublicKey) {
+	s.AddWithID(agent, pk.JWK.Kid, pk)
+}
+
+// AddWithID publishes pk for agent under keyID (for key ids agreed out of
+// band; the verifier accepts them only with Config.AllowAnyKeyID).
+func (s *StaticKeys) AddWithID(agent, keyID string, pk signer.PublicKey) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	m := s.keys[agent]
@@ -52,7 +58,7 @@ func (s *StaticKeys) Add(agent string, pk signer.PublicKey) {
 		m = map[string]signer.PublicKey{}
 		s.keys[agent] = m
 	}
-	m[pk.JWK.Kid] = pk
+	m[keyID] = pk
 }
 
 // Remove withdraws keyID from agent.

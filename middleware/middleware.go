@@ -10,7 +10,7 @@ package middleware
 import (
 	"context"
 	"log/slog"
-	"net/http"
+
 	"time"
 
 	"github.com/agentid/agentid/signer"
@@ -66,6 +66,10 @@ type Config struct {
 	// AllowMissingSignatureAgent accepts requests without Signature-Agent;
 	// the key source is then asked with agent "".
 	AllowMissingSignatureAgent bool
+	// AllowAnyKeyID accepts a keyid that is not the RFC 7638 thumbprint of
+	// the key (plain RFC 9421 with key ids agreed out of band). By default
+	// the key's thumbprint must equal keyid.
+	AllowAnyKeyID bool
 	// RequireBound rejects signatures that do not cover Signature-Agent.
 	RequireBound bool
 	// MaxWindow bounds expires-created. If 0, 10 minutes; negative: unbounded.
@@ -93,5 +97,3 @@ func AgentFrom(ctx context.Context) (Agent, bool) {
 func WithAgent(ctx context.Context, a Agent) context.Context {
 	return context.WithValue(ctx, agentKey{}, a)
 }
-
-var _ = http.StatusOK

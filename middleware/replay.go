@@ -1,0 +1,39 @@
+package middleware
+
+import (
+	"context"
+	"time"
+
+	"github.com/patrickmn/go-cache"
+)
+
+// MemoryReplayStore is an in-process ReplayStore on go-cache. Entries are
+// kept until their expiry (the signature's expires plus the allowed skew)
+// and purged every minute. It suits a single instance; several instances
+// need a shared store (PostgreSQL or Redis).
+type MemoryReplayStore struct {
+	c   *cache.Cache
+	now func() time.Time
+}
+
+// NewMemoryReplayStore returns an empty in-memory store.
+func NewMemoryReplayStore() *MemoryReplayStore {
+	return &MemoryReplayStore{c: cache.New(cache.NoExpiration, time.Minute), now: time.Now}
+}
+
+// Seen implements ReplayStore. go-cache's Add is atomic: of two concurrent
+// calls with the same key exactly one succeeds.
+func (s *MemoryReplayStore) Seen(_ context.Context, key string, expiry time.Time) (bool, error) {
+	ttl := expiry.Sub(s.now())
+	if ttl < time.Second {
+		ttl = time.Second
+	}
+	if err := s.c.Add(key, struct{}{}, ttl); err != nil {
+		return true, nil
+	}
+	return false, nil
+}
+
+// Len returns the number of remembered nonces (expired ones may linger until
+// the next purge).
+func (s *MemoryReplayStore) Len() int { return s.c.ItemCount() }

@@ -1,0 +1,405 @@
+package middleware
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/agentid/agentid/signer"
+)
+
+// Defaults of the web-bot-auth verification policy (DESIGN §4).
+const (
+	DefaultMaxWindow    = 10 * time.Minute
+	DefaultSkew         = 60 * time.Second
+	DefaultMaxBodyBytes = 1 << 20
+)
+
+// DirectoryPath is the well-known path of a key directory.
+const DirectoryPath = "/.well-known/http-message-signatures-directory"
+
+// Verifier checks signed requests against a policy. It is safe for
+// concurrent use; build it once with NewVerifier.
+type Verifier struct {
+	cfg             Config
+	required        []signer.Component
+	acceptSignature string
+}
+
+// Validate reports a configuration that cannot work.
+func (c Config) Validate() error {
+	if c.Keys == nil {
+		return errors.New("middleware: Config.Keys is required")
+	}
+	if c.MaxBodyBytes < 0 {
+		return errors.New("middleware: Config.MaxBodyBytes must not be negative")
+	}
+	for _, n := range c.RequiredComponents {
+		if _, err := signer.ParseComponent(n); err != nil {
+			return fmt.Errorf("middleware: Config.RequiredComponents: %w", err)
+		}
+	}
+	return nil
+}
+
+func (c Config) withDefaults() Config {
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Replay == nil {
+		c.Replay = NewMemoryReplayStore()
+	}
+	if c.Tag == "" {
+		c.Tag = signer.DefaultTag
+	}
+	if c.MaxWindow == 0 {
+		c.MaxWindow = DefaultMaxWindow
+	}
+	if c.Skew == 0 {
+		c.Skew = DefaultSkew
+	} else if c.Skew < 0 {
+		c.Skew = 0
+	}
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// NewVerifier validates cfg and returns a Verifier.
+func NewVerifier(cfg Config) (*Verifier, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	v := &Verifier{cfg: cfg.withDefaults()}
+	ids := []string{`"@authority"`}
+	for _, n := range cfg.RequiredComponents {
+		c, _ := signer.ParseComponent(n)
+		v.required = append(v.required, c)
+		if c.ID() != `"@authority"` {
+			ids = append(ids, c.ID())
+		}
+	}
+	if cfg.RequireBound {
+		ids = append(ids, `"signature-agent";key="sig1"`)
+	}
+	v.acceptSignature = "sig1=(" + strings.Join(ids, " ") + `);alg="ed25519";keyid;created;expires;nonce;tag="` + v.cfg.Tag + `"`
+	return v, nil
+}
+
+// New returns the verification middleware. It panics if cfg is invalid;
+// call cfg.Validate first to report that cleanly.
+func New(cfg Config) func(http.Handler) http.Handler {
+	v, err := NewVerifier(cfg)
+	if err != nil {
+		panic(err)
+	}
+	return v.Middleware
+}
+
+// Middleware verifies each request before next runs. A verified request's
+// context carries the Agent (AgentFrom). Failures get the JSON error body;
+// 401s also carry Accept-Signature.
+func (v *Verifier) Middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if v.cfg.Optional && len(r.Header.Values("Signature")) == 0 && len(r.Header.Values("Signature-Input")) == 0 {
+			next.ServeHTTP(w, r)
+			return
+		}
+		a, err := v.Verify(r)
+		if err != nil {
+			v.WriteError(w, err)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(WithAgent(r.Context(), a)))
+	})
+}
+
+// WriteError writes a verification failure: the JSON error body, plus
+// Accept-Signature on 401.
+func (v *Verifier) WriteError(w http.ResponseWriter, err error) {
+	e := AsError(err)
+	if e.Status == http.StatusUnauthorized {
+		w.Header().Set("Accept-Signature", v.acceptSignature)
+	}
+	WriteError(w, e)
+}
+
+func unauthorized(code, format string, args ...any) *Error {
+	return Errorf(http.StatusUnauthorized, code, format, args...)
+}
+
+// Verify checks r against the policy of DESIGN §4, cheapest step first, and
+// returns the verified identity or an *Error with the code of DESIGN §6.
+// The nonce is recorded only after the signature (and digest) verified.
+func (v *Verifier) Verify(r *http.Request) (Agent, error) {
+	a, err := v.verify(r)
+	if err != nil {
+		v.cfg.Logger.LogAttrs(r.Context(), slog.LevelDebug, "signature rejected",
+			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("error", err.Error()))
+	}
+	return a, err
+}
+
+func (v *Verifier) verify(r *http.Request) (Agent, error) {
+	cfg := &v.cfg
+	in, sv := r.Header.Values("Signature-Input"), r.Header.Values("Signature")
+	if len(in) == 0 && len(sv) == 0 {
+		return Agent{}, unauthorized("missing_signature", "the request is not signed: Signature and Signature-Input are required")
+	}
+	if len(in) == 0 || len(sv) == 0 {
+		return Agent{}, unauthorized("invalid_signature_input", "Signature and Signature-Input must both be present")
+	}
+
+	// 1. Parse and pick the signature by tag.
+	sigs, err := signer.ParseSignatures(in, sv)
+	if err != nil {
+		return Agent{}, &Error{Status: http.StatusUnauthorized, Code: "invalid_signature_input", Message: trimPrefix(err), Err: err}
+	}
+	var sig *signer.Signature
+	for i := range sigs {
+		if sigs[i].Params.Tag == cfg.Tag {
+			if sig != nil {
+				return Agent{}, unauthorized("invalid_signature_input", "more than one signature has tag=%q", cfg.Tag)
+			}
+			sig = &sigs[i]
+		}
+	}
+	if sig == nil {
+		if !cfg.AnyTag || len(sigs) != 1 {
+			return Agent{}, unauthorized("invalid_signature_input", "no signature has tag=%q", cfg.Tag)
+		}
+		sig = &sigs[0]
+	}
+	p := &sig.Params
+
+	// 2. Covered components.
+	if !sig.Covers(`"@authority"`) && !sig.Covers(`"@target-uri"`) {
+		return Agent{}, unauthorized("missing_components", "the signature must cover @authority or @target-uri")
+	}
+	for _, c := range v.required {
+		if _, ok := sig.CoversName(c.Name); !ok {
+			return Agent{}, unauthorized("missing_components", "the signature must cover %s", c.ID())
+		}
+	}
+
+	// 3. Parameters.
+	if p.Alg != "" && p.Alg != "ed25519" {
+		return Agent{}, unauthorized("unsupported_algorithm", "alg %q is not supported, want \"ed25519\"", p.Alg)
+	}
+	if !p.HasCreated {
+		return Agent{}, unauthorized("invalid_signature_input", "the created parameter is required")
+	}
+	if !p.HasExpires && !cfg.AllowMissingExpires {
+		return Agent{}, unauthorized("invalid_signature_input", "the expires parameter is required")
+	}
+	if p.KeyID == "" {
+		return Agent{}, unauthorized("invalid_signature_input", "the keyid parameter is required")
+	}
+	if p.Nonce == "" && !cfg.AllowMissingNonce {
+		return Agent{}, unauthorized("missing_nonce", "the nonce parameter is required")
+	}
+
+	// 4. Validity window.
+	now := cfg.Now()
+	created := time.Unix(p.Created, 0)
+	expires := created.Add(cfg.MaxWindow)
+	if p.HasExpires {
+		expires = time.Unix(p.Expires, 0)
+	}
+	if created.After(now.Add(cfg.Skew)) {
+		return Agent{}, unauthorized("signature_not_yet_valid", "signature created at %s, in the future", created.UTC().Format(time.RFC3339))
+	}
+	if p.HasExpires && p.Expires < p.Created {
+		return Agent{}, unauthorized("invalid_signature_input", "expires is before created")
+	}
+	if (p.HasExpires || cfg.MaxWindow > 0) && now.After(expires.Add(cfg.Skew)) {
+		return Agent{}, unauthorized("expired_signature", "signature expired at %s", expires.UTC().Format(time.RFC3339))
+	}
+	if cfg.MaxWindow > 0 && p.HasExpires && expires.Sub(created) > cfg.MaxWindow {
+		return Agent{}, unauthorized("signature_window_too_long", "expires-created is %s, at most %s is accepted", expires.Sub(created), cfg.MaxWindow)
+	}
+
+	// 5. Signature agent.
+	agent, bound, err := v.signatureAgent(r, sig)
+	if err != nil {
+		return Agent{}, err
+	}
+
+	// 6. Key.
+	pk, err := cfg.Keys.Key(r.Context(), agent, p.KeyID)
+	if err != nil {
+		return Agent{}, keyError(err, agent, p.KeyID)
+	}
+	if len(pk.Key) != ed25519.PublicKeySize || !cfg.AllowAnyKeyID && signer.Thumbprint(pk.Key) != p.KeyID {
+		return Agent{}, unauthorized("unknown_key", "key %q is not the thumbprint of the published key", p.KeyID)
+	}
+
+	// 7. Ed25519 over the rebuilt base.
+	base, err := sig.Base(r)
+	if err != nil {
+		if errors.Is(err, signer.ErrMissingComponent) {
+			return Agent{}, &Error{Status: http.StatusUnauthorized, Code: "missing_components", Message: trimPrefix(err), Err: err}
+		}
+		return Agent{}, &Error{Status: http.StatusUnauthorized, Code: "invalid_signature_input", Message: trimPrefix(err), Err: err}
+	}
+	if !ed25519.Verify(pk.Key, base, sig.Value) {
+		return Agent{}, unauthorized("invalid_signature", "the signature does not verify with key %q", p.KeyID)
+	}
+
+	// 8. Content-Digest.
+	if sig.Covers(`"content-digest"`) {
+		body, err := signer.ReadBody(r, cfg.MaxBodyBytes)
+		if err != nil {
+			if errors.Is(err, signer.ErrBodyTooLarge) {
+				return Agent{}, Errorf(http.StatusRequestEntityTooLarge, "payload_too_large", "the body is larger than %d bytes", cfg.MaxBodyBytes)
+			}
+			return Agent{}, &Error{Status: http.StatusBadRequest, Code: "invalid_request", Message: "the body could not be read", Err: err}
+		}
+		if err := signer.VerifyContentDigest(r.Header.Values("Content-Digest"), body); err != nil {
+			return Agent{}, &Error{Status: http.StatusUnauthorized, Code: "content_digest_mismatch", Message: "Content-Digest does not match the body", Err: err}
+		}
+	}
+
+	// 9. Replay.
+	if p.Nonce != "" {
+		seen, err := cfg.Replay.Seen(r.Context(), p.KeyID+" "+p.Nonce, expires.Add(cfg.Skew))
+		if err != nil {
+			return Agent{}, &Error{Status: http.StatusServiceUnavailable, Code: "database_unavailable", Message: "the replay store is unavailable", Err: fmt.Errorf("%w: %w", ErrReplayStore, err)}
+		}
+		if seen {
+			return Agent{}, unauthorized("replayed_nonce", "nonce already used with key %q", p.KeyID)
+		}
+	}
+
+	a := Agent{
+		KeyID:          p.KeyID,
+		JWK:            pk.JWK.Public(),
+		SignatureAgent: agent,
+		Created:        created,
+		Nonce:          p.Nonce,
+		Label:          sig.Label,
+		Tag:            p.Tag,
+		Bound:          bound,
+		Components:     make([]string, len(sig.Components)),
+	}
+	if p.HasExpires {
+		a.Expires = expires
+	}
+	for i, c := range sig.Components {
+		a.Components[i] = c.ID()
+	}
+	if agent != "" {
+		a.DirectoryURL = agent + DirectoryPath
+		a.UID = UIDFromOrigin(agent)
+	}
+	return a, nil
+}
+
+// signatureAgent picks the Signature-Agent origin that applies to sig
+// (DESIGN §4 step 5) and reports whether it is covered.
+func (v *Verifier) signatureAgent(r *http.Request, sig *signer.Signature) (string, bool, error) {
+	vals := r.Header.Values("Signature-Agent")
+	if len(vals) == 0 {
+		if v.cfg.AllowMissingSignatureAgent {
+			return "", false, nil
+		}
+		return "", false, unauthorized("invalid_signature_agent", "the Signature-Agent header is required")
+	}
+	sa, err := signer.ParseSignatureAgent(vals)
+	if err != nil {
+		return "", false, &Error{Status: http.StatusUnauthorized, Code: "invalid_signature_agent", Message: trimPrefix(err), Err: err}
+	}
+	var (
+		origin string
+		ok     bool
+		bound  bool
+	)
+	if c, covered := sig.CoversName("signature-agent"); covered {
+		bound = true
+		if c.Key != "" {
+			origin, ok = sa.Member(c.Key)
+		} else {
+			origin, ok = sa.Only()
+		}
+	} else if origin, ok = sa.Member(sig.Label); !ok {
+		origin, ok = sa.Only()
+	}
+	if !ok {
+		return "", false, unauthorized("invalid_signature_agent", "Signature-Agent has no member for signature %q", sig.Label)
+	}
+	if v.cfg.RequireBound && !bound {
+		return "", false, unauthorized("missing_components", `the signature must cover "signature-agent"`)
+	}
+	return origin, bound, nil
+}
+
+func keyError(err error, agent, keyID string) *Error {
+	switch {
+	case errors.Is(err, signer.ErrUnknownKey):
+		return &Error{Status: http.StatusUnauthorized, Code: "unknown_key", Message: fmt.Sprintf("key %q is not published by %s", keyID, orNone(agent)), Err: err}
+	case errors.Is(err, signer.ErrRevokedKey):
+		return &Error{Status: http.StatusUnauthorized, Code: "revoked_key", Message: fmt.Sprintf("key %q has been revoked", keyID), Err: err}
+	case errors.Is(err, signer.ErrUntrustedAgent):
+		return &Error{Status: http.StatusUnauthorized, Code: "untrusted_signature_agent", Message: fmt.Sprintf("signature agent %s is not trusted", orNone(agent)), Err: err}
+	case errors.Is(err, context.Canceled):
+		return &Error{Status: http.StatusServiceUnavailable, Code: "key_fetch_failed", Message: "the request was cancelled while fetching the key", Err: err}
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return &Error{Status: http.StatusServiceUnavailable, Code: "key_fetch_failed", Message: fmt.Sprintf("the key directory of %s could not be fetched", orNone(agent)), Err: err}
+}
+
+func orNone(agent string) string {
+	if agent == "" {
+		return "the key source"
+	}
+	return agent
+}
+
+// trimPrefix drops the "signer: " package prefix for client messages.
+func trimPrefix(err error) string {
+	return strings.TrimPrefix(err.Error(), "signer: ")
+}
+
+// UIDFromOrigin returns the agent uid (agent-<24 hex>) that is the first
+// label of origin's host, or "".
+func UIDFromOrigin(origin string) string {
+	h := origin
+	if i := strings.Index(h, "://"); i >= 0 {
+		h = h[i+3:]
+	}
+	if i := strings.IndexByte(h, '.'); i >= 0 {
+		h = h[:i]
+	} else {
+		return ""
+	}
+	if ValidUID(h) {
+		return h
+	}
+	return ""
+}
+
+// ValidUID reports whether s has the uid form agent-<24 lowercase hex>.
+func ValidUID(s string) bool {
+	if len(s) != 30 || !strings.HasPrefix(s, "agent-") {
+		return false
+	}
+	for i := 6; i < 30; i++ {
+		c := s[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
