@@ -1,0 +1,304 @@
+package keyfetch
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Defaults applied by New to zero Config fields.
+const (
+	DefaultTimeout         = 5 * time.Second
+	DefaultMaxBodyBytes    = 64 << 10
+	DefaultMaxKeys         = 64
+	DefaultMinTTL          = 30 * time.Second
+	DefaultMaxTTL          = time.Hour
+	DefaultDefaultTTL      = 5 * time.Minute
+	DefaultRefreshCooldown = 30 * time.Second
+	DefaultNegativeTTL     = 10 * time.Second
+	DefaultMaxStale        = time.Hour
+	DefaultMaxOrigins      = 10000
+	DefaultUserAgent       = "agentid-keyfetch/1"
+)
+
+// Config configures a Fetcher. The zero value of every field is the strict,
+// safe default; the zero Config itself is valid but trusts no host, so every
+// lookup is refused with signer.ErrUntrustedAgent.
+type Config struct {
+	// TrustedHosts lists the signature agent hosts whose directories may be
+	// fetched. An entry is an exact host ("agents.example.com",
+	// "127.0.0.1", "[::1]") or a wildcard "*.suffix" that matches any host
+	// ending in ".suffix" on a label boundary: "*.example.com" matches
+	// "a.example.com" and "a.b.example.com" but not "example.com" nor
+	// "evilexample.com". A wildcard never matches an IP address. Matching
+	// is case-insensitive. An entry without a port matches the host on any
+	// port; "host:port" matches only that port (the scheme's default port
+	// when the agent names none). The check happens before any network I/O.
+	// If empty, no host is trusted and every lookup is refused.
+	TrustedHosts []string
+
+	// AllowHTTP permits http:// signature agents. If false, only https://
+	// agents are fetched; others are refused as untrusted without I/O.
+	// Turn it on only for tests and local development.
+	AllowHTTP bool
+
+	// AllowPrivateNetworks permits connections to loopback, private
+	// (RFC 1918), shared (100.64.0.0/10), link-local, unique-local
+	// (fc00::/7), unspecified, multicast and other non-public addresses,
+	// including their IPv4-mapped IPv6 forms. If false, such addresses are
+	// refused when the connection is dialed (net.Dialer.Control), after DNS
+	// resolution, so DNS rebinding cannot bypass the check. Only applies to
+	// the client New builds; see HTTPClient.
+	AllowPrivateNetworks bool
+
+	// HTTPClient performs the fetches. If nil, New builds a client whose
+	// dialer enforces AllowPrivateNetworks and which ignores proxy
+	// environment variables. If set, its transport is used as is: the
+	// caller is responsible for refusing private addresses. In both cases
+	// redirects are never followed (a shallow copy of the client gets a
+	// CheckRedirect returning http.ErrUseLastResponse) and a 3xx answer is
+	// a fetch failure. The client's own Timeout is left alone; Timeout
+	// below bounds each fetch.
+	HTTPClient *http.Client
+
+	// Timeout bounds one directory fetch from dial to the last body byte.
+	// If 0, 5 seconds.
+	Timeout time.Duration
+
+	// MaxBodyBytes caps the directory body; a larger body is a fetch
+	// failure. If 0, 64 KiB.
+	MaxBodyBytes int64
+
+	// MaxKeys caps the number of entries in a directory's "keys" array; a
+	// directory with more entries is a fetch failure (it is not truncated,
+	// so the accepted set never depends on key order). If 0, 64.
+	MaxKeys int
+
+	// MinTTL and MaxTTL clamp the lifetime taken from Cache-Control
+	// max-age. If 0, 30 seconds and 1 hour. MinTTL must not exceed MaxTTL.
+	MinTTL, MaxTTL time.Duration
+
+	// DefaultTTL is the lifetime used when the directory sends no usable
+	// max-age. If 0, 5 minutes clamped to [MinTTL, MaxTTL].
+	DefaultTTL time.Duration
+
+	// RefreshCooldown limits refreshes forced by an unknown keyid on a
+	// fresh cache entry to one per origin per cooldown. If 0, 30 seconds;
+	// negative: an unknown keyid never forces a refresh.
+	RefreshCooldown time.Duration
+
+	// NegativeTTL is how long a fetch failure is remembered (no new fetch
+	// for that origin meanwhile), and how long a 404 or 410 directory
+	// counts as empty. If 0, 10 seconds; negative: failures are not cached.
+	NegativeTTL time.Duration
+
+	// MaxStale is how long past its expiry the last good key set keeps
+	// serving while refreshes fail. If 0, 1 hour; negative: never serve
+	// stale keys.
+	MaxStale time.Duration
+
+	// MaxOrigins caps the number of origins held in the cache; beyond it
+	// expired entries, then arbitrary ones, are evicted. If 0, 10000.
+	MaxOrigins int
+
+	// Now is the clock for cache lifetimes. If nil, time.Now is used.
+	Now func() time.Time
+
+	// Logger receives debug lines about fetches and warnings about skipped
+	// keys. If nil, nothing is logged.
+	Logger *slog.Logger
+
+	// UserAgent is sent with each fetch. If "", "agentid-keyfetch/1".
+	UserAgent string
+}
+
+// Validate reports whether c, once defaults are applied, is usable.
+func (c Config) Validate() error {
+	_, err := c.withDefaults()
+	return err
+}
+
+// settings is a validated Config with defaults applied and patterns compiled.
+type settings struct {
+	Config
+	patterns []hostPattern
+}
+
+func (c Config) withDefaults() (settings, error) {
+	var errs []error
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"Timeout", c.Timeout}, {"MinTTL", c.MinTTL}, {"MaxTTL", c.MaxTTL}, {"DefaultTTL", c.DefaultTTL}} {
+		if d.v < 0 {
+			errs = append(errs, fmt.Errorf("%s %v is negative", d.name, d.v))
+		}
+	}
+	if c.MaxBodyBytes < 0 {
+		errs = append(errs, fmt.Errorf("MaxBodyBytes %d is negative", c.MaxBodyBytes))
+	}
+	if c.MaxKeys < 0 {
+		errs = append(errs, fmt.Errorf("MaxKeys %d is negative", c.MaxKeys))
+	}
+	if c.MaxOrigins < 0 {
+		errs = append(errs, fmt.Errorf("MaxOrigins %d is negative", c.MaxOrigins))
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.MaxKeys == 0 {
+		c.MaxKeys = DefaultMaxKeys
+	}
+	if c.MinTTL == 0 {
+		c.MinTTL = DefaultMinTTL
+	}
+	if c.MaxTTL == 0 {
+		c.MaxTTL = DefaultMaxTTL
+	}
+	if c.MinTTL > c.MaxTTL {
+		errs = append(errs, fmt.Errorf("MinTTL %v exceeds MaxTTL %v", c.MinTTL, c.MaxTTL))
+	}
+	if c.DefaultTTL == 0 {
+		c.DefaultTTL = min(max(DefaultDefaultTTL, c.MinTTL), c.MaxTTL)
+	} else if c.DefaultTTL < c.MinTTL || c.DefaultTTL > c.MaxTTL {
+		errs = append(errs, fmt.Errorf("DefaultTTL %v is outside [MinTTL %v, MaxTTL %v]", c.DefaultTTL, c.MinTTL, c.MaxTTL))
+	}
+	if c.RefreshCooldown == 0 {
+		c.RefreshCooldown = DefaultRefreshCooldown
+	}
+	if c.NegativeTTL == 0 {
+		c.NegativeTTL = DefaultNegativeTTL
+	}
+	if c.MaxStale == 0 {
+		c.MaxStale = DefaultMaxStale
+	}
+	if c.MaxOrigins == 0 {
+		c.MaxOrigins = DefaultMaxOrigins
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.UserAgent == "" {
+		c.UserAgent = DefaultUserAgent
+	}
+	s := settings{Config: c}
+	for _, p := range c.TrustedHosts {
+		hp, err := parsePattern(p)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		s.patterns = append(s.patterns, hp)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return settings{}, fmt.Errorf("keyfetch: invalid config: %w", err)
+	}
+	return s, nil
+}
+
+// hostPattern is one compiled TrustedHosts entry.
+type hostPattern struct {
+	host     string // exact host, or the suffix including its leading dot for a wildcard
+	wildcard bool
+	port     string // "" matches any port
+}
+
+func parsePattern(p string) (hostPattern, error) {
+	orig := p
+	p = strings.ToLower(strings.TrimSpace(p))
+	bad := func(why string) (hostPattern, error) {
+		return hostPattern{}, fmt.Errorf("TrustedHosts entry %q: %s", orig, why)
+	}
+	if p == "" {
+		return bad("empty")
+	}
+	if strings.Contains(p, "/") {
+		return bad("want a host such as \"*.example.com\" or \"host:port\", not a URL")
+	}
+	host, port := p, ""
+	switch {
+	case strings.HasPrefix(p, "["):
+		if i := strings.LastIndex(p, "]"); i >= 0 && i < len(p)-1 {
+			h, pt, err := net.SplitHostPort(p)
+			if err != nil {
+				return bad(err.Error())
+			}
+			host, port = h, pt
+		} else {
+			host = strings.TrimSuffix(strings.TrimPrefix(p, "["), "]")
+		}
+		if a, err := netip.ParseAddr(host); err != nil || !a.Is6() {
+			return bad("brackets must hold an IPv6 address")
+		}
+	case strings.Count(p, ":") == 1:
+		h, pt, err := net.SplitHostPort(p)
+		if err != nil {
+			return bad(err.Error())
+		}
+		host, port = h, pt
+	case strings.Count(p, ":") > 1:
+		return bad("write an IPv6 address in brackets, e.g. \"[::1]\"")
+	}
+	if port != "" {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || strconv.Itoa(n) != port {
+			return bad("invalid port")
+		}
+	}
+	if rest, ok := strings.CutPrefix(host, "*."); ok {
+		if !validHostname(rest) {
+			return bad("invalid suffix after \"*.\"")
+		}
+		return hostPattern{host: "." + rest, wildcard: true, port: port}, nil
+	}
+	if _, err := netip.ParseAddr(host); err == nil {
+		return hostPattern{host: host, port: port}, nil
+	}
+	if !validHostname(host) {
+		return bad("invalid host name (a wildcard must be a leading \"*.\")")
+	}
+	return hostPattern{host: host, port: port}, nil
+}
+
+// validHostname reports whether h is a lowercase DNS name: non-empty labels of
+// [a-z0-9-_], no empty label, no trailing dot.
+func validHostname(h string) bool {
+	if h == "" || len(h) > 253 {
+		return false
+	}
+	for label := range strings.SplitSeq(h, ".") {
+		if label == "" || len(label) > 63 {
+			return false
+		}
+		for i := 0; i < len(label); i++ {
+			c := label[i]
+			if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// match reports whether host (lowercase, no brackets) on port (effective,
+// never "") matches p. isIP says whether host is an IP literal.
+func (p hostPattern) match(host, port string, isIP bool) bool {
+	if p.port != "" && p.port != port {
+		return false
+	}
+	if !p.wildcard {
+		return host == p.host
+	}
+	return !isIP && len(host) > len(p.host) && strings.HasSuffix(host, p.host)
+}

@@ -1,0 +1,122 @@
+package keyfetch
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"syscall"
+	"time"
+)
+
+// ErrPrivateAddress is wrapped by the fetch error when a directory host
+// resolves to a loopback, private, link-local or otherwise non-public address
+// and Config.AllowPrivateNetworks is off.
+var ErrPrivateAddress = errors.New("keyfetch: refusing to connect to a non-public address")
+
+// blockedPrefixes are the ranges refused at dial time unless
+// AllowPrivateNetworks is set. IPv4-mapped IPv6 addresses are unmapped before
+// the check; NAT64 addresses are checked by their embedded IPv4 address.
+var blockedPrefixes = func() []netip.Prefix {
+	var ps []netip.Prefix
+	for _, s := range []string{
+		"0.0.0.0/8",       // "this network", includes the unspecified address
+		"10.0.0.0/8",      // RFC 1918
+		"100.64.0.0/10",   // shared address space (CGNAT), RFC 6598
+		"127.0.0.0/8",     // loopback
+		"169.254.0.0/16",  // link-local (cloud metadata lives here)
+		"172.16.0.0/12",   // RFC 1918
+		"192.0.0.0/24",    // IETF protocol assignments
+		"192.0.2.0/24",    // TEST-NET-1
+		"192.168.0.0/16",  // RFC 1918
+		"198.18.0.0/15",   // benchmarking
+		"198.51.100.0/24", // TEST-NET-2
+		"203.0.113.0/24",  // TEST-NET-3
+		"224.0.0.0/4",     // multicast
+		"240.0.0.0/4",     // reserved, includes broadcast
+		"::/128",          // unspecified
+		"::1/128",         // loopback
+		"::/96",           // IPv4-compatible (deprecated)
+		"100::/64",        // discard-only
+		"2001:db8::/32",   // documentation
+		"fc00::/7",        // unique local
+		"fe80::/10",       // link-local
+		"fec0::/10",       // site-local (deprecated)
+		"ff00::/8",        // multicast
+		"2002::/16",       // 6to4 may tunnel to any IPv4 address
+		"2001::/32",       // Teredo
+		"64:ff9b:1::/48",  // local-use NAT64
+		"::ffff:0:0:0/96", // IPv4-translated
+		"64:ff9b::/96",    // well-known NAT64: checked via its IPv4 below, then refused if private
+		"2001:10::/28",    // ORCHID
+		"2001:20::/28",    // ORCHIDv2
+		"3fff::/20",       // documentation (RFC 9637)
+		"5f00::/16",       // segment routing SIDs
+	} {
+		ps = append(ps, netip.MustParsePrefix(s))
+	}
+	return ps
+}()
+
+var nat64 = netip.MustParsePrefix("64:ff9b::/96")
+
+// publicAddr reports whether a may be dialed when private networks are not
+// allowed.
+func publicAddr(a netip.Addr) bool {
+	a = a.WithZone("")
+	if !a.IsValid() {
+		return false
+	}
+	a = a.Unmap()
+	if nat64.Contains(a) {
+		b := a.As16()
+		return publicAddr(netip.AddrFrom4([4]byte(b[12:])))
+	}
+	if a.IsLoopback() || a.IsPrivate() || a.IsUnspecified() || a.IsMulticast() ||
+		a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() || a.IsInterfaceLocalMulticast() {
+		return false
+	}
+	for _, p := range blockedPrefixes {
+		if p.Contains(a) {
+			return false
+		}
+	}
+	return true
+}
+
+// dialControl refuses non-public addresses. It runs for every address the
+// dialer tries, after name resolution.
+func dialControl(network, address string, _ syscall.RawConn) error {
+	host, _, err := net.SplitHostPort(address)
+	if err != nil {
+		return fmt.Errorf("%w: %q: %v", ErrPrivateAddress, address, err)
+	}
+	a, err := netip.ParseAddr(host)
+	if err != nil || !publicAddr(a) {
+		return fmt.Errorf("%w: %s", ErrPrivateAddress, host)
+	}
+	return nil
+}
+
+// newHTTPClient builds the default client: no proxy, a guarded dialer, no redirects.
+func newHTTPClient(allowPrivate bool, timeout time.Duration) *http.Client {
+	d := &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}
+	if !allowPrivate {
+		d.Control = dialControl
+	}
+	t := &http.Transport{
+		Proxy:                  nil, // a proxy would be dialed instead of the directory host
+		DialContext:            d.DialContext,
+		ForceAttemptHTTP2:      true,
+		MaxIdleConns:           100,
+		MaxIdleConnsPerHost:    2,
+		IdleConnTimeout:        90 * time.Second,
+		TLSHandshakeTimeout:    timeout,
+		ResponseHeaderTimeout:  timeout,
+		MaxResponseHeaderBytes: 64 << 10,
+	}
+	return &http.Client{Transport: t, CheckRedirect: noRedirect}
+}
+
+func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
