@@ -1,0 +1,164 @@
+package refserver
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/go-gormigrate/gormigrate/v2"
+	"gorm.io/gorm"
+)
+
+// Migration is one schema change. ID is a 14-digit timestamp; migrations run
+// in ascending ID order and each runs at most once (recorded in the
+// schema_migrations table). Migrate must be idempotent: it checks what
+// exists before creating it, so a half-applied database can be migrated
+// again.
+type Migration struct {
+	ID      string
+	Name    string
+	Migrate func(tx *gorm.DB) error
+}
+
+// MigrationsTable records the IDs of applied migrations.
+const MigrationsTable = "schema_migrations"
+
+// migrations is the ordered list of schema changes. To add one, append an
+// entry with a later timestamp ID and give it its own copy of the model
+// structs it touches (never the live models), so later model changes cannot
+// rewrite history.
+var migrations = []Migration{
+	{ID: "20260223204000", Name: "CreateAgentsTable", Migrate: createAgentsTable},
+	{ID: "20260223205500", Name: "CreatePublicJwksTable", Migrate: createPublicJwksTable},
+}
+
+// Migrations returns the schema migrations in order.
+func Migrations() []Migration {
+	out := append([]Migration(nil), migrations...)
+	sort.SliceStable(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// migrationV1Agent is agents as created by 20260223204000.
+type migrationV1Agent struct {
+	ID        uint64    `gorm:"primaryKey"`
+	UID       string    `gorm:"column:uid;size:64;not null;uniqueIndex"`
+	CreatedAt time.Time `gorm:"not null"`
+	UpdatedAt time.Time `gorm:"not null"`
+}
+
+func (migrationV1Agent) TableName() string { return "agents" }
+
+func createAgentsTable(tx *gorm.DB) error {
+	if tx.Migrator().HasTable(&migrationV1Agent{}) {
+		return nil
+	}
+	return tx.Migrator().CreateTable(&migrationV1Agent{})
+}
+
+// migrationV1PublicJWK is public_jwks as created by 20260223205500, with a
+// foreign key to agents.uid (ON DELETE CASCADE).
+type migrationV1PublicJWK struct {
+	ID        uint64           `gorm:"primaryKey"`
+	Kid       string           `gorm:"column:kid;size:64;not null;uniqueIndex"`
+	AgentUID  string           `gorm:"column:agent_uid;size:64;not null;index"`
+	Agent     migrationV1Agent `gorm:"foreignKey:AgentUID;references:UID;constraint:OnUpdate:CASCADE,OnDelete:CASCADE"`
+	JWK       JSON             `gorm:"column:jwk;not null"`
+	CreatedAt time.Time        `gorm:"not null"`
+	RevokedAt *time.Time       `gorm:"column:revoked_at"`
+}
+
+func (migrationV1PublicJWK) TableName() string { return "public_jwks" }
+
+func createPublicJwksTable(tx *gorm.DB) error {
+	if tx.Migrator().HasTable(&migrationV1PublicJWK{}) {
+		return nil
+	}
+	return tx.Migrator().CreateTable(&migrationV1PublicJWK{})
+}
+
+// Migrate applies the pending migrations in order, in one transaction (both
+// PostgreSQL and SQLite have transactional DDL), printing Rails-style lines
+// to w (nil for none):
+//
+//	== 20260223204000 CreateAgentsTable: migrating ==============================
+//	== 20260223204000 CreateAgentsTable: migrated (0.0123s) =====================
+//
+// On PostgreSQL a transaction-scoped advisory lock serialises concurrent
+// Migrate calls. Running it again when nothing is pending does nothing and
+// prints nothing.
+func Migrate(ctx context.Context, db *gorm.DB, w io.Writer) error {
+	if w == nil {
+		w = io.Discard
+	}
+	return db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if tx.Dialector.Name() == "postgres" {
+			if err := tx.Exec("SELECT pg_advisory_xact_lock(?)", int64(0x6167656e746964)).Error; err != nil {
+				return fmt.Errorf("refserver: migrate: lock: %w", err)
+			}
+		}
+		var list []*gormigrate.Migration
+		for _, m := range Migrations() {
+			m := m
+			list = append(list, &gormigrate.Migration{
+				ID: m.ID,
+				Migrate: func(tx *gorm.DB) error {
+					fmt.Fprintln(w, migrationLine(m, "migrating"))
+					start := time.Now()
+					if err := m.Migrate(tx); err != nil {
+						return fmt.Errorf("%s %s: %w", m.ID, m.Name, err)
+					}
+					fmt.Fprintln(w, migrationLine(m, fmt.Sprintf("migrated (%.4fs)", time.Since(start).Seconds())))
+					return nil
+				},
+			})
+		}
+		g := gormigrate.New(tx, &gormigrate.Options{TableName: MigrationsTable, IDColumnName: "id", IDColumnSize: 255}, list)
+		if err := g.Migrate(); err != nil {
+			return fmt.Errorf("refserver: migrate: %w", err)
+		}
+		return nil
+	})
+}
+
+// migrationLine pads "== ID Name: status " with '=' to 79 columns, as Rails does.
+func migrationLine(m Migration, status string) string {
+	s := "== " + m.ID + " " + m.Name + ": " + status + " "
+	if n := 79 - len(s); n > 0 {
+		s += strings.Repeat("=", n)
+	}
+	return s
+}
+
+// Pending returns the IDs of migrations not yet applied to db (all of them
+// when the migrations table does not exist).
+func Pending(ctx context.Context, db *gorm.DB) ([]string, error) {
+	db = db.WithContext(ctx)
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, fmt.Errorf("refserver: read migrations: %w", err)
+	}
+	if err := sqlDB.PingContext(ctx); err != nil {
+		return nil, fmt.Errorf("refserver: read migrations: %w", err)
+	}
+	applied := map[string]bool{}
+	if db.Migrator().HasTable(MigrationsTable) {
+		var ids []string
+		if err := db.Table(MigrationsTable).Pluck("id", &ids).Error; err != nil {
+			return nil, fmt.Errorf("refserver: read migrations: %w", err)
+		}
+		for _, id := range ids {
+			applied[id] = true
+		}
+	}
+	var pending []string
+	for _, m := range Migrations() {
+		if !applied[m.ID] {
+			pending = append(pending, m.ID)
+		}
+	}
+	return pending, nil
+}

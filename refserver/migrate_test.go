@@ -1,0 +1,89 @@
+package refserver_test
+
+import (
+	"bytes"
+	"context"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/agentid/agentid/refserver"
+	"github.com/agentid/agentid/refserver/dbtest"
+	"gorm.io/gorm"
+)
+
+func TestMigrate(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		pending, err := refserver.Pending(ctx, db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := strings.Join(pending, ","), "20260223204000,20260223205500"; got != want {
+			t.Errorf("Pending before = %s, want %s", got, want)
+		}
+		var out bytes.Buffer
+		if err := refserver.Migrate(ctx, db, &out); err != nil {
+			t.Fatalf("Migrate: %v", err)
+		}
+		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+		want := []*regexp.Regexp{
+			regexp.MustCompile(`^== 20260223204000 CreateAgentsTable: migrating =+$`),
+			regexp.MustCompile(`^== 20260223204000 CreateAgentsTable: migrated \(\d+\.\d{4}s\) =+$`),
+			regexp.MustCompile(`^== 20260223205500 CreatePublicJwksTable: migrating =+$`),
+			regexp.MustCompile(`^== 20260223205500 CreatePublicJwksTable: migrated \(\d+\.\d{4}s\) =+$`),
+		}
+		if len(lines) != len(want) {
+			t.Fatalf("Migrate printed %d lines, want %d:\n%s", len(lines), len(want), out.String())
+		}
+		for i, re := range want {
+			if !re.MatchString(lines[i]) {
+				t.Errorf("line %d = %q, want match %s", i, lines[i], re)
+			}
+			if len(lines[i]) != 79 {
+				t.Errorf("line %d is %d columns, want 79", i, len(lines[i]))
+			}
+		}
+		for _, table := range []string{"agents", "public_jwks", refserver.MigrationsTable} {
+			if !db.Migrator().HasTable(table) {
+				t.Errorf("table %s missing after Migrate", table)
+			}
+		}
+		// Idempotent: a second run applies nothing and prints nothing.
+		out.Reset()
+		if err := refserver.Migrate(ctx, db, &out); err != nil {
+			t.Fatalf("second Migrate: %v", err)
+		}
+		if out.Len() != 0 {
+			t.Errorf("second Migrate printed %q, want nothing", out.String())
+		}
+		if pending, err = refserver.Pending(ctx, db); err != nil || len(pending) != 0 {
+			t.Errorf("Pending after = %v, %v; want none", pending, err)
+		}
+		// A migration whose table already exists (half-applied database) is a no-op.
+		if err := db.Exec("DELETE FROM " + refserver.MigrationsTable).Error; err != nil {
+			t.Fatal(err)
+		}
+		out.Reset()
+		if err := refserver.Migrate(ctx, db, &out); err != nil {
+			t.Fatalf("Migrate over existing tables: %v", err)
+		}
+		if got := strings.Count(out.String(), "migrated ("); got != 2 {
+			t.Errorf("re-run over existing tables printed %d migrated lines, want 2", got)
+		}
+	})
+}
+
+func TestMigrationsOrdered(t *testing.T) {
+	t.Parallel()
+	ms := refserver.Migrations()
+	for i, m := range ms {
+		if !regexp.MustCompile(`^\d{14}$`).MatchString(m.ID) {
+			t.Errorf("migration %d ID %q is not a 14-digit timestamp", i, m.ID)
+		}
+		if i > 0 && ms[i-1].ID >= m.ID {
+			t.Errorf("migration %s is not after %s", m.ID, ms[i-1].ID)
+		}
+	}
+}

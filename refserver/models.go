@@ -1,0 +1,74 @@
+package refserver
+
+import (
+	"database/sql/driver"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/schema"
+)
+
+// Agent is a registered agent (table agents).
+type Agent struct {
+	ID        uint64    `gorm:"primaryKey"`
+	UID       string    `gorm:"column:uid;size:64;not null;uniqueIndex"`
+	CreatedAt time.Time `gorm:"not null"`
+	UpdatedAt time.Time `gorm:"not null"`
+}
+
+// TableName implements gorm's tabler.
+func (Agent) TableName() string { return "agents" }
+
+// PublicJWK is one public key of an agent (table public_jwks). Kid is the
+// RFC 7638 thumbprint, unique across all agents. RevokedAt is nil while the
+// key is active.
+type PublicJWK struct {
+	ID        uint64     `gorm:"primaryKey"`
+	Kid       string     `gorm:"column:kid;size:64;not null;uniqueIndex"`
+	AgentUID  string     `gorm:"column:agent_uid;size:64;not null;index"`
+	JWK       JSON       `gorm:"column:jwk;not null"`
+	CreatedAt time.Time  `gorm:"not null"`
+	RevokedAt *time.Time `gorm:"column:revoked_at"`
+}
+
+// TableName implements gorm's tabler.
+func (PublicJWK) TableName() string { return "public_jwks" }
+
+// JSON is a JSON document column: jsonb on PostgreSQL, text elsewhere.
+type JSON json.RawMessage
+
+// GormDataType implements schema.GormDataTypeInterface.
+func (JSON) GormDataType() string { return "json" }
+
+// GormDBDataType picks the column type per database.
+func (JSON) GormDBDataType(db *gorm.DB, _ *schema.Field) string {
+	if db.Dialector.Name() == "postgres" {
+		return "jsonb"
+	}
+	return "text"
+}
+
+// Value implements driver.Valuer.
+func (j JSON) Value() (driver.Value, error) {
+	if len(j) == 0 {
+		return nil, nil
+	}
+	return string(j), nil
+}
+
+// Scan implements sql.Scanner.
+func (j *JSON) Scan(v any) error {
+	switch v := v.(type) {
+	case nil:
+		*j = nil
+	case []byte:
+		*j = append(JSON(nil), v...)
+	case string:
+		*j = JSON(v)
+	default:
+		return fmt.Errorf("refserver: cannot scan %T into JSON", v)
+	}
+	return nil
+}
