@@ -230,11 +230,11 @@ func truncate(s string) string {
 // A kid, if present, must equal the thumbprint. Other members are permitted
 // and dropped: the result is canonical (kty, crv, x, kid=thumbprint).
 func ParsePublicJWK(data []byte) (PublicKey, error) {
-	_, pk, d, kid, err := parseJWK(data)
+	m, pk, d, kid, err := parseJWK(data)
 	if err != nil {
 		return PublicKey{}, err
 	}
-	if d != "" {
+	if _, hasD := m["d"]; hasD || d != "" {
 		return PublicKey{}, &JWKError{Member: "d", Reason: "a public JWK must not carry the private key"}
 	}
 	if kid != "" && kid != pk.JWK.Kid {
