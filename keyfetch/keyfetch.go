@@ -196,7 +196,7 @@ func (f *Fetcher) current(ctx context.Context, agent string, e *entry, now time.
 	} else if e.err != nil && now.Before(e.errUntil) {
 		return e, nil
 	}
-	return f.refresh(ctx, agent)
+	return f.refresh(ctx, agent, e)
 }
 
 // unknownOnFresh handles a keyid missing from a fresh entry: at most one
@@ -224,7 +224,7 @@ func (f *Fetcher) unknownOnFresh(ctx context.Context, agent, keyID string, now t
 	f.entries.Store(agent, &ne)
 	f.mu.Unlock()
 	f.cfg.Logger.Debug("keyfetch: unknown keyid forces a refresh", "url", e.url, "kid", keyID)
-	e2, err := f.refresh(ctx, agent)
+	e2, err := f.refresh(ctx, agent, &ne)
 	if err != nil {
 		return signer.PublicKey{}, err
 	}
@@ -260,10 +260,18 @@ func (f *Fetcher) load(agent string) *entry {
 }
 
 // refresh fetches agent's directory once for all concurrent callers and
-// stores the outcome. The fetch runs detached from ctx with its own timeout;
-// ctx only bounds this caller's wait.
-func (f *Fetcher) refresh(ctx context.Context, agent string) (*entry, error) {
+// stores the outcome. seen is the entry the caller found (nil if none): if
+// another flight stored a usable entry since, that one is returned without
+// fetching again. The fetch runs detached from ctx with its own timeout; ctx
+// only bounds this caller's wait.
+func (f *Fetcher) refresh(ctx context.Context, agent string, seen *entry) (*entry, error) {
 	ch := f.group.DoChan(agent, func() (any, error) {
+		if cur := f.load(agent); cur != nil && cur != seen {
+			now := f.cfg.Now()
+			if now.Before(cur.freshUntil) || (cur.err != nil && now.Before(cur.errUntil)) {
+				return cur, nil
+			}
+		}
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.cfg.Timeout)
 		defer cancel()
 		return f.fetchAndStore(fctx, agent)
