@@ -1,6 +1,14 @@
 package main
 
-import "github.com/peterbourgon/ff/v3/ffcli"
+import (
+	"encoding/json"
+	"flag"
+	"io"
+	"path/filepath"
+	"strings"
+
+	"github.com/peterbourgon/ff/v3/ffcli"
+)
 
 // newAgentCmd is `idcli agent …`: init, headers, rotate, curl.
 func newAgentCmd(env *cliEnv) *ffcli.Command {
@@ -8,7 +16,63 @@ func newAgentCmd(env *cliEnv) *ffcli.Command {
 		Name:       "agent",
 		ShortUsage: "idcli agent <init|headers|rotate|curl> [flags]",
 		ShortHelp:  "give this agent an identity and sign requests with it",
-		FlagSet:    newFlagSet("idcli agent", env),
-		Exec:       groupExec,
+		LongHelp: "Credentials come from flags, then the process environment, then ./.env:\n" +
+			"AGENT_UID, AGENT_PRIVATE_JWK, AGENT_PUBLIC_JWK and AGENT_HOSTNAME\n" +
+			"(default http://localhost:3000).",
+		FlagSet: newFlagSet("idcli agent", env),
+		Subcommands: []*ffcli.Command{
+			newAgentInitCmd(env),
+			newAgentHeadersCmd(env),
+			newAgentRotateCmd(env),
+			newAgentCurlCmd(env),
+		},
+		Exec: groupExec,
 	}
 }
+
+// parseInterspersed parses the flags of fs wherever they appear in args and
+// returns the positional arguments in order. ffcli (like package flag) stops
+// at the first positional argument, but users type
+// `idcli agent curl URL -X POST`. Everything after "--" is positional.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// envDisplay names the credentials file the way the output lines do:
+// relative to the working directory when it lies inside it (".env").
+func envDisplay(env *cliEnv, path string) string {
+	if rel, err := filepath.Rel(env.Dir, path); err == nil && !strings.HasPrefix(rel, "..") {
+		return rel
+	}
+	return path
+}
+
+// writeJSON prints v as JSON: compact, or indented by two spaces when pretty.
+func writeJSON(w io.Writer, v any, pretty bool) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	if pretty {
+		enc.SetIndent("", "  ")
+	}
+	return enc.Encode(v)
+}
+
+// stringsFlag is a repeatable string flag (-H 'K: V' -H …).
+type stringsFlag []string
+
+func (s *stringsFlag) String() string     { return strings.Join(*s, ", ") }
+func (s *stringsFlag) Set(v string) error { *s = append(*s, v); return nil }

@@ -1,0 +1,214 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/agentid/agentid/signer/agent"
+	"github.com/peterbourgon/ff/v3/ffcli"
+)
+
+// newAgentCurlCmd is `idcli agent curl URL [-X M] [-H 'K: V']… [-d JSON] [-i] [-v] [--pp]`:
+// a signed HTTP request with Go's client (no curl binary). Each redirect hop
+// is signed afresh. Exit status 22 when the final answer is 400 or above.
+func newAgentCurlCmd(env *cliEnv) *ffcli.Command {
+	fs := newFlagSet("idcli agent curl", env)
+	method := fs.String("X", "", "request method (default GET, or POST with -d)")
+	var headers stringsFlag
+	fs.Var(&headers, "H", "extra request header 'Name: value' (repeatable)")
+	data := fs.String("d", "", "JSON request body (@file reads a file, @- stdin); sets Content-Type: application/json")
+	include := fs.Bool("i", false, "print the response status line and headers before the body")
+	verbose := fs.Bool("v", false, "print each request and response head to stderr")
+	pp := fs.Bool("pp", false, "pretty-print a JSON response body")
+	return &ffcli.Command{
+		Name:       "curl",
+		ShortUsage: "idcli agent curl URL [-X METHOD] [-H 'K: V']… [-d JSON] [-i] [-v] [--pp]",
+		ShortHelp:  "make an HTTP request signed with this agent's credentials",
+		FlagSet:    fs,
+		Exec: func(ctx context.Context, args []string) error {
+			pos, err := parseInterspersed(fs, args)
+			if err != nil {
+				return err
+			}
+			if len(pos) != 1 {
+				fmt.Fprintln(env.Stderr, "usage: idcli agent curl URL [-X METHOD] [-H 'K: V']… [-d JSON] [-i] [-v] [--pp]")
+				return errors.New("agent curl: want exactly one URL")
+			}
+			dataSet := false
+			fs.Visit(func(f *flag.Flag) {
+				if f.Name == "d" {
+					dataSet = true
+				}
+			})
+			c := curl{env: env, url: pos[0], method: *method, headers: headers,
+				include: *include, verbose: *verbose, pp: *pp}
+			if dataSet {
+				body, err := readData(env, *data)
+				if err != nil {
+					return err
+				}
+				c.body = body
+				c.hasBody = true
+			}
+			return c.run(ctx)
+		},
+	}
+}
+
+type curl struct {
+	env                  *cliEnv
+	url, method          string
+	headers              []string
+	body                 []byte
+	hasBody              bool
+	include, verbose, pp bool
+}
+
+// readData returns the -d argument: literal text, @file, or @- for stdin.
+func readData(env *cliEnv, d string) ([]byte, error) {
+	name, ok := strings.CutPrefix(d, "@")
+	if !ok {
+		return []byte(d), nil
+	}
+	if name == "-" {
+		return io.ReadAll(env.Stdin)
+	}
+	if !filepath.IsAbs(name) {
+		name = filepath.Join(env.Dir, name)
+	}
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return nil, fmt.Errorf("agent curl: -d: %w", err)
+	}
+	return b, nil
+}
+
+func (c curl) run(ctx context.Context) error {
+	u, err := url.Parse(c.url)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("agent curl: invalid URL %q: want http(s)://host/path", c.url)
+	}
+	creds, err := agent.Load(agent.LoadOptions{Dir: c.env.Dir, Getenv: c.env.Getenv})
+	if err != nil {
+		return err
+	}
+	method := c.method
+	if method == "" {
+		method = http.MethodGet
+		if c.hasBody {
+			method = http.MethodPost
+		}
+	}
+	var body io.Reader
+	if c.hasBody {
+		body = bytes.NewReader(c.body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.url, body)
+	if err != nil {
+		return fmt.Errorf("agent curl: %w", err)
+	}
+	if c.hasBody {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for _, h := range c.headers {
+		name, value, ok := strings.Cut(h, ":")
+		name = strings.TrimSpace(name)
+		if !ok || name == "" {
+			return fmt.Errorf("agent curl: -H %q: want 'Name: value'", h)
+		}
+		if strings.EqualFold(name, "Host") {
+			req.Host = strings.TrimSpace(value)
+			continue
+		}
+		req.Header.Set(name, strings.TrimSpace(value))
+	}
+	var base http.RoundTripper = http.DefaultTransport
+	if c.verbose {
+		base = &verboseTransport{base: base, w: c.env.Stderr}
+	}
+	client := creds.Client(base)
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("agent curl: %w", err)
+	}
+	defer resp.Body.Close()
+	respBody, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("agent curl: read body: %w", err)
+	}
+	out := c.env.Stdout
+	if c.include {
+		writeHead(out, "", resp.Proto+" "+resp.Status, resp.Header)
+	}
+	if c.pp && json.Valid(respBody) {
+		var buf bytes.Buffer
+		if err := json.Indent(&buf, bytes.TrimSpace(respBody), "", "  "); err == nil {
+			buf.WriteByte('\n')
+			respBody = buf.Bytes()
+		}
+	}
+	if _, err := out.Write(respBody); err != nil {
+		return err
+	}
+	if resp.StatusCode >= 400 {
+		fmt.Fprintf(c.env.Stderr, "idcli: the server answered %s\n", resp.Status)
+		return exitCode(22)
+	}
+	return nil
+}
+
+// writeHead prints a status or request line then the header fields, sorted,
+// each line prefixed, then an empty line.
+func writeHead(w io.Writer, prefix, first string, h http.Header) {
+	fmt.Fprintf(w, "%s%s\n", prefix, first)
+	names := make([]string, 0, len(h))
+	for k := range h {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		for _, v := range h[k] {
+			fmt.Fprintf(w, "%s%s: %s\n", prefix, k, v)
+		}
+	}
+	fmt.Fprintf(w, "%s\n", prefix)
+}
+
+// verboseTransport prints each signed request's head and each response's
+// head (curl -v style) to w. It sits below the signing transport, so it
+// shows exactly what is sent on every hop; requests never carry a private
+// key.
+type verboseTransport struct {
+	base http.RoundTripper
+	w    io.Writer
+}
+
+func (t *verboseTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	h := req.Header.Clone()
+	host := req.Host
+	if host == "" {
+		host = req.URL.Host
+	}
+	h.Set("Host", host)
+	if req.ContentLength > 0 {
+		h.Set("Content-Length", fmt.Sprint(req.ContentLength))
+	}
+	writeHead(t.w, "> ", req.Method+" "+req.URL.RequestURI()+" HTTP/1.1", h)
+	resp, err := t.base.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	writeHead(t.w, "< ", resp.Proto+" "+resp.Status, resp.Header)
+	return resp, nil
+}

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/agentid/agentid/signer/agent"
+	"github.com/peterbourgon/ff/v3/ffcli"
+)
+
+// newAgentHeadersCmd is `idcli agent headers METHOD URL`.
+func newAgentHeadersCmd(env *cliEnv) *ffcli.Command {
+	fs := newFlagSet("idcli agent headers", env)
+	pp := fs.Bool("pp", false, "pretty-print the JSON")
+	uid := fs.String("uid", "", "agent uid (default: AGENT_UID)")
+	privateJWK := fs.String("private-jwk", "", "private JWK as JSON (default: AGENT_PRIVATE_JWK)")
+	hostname := fs.String("hostname", "", "service base URL (default: AGENT_HOSTNAME, then "+agent.DefaultHostname+")")
+	tag := fs.String("tag", "", "tag parameter (default: web-bot-auth)")
+	nonce := fs.String("nonce", "", "nonce parameter (default: 64 random bytes, base64url)")
+	return &ffcli.Command{
+		Name:       "headers",
+		ShortUsage: "idcli agent headers METHOD URL [--pp] [--uid U] [--private-jwk JWK] [--tag T] [--nonce N]",
+		ShortHelp:  "print the Signature, Signature-Input and Signature-Agent headers for a request",
+		FlagSet:    fs,
+		Exec: func(ctx context.Context, args []string) error {
+			pos, err := parseInterspersed(fs, args)
+			if err != nil {
+				return err
+			}
+			if len(pos) != 2 {
+				fmt.Fprintln(env.Stderr, "usage: idcli agent headers METHOD URL [--pp]")
+				return errors.New("agent headers: want METHOD and URL")
+			}
+			creds, err := agent.Load(agent.LoadOptions{
+				Dir: env.Dir, Getenv: env.Getenv,
+				UID: *uid, PrivateJWK: *privateJWK, Hostname: *hostname,
+			})
+			if err != nil {
+				return err
+			}
+			h, err := agent.Headers(pos[0], pos[1], creds, *tag, *nonce)
+			if err != nil {
+				return err
+			}
+			return writeJSON(env.Stdout, h, *pp)
+		},
+	}
+}

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"github.com/agentid/agentid/signer/agent"
+	"github.com/peterbourgon/ff/v3/ffcli"
+)
+
+// newAgentRotateCmd is `idcli agent rotate`.
+func newAgentRotateCmd(env *cliEnv) *ffcli.Command {
+	fs := newFlagSet("idcli agent rotate", env)
+	uid := fs.String("uid", "", "agent uid (default: AGENT_UID)")
+	privateJWK := fs.String("private-jwk", "", "current private JWK as JSON (default: AGENT_PRIVATE_JWK)")
+	hostname := fs.String("hostname", "", "service base URL (default: AGENT_HOSTNAME, then "+agent.DefaultHostname+")")
+	tag := fs.String("tag", "", "tag of the current key's signature (default: web-bot-auth)")
+	nonce := fs.String("nonce", "", "nonce of the current key's signature (default: random)")
+	return &ffcli.Command{
+		Name:       "rotate",
+		ShortUsage: "idcli agent rotate [--uid U] [--private-jwk JWK] [--hostname H]",
+		ShortHelp:  "replace this agent's key (the uid stays) and rewrite .env",
+		FlagSet:    fs,
+		Exec: func(ctx context.Context, args []string) error {
+			if _, err := parseInterspersed(fs, args); err != nil {
+				return err
+			}
+			res, err := agent.Rotate(ctx, agent.RotateOptions{
+				Dir:        env.Dir,
+				UID:        *uid,
+				PrivateJWK: *privateJWK,
+				Hostname:   *hostname,
+				Tag:        *tag,
+				Nonce:      *nonce,
+				Getenv:     env.Getenv,
+				HTTPClient: &http.Client{Timeout: agentHTTPTimeout},
+			})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(env.Stdout, "✔ agent keys rotated (%s/AGENT_UID=%s)\n", envDisplay(env, res.Path), res.UID)
+			if res.Warning != "" {
+				fmt.Fprintln(env.Stderr, res.Warning)
+			}
+			return nil
+		},
+	}
+}
