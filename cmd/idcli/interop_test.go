@@ -1,0 +1,460 @@
+package main
+
+// Interop suite (issue 8): agentid against the published peers, npm
+// `web-bot-auth` (Cloudflare) and npm `vestauth`, driven with node through the
+// scripts in testdata/interop. It runs only when AGENTID_INTEROP_NODE_MODULES
+// names the node_modules directory made by testdata/interop/install.sh:
+//
+//	cmd/idcli/testdata/interop/install.sh /tmp/agentid-interop
+//	AGENTID_INTEROP_NODE_MODULES=/tmp/agentid-interop/node_modules go test -run Interop ./cmd/idcli
+//
+// No network besides loopback. Every failure names the peer, the request and
+// the reason.
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"mime"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/refserver"
+	"github.com/agentid/agentid/refserver/dbtest"
+	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/agent"
+	"gorm.io/gorm"
+)
+
+// interopEnvVar names the node_modules directory holding the peers.
+const interopEnvVar = "AGENTID_INTEROP_NODE_MODULES"
+
+// Fixed test identities (never real keys).
+var (
+	interopKey   = signer.NewPrivateKey(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{0x42}, ed25519.SeedSize)))
+	interopOther = signer.NewPrivateKey(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{0x17}, ed25519.SeedSize)))
+)
+
+const (
+	interopUID    = "agent-0123456789abcdef01234567"
+	interopOrigin = "http://" + interopUID + ".localhost:3000"
+	interopURL    = "http://localhost:3000/whoami"
+)
+
+// interop locates node, the peers and the driver scripts.
+type interop struct {
+	node        string
+	nodeModules string
+	scripts     string
+}
+
+// needInterop skips the test unless the peers are installed. With CI set,
+// a configured suite whose node or packages are missing fails instead.
+func needInterop(t *testing.T) *interop {
+	t.Helper()
+	nm := os.Getenv(interopEnvVar)
+	if nm == "" {
+		t.Skipf("%s is not set: interop with vestauth and web-bot-auth skipped "+
+			"(run cmd/idcli/testdata/interop/install.sh DIR, then set %s=DIR/node_modules)", interopEnvVar, interopEnvVar)
+	}
+	fail := t.Skipf
+	if os.Getenv("CI") != "" {
+		fail = t.Fatalf
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		fail("%s is set but node is not installed: %v", interopEnvVar, err)
+	}
+	for _, pkg := range []string{"web-bot-auth", "vestauth"} {
+		if _, err := os.Stat(filepath.Join(nm, pkg, "package.json")); err != nil {
+			fail("%s=%s but %s is not installed there (run cmd/idcli/testdata/interop/install.sh): %v", interopEnvVar, nm, pkg, err)
+		}
+	}
+	scripts, err := filepath.Abs(filepath.Join("testdata", "interop"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &interop{node: node, nodeModules: nm, scripts: scripts}
+}
+
+// peerVerdict is a driver's answer: OK, or the peer's reason for refusing.
+type peerVerdict struct {
+	OK    bool   `json:"ok"`
+	Peer  string `json:"peer"`
+	Error string `json:"error"`
+	raw   []byte
+}
+
+// drive runs script with args (JSON on stdin) and decodes its answer into
+// out (when the peer accepted). A peer refusal (exit 1) is returned as a
+// verdict with OK false; a broken driver (any other failure) fails the test.
+func (in *interop) drive(t *testing.T, script string, args, out any) peerVerdict {
+	t.Helper()
+	payload, err := json.Marshal(args)
+	if err != nil {
+		t.Fatalf("%s: encode arguments: %v", script, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // hang guard only
+	defer cancel()
+	cmd := exec.CommandContext(ctx, in.node, filepath.Join(in.scripts, script), "-")
+	cmd.Stdin = bytes.NewReader(payload)
+	cmd.Env = append(os.Environ(), interopEnvVar+"="+in.nodeModules, "NO_COLOR=1")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Run()
+	var ee *exec.ExitError
+	if err != nil && !(errors.As(err, &ee) && ee.ExitCode() == 1) {
+		t.Fatalf("%s: driver failed: %v\nstderr: %s\nstdout: %s", script, err, stderr.String(), stdout.String())
+	}
+	var v peerVerdict
+	if jerr := json.Unmarshal(stdout.Bytes(), &v); jerr != nil {
+		t.Fatalf("%s: driver printed no JSON verdict (%v)\nstderr: %s\nstdout: %s", script, jerr, stderr.String(), stdout.String())
+	}
+	v.raw = stdout.Bytes()
+	if v.OK && out != nil {
+		if err := json.Unmarshal(stdout.Bytes(), out); err != nil {
+			t.Fatalf("%s: decode answer: %v\n%s", script, err, stdout.String())
+		}
+	}
+	return v
+}
+
+func publicJWKMap(t *testing.T, k signer.PrivateKey) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(k.Public.JWK.MarshalPublic(), &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func privateJWKMap(t *testing.T, k signer.PrivateKey) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(k.MarshalPrivateJWK(), &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func headerMap(h signer.SignatureHeaders) map[string]string {
+	m := map[string]string{"Signature": h.Signature, "Signature-Input": h.SignatureInput}
+	if h.SignatureAgent != "" {
+		m["Signature-Agent"] = h.SignatureAgent
+	}
+	return m
+}
+
+// signedRequest builds the request a server would see for method and url
+// carrying headers.
+func signedRequest(method, url string, headers map[string]string) *http.Request {
+	r := httptest.NewRequest(method, url, nil)
+	for k, v := range headers {
+		r.Header.Set(k, v)
+	}
+	return r
+}
+
+// Group 1: requests signed by web-bot-auth verify in agentid's middleware.
+func TestInteropWebBotAuthSignsAgentidVerifies(t *testing.T) {
+	in := needInterop(t)
+	tests := []struct {
+		name, mode string
+		// wantCode is "" when agentid must accept the request.
+		wantCode  string
+		wantBound bool
+		why       string
+	}{
+		{name: "no Signature-Agent", mode: "none"},
+		{name: "whole Signature-Agent field covered (web-bot-auth 0.1.3 default)", mode: "whole-field", wantBound: true},
+		{name: `"signature-agent";key="sig1" covered`, mode: "member", wantBound: true},
+		{name: `"signature-agent";key="sig1" with web-bot-auth 0.1.3's own base`, mode: "member-raw", wantCode: "invalid_signature",
+			why: "web-bot-auth 0.1.3 signs the whole field as the value of the keyed component, which RFC 9421 §2.1.2 does not allow"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			args := map[string]any{"method": "GET", "url": interopURL, "private_jwk": privateJWKMap(t, interopKey), "mode": tc.mode}
+			if tc.mode != "none" {
+				args["signature_agent"] = interopOrigin
+			}
+			var signed struct {
+				Headers map[string]string `json:"headers"`
+				KeyID   string            `json:"keyid"`
+				Base    string            `json:"base"`
+			}
+			if v := in.drive(t, "wba-sign.mjs", args, &signed); !v.OK {
+				t.Fatalf("%s could not sign GET %s (mode %s): %s", v.Peer, interopURL, tc.mode, v.Error)
+			}
+			if signed.KeyID != interopKey.KeyID() {
+				t.Errorf("web-bot-auth keyid = %q, want agentid's kid %q", signed.KeyID, interopKey.KeyID())
+			}
+			keys := middleware.NewStaticKeys()
+			keys.Add(interopOrigin, interopKey.Public)
+			if tc.mode == "none" {
+				keys.Add("", interopKey.Public)
+			}
+			v, err := middleware.NewVerifier(middleware.Config{Keys: keys, AllowMissingSignatureAgent: tc.mode == "none"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := signedRequest(http.MethodGet, interopURL, signed.Headers)
+
+			// Same signature base, byte for byte (except where the peer is wrong).
+			sigs, err := signer.ParseSignatures(r.Header.Values("Signature-Input"), r.Header.Values("Signature"))
+			if err != nil || len(sigs) != 1 {
+				t.Fatalf("agentid cannot parse web-bot-auth's headers %v: %v", signed.Headers, err)
+			}
+			ours, err := sigs[0].Base(r)
+			if err != nil {
+				t.Fatalf("agentid cannot build the base of web-bot-auth's GET %s: %v", interopURL, err)
+			}
+			if same := string(ours) == signed.Base; same != (tc.wantCode == "") {
+				t.Errorf("signature base of GET %s (mode %s): agentid and web-bot-auth agree = %v, want %v\nagentid:\n%s\nweb-bot-auth:\n%s",
+					interopURL, tc.mode, same, tc.wantCode == "", ours, signed.Base)
+			}
+
+			a, err := v.Verify(r)
+			if tc.wantCode != "" {
+				var me *middleware.Error
+				if !errors.As(err, &me) || me.Code != tc.wantCode {
+					t.Fatalf("agentid on web-bot-auth's GET %s (mode %s): got %v, want error %s (%s)", interopURL, tc.mode, err, tc.wantCode, tc.why)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("agentid rejected web-bot-auth's GET %s (mode %s, headers %v): %v", interopURL, tc.mode, signed.Headers, err)
+			}
+			if a.KeyID != interopKey.KeyID() || a.Bound != tc.wantBound {
+				t.Errorf("agent = {KeyID:%q Bound:%v}, want {KeyID:%q Bound:%v}", a.KeyID, a.Bound, interopKey.KeyID(), tc.wantBound)
+			}
+			if tc.mode != "none" && (a.SignatureAgent != interopOrigin || a.UID != interopUID) {
+				t.Errorf("agent = {SignatureAgent:%q UID:%q}, want {%q %q}", a.SignatureAgent, a.UID, interopOrigin, interopUID)
+			}
+
+			// The same peer-made headers, replayed, and moved to another host.
+			if _, err := v.Verify(signedRequest(http.MethodGet, interopURL, signed.Headers)); !isCode(err, "replayed_nonce") {
+				t.Errorf("agentid on a replay of web-bot-auth's GET %s: got %v, want replayed_nonce", interopURL, err)
+			}
+			moved := signedRequest(http.MethodGet, "http://evil-tool.example/whoami", signed.Headers)
+			if _, err := v.Verify(moved); !isCode(err, "invalid_signature") {
+				t.Errorf("agentid on web-bot-auth's headers for %s sent to evil-tool.example: got %v, want invalid_signature", interopURL, err)
+			}
+		})
+	}
+}
+
+func isCode(err error, code string) bool {
+	var me *middleware.Error
+	return errors.As(err, &me) && me.Code == code
+}
+
+// Group 2: requests signed by agentid verify with the peers' verifiers.
+func TestInteropAgentidSignsPeersVerify(t *testing.T) {
+	in := needInterop(t)
+	type peerCheck struct {
+		script string
+		args   map[string]any
+		// wantErr is "" when the peer must accept; else a substring of its refusal.
+		wantErr string
+		why     string
+	}
+	tests := []struct {
+		name   string
+		opts   signer.Options
+		url    string // verified as this URL; "" = signed URL
+		checks []peerCheck
+	}{
+		{
+			name: "default profile",
+			opts: signer.Options{SignatureAgent: interopOrigin},
+			checks: []peerCheck{
+				{script: "vestauth-verify.mjs"},
+				{script: "wba-verify.mjs"},
+			},
+		},
+		{
+			name: "default profile without Signature-Agent",
+			opts: signer.Options{},
+			checks: []peerCheck{
+				{script: "vestauth-verify.mjs"},
+				{script: "wba-verify.mjs"},
+			},
+		},
+		{
+			name: "standards profile",
+			opts: signer.Options{SignatureAgent: interopOrigin, Standards: true},
+			checks: []peerCheck{
+				{script: "wba-verify.mjs", args: map[string]any{"member_adapter": true}},
+				{script: "wba-verify.mjs", wantErr: "invalid signature",
+					why: "web-bot-auth 0.1.3 rebuilds a keyed signature-agent component from the whole field; if this now passes, drop member_adapter"},
+				{script: "vestauth-verify.mjs", wantErr: "INVALID_SIGNATURE",
+					why: "vestauth 0.21.1 always rebuilds an @authority-only base"},
+			},
+		},
+		{
+			name: "whole Signature-Agent field covered",
+			opts: signer.Options{SignatureAgent: interopOrigin, Components: []string{"@authority", "signature-agent"}},
+			checks: []peerCheck{
+				{script: "wba-verify.mjs"},
+			},
+		},
+		{
+			name: "default profile presented for another host",
+			opts: signer.Options{SignatureAgent: interopOrigin},
+			url:  "http://evil-tool.example/whoami",
+			checks: []peerCheck{
+				{script: "vestauth-verify.mjs", wantErr: "INVALID_SIGNATURE", why: "the signature covers localhost:3000"},
+				{script: "wba-verify.mjs", wantErr: "invalid signature", why: "the signature covers localhost:3000"},
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h, err := signer.Headers(http.MethodGet, interopURL, interopKey, tc.opts)
+			if err != nil {
+				t.Fatalf("signer.Headers(GET %s): %v", interopURL, err)
+			}
+			url := tc.url
+			if url == "" {
+				url = interopURL
+			}
+			for _, pc := range tc.checks {
+				args := map[string]any{"method": "GET", "url": url, "headers": headerMap(h), "public_jwk": publicJWKMap(t, interopKey)}
+				for k, v := range pc.args {
+					args[k] = v
+				}
+				var got struct {
+					KeyID        string `json:"keyid"`
+					KeyIDMatches *bool  `json:"keyid_matches"`
+					Result       struct {
+						UID string `json:"uid"`
+						Kid string `json:"kid"`
+					} `json:"result"`
+				}
+				v := in.drive(t, pc.script, args, &got)
+				req := fmt.Sprintf("GET %s with agentid headers %v", url, headerMap(h))
+				if pc.wantErr != "" {
+					if v.OK || !strings.Contains(v.Error, pc.wantErr) {
+						t.Errorf("%s (%s) on %s: ok=%v error=%q, want a refusal containing %q (%s)", v.Peer, pc.script, req, v.OK, v.Error, pc.wantErr, pc.why)
+					}
+					continue
+				}
+				if !v.OK {
+					t.Errorf("%s (%s) rejected %s: %s", v.Peer, pc.script, req, v.Error)
+					continue
+				}
+				switch pc.script {
+				case "vestauth-verify.mjs":
+					wantUID := ""
+					if tc.opts.SignatureAgent != "" {
+						wantUID = interopUID
+					}
+					if got.Result.Kid != interopKey.KeyID() || got.Result.UID != wantUID || got.KeyIDMatches == nil || !*got.KeyIDMatches {
+						t.Errorf("%s on %s: uid=%q kid=%q keyid_matches=%v, want uid=%q kid=%q true", v.Peer, req, got.Result.UID, got.Result.Kid, got.KeyIDMatches, wantUID, interopKey.KeyID())
+					}
+				case "wba-verify.mjs":
+					if got.KeyID != interopKey.KeyID() {
+						t.Errorf("%s on %s: keyid=%q, want %q", v.Peer, req, got.KeyID, interopKey.KeyID())
+					}
+				}
+			}
+		})
+	}
+}
+
+// startRefServer serves a reference server over db on a loopback port, with
+// Hostname http://localhost:PORT, and returns it with that hostname.
+func startRefServer(t *testing.T, db *gorm.DB, configure func(*refserver.Config)) (*refserver.Server, string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostname := fmt.Sprintf("http://localhost:%d", ln.Addr().(*net.TCPAddr).Port)
+	cfg := refserver.Config{DB: db, Hostname: hostname}
+	if configure != nil {
+		configure(&cfg)
+	}
+	srv, err := refserver.New(cfg)
+	if err != nil {
+		ln.Close()
+		t.Fatalf("refserver.New: %v", err)
+	}
+	hs := &httptest.Server{Listener: ln, Config: &http.Server{Handler: srv.Handler()}}
+	hs.Start()
+	t.Cleanup(hs.Close)
+	return srv, hostname
+}
+
+func noEnv(string) string { return "" }
+
+// Group 5: every key in a directory served by agentid has the kid that
+// web-bot-auth's jwkToKeyID computes, under the drafts' media type.
+func TestInteropDirectoryKeyIDs(t *testing.T) {
+	in := needInterop(t)
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		if err := refserver.Migrate(ctx, db, nil); err != nil {
+			t.Fatalf("migrate: %v", err)
+		}
+		srv, hostname := startRefServer(t, db, nil)
+		dir := t.TempDir()
+		res, err := agent.Init(ctx, agent.InitOptions{Dir: dir, Hostname: hostname, Getenv: noEnv})
+		if err != nil {
+			t.Fatalf("agent init against %s: %v", hostname, err)
+		}
+		checkDirectory(t, in, srv.WellKnownURL(res.UID), res.PublicJWK.Kid)
+
+		rot, err := agent.Rotate(ctx, agent.RotateOptions{Dir: dir, Getenv: noEnv})
+		if err != nil {
+			t.Fatalf("agent rotate against %s: %v", hostname, err)
+		}
+		checkDirectory(t, in, srv.WellKnownURL(res.UID), rot.PublicJWK.Kid)
+	})
+}
+
+// checkDirectory fetches url with web-bot-auth's driver and wants exactly
+// one key, kid wantKid, each kid equal to jwkToKeyID, and the drafts' media type.
+func checkDirectory(t *testing.T, in *interop, url, wantKid string) {
+	t.Helper()
+	var got struct {
+		Status            int    `json:"status"`
+		ContentType       string `json:"content_type"`
+		MediaTypeExpected string `json:"media_type_expected"`
+		Keys              []struct {
+			Kid      string `json:"kid"`
+			Computed string `json:"computed"`
+			Match    bool   `json:"match"`
+		} `json:"keys"`
+	}
+	v := in.drive(t, "wba-keyid.mjs", map[string]any{"url": url}, &got)
+	if !v.OK {
+		t.Fatalf("%s could not read agentid's directory GET %s: %s", v.Peer, url, v.Error)
+	}
+	if got.Status != http.StatusOK {
+		t.Errorf("%s: GET %s: status %d, want 200", v.Peer, url, got.Status)
+	}
+	mt, _, err := mime.ParseMediaType(got.ContentType)
+	if err != nil || mt != got.MediaTypeExpected {
+		t.Errorf("%s: GET %s: Content-Type %q, want media type %q", v.Peer, url, got.ContentType, got.MediaTypeExpected)
+	}
+	if len(got.Keys) != 1 || got.Keys[0].Kid != wantKid {
+		t.Errorf("%s: GET %s: keys %+v, want exactly the active key %q", v.Peer, url, got.Keys, wantKid)
+	}
+	for _, k := range got.Keys {
+		if !k.Match {
+			t.Errorf("%s: GET %s: key kid %q, but web-bot-auth's jwkToKeyID computes %q", v.Peer, url, k.Kid, k.Computed)
+		}
+	}
+}
