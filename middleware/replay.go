@@ -16,9 +16,20 @@ type MemoryReplayStore struct {
 	now func() time.Time
 }
 
-// NewMemoryReplayStore returns an empty in-memory store.
+// NewMemoryReplayStore returns an empty in-memory store on the real clock.
 func NewMemoryReplayStore() *MemoryReplayStore {
-	return &MemoryReplayStore{c: cache.New(cache.NoExpiration, time.Minute), now: time.Now}
+	return NewMemoryReplayStoreWithClock(nil)
+}
+
+// NewMemoryReplayStoreWithClock returns an empty in-memory store that
+// measures the time left until each entry's expiry with now (the clock the
+// Verifier checks signatures with). If now is nil, time.Now is used. A
+// Verifier whose Config.Replay is nil builds its store this way.
+func NewMemoryReplayStoreWithClock(now func() time.Time) *MemoryReplayStore {
+	if now == nil {
+		now = time.Now
+	}
+	return &MemoryReplayStore{c: cache.New(cache.NoExpiration, time.Minute), now: now}
 }
 
 // Seen implements ReplayStore. go-cache's Add is atomic: of two concurrent

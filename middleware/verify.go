@@ -8,9 +8,11 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agentid/agentid/signer"
+	"github.com/dunglas/httpsfv"
 )
 
 // Defaults of the web-bot-auth verification policy (DESIGN §4).
@@ -29,6 +31,9 @@ type Verifier struct {
 	cfg             Config
 	required        []signer.Component
 	acceptSignature string
+
+	agents      agentCache      // parsed Signature-Agent values
+	thumbprints thumbprintCache // RFC 7638 thumbprints of keys seen
 }
 
 // Validate reports a configuration that cannot work.
@@ -52,7 +57,7 @@ func (c Config) withDefaults() Config {
 		c.Now = time.Now
 	}
 	if c.Replay == nil {
-		c.Replay = NewMemoryReplayStore()
+		c.Replay = NewMemoryReplayStoreWithClock(c.Now)
 	}
 	if c.Tag == "" {
 		c.Tag = signer.DefaultTag
@@ -80,10 +85,25 @@ func NewVerifier(cfg Config) (*Verifier, error) {
 		return nil, err
 	}
 	v := &Verifier{cfg: cfg.withDefaults()}
-	ids := []string{`"@authority"`}
+	v.agents.m = map[string]signer.SignatureAgent{}
+	v.thumbprints.m = map[[ed25519.PublicKeySize]byte]string{}
 	for _, n := range cfg.RequiredComponents {
 		c, _ := signer.ParseComponent(n)
 		v.required = append(v.required, c)
+	}
+	as, err := acceptSignature(v.cfg, v.required)
+	if err != nil {
+		return nil, err
+	}
+	v.acceptSignature = as
+	return v, nil
+}
+
+// acceptSignature builds the Accept-Signature field (RFC 9421 §5.1) that 401
+// responses carry: the components and parameters this verifier requires.
+func acceptSignature(cfg Config, required []signer.Component) (string, error) {
+	ids := []string{`"@authority"`}
+	for _, c := range required {
 		if c.ID() != `"@authority"` {
 			ids = append(ids, c.ID())
 		}
@@ -91,8 +111,27 @@ func NewVerifier(cfg Config) (*Verifier, error) {
 	if cfg.RequireBound {
 		ids = append(ids, `"signature-agent";key="sig1"`)
 	}
-	v.acceptSignature = "sig1=(" + strings.Join(ids, " ") + `);alg="ed25519";keyid;created;expires;nonce;tag="` + v.cfg.Tag + `"`
-	return v, nil
+	il := httpsfv.InnerList{Params: httpsfv.NewParams()}
+	for _, id := range ids {
+		it, err := httpsfv.UnmarshalItem([]string{id})
+		if err != nil {
+			return "", fmt.Errorf("middleware: Accept-Signature: %w", err)
+		}
+		il.Items = append(il.Items, it)
+	}
+	il.Params.Add("alg", "ed25519")
+	il.Params.Add("keyid", true)
+	il.Params.Add("created", true)
+	if !cfg.AllowMissingExpires {
+		il.Params.Add("expires", true)
+	}
+	if !cfg.AllowMissingNonce {
+		il.Params.Add("nonce", true)
+	}
+	il.Params.Add("tag", cfg.Tag)
+	d := httpsfv.NewDictionary()
+	d.Add(signer.DefaultLabel, il)
+	return httpsfv.Marshal(d)
 }
 
 // New returns the verification middleware. It panics if cfg is invalid;
@@ -181,14 +220,23 @@ func (v *Verifier) verify(r *http.Request) (Agent, error) {
 	}
 	p := &sig.Params
 
-	// 2. Covered components.
+	// 2. Covered components: @authority or @target-uri, the required ones,
+	// each present in the request (building the base checks presence and
+	// re-serializes @signature-params from the parsed inner list).
 	if !sig.Covers(`"@authority"`) && !sig.Covers(`"@target-uri"`) {
 		return Agent{}, unauthorized("missing_components", "the signature must cover @authority or @target-uri")
 	}
-	for _, c := range v.required {
-		if _, ok := sig.CoversName(c.Name); !ok {
-			return Agent{}, unauthorized("missing_components", "the signature must cover %s", c.ID())
+	for i := range v.required {
+		if !covers(sig, &v.required[i]) {
+			return Agent{}, unauthorized("missing_components", "the signature must cover %s", v.required[i].ID())
 		}
+	}
+	base, err := sig.Base(r)
+	if err != nil {
+		if errors.Is(err, signer.ErrMissingComponent) {
+			return Agent{}, &Error{Status: http.StatusUnauthorized, Code: "missing_components", Message: trimPrefix(err), Err: err}
+		}
+		return Agent{}, &Error{Status: http.StatusUnauthorized, Code: "invalid_signature_input", Message: trimPrefix(err), Err: err}
 	}
 
 	// 3. Parameters.
@@ -239,18 +287,11 @@ func (v *Verifier) verify(r *http.Request) (Agent, error) {
 	if err != nil {
 		return Agent{}, keyError(err, agent, p.KeyID)
 	}
-	if len(pk.Key) != ed25519.PublicKeySize || !cfg.AllowAnyKeyID && signer.Thumbprint(pk.Key) != p.KeyID {
+	if len(pk.Key) != ed25519.PublicKeySize || !cfg.AllowAnyKeyID && v.thumbprints.get(pk.Key) != p.KeyID {
 		return Agent{}, unauthorized("unknown_key", "key %q is not the thumbprint of the published key", p.KeyID)
 	}
 
 	// 7. Ed25519 over the rebuilt base.
-	base, err := sig.Base(r)
-	if err != nil {
-		if errors.Is(err, signer.ErrMissingComponent) {
-			return Agent{}, &Error{Status: http.StatusUnauthorized, Code: "missing_components", Message: trimPrefix(err), Err: err}
-		}
-		return Agent{}, &Error{Status: http.StatusUnauthorized, Code: "invalid_signature_input", Message: trimPrefix(err), Err: err}
-	}
 	if !ed25519.Verify(pk.Key, base, sig.Value) {
 		return Agent{}, unauthorized("invalid_signature", "the signature does not verify with key %q", p.KeyID)
 	}
@@ -314,7 +355,7 @@ func (v *Verifier) signatureAgent(r *http.Request, sig *signer.Signature) (strin
 		}
 		return "", false, unauthorized("invalid_signature_agent", "the Signature-Agent header is required")
 	}
-	sa, err := signer.ParseSignatureAgent(vals)
+	sa, err := v.agents.parse(vals)
 	if err != nil {
 		return "", false, &Error{Status: http.StatusUnauthorized, Code: "invalid_signature_agent", Message: trimPrefix(err), Err: err}
 	}
@@ -323,15 +364,19 @@ func (v *Verifier) signatureAgent(r *http.Request, sig *signer.Signature) (strin
 		ok     bool
 		bound  bool
 	)
-	if c, covered := sig.CoversName("signature-agent"); covered {
+	c, covered := sig.CoversName("signature-agent")
+	switch {
+	case covered && c.Key != "":
+		// The covered `"signature-agent";key=…` names the member.
 		bound = true
-		if c.Key != "" {
-			origin, ok = sa.Member(c.Key)
-		} else {
+		origin, ok = sa.Member(c.Key)
+	default:
+		// The whole field is covered (web-bot-auth 0.1.3), or nothing is:
+		// the member keyed by the label, else the only one.
+		bound = covered
+		if origin, ok = sa.Member(sig.Label); !ok {
 			origin, ok = sa.Only()
 		}
-	} else if origin, ok = sa.Member(sig.Label); !ok {
-		origin, ok = sa.Only()
 	}
 	if !ok {
 		return "", false, unauthorized("invalid_signature_agent", "Signature-Agent has no member for signature %q", sig.Label)
@@ -402,4 +447,81 @@ func ValidUID(s string) bool {
 		}
 	}
 	return true
+}
+
+// covers reports whether sig covers the required component c: the same
+// identifier, or the same name when c carries no parameters.
+func covers(sig *signer.Signature, c *signer.Component) bool {
+	if c.Key == "" && !c.SF && c.Param == "" {
+		_, ok := sig.CoversName(c.Name)
+		return ok
+	}
+	return sig.Covers(c.ID())
+}
+
+// agentCacheSize bounds the cache of parsed Signature-Agent values; when it
+// is full it is emptied. agentCacheMaxLen is the longest value cached.
+const (
+	agentCacheSize   = 1024
+	agentCacheMaxLen = 512
+)
+
+// agentCache remembers parsed Signature-Agent fields by their text: an
+// agent sends the same value on every request, so parsing is done once.
+// A SignatureAgent is read-only after parsing, so sharing it is safe.
+type agentCache struct {
+	mu sync.RWMutex
+	m  map[string]signer.SignatureAgent
+}
+
+func (c *agentCache) parse(vals []string) (signer.SignatureAgent, error) {
+	if len(vals) != 1 || len(vals[0]) > agentCacheMaxLen {
+		return signer.ParseSignatureAgent(vals)
+	}
+	c.mu.RLock()
+	sa, ok := c.m[vals[0]]
+	c.mu.RUnlock()
+	if ok {
+		return sa, nil
+	}
+	sa, err := signer.ParseSignatureAgent(vals)
+	if err != nil {
+		return sa, err
+	}
+	c.mu.Lock()
+	if len(c.m) >= agentCacheSize {
+		clear(c.m)
+	}
+	c.m[vals[0]] = sa
+	c.mu.Unlock()
+	return sa, nil
+}
+
+// thumbprintCacheSize bounds the cache of key thumbprints.
+const thumbprintCacheSize = 4096
+
+// thumbprintCache remembers the RFC 7638 thumbprint of each public key, so
+// the keyid check costs a map lookup instead of a SHA-256 and two encodings.
+type thumbprintCache struct {
+	mu sync.RWMutex
+	m  map[[ed25519.PublicKeySize]byte]string
+}
+
+// get returns the thumbprint of pub, which must be 32 bytes long.
+func (c *thumbprintCache) get(pub ed25519.PublicKey) string {
+	k := [ed25519.PublicKeySize]byte(pub)
+	c.mu.RLock()
+	t, ok := c.m[k]
+	c.mu.RUnlock()
+	if ok {
+		return t
+	}
+	t = signer.Thumbprint(pub)
+	c.mu.Lock()
+	if len(c.m) >= thumbprintCacheSize {
+		clear(c.m)
+	}
+	c.m[k] = t
+	c.mu.Unlock()
+	return t
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/dunglas/httpsfv"
@@ -36,7 +37,7 @@ type Signature struct {
 // SignatureParams returns the @signature-params value: the inner list
 // re-serialized from its parsed form (never the raw header text).
 func (s *Signature) SignatureParams() (string, error) {
-	return httpsfv.Marshal(s.inner)
+	return marshalInnerList(s.inner)
 }
 
 // Covers reports whether the signature covers a component with this
@@ -63,11 +64,7 @@ func (s *Signature) CoversName(name string) (Component, bool) {
 
 // Base builds the signature base of RFC 9421 §2.5 for r.
 func (s *Signature) Base(r *http.Request) ([]byte, error) {
-	sp, err := s.SignatureParams()
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidSignatureInput, err)
-	}
-	return buildBase(r, s.Components, sp)
+	return buildBase(r, s.Components, s.inner, &s.Params)
 }
 
 // SignatureBase builds the signature base for r from a Signature-Input inner
@@ -88,9 +85,13 @@ func SignatureBase(r *http.Request, signatureParams string) ([]byte, error) {
 	return sig.Base(r)
 }
 
-func buildBase(r *http.Request, comps []Component, sigParams string) ([]byte, error) {
-	n := len(sigParams) + 22
-	vals := make([]string, len(comps))
+// buildBase writes the component lines and then the @signature-params
+// line, serialized from the parsed inner list (never the raw header text).
+// p only sizes the buffer.
+func buildBase(r *http.Request, comps []Component, inner httpsfv.InnerList, p *Params) ([]byte, error) {
+	var arr [8]string
+	vals := arr[:0]
+	n := len(`"@signature-params": `) + 2 + 64 + len(p.KeyID) + len(p.Alg) + len(p.Nonce) + len(p.Tag)
 	for i, c := range comps {
 		for _, prev := range comps[:i] {
 			if prev.id == c.id {
@@ -101,8 +102,8 @@ func buildBase(r *http.Request, comps []Component, sigParams string) ([]byte, er
 		if err != nil {
 			return nil, err
 		}
-		vals[i] = v
-		n += len(c.id) + len(v) + 3
+		vals = append(vals, v)
+		n += 2*len(c.id) + len(v) + 4
 	}
 	b := make([]byte, 0, n)
 	for i, c := range comps {
@@ -112,8 +113,14 @@ func buildBase(r *http.Request, comps []Component, sigParams string) ([]byte, er
 		b = append(b, '\n')
 	}
 	b = append(b, `"@signature-params": `...)
-	b = append(b, sigParams...)
-	return b, nil
+	if out, ok := appendInnerList(b, inner); ok {
+		return out, nil
+	}
+	sp, err := httpsfv.Marshal(inner)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidSignatureInput, err)
+	}
+	return append(b, sp...), nil
 }
 
 // ParseSignatures parses the Signature-Input and Signature fields (each
@@ -403,4 +410,147 @@ func validHostPort(h string) bool {
 		}
 	}
 	return true
+}
+
+// The functions below serialize parsed structured-field values (RFC 8941
+// §4.1) straight into a byte slice, without httpsfv's strings.Builder and
+// per-value conversions. They cover the bare item types found in signature
+// inputs (strings, integers, booleans, tokens); for anything else, or a
+// value httpsfv would refuse to serialize, they report !ok and the caller
+// falls back to httpsfv.Marshal, which then yields the same bytes or the
+// error. They never parse: the input is always httpsfv's own parse result.
+
+// appendInnerList appends the serialization of il (§4.1.1.1).
+func appendInnerList(b []byte, il httpsfv.InnerList) ([]byte, bool) {
+	b = append(b, '(')
+	for i, it := range il.Items {
+		if i > 0 {
+			b = append(b, ' ')
+		}
+		var ok bool
+		if b, ok = appendItem(b, it); !ok {
+			return b, false
+		}
+	}
+	b = append(b, ')')
+	return appendParams(b, il.Params)
+}
+
+// appendItem appends the serialization of it (§4.1.3).
+func appendItem(b []byte, it httpsfv.Item) ([]byte, bool) {
+	b, ok := appendBareItem(b, it.Value)
+	if !ok {
+		return b, false
+	}
+	return appendParams(b, it.Params)
+}
+
+// appendParams appends the serialization of p (§4.1.1.2). A nil p is not
+// serializable (httpsfv reports ErrMissingParameters).
+func appendParams(b []byte, p *httpsfv.Params) ([]byte, bool) {
+	if p == nil {
+		return b, false
+	}
+	for _, k := range p.Names() {
+		if !validKey(k) {
+			return b, false
+		}
+		b = append(b, ';')
+		b = append(b, k...)
+		v, _ := p.Get(k)
+		if v == true {
+			continue
+		}
+		b = append(b, '=')
+		var ok bool
+		if b, ok = appendBareItem(b, v); !ok {
+			return b, false
+		}
+	}
+	return b, true
+}
+
+// appendBareItem appends a string (§4.1.6), an integer (§4.1.4), a boolean
+// (§4.1.9) or a token (§4.1.7).
+func appendBareItem(b []byte, v any) ([]byte, bool) {
+	switch v := v.(type) {
+	case string:
+		b = append(b, '"')
+		for i := 0; i < len(v); i++ {
+			c := v[i]
+			if c < 0x20 || c > 0x7e {
+				return b, false
+			}
+			if c == '"' || c == '\\' {
+				b = append(b, '\\')
+			}
+			b = append(b, c)
+		}
+		return append(b, '"'), true
+	case int64:
+		if v < -999_999_999_999_999 || v > 999_999_999_999_999 {
+			return b, false
+		}
+		return strconv.AppendInt(b, v, 10), true
+	case bool:
+		if v {
+			return append(b, "?1"...), true
+		}
+		return append(b, "?0"...), true
+	case httpsfv.Token:
+		if !validToken(string(v)) {
+			return b, false
+		}
+		return append(b, v...), true
+	}
+	return b, false
+}
+
+// validKey reports whether k is an RFC 8941 key: lcalpha or "*", then
+// lcalpha, DIGIT, "_", "-", "." or "*".
+func validKey(k string) bool {
+	if k == "" || !(k[0] >= 'a' && k[0] <= 'z' || k[0] == '*') {
+		return false
+	}
+	for i := 1; i < len(k); i++ {
+		c := k[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.' || c == '*') {
+			return false
+		}
+	}
+	return true
+}
+
+// validToken reports whether t is an RFC 8941 token: ALPHA or "*", then
+// tchar, ":" or "/".
+func validToken(t string) bool {
+	if t == "" || !(t[0] >= 'a' && t[0] <= 'z' || t[0] >= 'A' && t[0] <= 'Z' || t[0] == '*') {
+		return false
+	}
+	for i := 1; i < len(t); i++ {
+		c := t[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+			strings.IndexByte("!#$%&'*+-.^_`|~:/", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// marshalInnerList serializes il, through the fast path when it applies.
+func marshalInnerList(il httpsfv.InnerList) (string, error) {
+	var buf [256]byte
+	if b, ok := appendInnerList(buf[:0], il); ok {
+		return string(b), nil
+	}
+	return httpsfv.Marshal(il)
+}
+
+// marshalItem serializes it, through the fast path when it applies.
+func marshalItem(it httpsfv.Item) (string, error) {
+	var buf [128]byte
+	if b, ok := appendItem(buf[:0], it); ok {
+		return string(b), nil
+	}
+	return httpsfv.Marshal(it)
 }

@@ -69,10 +69,11 @@ func componentFromItem(it httpsfv.Item) (Component, error) {
 		return Component{}, fmt.Errorf("%w %q: names must be lowercase and non-empty", ErrInvalidComponent, name)
 	}
 	c := Component{Name: name}
-	if it.Params == nil {
-		it.Params = httpsfv.NewParams()
+	var pnames []string
+	if it.Params != nil {
+		pnames = it.Params.Names()
 	}
-	for _, p := range it.Params.Names() {
+	for _, p := range pnames {
 		v, _ := it.Params.Get(p)
 		switch p {
 		case "key":
@@ -111,13 +112,35 @@ func componentFromItem(it httpsfv.Item) (Component, error) {
 	if c.Key != "" && c.SF {
 		return Component{}, fmt.Errorf("%w %q: key and sf together", ErrInvalidComponent, name)
 	}
-	id, err := httpsfv.Marshal(it)
+	if len(pnames) == 0 {
+		// The name is a validated field name or derived component name, so
+		// it needs no escaping: the identifier is the name in quotes.
+		if id, ok := knownIDs[name]; ok {
+			c.id = id
+		} else {
+			c.id = `"` + name + `"`
+		}
+		return c, nil
+	}
+	id, err := marshalItem(it)
 	if err != nil {
 		return Component{}, fmt.Errorf("%w %q: %v", ErrInvalidComponent, name, err)
 	}
 	c.id = id
 	return c, nil
 }
+
+// knownIDs holds the serialized identifiers of common components, so
+// parsing them allocates nothing.
+var knownIDs = func() map[string]string {
+	m := map[string]string{}
+	for _, n := range []string{"@method", "@authority", "@scheme", "@target-uri", "@request-target",
+		"@path", "@query", "content-digest", "content-type", "content-length", "signature-agent",
+		"date", "host", "authorization"} {
+		m[n] = `"` + n + `"`
+	}
+	return m
+}()
 
 func (c Component) item() httpsfv.Item {
 	p := httpsfv.NewParams()
@@ -300,7 +323,15 @@ func (c Component) fieldValue(r *http.Request) (string, error) {
 		if !ok {
 			return "", fmt.Errorf("%w %s", ErrMissingComponent, c.id)
 		}
-		s, err := httpsfv.Marshal(m)
+		var s string
+		switch m := m.(type) {
+		case httpsfv.Item:
+			s, err = marshalItem(m)
+		case httpsfv.InnerList:
+			s, err = marshalInnerList(m)
+		default:
+			s, err = httpsfv.Marshal(m)
+		}
 		if err != nil {
 			return "", fmt.Errorf("%w %s: %v", ErrInvalidComponent, c.id, err)
 		}
