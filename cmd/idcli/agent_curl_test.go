@@ -1,0 +1,229 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/agentid/agentid/middleware"
+)
+
+// echoServers are two loopback servers behind the verification middleware,
+// sharing one key source and one replay store (so a hop that reused a nonce
+// would be refused). Server a redirects to server b.
+type echoServers struct {
+	a, b *httptest.Server
+	mu   sync.Mutex
+	hops []string // "<authority> <method> <path> <nonce>" of each verified request
+}
+
+func newEchoServers(t *testing.T, dir string) *echoServers {
+	t.Helper()
+	k := fixedKey(20)
+	uid := "agent-0123456789abcdef01234567"
+	keys := middleware.NewStaticKeys()
+	keys.Add("http://"+uid+".localhost:3000", k.Public)
+	mw := middleware.New(middleware.Config{Keys: keys, Replay: middleware.NewMemoryReplayStore()})
+	e := &echoServers{}
+	handler := func(w http.ResponseWriter, r *http.Request) {
+		ag, _ := middleware.AgentFrom(r.Context())
+		e.mu.Lock()
+		e.hops = append(e.hops, fmt.Sprintf("%s %s %s %s", r.Host, r.Method, r.URL.Path, ag.Nonce))
+		e.mu.Unlock()
+		body, _ := io.ReadAll(r.Body)
+		switch r.URL.Path {
+		case "/echo":
+			w.Header().Set("Content-Type", "application/json")
+			json.NewEncoder(w).Encode(map[string]string{
+				"method": r.Method, "content_type": r.Header.Get("Content-Type"), "body": string(body),
+				"x_test": r.Header.Get("X-Test"), "uid": ag.UID, "host": r.Host,
+			})
+		case "/text":
+			w.Header().Set("Content-Type", "text/plain")
+			fmt.Fprint(w, "{not json} plain text\n")
+		case "/fail":
+			middleware.WriteError(w, middleware.Errorf(http.StatusBadRequest, "invalid_request", "nope"))
+		case "/redirect":
+			http.Redirect(w, r, e.b.URL+"/echo", http.StatusFound)
+		case "/redirect307":
+			http.Redirect(w, r, e.b.URL+"/echo", http.StatusTemporaryRedirect)
+		default:
+			http.NotFound(w, r)
+		}
+	}
+	e.a = httptest.NewServer(mw(http.HandlerFunc(handler)))
+	e.b = httptest.NewServer(mw(http.HandlerFunc(handler)))
+	t.Cleanup(e.a.Close)
+	t.Cleanup(e.b.Close)
+	content := "AGENT_UID=" + uid + "\nAGENT_PRIVATE_JWK='" + string(k.MarshalPrivateJWK()) + "'\n"
+	if err := os.WriteFile(filepath.Join(dir, ".env"), []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func TestAgentCurl(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		args       func(a, b string) []string
+		wantExit22 bool
+		wantStdout func(a, b string) string // exact, when set
+		wantIn     []string                 // substrings of stdout
+		wantErrIn  []string                 // substrings of stderr
+		wantHops   func(a, b string) []string
+	}{
+		{
+			name:       "GET prints the body as is",
+			args:       func(a, b string) []string { return []string{a + "/echo"} },
+			wantStdout: func(a, b string) string { return echo("GET", "", "", "", a) + "\n" },
+			wantHops:   func(a, b string) []string { return []string{a + " GET /echo"} },
+		},
+		{
+			name: "--pp indents JSON",
+			args: func(a, b string) []string { return []string{a + "/echo", "--pp"} },
+			wantStdout: func(a, b string) string {
+				return "{\n  \"body\": \"\",\n  \"content_type\": \"\",\n  \"host\": \"" + a + "\",\n  \"method\": \"GET\",\n  \"uid\": \"agent-0123456789abcdef01234567\",\n  \"x_test\": \"\"\n}\n"
+			},
+		},
+		{
+			name:       "-d posts JSON",
+			args:       func(a, b string) []string { return []string{a + "/echo", "-d", `{"a":1}`} },
+			wantStdout: func(a, b string) string { return echo("POST", "application/json", `{"a":1}`, "", a) + "\n" },
+		},
+		{
+			name:       "-X and -H after the URL",
+			args:       func(a, b string) []string { return []string{a + "/echo", "-X", "PUT", "-d", `{}`, "-H", "X-Test: yes"} },
+			wantStdout: func(a, b string) string { return echo("PUT", "application/json", `{}`, "yes", a) + "\n" },
+		},
+		{
+			name:       "non-JSON printed as is with --pp",
+			args:       func(a, b string) []string { return []string{"--pp", a + "/text"} },
+			wantStdout: func(a, b string) string { return "{not json} plain text\n" },
+		},
+		{
+			name:       "400 exits 22 and prints the body",
+			args:       func(a, b string) []string { return []string{a + "/fail"} },
+			wantExit22: true,
+			wantIn:     []string{`"code":"invalid_request"`},
+			wantErrIn:  []string{"400"},
+		},
+		{
+			name:       "404 exits 22",
+			args:       func(a, b string) []string { return []string{a + "/missing"} },
+			wantExit22: true,
+		},
+		{
+			name:   "-i prints the status line and headers",
+			args:   func(a, b string) []string { return []string{"-i", a + "/echo"} },
+			wantIn: []string{"HTTP/1.1 200 OK\n", "Content-Type: application/json\n", "\n\n{\"body\""},
+		},
+		{
+			name:      "-v prints the signed request to stderr",
+			args:      func(a, b string) []string { return []string{a + "/echo", "-v"} },
+			wantErrIn: []string{"> GET /echo HTTP/1.1\n", "> Host: ", "> Signature-Input: sig1=(\"@authority\")", "> Signature-Agent: sig1=\"http://agent-0123456789abcdef01234567.localhost:3000\"", "< HTTP/1.1 200 OK"},
+		},
+		{
+			name:       "redirect: each hop signed afresh",
+			args:       func(a, b string) []string { return []string{a + "/redirect"} },
+			wantStdout: func(a, b string) string { return echo("GET", "", "", "", b) + "\n" },
+			wantHops:   func(a, b string) []string { return []string{a + " GET /redirect", b + " GET /echo"} },
+		},
+		{
+			name:       "307 redirect keeps method and body, signed afresh",
+			args:       func(a, b string) []string { return []string{a + "/redirect307", "-d", `{"x":2}`} },
+			wantStdout: func(a, b string) string { return echo("POST", "application/json", `{"x":2}`, "", b) + "\n" },
+			wantHops:   func(a, b string) []string { return []string{a + " POST /redirect307", b + " POST /echo"} },
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			e := newEchoServers(t, dir)
+			a, b := strings.TrimPrefix(e.a.URL, "http://"), strings.TrimPrefix(e.b.URL, "http://")
+			args := tt.args(e.a.URL, e.b.URL)
+			res := runIn(t, dir, nil, append([]string{"agent", "curl"}, args...)...)
+			if tt.wantExit22 {
+				if !errors.Is(res.err, exitCode(22)) {
+					t.Errorf("err = %v, want exit code 22", res.err)
+				}
+			} else if res.err != nil {
+				t.Fatalf("err = %v\nstdout %s\nstderr %s", res.err, res.stdout, res.stderr)
+			}
+			if tt.wantStdout != nil {
+				if want := tt.wantStdout(a, b); res.stdout != want {
+					t.Errorf("stdout = %q, want %q", res.stdout, want)
+				}
+			}
+			for _, w := range tt.wantIn {
+				if !strings.Contains(res.stdout, w) {
+					t.Errorf("stdout = %q, want it to contain %q", res.stdout, w)
+				}
+			}
+			for _, w := range tt.wantErrIn {
+				if !strings.Contains(res.stderr, w) {
+					t.Errorf("stderr = %q, want it to contain %q", res.stderr, w)
+				}
+			}
+			if strings.Contains(res.stdout+res.stderr, fixedKey(20).JWK().D) {
+				t.Error("output contains the private key")
+			}
+			if tt.wantHops != nil {
+				want := tt.wantHops(a, b)
+				e.mu.Lock()
+				hops := append([]string(nil), e.hops...)
+				e.mu.Unlock()
+				nonces := map[string]bool{}
+				for i, h := range hops {
+					f := strings.Fields(h)
+					if i < len(want) && strings.Join(f[:3], " ") != want[i] || len(f) != 4 {
+						t.Errorf("hop %d = %q, want %q and a nonce", i, h, want[i])
+						continue
+					}
+					nonces[f[3]] = true
+				}
+				if len(hops) != len(want) || len(nonces) != len(want) {
+					t.Errorf("verified hops = %q, want %q, each with its own nonce", hops, want)
+				}
+			}
+		})
+	}
+}
+
+// echo is the compact JSON the echo handler writes (keys sorted).
+func echo(method, ct, body, xtest, host string) string {
+	b, _ := json.Marshal(map[string]string{"method": method, "content_type": ct, "body": body, "x_test": xtest,
+		"uid": "agent-0123456789abcdef01234567", "host": host})
+	return string(b)
+}
+
+func TestAgentCurlUsage(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		args []string
+	}{
+		{name: "no URL", args: []string{"agent", "curl"}},
+		{name: "two URLs", args: []string{"agent", "curl", "http://a/", "http://b/"}},
+		{name: "relative URL", args: []string{"agent", "curl", "/whoami"}},
+		{name: "bad header", args: []string{"agent", "curl", "http://127.0.0.1:1/", "-H", "nocolon"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := credsDir(t, "agent-0123456789abcdef01234567", fixedKey(21), "")
+			res := runIn(t, dir, nil, tt.args...)
+			if res.err == nil || errors.Is(res.err, exitCode(22)) {
+				t.Errorf("err = %v, want a usage error", res.err)
+			}
+		})
+	}
+}
