@@ -458,3 +458,139 @@ func checkDirectory(t *testing.T, in *interop, url, wantKid string) {
 		}
 	}
 }
+
+// vestauthCLI runs the vestauth command line (its package.json bin) in dir
+// with a scrubbed environment: only PATH (for its curl), a private HOME and
+// NO_COLOR, so AGENT_* settings come from dir/.env alone.
+func (in *interop) vestauthCLI(t *testing.T, dir string, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	b, rerr := os.ReadFile(filepath.Join(in.nodeModules, "vestauth", "package.json"))
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	var pkg struct {
+		Version string            `json:"version"`
+		Bin     map[string]string `json:"bin"`
+	}
+	if err := json.Unmarshal(b, &pkg); err != nil || pkg.Bin["vestauth"] == "" {
+		t.Fatalf("vestauth package.json has no bin: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // hang guard only
+	defer cancel()
+	cmd := exec.CommandContext(ctx, in.node, append([]string{filepath.Join(in.nodeModules, "vestauth", pkg.Bin["vestauth"])}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "NO_COLOR=1"}
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err = cmd.Run()
+	return o.String(), e.String(), err
+}
+
+// needCurl: vestauth's `agent curl` runs the curl binary.
+func needCurl(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("curl"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("vestauth agent curl needs the curl binary: %v", err)
+		}
+		t.Skipf("vestauth agent curl needs the curl binary: %v", err)
+	}
+}
+
+// idcli runs the idcli command line in dir with an empty process environment.
+func idcli(dir string, args ...string) (stdout, stderr string, err error) {
+	var o, e bytes.Buffer
+	env := &cliEnv{Stdin: strings.NewReader(""), Stdout: &o, Stderr: &e, Getenv: noEnv, Dir: dir}
+	err = run(context.Background(), args, env)
+	return o.String(), e.String(), err
+}
+
+type whoamiAnswer struct {
+	UID          string          `json:"uid"`
+	Kid          string          `json:"kid"`
+	PublicJWK    json.RawMessage `json:"public_jwk"`
+	WellKnownURL string          `json:"well_known_url"`
+	Error        json.RawMessage `json:"error"`
+}
+
+// vestauthWhoami runs `vestauth agent curl <hostname>/whoami` in dir and
+// wants agentid to answer for uid with key kid. vestauth exits 0 even on
+// HTTP 401, so the printed body is what counts.
+func (in *interop) vestauthWhoami(t *testing.T, dir, hostname, uid, kid string) {
+	t.Helper()
+	url := hostname + "/whoami"
+	out, errOut, err := in.vestauthCLI(t, dir, "agent", "curl", url)
+	if err != nil {
+		t.Fatalf("vestauth agent curl %s (GET, signed by vestauth from %s/.env): %v\nstdout: %s\nstderr: %s", url, dir, err, out, errOut)
+	}
+	var got whoamiAnswer
+	if jerr := json.Unmarshal([]byte(strings.TrimSpace(out)), &got); jerr != nil {
+		t.Fatalf("vestauth agent curl %s printed no JSON (%v): %s\nstderr: %s", url, jerr, out, errOut)
+	}
+	if got.Error != nil || got.UID != uid || got.Kid != kid {
+		t.Errorf("agentid on vestauth's GET %s: answered %s, want uid %s kid %s", url, strings.TrimSpace(out), uid, kid)
+	}
+}
+
+// readEnvValue returns KEY's value from dir/.env as agentid reads it.
+func readEnvValue(t *testing.T, dir, key string) string {
+	t.Helper()
+	f, err := agent.ReadEnvFile(filepath.Join(dir, ".env"))
+	if err != nil {
+		t.Fatalf("read %s/.env: %v", dir, err)
+	}
+	v, _ := f.Get(key)
+	return v
+}
+
+// Groups 3 and 4, the parts that need no vestauth-compat routes: vestauth's
+// CLI signs with credentials written by `idcli agent init`, and reads them
+// back after `idcli agent rotate`; agentid's /whoami accepts its requests.
+func TestInteropVestauthCLIUsesIdcliCredentials(t *testing.T) {
+	in := needInterop(t)
+	needCurl(t)
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		if err := refserver.Migrate(context.Background(), db, nil); err != nil {
+			t.Fatalf("migrate: %v", err)
+		}
+		_, hostname := startRefServer(t, db, nil)
+		dir := t.TempDir()
+		if out, errOut, err := idcli(dir, "agent", "init", "--hostname", hostname); err != nil {
+			t.Fatalf("idcli agent init --hostname %s: %v\n%s%s", hostname, err, out, errOut)
+		}
+		uid := readEnvValue(t, dir, agent.EnvUID)
+		pub, err := signer.ParsePublicJWK([]byte(readEnvValue(t, dir, agent.EnvPublicJWK)))
+		if err != nil {
+			t.Fatalf("AGENT_PUBLIC_JWK written by idcli: %v", err)
+		}
+		in.vestauthWhoami(t, dir, hostname, uid, pub.JWK.Kid)
+
+		if out, errOut, err := idcli(dir, "agent", "rotate"); err != nil {
+			t.Fatalf("idcli agent rotate: %v\n%s%s", err, out, errOut)
+		}
+		next, err := signer.ParsePublicJWK([]byte(readEnvValue(t, dir, agent.EnvPublicJWK)))
+		if err != nil {
+			t.Fatalf("AGENT_PUBLIC_JWK after idcli agent rotate: %v", err)
+		}
+		if next.JWK.Kid == pub.JWK.Kid {
+			t.Fatalf("idcli agent rotate kept kid %s", pub.JWK.Kid)
+		}
+		in.vestauthWhoami(t, dir, hostname, uid, next.JWK.Kid)
+
+		// vestauth's own reading of the rotated file: the key it signs with.
+		out, errOut, err := in.vestauthCLI(t, dir, "agent", "headers", "GET", hostname+"/whoami")
+		if err != nil {
+			t.Fatalf("vestauth agent headers after idcli agent rotate: %v\n%s%s", err, out, errOut)
+		}
+		var h map[string]string
+		if err := json.Unmarshal([]byte(out), &h); err != nil {
+			t.Fatalf("vestauth agent headers printed %q: %v", out, err)
+		}
+		if want := `keyid="` + next.JWK.Kid + `"`; !strings.Contains(h["Signature-Input"], want) {
+			t.Errorf("vestauth agent headers after idcli agent rotate: Signature-Input %q, want %s", h["Signature-Input"], want)
+		}
+		if want := `sig1="http://` + uid + `.` + strings.TrimPrefix(hostname, "http://") + `"`; h["Signature-Agent"] != want {
+			t.Errorf("vestauth agent headers: Signature-Agent %q, want %q", h["Signature-Agent"], want)
+		}
+	})
+}
