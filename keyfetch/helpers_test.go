@@ -68,7 +68,7 @@ type dirServer struct {
 	h       http.HandlerFunc
 }
 
-func newDirServer(t *testing.T, h http.HandlerFunc) *dirServer {
+func newDirServer(t testing.TB, h http.HandlerFunc) *dirServer {
 	t.Helper()
 	s := &dirServer{h: h}
 	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -151,4 +151,9 @@ func errKind(err error) string {
 		return "fetch"
 	}
 	return "other: " + err.Error()
+}
+
+// newDirServerB starts a directory for a benchmark and returns its origin.
+func newDirServerB(b *testing.B, h http.HandlerFunc) string {
+	return newDirServer(b, h).URL
 }

@@ -1,0 +1,46 @@
+package keyfetch_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+
+	"github.com/agentid/agentid/keyfetch"
+	"github.com/agentid/agentid/signer"
+)
+
+func Example() {
+	// An agent's key directory, here on a loopback test server.
+	key := signer.NewPrivateKey(ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize))).Public
+	dir := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", keyfetch.MediaType)
+		w.Header().Set("Cache-Control", "max-age=60")
+		_ = json.NewEncoder(w).Encode(map[string]any{"keys": []signer.JWK{key.JWK}})
+	}))
+	defer dir.Close()
+
+	keys := keyfetch.New(keyfetch.Config{
+		TrustedHosts: []string{"127.0.0.1"},
+		// Both switches only because the test server is plain http on loopback.
+		AllowHTTP:            true,
+		AllowPrivateNetworks: true,
+	})
+	ctx := context.Background()
+
+	pk, err := keys.Key(ctx, dir.URL, key.JWK.Kid)
+	fmt.Println(pk.JWK.Kid, err)
+
+	_, err = keys.Key(ctx, dir.URL, "no-such-kid")
+	fmt.Println(errors.Is(err, signer.ErrUnknownKey))
+
+	_, err = keys.Key(ctx, "https://agent-x.evil.example", key.JWK.Kid)
+	fmt.Println(errors.Is(err, signer.ErrUntrustedAgent))
+	// Output:
+	// 9ZP03Nu8GrXPAUkbKNxHOKBzxPX83SShgFkRNK-f2lw <nil>
+	// true
+	// true
+}

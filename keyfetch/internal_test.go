@@ -1,0 +1,93 @@
+package keyfetch
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"testing"
+)
+
+func TestPublicAddr(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		addr string
+		want bool
+	}{
+		{"8.8.8.8", true},
+		{"1.1.1.1", true},
+		{"172.32.0.1", true},
+		{"100.128.0.1", true},
+		{"2606:4700:4700::1111", true},
+		{"::ffff:8.8.8.8", true},
+		{"64:ff9b::808:808", true},
+		{"127.0.0.1", false},
+		{"127.255.255.254", false},
+		{"10.1.2.3", false},
+		{"172.16.0.1", false},
+		{"172.31.255.255", false},
+		{"192.168.1.1", false},
+		{"100.64.0.1", false},
+		{"100.127.255.255", false},
+		{"169.254.169.254", false},
+		{"0.0.0.0", false},
+		{"0.1.2.3", false},
+		{"224.0.0.1", false},
+		{"255.255.255.255", false},
+		{"::1", false},
+		{"::", false},
+		{"fe80::1", false},
+		{"fe80::1%eth0", false},
+		{"fc00::1", false},
+		{"fd12:3456::1", false},
+		{"ff02::1", false},
+		{"::ffff:127.0.0.1", false},
+		{"::ffff:10.0.0.1", false},
+		{"::ffff:169.254.169.254", false},
+		{"::127.0.0.1", false},
+		{"64:ff9b::7f00:1", false},
+		{"64:ff9b::a9fe:a9fe", false},
+		{"2002:7f00:1::", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.addr, func(t *testing.T) {
+			t.Parallel()
+			a := netip.MustParseAddr(tt.addr)
+			if got := publicAddr(a); got != tt.want {
+				t.Errorf("publicAddr(%s) = %v, want %v", tt.addr, got, tt.want)
+			}
+			err := dialControl("tcp", netip.AddrPortFrom(a, 443).String(), nil)
+			if got := err == nil; got != tt.want {
+				t.Errorf("dialControl(%s) = %v, want allowed %v", tt.addr, err, tt.want)
+			}
+			if err != nil && !errors.Is(err, ErrPrivateAddress) {
+				t.Errorf("dialControl error = %v, want it to wrap ErrPrivateAddress", err)
+			}
+		})
+	}
+}
+
+func TestCacheIsBoundedByMaxOrigins(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", MediaType)
+		_, _ = w.Write([]byte(`{"keys":[]}`))
+	}))
+	defer srv.Close()
+	port := srv.URL[strings.LastIndex(srv.URL, ":")+1:]
+	f := New(Config{TrustedHosts: []string{"127.0.0.1", "localhost", "*.localhost"}, AllowHTTP: true, AllowPrivateNetworks: true, MaxOrigins: 2})
+	agents := []string{srv.URL, "http://localhost:" + port, "http://a.localhost:" + port, "http://b.localhost:" + port}
+	for _, a := range agents {
+		_, _ = f.Key(context.Background(), a, "kid")
+	}
+	n := 0
+	f.entries.Range(func(_, _ any) bool { n++; return true })
+	if n > 2 || f.count.Load() != int64(n) {
+		t.Errorf("cached origins = %d (count %d), want at most 2 and equal", n, f.count.Load())
+	}
+	if f.load(agents[len(agents)-1]) == nil {
+		t.Errorf("the newest origin was evicted, want it kept")
+	}
+}
