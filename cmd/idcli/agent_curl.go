@@ -31,9 +31,10 @@ func newAgentCurlCmd(env *cliEnv) *ffcli.Command {
 	include := fs.Bool("i", false, "print the response status line and headers before the body")
 	verbose := fs.Bool("v", false, "print each request and response head to stderr")
 	pp := fs.Bool("pp", false, "pretty-print a JSON response body")
+	standards := fs.Bool("standards", false, `also cover "signature-agent";key="sig1" (what newer web-bot-auth verifiers require)`)
 	return &ffcli.Command{
 		Name:       "curl",
-		ShortUsage: "idcli agent curl URL [-X METHOD] [-H 'K: V']… [-d JSON] [-i] [-v] [--pp]",
+		ShortUsage: "idcli agent curl URL [-X METHOD] [-H 'K: V']… [-d JSON] [-i] [-v] [--pp] [--standards]",
 		ShortHelp:  "make an HTTP request signed with this agent's credentials",
 		FlagSet:    fs,
 		Exec: func(ctx context.Context, args []string) error {
@@ -52,7 +53,7 @@ func newAgentCurlCmd(env *cliEnv) *ffcli.Command {
 				}
 			})
 			c := curl{env: env, url: pos[0], method: *method, headers: headers,
-				include: *include, verbose: *verbose, pp: *pp}
+				include: *include, verbose: *verbose, pp: *pp, standards: *standards}
 			if dataSet {
 				body, err := readData(env, *data)
 				if err != nil {
@@ -73,6 +74,7 @@ type curl struct {
 	body                 []byte
 	hasBody              bool
 	include, verbose, pp bool
+	standards            bool
 }
 
 // readData returns the -d argument: literal text, @file, or @- for stdin.
@@ -137,7 +139,10 @@ func (c curl) run(ctx context.Context) error {
 	if c.verbose {
 		base = &verboseTransport{base: base, w: c.env.Stderr}
 	}
-	client := creds.Client(base)
+	tr := creds.Transport(base)
+	tr.Options.Standards = c.standards
+	// Go's client follows up to 10 redirects; tr signs every hop afresh.
+	client := &http.Client{Transport: tr}
 	resp, err := client.Do(req)
 	if err != nil {
 		return fmt.Errorf("agent curl: %w", err)

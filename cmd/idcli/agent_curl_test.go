@@ -132,6 +132,11 @@ func TestAgentCurl(t *testing.T) {
 			wantErrIn: []string{"> GET /echo HTTP/1.1\n", "> Host: ", "> Signature-Input: sig1=(\"@authority\")", "> Signature-Agent: sig1=\"http://agent-0123456789abcdef01234567.localhost:3000\"", "< HTTP/1.1 200 OK"},
 		},
 		{
+			name:      "--standards covers signature-agent",
+			args:      func(a, b string) []string { return []string{a + "/echo", "-v", "--standards"} },
+			wantErrIn: []string{`> Signature-Input: sig1=("@authority" "signature-agent";key="sig1")`},
+		},
+		{
 			name:       "redirect: each hop signed afresh",
 			args:       func(a, b string) []string { return []string{a + "/redirect"} },
 			wantStdout: func(a, b string) string { return echo("GET", "", "", "", b) + "\n" },

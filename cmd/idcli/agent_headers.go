@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/agent"
 	"github.com/peterbourgon/ff/v3/ffcli"
 )
@@ -18,9 +19,10 @@ func newAgentHeadersCmd(env *cliEnv) *ffcli.Command {
 	hostname := fs.String("hostname", "", "service base URL (default: AGENT_HOSTNAME, then "+agent.DefaultHostname+")")
 	tag := fs.String("tag", "", "tag parameter (default: web-bot-auth)")
 	nonce := fs.String("nonce", "", "nonce parameter (default: 64 random bytes, base64url)")
+	standards := fs.Bool("standards", false, `also cover "signature-agent";key="sig1" (what newer web-bot-auth verifiers require)`)
 	return &ffcli.Command{
 		Name:       "headers",
-		ShortUsage: "idcli agent headers METHOD URL [--pp] [--uid U] [--private-jwk JWK] [--tag T] [--nonce N]",
+		ShortUsage: "idcli agent headers METHOD URL [--pp] [--uid U] [--private-jwk JWK] [--tag T] [--nonce N] [--standards]",
 		ShortHelp:  "print the Signature, Signature-Input and Signature-Agent headers for a request",
 		FlagSet:    fs,
 		Exec: func(ctx context.Context, args []string) error {
@@ -39,8 +41,17 @@ func newAgentHeadersCmd(env *cliEnv) *ffcli.Command {
 			if err != nil {
 				return err
 			}
-			h, err := agent.Headers(pos[0], pos[1], creds, *tag, *nonce)
-			if err != nil {
+			var h signer.SignatureHeaders
+			if *standards {
+				opts, err := creds.Options()
+				if err != nil {
+					return err
+				}
+				opts.Tag, opts.Nonce, opts.Standards = *tag, *nonce, true
+				if h, err = signer.Headers(pos[0], pos[1], creds.Key, opts); err != nil {
+					return fmt.Errorf("agent headers: %w", err)
+				}
+			} else if h, err = agent.Headers(pos[0], pos[1], creds, *tag, *nonce); err != nil {
 				return err
 			}
 			return writeJSON(env.Stdout, h, *pp)

@@ -107,11 +107,15 @@ func TestAgentHeadersCommand(t *testing.T) {
 		wantTag   string
 		wantNonce string
 		wantAgent string
+		// wantCovered is a component that must be covered besides @authority.
+		wantCovered string
 	}{
 		{name: "compact", method: "GET", args: []string{"agent", "headers", "GET", "https://api.example/x"}, wantLines: 1,
 			wantTag: "web-bot-auth", wantAgent: `sig1="http://` + uid + `.localhost:3000"`},
 		{name: "pretty, flags after the URL", method: "POST", args: []string{"agent", "headers", "POST", "https://api.example/x", "--pp", "--tag", "t2", "--nonce", "abc"},
 			wantLines: 5, wantTag: "t2", wantNonce: "abc", wantAgent: `sig1="http://` + uid + `.localhost:3000"`},
+		{name: "standards", method: "GET", args: []string{"agent", "headers", "GET", "https://api.example/x", "--standards"}, wantLines: 1,
+			wantTag: "web-bot-auth", wantAgent: `sig1="http://` + uid + `.localhost:3000"`, wantCovered: `"signature-agent";key="sig1"`},
 		{name: "environment hostname", method: "GET", args: []string{"agent", "headers", "GET", "https://api.example/x"}, wantLines: 1,
 			environ: map[string]string{"AGENT_HOSTNAME": "agentid.example"}, wantTag: "web-bot-auth", wantAgent: `sig1="https://` + uid + `.agentid.example"`},
 		{name: "flags override", method: "GET", args: []string{"agent", "headers", "--uid", "agent-ffffffffffffffffffffffff", "--private-jwk", string(k.MarshalPrivateJWK()), "GET", "https://api.example/x"},
@@ -136,6 +140,7 @@ func TestAgentHeadersCommand(t *testing.T) {
 			r := httptest.NewRequest(tt.method, "https://api.example/x", nil)
 			r.Header.Set("Signature", h["Signature"])
 			r.Header.Set("Signature-Input", h["Signature-Input"])
+			r.Header.Set("Signature-Agent", h["Signature-Agent"])
 			sigs, err := signer.ParseSignatures(r.Header.Values("Signature-Input"), r.Header.Values("Signature"))
 			if err != nil || len(sigs) != 1 {
 				t.Fatalf("parse: %v, %d signatures", err, len(sigs))
@@ -146,6 +151,9 @@ func TestAgentHeadersCommand(t *testing.T) {
 			}
 			if !ed25519.Verify(k.Public.Key, base, sigs[0].Value) {
 				t.Errorf("signature does not verify over\n%s", base)
+			}
+			if tt.wantCovered != "" && !sigs[0].Covers(tt.wantCovered) || len(sigs[0].Components) != 1+min(len(tt.wantCovered), 1) {
+				t.Errorf("covered = %v; want @authority and %q", sigs[0].Components, tt.wantCovered)
 			}
 			if p := sigs[0].Params; p.Tag != tt.wantTag || (tt.wantNonce != "" && p.Nonce != tt.wantNonce) {
 				t.Errorf("params = %+v; want tag %q nonce %q", p, tt.wantTag, tt.wantNonce)
