@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 
 	"github.com/agentid/agentid/signer"
 )
@@ -113,7 +114,11 @@ func send(client *http.Client, req *http.Request, ok ...int) (agentResponse, int
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return agentResponse{}, 0, fmt.Errorf("agent: %s %s: %w", req.Method, req.URL.Redacted(), err)
+		hint := ""
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			hint = fmt.Sprintf(" (is the service running at %s://%s? pass --hostname or set %s)", req.URL.Scheme, req.URL.Host, EnvHostname)
+		}
+		return agentResponse{}, 0, fmt.Errorf("agent: %s %s: %w%s", req.Method, req.URL.Redacted(), err, hint)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
