@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentid/agentid/refserver/replaypg"
 	"github.com/go-gormigrate/gormigrate/v2"
 	"gorm.io/gorm"
 )
@@ -33,6 +34,7 @@ const MigrationsTable = "schema_migrations"
 var migrations = []Migration{
 	{ID: "20260223204000", Name: "CreateAgentsTable", Migrate: createAgentsTable},
 	{ID: "20260223205500", Name: "CreatePublicJwksTable", Migrate: createPublicJwksTable},
+	{ID: replaypg.MigrationID, Name: replaypg.MigrationName, Migrate: replaypg.CreateTable},
 }
 
 // Migrations returns the schema migrations in order.

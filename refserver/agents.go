@@ -1,0 +1,286 @@
+package refserver
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+
+	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/signer"
+	"github.com/gorilla/mux"
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+)
+
+// keyResponse is the body of whoami, rotation and (with IsNew) registration.
+type keyResponse struct {
+	UID          string     `json:"uid"`
+	Kid          string     `json:"kid"`
+	PublicJWK    signer.JWK `json:"public_jwk"`
+	WellKnownURL string     `json:"well_known_url"`
+	IsNew        *bool      `json:"is_new,omitempty"`
+}
+
+func (s *Server) keyResponse(uid string, jwk signer.JWK) keyResponse {
+	jwk = jwk.Public()
+	return keyResponse{UID: uid, Kid: jwk.Kid, PublicJWK: jwk, WellKnownURL: s.WellKnownURL(uid)}
+}
+
+type bodyKeyCtx struct{}
+
+// bodyKey is the KeySource of the proof-of-possession verifiers: the key is
+// the public_jwk of the request body (put in the context by the handler),
+// and the signature's keyid must be its thumbprint.
+func bodyKey(ctx context.Context, _ string, keyID string) (signer.PublicKey, error) {
+	pk, ok := ctx.Value(bodyKeyCtx{}).(signer.PublicKey)
+	if !ok {
+		return signer.PublicKey{}, errors.New("refserver: no body key in context")
+	}
+	if keyID != pk.JWK.Kid {
+		return signer.PublicKey{}, fmt.Errorf("%w: keyid is not the thumbprint of the public_jwk in the body", signer.ErrUnknownKey)
+	}
+	return pk, nil
+}
+
+// readKeyBody checks the content type and size, decodes {"public_jwk":{…}},
+// validates the JWK and restores the body for Content-Digest verification.
+func (s *Server) readKeyBody(w http.ResponseWriter, r *http.Request) (signer.PublicKey, error) {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mt != "application/json" {
+		return signer.PublicKey{}, middleware.Errorf(http.StatusUnsupportedMediaType, "unsupported_media_type", "the body must be application/json")
+	}
+	if r.ContentLength > s.cfg.MaxBodyBytes {
+		return signer.PublicKey{}, middleware.Errorf(http.StatusRequestEntityTooLarge, "payload_too_large", "the body is larger than %d bytes", s.cfg.MaxBodyBytes)
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return signer.PublicKey{}, middleware.Errorf(http.StatusRequestEntityTooLarge, "payload_too_large", "the body is larger than %d bytes", s.cfg.MaxBodyBytes)
+		}
+		return signer.PublicKey{}, &middleware.Error{Status: http.StatusBadRequest, Code: "invalid_request", Message: "the body could not be read", Err: err}
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	var req struct {
+		PublicJWK json.RawMessage `json:"public_jwk"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(&req); err != nil || dec.More() {
+		return signer.PublicKey{}, middleware.Errorf(http.StatusBadRequest, "invalid_request", `the body must be a JSON object {"public_jwk":{…}}`)
+	}
+	if len(req.PublicJWK) == 0 || bytes.Equal(req.PublicJWK, []byte("null")) {
+		return signer.PublicKey{}, middleware.Errorf(http.StatusBadRequest, "invalid_request", "public_jwk is required")
+	}
+	pk, err := signer.ParsePublicJWK(req.PublicJWK)
+	if err != nil {
+		return signer.PublicKey{}, &middleware.Error{Status: http.StatusBadRequest, Code: "invalid_jwk", Message: strings.TrimPrefix(err.Error(), "signer: "), Err: err}
+	}
+	return pk, nil
+}
+
+func (s *Server) writeVerifyError(w http.ResponseWriter, r *http.Request, v *middleware.Verifier, err error) {
+	e := middleware.AsError(err)
+	if info := requestInfoFrom(r.Context()); info != nil {
+		info.code = e.Code
+		if e.Err != nil {
+			info.cause = e.Err
+		}
+	}
+	v.WriteError(w, e)
+}
+
+// registerAgent is POST /agents: register the body's public key, proven by a
+// signature made with it. An already registered (active) key answers 200
+// with its agent and is_new false.
+func (s *Server) registerAgent(w http.ResponseWriter, r *http.Request) {
+	pk, err := s.readKeyBody(w, r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	vr := r.WithContext(context.WithValue(r.Context(), bodyKeyCtx{}, pk))
+	if _, err := s.register.Verify(vr); err != nil {
+		s.writeVerifyError(w, r, s.register, err)
+		return
+	}
+	ctx, cancel := s.dbContext(r.Context())
+	defer cancel()
+	uid, isNew, err := s.registerKey(ctx, pk)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	resp := s.keyResponse(uid, pk.JWK)
+	resp.IsNew = &isNew
+	status := http.StatusOK
+	if isNew {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, resp)
+}
+
+// registerKey returns the agent holding pk, creating agent and key in one
+// transaction when the key is new. Concurrent registrations of one key
+// converge on the unique index on kid: the losers roll back (no orphan
+// agent) and find the winner's row.
+func (s *Server) registerKey(ctx context.Context, pk signer.PublicKey) (uid string, isNew bool, err error) {
+	db := s.db.WithContext(ctx)
+	for attempt := 0; attempt < 4; attempt++ {
+		var existing PublicJWK
+		err := db.Where("kid = ?", pk.JWK.Kid).Take(&existing).Error
+		switch {
+		case err == nil:
+			if existing.RevokedAt != nil {
+				return "", false, middleware.Errorf(http.StatusConflict, "key_conflict", "this key was revoked by a rotation and cannot be registered again; generate a new key")
+			}
+			return existing.AgentUID, false, nil
+		case !isNotFound(err):
+			return "", false, dbUnavailable(err)
+		}
+		uid, err := newUID()
+		if err != nil {
+			return "", false, err
+		}
+		jwk, _ := json.Marshal(pk.JWK.Public())
+		err = db.Transaction(func(tx *gorm.DB) error {
+			now := s.cfg.Now().UTC()
+			if err := tx.Create(&Agent{UID: uid, CreatedAt: now, UpdatedAt: now}).Error; err != nil {
+				return err
+			}
+			return tx.Create(&PublicJWK{Kid: pk.JWK.Kid, AgentUID: uid, JWK: JSON(jwk), CreatedAt: now}).Error
+		})
+		if err == nil {
+			return uid, true, nil
+		}
+		if !errors.Is(err, gorm.ErrDuplicatedKey) {
+			return "", false, dbUnavailable(err)
+		}
+		// Lost a race on the kid (or, astronomically unlikely, on the uid): look again.
+	}
+	return "", false, dbUnavailable(errors.New("refserver: registration kept conflicting"))
+}
+
+// newUID returns agent- followed by 24 hex characters from crypto/rand.
+func newUID() (string, error) {
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("refserver: uid: %w", err)
+	}
+	return "agent-" + hex.EncodeToString(b[:]), nil
+}
+
+// rotateKeys is PUT /agents/{uid}/keys: sig1 by the agent's current key
+// (Signature-Agent naming {uid}), sig2 (tag agentid-key-possession) by the
+// new key in the body; then, in one transaction holding the agent row lock,
+// the new key is inserted and every other active key revoked.
+func (s *Server) rotateKeys(w http.ResponseWriter, r *http.Request) {
+	uid := mux.Vars(r)["uid"]
+	if !middleware.ValidUID(uid) {
+		s.writeError(w, r, middleware.Errorf(http.StatusNotFound, "agent_not_found", "%q is not an agent uid (want agent-<24 hex>)", truncate(uid)))
+		return
+	}
+	pk, err := s.readKeyBody(w, r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	a, err := s.current.Verify(r)
+	if err != nil {
+		s.writeVerifyError(w, r, s.current, err)
+		return
+	}
+	if a.UID != uid {
+		s.writeError(w, r, middleware.Errorf(http.StatusForbidden, "forbidden", "the signing agent %s may not rotate the keys of %s", a.SignatureAgent, uid))
+		return
+	}
+	vr := r.WithContext(context.WithValue(r.Context(), bodyKeyCtx{}, pk))
+	if _, err := s.possession.Verify(vr); err != nil {
+		s.writeVerifyError(w, r, s.possession, err)
+		return
+	}
+	ctx, cancel := s.dbContext(r.Context())
+	defer cancel()
+	if err := s.rotate(ctx, uid, a.KeyID, pk); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.keyResponse(uid, pk.JWK))
+}
+
+var errRotateConflict = errors.New("refserver: new key already registered")
+
+func (s *Server) rotate(ctx context.Context, uid, signingKid string, pk signer.PublicKey) error {
+	jwk, _ := json.Marshal(pk.JWK.Public())
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var agent Agent
+		// Row lock: concurrent rotations of one agent run one after the
+		// other (SQLite: the immediate write transaction is the lock).
+		if err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("uid = ?", uid).Take(&agent).Error; err != nil {
+			if isNotFound(err) {
+				return middleware.Errorf(http.StatusNotFound, "agent_not_found", "agent %s is not registered", uid)
+			}
+			return err
+		}
+		var signing PublicJWK
+		if err := tx.Where("kid = ? AND agent_uid = ?", signingKid, uid).Take(&signing).Error; err != nil {
+			if isNotFound(err) {
+				return middleware.Errorf(http.StatusUnauthorized, "unknown_key", "key %q is not a key of %s", signingKid, uid)
+			}
+			return err
+		}
+		if signing.RevokedAt != nil {
+			return middleware.Errorf(http.StatusUnauthorized, "revoked_key", "key %q has been revoked (by a concurrent rotation)", signingKid)
+		}
+		var n int64
+		if err := tx.Model(&PublicJWK{}).Where("kid = ?", pk.JWK.Kid).Count(&n).Error; err != nil {
+			return err
+		}
+		if n > 0 {
+			return errRotateConflict
+		}
+		now := s.cfg.Now().UTC()
+		if err := tx.Create(&PublicJWK{Kid: pk.JWK.Kid, AgentUID: uid, JWK: JSON(jwk), CreatedAt: now}).Error; err != nil {
+			return err
+		}
+		if err := tx.Model(&PublicJWK{}).Where("agent_uid = ? AND kid <> ? AND revoked_at IS NULL", uid, pk.JWK.Kid).
+			Update("revoked_at", now).Error; err != nil {
+			return err
+		}
+		return tx.Model(&Agent{}).Where("uid = ?", uid).Update("updated_at", now).Error
+	})
+	var me *middleware.Error
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &me):
+		return me
+	case errors.Is(err, errRotateConflict), errors.Is(err, gorm.ErrDuplicatedKey):
+		return middleware.Errorf(http.StatusConflict, "key_conflict", "the new key is already registered; generate a new key")
+	}
+	return dbUnavailable(err)
+}
+
+// whoamiHandler is GET/POST /whoami, behind the verification middleware.
+func (s *Server) whoamiHandler(w http.ResponseWriter, r *http.Request) {
+	a, ok := middleware.AgentFrom(r.Context())
+	if !ok || a.UID == "" {
+		s.writeError(w, r, middleware.Errorf(http.StatusUnauthorized, "missing_signature", "the request is not signed"))
+		return
+	}
+	writeJSON(w, http.StatusOK, s.keyResponse(a.UID, a.JWK))
+}
+
+func truncate(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
+}

@@ -1,0 +1,160 @@
+package refserver
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/signer"
+	"gorm.io/gorm"
+)
+
+// DirectoryMediaType is the Content-Type of a key directory.
+const DirectoryMediaType = "application/http-message-signatures-directory+json"
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		middleware.WriteError(w, err)
+		return
+	}
+	b = append(b, '\n')
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	w.Write(b)
+}
+
+// health is GET / : liveness, no database access.
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"service": "agentid", "status": "ok", "version": s.cfg.Version})
+}
+
+// ready is GET /readyz: 200 when the database answers within 2 s (or
+// DBTimeout if shorter), else 503 database_unavailable.
+func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
+	timeout := 2 * time.Second
+	if s.cfg.DBTimeout < timeout {
+		timeout = s.cfg.DBTimeout
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	defer cancel()
+	sqlDB, err := s.db.DB()
+	if err == nil {
+		err = sqlDB.PingContext(ctx)
+	}
+	if err != nil {
+		s.writeError(w, r, dbUnavailable(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+type directoryBody struct {
+	Keys []signer.JWK `json:"keys"`
+}
+
+// directory is GET/HEAD /.well-known/http-message-signatures-directory on
+// <uid>.<service host>: the agent's active keys.
+func (s *Server) directory(w http.ResponseWriter, r *http.Request) {
+	_, uid := s.classify(r)
+	ctx, cancel := s.dbContext(r.Context())
+	defer cancel()
+	keys, err := s.activeKeys(ctx, uid)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	b, _ := json.Marshal(directoryBody{Keys: keys})
+	b = append(b, '\n')
+	sum := sha256.Sum256(b)
+	etag := `"` + base64.RawURLEncoding.EncodeToString(sum[:16]) + `"`
+
+	h := w.Header()
+	h.Set("Cache-Control", "max-age=60")
+	h.Set("ETag", etag)
+	h.Set("Access-Control-Allow-Origin", "*")
+	h.Set("Access-Control-Expose-Headers", "ETag")
+	h.Set("X-Content-Type-Options", "nosniff")
+	if etagMatches(r.Header.Values("If-None-Match"), etag) {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	h.Set("Content-Type", DirectoryMediaType)
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(http.StatusOK)
+	w.Write(b)
+}
+
+// directoryPreflight answers CORS preflight requests for the directory.
+func (s *Server) directoryPreflight(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Access-Control-Allow-Origin", "*")
+	h.Set("Access-Control-Allow-Methods", "GET, HEAD")
+	h.Set("Access-Control-Allow-Headers", "If-None-Match")
+	h.Set("Access-Control-Max-Age", "86400")
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// etagMatches implements If-None-Match's weak comparison (RFC 9110 §13.1.2).
+func etagMatches(headers []string, etag string) bool {
+	for _, h := range headers {
+		for _, t := range strings.Split(h, ",") {
+			t = strings.TrimSpace(t)
+			if t == "*" || strings.TrimPrefix(t, "W/") == etag {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// activeKeys returns uid's active public JWKs (oldest first), or 404
+// agent_not_found when the agent does not exist.
+func (s *Server) activeKeys(ctx context.Context, uid string) ([]signer.JWK, error) {
+	var rows []PublicJWK
+	err := s.db.WithContext(ctx).Where("agent_uid = ? AND revoked_at IS NULL", uid).Order("created_at, id").Find(&rows).Error
+	if err != nil {
+		return nil, dbUnavailable(err)
+	}
+	if len(rows) == 0 {
+		var n int64
+		if err := s.db.WithContext(ctx).Model(&Agent{}).Where("uid = ?", uid).Count(&n).Error; err != nil {
+			return nil, dbUnavailable(err)
+		}
+		if n == 0 {
+			return nil, middleware.Errorf(http.StatusNotFound, "agent_not_found", "agent %s is not registered", uid)
+		}
+	}
+	keys := make([]signer.JWK, 0, len(rows))
+	for _, row := range rows {
+		pk, err := row.PublicKey()
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, pk.JWK)
+	}
+	return keys, nil
+}
+
+// PublicKey parses the stored JWK. It fails only on corrupt rows.
+func (p PublicJWK) PublicKey() (signer.PublicKey, error) {
+	pk, err := signer.ParsePublicJWK(p.JWK)
+	if err != nil {
+		return signer.PublicKey{}, &middleware.Error{Status: http.StatusInternalServerError, Code: "internal",
+			Message: "internal error", Err: errors.New("refserver: stored jwk " + p.Kid + " is invalid: " + err.Error())}
+	}
+	return pk, nil
+}
+
+func isNotFound(err error) bool { return errors.Is(err, gorm.ErrRecordNotFound) }

@@ -1,0 +1,112 @@
+package refserver
+
+import (
+	"context"
+	"net/http"
+	"strings"
+
+	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/signer"
+	"github.com/gorilla/mux"
+)
+
+// routes registers every route of the server. API routes answer on the
+// service host only; the key directory answers on <uid>.<service host>
+// only; any other authority gets 421 misdirected_request.
+func (s *Server) routes() http.Handler {
+	r := mux.NewRouter()
+	r.SkipClean(true) // never answer an unclean path with a non-JSON redirect
+	r.NotFoundHandler = http.HandlerFunc(s.notFound)
+	r.MethodNotAllowedHandler = http.HandlerFunc(s.methodNotAllowed)
+
+	api := r.MatcherFunc(s.onServiceHost).Subrouter()
+	api.HandleFunc("/", s.health).Methods(http.MethodGet, http.MethodHead)
+	api.HandleFunc("/readyz", s.ready).Methods(http.MethodGet, http.MethodHead)
+	api.HandleFunc("/agents", s.registerAgent).Methods(http.MethodPost)
+	api.HandleFunc("/agents/{uid}/keys", s.rotateKeys).Methods(http.MethodPut)
+	api.Handle("/whoami", s.whoami(http.HandlerFunc(s.whoamiHandler))).Methods(http.MethodGet, http.MethodPost)
+
+	dir := r.MatcherFunc(s.onAgentHost).Subrouter()
+	dir.HandleFunc(middleware.DirectoryPath, s.directory).Methods(http.MethodGet, http.MethodHead)
+	dir.HandleFunc(middleware.DirectoryPath, s.directoryPreflight).Methods(http.MethodOptions)
+	return r
+}
+
+type hostKind int
+
+const (
+	hostOther      hostKind = iota
+	hostService             // the service host
+	hostAgent               // <uid>.<service host> with a well-formed uid
+	hostAgentLabel          // <label>.<service host> where label is not a uid
+)
+
+// classify sorts the request's authority.
+func (s *Server) classify(r *http.Request) (hostKind, string) {
+	h := signer.NormalizeAuthority(s.scheme, r.Host)
+	if h == s.serviceHost {
+		return hostService, ""
+	}
+	label, ok := strings.CutSuffix(h, "."+s.serviceHost)
+	if !ok || label == "" || strings.Contains(label, ".") {
+		return hostOther, ""
+	}
+	if middleware.ValidUID(label) {
+		return hostAgent, label
+	}
+	return hostAgentLabel, label
+}
+
+func (s *Server) onServiceHost(r *http.Request, _ *mux.RouteMatch) bool {
+	k, _ := s.classify(r)
+	return k == hostService
+}
+
+func (s *Server) onAgentHost(r *http.Request, _ *mux.RouteMatch) bool {
+	k, _ := s.classify(r)
+	return k == hostAgent
+}
+
+// notFound answers unmatched requests: 421 for authorities this server does
+// not serve, 404 agent_not_found on an agent host whose label is not a uid,
+// else 404 not_found.
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
+	switch k, _ := s.classify(r); k {
+	case hostOther:
+		s.writeError(w, r, middleware.Errorf(http.StatusMisdirectedRequest, "misdirected_request",
+			"this server answers for %s and <uid>.%s only", s.serviceHost, s.serviceHost))
+	case hostAgentLabel:
+		s.writeError(w, r, middleware.Errorf(http.StatusNotFound, "agent_not_found",
+			"the host does not name an agent (want agent-<24 hex>.%s)", s.serviceHost))
+	default:
+		s.writeError(w, r, middleware.Errorf(http.StatusNotFound, "not_found", "no route for %s", r.URL.Path))
+	}
+}
+
+func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
+	s.writeError(w, r, middleware.Errorf(http.StatusMethodNotAllowed, "method_not_allowed",
+		"method %s is not allowed on %s", r.Method, r.URL.Path))
+}
+
+// writeError writes the JSON error body and hands the internal cause to the
+// request log.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	e := middleware.AsError(err)
+	if info := requestInfoFrom(r.Context()); info != nil {
+		info.code = e.Code
+		if e.Err != nil {
+			info.cause = e.Err
+		}
+	}
+	middleware.WriteError(w, e)
+}
+
+// dbUnavailable is the answer to any database failure: 503 with no detail.
+func dbUnavailable(err error) *middleware.Error {
+	return &middleware.Error{Status: http.StatusServiceUnavailable, Code: "database_unavailable",
+		Message: "the database is unavailable; try again later", Err: err}
+}
+
+func (s *Server) dbContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.cfg.DBTimeout)
+}

@@ -1,0 +1,193 @@
+package refserver
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/signer"
+	"gorm.io/gorm"
+)
+
+// Defaults of Config.
+const (
+	DefaultVersion      = "1.0.0"
+	DefaultDBTimeout    = 5 * time.Second
+	DefaultMaxBodyBytes = 64 << 10
+	// PossessionTag is the tag of the rotation request's second signature,
+	// made with the new key to prove its possession.
+	PossessionTag = "agentid-key-possession"
+)
+
+// Config configures a Server. DB and Hostname are required.
+type Config struct {
+	// DB is the migrated database. Required.
+	DB *gorm.DB
+	// Hostname is the service's public base URL with scheme, such as
+	// "https://agentid.example" or "http://localhost:3000". Its host[:port]
+	// (lowercase, default port dropped) is the service host; agents' key
+	// directories are served on <uid>.<service host>. Required.
+	Hostname string
+	// Version is reported by the health route. If "", DefaultVersion.
+	Version string
+	// Logger receives one line per request (method, path, status, host,
+	// duration, bytes) and the internal cause of 5xx answers. If nil,
+	// nothing is logged.
+	Logger *slog.Logger
+	// Now is the clock. If nil, time.Now.
+	Now func() time.Time
+	// Replay remembers signature nonces for every signed route. If nil, one
+	// in-memory store (middleware.NewMemoryReplayStore) shared by all routes
+	// is used; several server instances need a shared store.
+	Replay middleware.ReplayStore
+	// DBTimeout bounds the database work of one request. If 0, 5 s.
+	DBTimeout time.Duration
+	// MaxBodyBytes caps request bodies (413 payload_too_large above). If 0, 64 KiB.
+	MaxBodyBytes int64
+}
+
+// Validate reports a configuration that cannot work.
+func (c Config) Validate() error {
+	if c.DB == nil {
+		return errors.New("refserver: Config.DB is required")
+	}
+	if _, _, err := ParseHostname(c.Hostname); err != nil {
+		return err
+	}
+	if c.DBTimeout < 0 || c.MaxBodyBytes < 0 {
+		return errors.New("refserver: Config.DBTimeout and MaxBodyBytes must not be negative")
+	}
+	return nil
+}
+
+func (c Config) withDefaults() Config {
+	if c.Version == "" {
+		c.Version = DefaultVersion
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Replay == nil {
+		c.Replay = middleware.NewMemoryReplayStore()
+	}
+	if c.DBTimeout == 0 {
+		c.DBTimeout = DefaultDBTimeout
+	}
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	return c
+}
+
+// ParseHostname validates a HOSTNAME value (http or https scheme, a host,
+// no path, query or user info) and returns its scheme and service host
+// (host[:port], lowercase, default port dropped).
+func ParseHostname(hostname string) (scheme, serviceHost string, err error) {
+	if !strings.Contains(hostname, "://") {
+		return "", "", fmt.Errorf("refserver: hostname %q must include a scheme, as in http://localhost:3000", hostname)
+	}
+	u, err := url.Parse(hostname)
+	if err != nil {
+		return "", "", fmt.Errorf("refserver: hostname %q is not a URL", hostname)
+	}
+	scheme = strings.ToLower(u.Scheme)
+	if scheme != "http" && scheme != "https" {
+		return "", "", fmt.Errorf("refserver: hostname %q: scheme must be http or https", hostname)
+	}
+	if u.Host == "" || u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
+		return "", "", fmt.Errorf("refserver: hostname %q must be scheme://host[:port] only", hostname)
+	}
+	return scheme, signer.NormalizeAuthority(scheme, u.Host), nil
+}
+
+// Server is the reference server. Build it with New; it is safe for
+// concurrent use.
+type Server struct {
+	cfg         Config
+	db          *gorm.DB
+	log         *slog.Logger
+	scheme      string
+	serviceHost string
+	keys        *DBKeySource
+
+	whoami     func(http.Handler) http.Handler
+	register   *middleware.Verifier // proof of possession on POST /agents
+	current    *middleware.Verifier // sig1 of PUT /agents/{uid}/keys
+	possession *middleware.Verifier // sig2 of PUT /agents/{uid}/keys
+
+	handler http.Handler
+}
+
+// New validates cfg and builds the server and its routes.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	s := &Server{cfg: cfg, db: cfg.DB, log: cfg.Logger}
+	s.scheme, s.serviceHost, _ = ParseHostname(cfg.Hostname)
+	s.keys = &DBKeySource{db: cfg.DB, scheme: s.scheme, serviceHost: s.serviceHost, timeout: cfg.DBTimeout}
+
+	writeComponents := []string{"@method", "@path", "content-digest"}
+	base := middleware.Config{Now: cfg.Now, Replay: cfg.Replay, Logger: cfg.Logger, MaxBodyBytes: cfg.MaxBodyBytes}
+
+	wc := base
+	wc.Keys = s.keys
+	v, err := middleware.NewVerifier(wc)
+	if err != nil {
+		return nil, err
+	}
+	s.whoami = v.Middleware
+
+	cc := base
+	cc.Keys = s.keys
+	cc.RequiredComponents = writeComponents
+	if s.current, err = middleware.NewVerifier(cc); err != nil {
+		return nil, err
+	}
+
+	rc := base
+	rc.Keys = middleware.KeySourceFunc(bodyKey)
+	rc.AllowMissingSignatureAgent = true
+	rc.RequiredComponents = writeComponents
+	if s.register, err = middleware.NewVerifier(rc); err != nil {
+		return nil, err
+	}
+
+	pc := rc
+	pc.Tag = PossessionTag
+	if s.possession, err = middleware.NewVerifier(pc); err != nil {
+		return nil, err
+	}
+
+	s.handler = s.logRequests(s.recoverPanics(s.routes()))
+	return s, nil
+}
+
+// Handler returns the server's HTTP handler.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// KeySource returns the database-backed key source the server verifies its
+// own agents' signatures with.
+func (s *Server) KeySource() *DBKeySource { return s.keys }
+
+// ServiceHost returns host[:port] of the configured Hostname.
+func (s *Server) ServiceHost() string { return s.serviceHost }
+
+// AgentOrigin returns <scheme>://<uid>.<service host>.
+func (s *Server) AgentOrigin(uid string) string {
+	return s.scheme + "://" + uid + "." + s.serviceHost
+}
+
+// WellKnownURL returns the URL of uid's key directory.
+func (s *Server) WellKnownURL(uid string) string {
+	return s.AgentOrigin(uid) + middleware.DirectoryPath
+}

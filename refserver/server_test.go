@@ -1,0 +1,743 @@
+package refserver_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/agentid/agentid/refserver"
+	"github.com/agentid/agentid/refserver/dbtest"
+	"github.com/agentid/agentid/signer"
+	"gorm.io/gorm"
+)
+
+// testKey returns a fixed Ed25519 key derived from seed.
+func testKey(seed byte) signer.PrivateKey {
+	return signer.NewPrivateKey(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{seed}, ed25519.SeedSize)))
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// testEnv is a reference server on loopback whose Hostname is
+// http://agentid.test:<port>; its client dials the server for every host, so
+// agent hosts (<uid>.agentid.test:<port>) and foreign hosts reach it too.
+type testEnv struct {
+	t      testing.TB
+	db     *gorm.DB
+	srv    *refserver.Server
+	ts     *httptest.Server
+	client *http.Client
+	host   string // agentid.test:<port>
+	base   string // http://agentid.test:<port>
+	logs   *syncBuffer
+}
+
+func newTestEnv(t testing.TB, db *gorm.DB) *testEnv {
+	t.Helper()
+	if err := refserver.Migrate(context.Background(), db, nil); err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	ts := httptest.NewUnstartedServer(nil)
+	_, port, _ := net.SplitHostPort(ts.Listener.Addr().String())
+	e := &testEnv{t: t, db: db, ts: ts, host: "agentid.test:" + port, logs: &syncBuffer{}}
+	e.base = "http://" + e.host
+	srv, err := refserver.New(refserver.Config{
+		DB:       db,
+		Hostname: e.base,
+		Logger:   slog.New(slog.NewTextHandler(e.logs, nil)),
+	})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	e.srv = srv
+	ts.Config.Handler = srv.Handler()
+	ts.Start()
+	t.Cleanup(ts.Close)
+	addr := ts.Listener.Addr().String()
+	var d net.Dialer
+	e.client = &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return d.DialContext(ctx, "tcp", addr)
+		},
+		MaxIdleConnsPerHost: 64,
+	}}
+	t.Cleanup(e.client.CloseIdleConnections)
+	return e
+}
+
+func (e *testEnv) origin(uid string) string { return "http://" + uid + "." + e.host }
+
+func (e *testEnv) directoryURL(uid string) string {
+	return e.origin(uid) + "/.well-known/http-message-signatures-directory"
+}
+
+func (e *testEnv) request(method, url string, body []byte) *http.Request {
+	e.t.Helper()
+	var r io.Reader
+	if body != nil {
+		r = bytes.NewReader(body)
+	}
+	req, err := http.NewRequest(method, url, r)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	return req
+}
+
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (r response) json(t testing.TB) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(r.body, &m); err != nil {
+		t.Fatalf("body %q is not JSON: %v", r.body, err)
+	}
+	return m
+}
+
+// errorCode returns the code of a JSON error body, checking its shape.
+func (r response) errorCode(t testing.TB) string {
+	t.Helper()
+	if ct := r.header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("error Content-Type = %q, want application/json (body %s)", ct, r.body)
+	}
+	var body struct {
+		Error struct {
+			Status  int    `json:"status"`
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(r.body, &body); err != nil {
+		t.Fatalf("error body %q is not JSON: %v", r.body, err)
+	}
+	if body.Error.Status != r.status {
+		t.Errorf("error.status = %d, want the HTTP status %d", body.Error.Status, r.status)
+	}
+	if body.Error.Message == "" {
+		t.Errorf("error.message is empty in %s", r.body)
+	}
+	return body.Error.Code
+}
+
+func (e *testEnv) send(req *http.Request) response {
+	e.t.Helper()
+	resp, err := e.client.Do(req)
+	if err != nil {
+		e.t.Fatalf("%s %s: %v", req.Method, req.URL, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return response{status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+func jwkBody(jwk signer.JWK) []byte {
+	b, _ := json.Marshal(map[string]any{"public_jwk": jwk})
+	return b
+}
+
+func (e *testEnv) sign(req *http.Request, key signer.PrivateKey, opts signer.Options) *http.Request {
+	e.t.Helper()
+	if err := signer.Sign(req, key, opts); err != nil {
+		e.t.Fatalf("Sign: %v", err)
+	}
+	return req
+}
+
+// registerReq is POST /agents for key, signed by key (proof of possession).
+func (e *testEnv) registerReq(key signer.PrivateKey) *http.Request {
+	req := e.request(http.MethodPost, e.base+"/agents", jwkBody(key.Public.JWK))
+	return e.sign(req, key, signer.Options{Components: signer.WriteComponents})
+}
+
+func (e *testEnv) register(key signer.PrivateKey) string {
+	e.t.Helper()
+	resp := e.send(e.registerReq(key))
+	if resp.status != http.StatusCreated && resp.status != http.StatusOK {
+		e.t.Fatalf("register: status = %d, want 201 or 200 (%s)", resp.status, resp.body)
+	}
+	uid, _ := resp.json(e.t)["uid"].(string)
+	return uid
+}
+
+// rotateReq is PUT /agents/{uid}/keys: sig1 by cur, sig2 by next.
+func (e *testEnv) rotateReq(uid string, cur, next signer.PrivateKey) *http.Request {
+	req := e.request(http.MethodPut, e.base+"/agents/"+uid+"/keys", jwkBody(next.Public.JWK))
+	e.sign(req, cur, signer.Options{Components: signer.WriteComponents, SignatureAgent: e.origin(uid)})
+	return e.sign(req, next, signer.Options{Label: "sig2", Tag: refserver.PossessionTag, Components: signer.WriteComponents})
+}
+
+// whoamiReq is a default-profile signed request to /whoami.
+func (e *testEnv) whoamiReq(method, uid string, key signer.PrivateKey) *http.Request {
+	req := e.request(method, e.base+"/whoami", nil)
+	return e.sign(req, key, signer.Options{SignatureAgent: e.origin(uid)})
+}
+
+func TestHealth(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		e := newTestEnv(t, db)
+		resp := e.send(e.request(http.MethodGet, e.base+"/", nil))
+		if resp.status != http.StatusOK {
+			t.Fatalf("GET / status = %d, want 200", resp.status)
+		}
+		got := resp.json(t)
+		want := map[string]any{"service": "agentid", "status": "ok", "version": refserver.DefaultVersion}
+		for k, v := range want {
+			if got[k] != v {
+				t.Errorf("health %s = %v, want %v", k, got[k], v)
+			}
+		}
+		resp = e.send(e.request(http.MethodGet, e.base+"/readyz", nil))
+		if resp.status != http.StatusOK {
+			t.Errorf("GET /readyz status = %d, want 200 (%s)", resp.status, resp.body)
+		}
+	})
+}
+
+func TestDatabaseUnavailable(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		e := newTestEnv(t, db)
+		key := testKey(1)
+		uid := e.register(key)
+		sqlDB, err := db.DB()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sqlDB.Close() // the database goes away under the running server
+		tests := []struct {
+			name string
+			req  *http.Request
+		}{
+			{"readyz", e.request(http.MethodGet, e.base+"/readyz", nil)},
+			{"directory", e.request(http.MethodGet, e.directoryURL(uid), nil)},
+			{"whoami", e.whoamiReq(http.MethodGet, uid, key)},
+			{"register", e.registerReq(testKey(2))},
+			{"rotate", e.rotateReq(uid, key, testKey(3))},
+		}
+		for _, tt := range tests {
+			resp := e.send(tt.req)
+			if resp.status != http.StatusServiceUnavailable {
+				t.Errorf("%s: status = %d, want 503 (%s)", tt.name, resp.status, resp.body)
+				continue
+			}
+			if code := resp.errorCode(t); code != "database_unavailable" {
+				t.Errorf("%s: code = %s, want database_unavailable", tt.name, code)
+			}
+			if bytes.Contains(bytes.ToLower(resp.body), []byte("sql")) {
+				t.Errorf("%s: body leaks database detail: %s", tt.name, resp.body)
+			}
+		}
+		// Liveness does not depend on the database.
+		if resp := e.send(e.request(http.MethodGet, e.base+"/", nil)); resp.status != http.StatusOK {
+			t.Errorf("GET / with the database down: status = %d, want 200", resp.status)
+		}
+	})
+}
+
+func TestDirectory(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		e := newTestEnv(t, db)
+		key := testKey(7)
+		uid := e.register(key)
+
+		resp := e.send(e.request(http.MethodGet, e.directoryURL(uid), nil))
+		if resp.status != http.StatusOK {
+			t.Fatalf("directory status = %d, want 200 (%s)", resp.status, resp.body)
+		}
+		wantHeaders := map[string]string{
+			"Content-Type":                "application/http-message-signatures-directory+json",
+			"Cache-Control":               "max-age=60",
+			"Access-Control-Allow-Origin": "*",
+		}
+		for k, v := range wantHeaders {
+			if got := resp.header.Get(k); got != v {
+				t.Errorf("%s = %q, want %q", k, got, v)
+			}
+		}
+		etag := resp.header.Get("ETag")
+		if !strings.HasPrefix(etag, `"`) || !strings.HasSuffix(etag, `"`) || len(etag) < 3 {
+			t.Errorf("ETag = %q, want a strong quoted entity tag", etag)
+		}
+		wantBody := `{"keys":[` + string(key.Public.JWK.MarshalPublic()) + "]}\n"
+		if string(resp.body) != wantBody {
+			t.Errorf("directory body = %s, want %s", resp.body, wantBody)
+		}
+
+		// Conditional GET.
+		for _, inm := range []string{etag, "W/" + etag, `"other", ` + etag, "*"} {
+			req := e.request(http.MethodGet, e.directoryURL(uid), nil)
+			req.Header.Set("If-None-Match", inm)
+			r := e.send(req)
+			if r.status != http.StatusNotModified || len(r.body) != 0 {
+				t.Errorf("If-None-Match %s: status = %d, body %q; want 304, empty", inm, r.status, r.body)
+			}
+			if got := r.header.Get("ETag"); got != etag {
+				t.Errorf("304 ETag = %q, want %q", got, etag)
+			}
+		}
+		req := e.request(http.MethodGet, e.directoryURL(uid), nil)
+		req.Header.Set("If-None-Match", `"stale"`)
+		if r := e.send(req); r.status != http.StatusOK {
+			t.Errorf("stale If-None-Match: status = %d, want 200", r.status)
+		}
+
+		// HEAD: headers, no body.
+		r := e.send(e.request(http.MethodHead, e.directoryURL(uid), nil))
+		if r.status != http.StatusOK || len(r.body) != 0 || r.header.Get("ETag") != etag {
+			t.Errorf("HEAD: status %d, body %q, ETag %q; want 200, empty, %q", r.status, r.body, r.header.Get("ETag"), etag)
+		}
+		if got, want := r.header.Get("Content-Length"), "0"; got == want {
+			t.Errorf("HEAD Content-Length = %s, want the GET length", got)
+		}
+
+		// Unknown agent, base host, foreign host, bad uid label.
+		checks := []struct {
+			name       string
+			url        string
+			wantStatus int
+			wantCode   string
+		}{
+			{"unknown agent", e.directoryURL("agent-000000000000000000000000"), 404, "agent_not_found"},
+			{"base host", e.base + "/.well-known/http-message-signatures-directory", 404, "not_found"},
+			{"bad uid label", "http://bob." + e.host + "/.well-known/http-message-signatures-directory", 404, "agent_not_found"},
+			{"foreign host", "http://evil.example/.well-known/http-message-signatures-directory", 421, "misdirected_request"},
+			{"nested label", "http://x." + uid + "." + e.host + "/.well-known/http-message-signatures-directory", 421, "misdirected_request"},
+			{"wrong port", "http://" + uid + ".agentid.test:1/.well-known/http-message-signatures-directory", 421, "misdirected_request"},
+		}
+		for _, c := range checks {
+			r := e.send(e.request(http.MethodGet, c.url, nil))
+			if r.status != c.wantStatus {
+				t.Errorf("%s: status = %d, want %d (%s)", c.name, r.status, c.wantStatus, r.body)
+				continue
+			}
+			if code := r.errorCode(t); code != c.wantCode {
+				t.Errorf("%s: code = %s, want %s", c.name, code, c.wantCode)
+			}
+		}
+	})
+}
+
+func TestLifecycle(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		e := newTestEnv(t, db)
+		k1, k2 := testKey(11), testKey(12)
+
+		// Register.
+		resp := e.send(e.registerReq(k1))
+		if resp.status != http.StatusCreated {
+			t.Fatalf("register: status = %d, want 201 (%s)", resp.status, resp.body)
+		}
+		reg := resp.json(t)
+		uid, _ := reg["uid"].(string)
+		if len(uid) != 30 || !strings.HasPrefix(uid, "agent-") {
+			t.Fatalf("uid = %q, want agent-<24 hex>", uid)
+		}
+		if reg["kid"] != k1.KeyID() || reg["is_new"] != true || reg["well_known_url"] != e.directoryURL(uid) {
+			t.Errorf("register body = %s", resp.body)
+		}
+		if jwk, _ := reg["public_jwk"].(map[string]any); len(jwk) != 4 || jwk["x"] != k1.Public.JWK.X {
+			t.Errorf("register public_jwk = %v, want the 4 public members", reg["public_jwk"])
+		}
+
+		// Registering the same key again: same agent, is_new false.
+		resp = e.send(e.registerReq(k1))
+		if resp.status != http.StatusOK {
+			t.Fatalf("re-register: status = %d, want 200 (%s)", resp.status, resp.body)
+		}
+		if again := resp.json(t); again["uid"] != uid || again["is_new"] != false {
+			t.Errorf("re-register body = %s, want uid %s and is_new false", resp.body, uid)
+		}
+
+		// Directory and whoami.
+		if r := e.send(e.request(http.MethodGet, e.directoryURL(uid), nil)); !bytes.Contains(r.body, []byte(k1.KeyID())) {
+			t.Errorf("directory %s lacks %s", r.body, k1.KeyID())
+		}
+		for _, method := range []string{http.MethodGet, http.MethodPost} {
+			r := e.send(e.whoamiReq(method, uid, k1))
+			if r.status != http.StatusOK {
+				t.Fatalf("%s /whoami: status = %d, want 200 (%s)", method, r.status, r.body)
+			}
+			w := r.json(t)
+			if w["uid"] != uid || w["kid"] != k1.KeyID() || w["well_known_url"] != e.directoryURL(uid) {
+				t.Errorf("%s /whoami body = %s", method, r.body)
+			}
+		}
+
+		// Rotate.
+		resp = e.send(e.rotateReq(uid, k1, k2))
+		if resp.status != http.StatusOK {
+			t.Fatalf("rotate: status = %d, want 200 (%s)", resp.status, resp.body)
+		}
+		if rot := resp.json(t); rot["uid"] != uid || rot["kid"] != k2.KeyID() || rot["well_known_url"] != e.directoryURL(uid) {
+			t.Errorf("rotate body = %s", resp.body)
+		}
+
+		// New key works, old key is rejected at once and gone from the directory.
+		if r := e.send(e.whoamiReq(http.MethodGet, uid, k2)); r.status != http.StatusOK || r.json(t)["kid"] != k2.KeyID() {
+			t.Errorf("whoami with the new key: status = %d (%s), want 200 and kid %s", r.status, r.body, k2.KeyID())
+		}
+		r := e.send(e.whoamiReq(http.MethodGet, uid, k1))
+		if r.status != http.StatusUnauthorized {
+			t.Fatalf("whoami with the old key: status = %d, want 401", r.status)
+		}
+		if code := r.errorCode(t); code != "revoked_key" {
+			t.Errorf("whoami with the old key: code = %s, want revoked_key", code)
+		}
+		dir := e.send(e.request(http.MethodGet, e.directoryURL(uid), nil))
+		if want := `{"keys":[` + string(k2.Public.JWK.MarshalPublic()) + "]}\n"; string(dir.body) != want {
+			t.Errorf("directory after rotation = %s, want %s", dir.body, want)
+		}
+		// The revoked key cannot register again (it would resurrect it).
+		if r := e.send(e.registerReq(k1)); r.status != http.StatusConflict || r.errorCode(t) != "key_conflict" {
+			t.Errorf("register a revoked key: status = %d (%s), want 409 key_conflict", r.status, r.body)
+		}
+		// The old key cannot rotate any more.
+		if r := e.send(e.rotateReq(uid, k1, testKey(13))); r.status != http.StatusUnauthorized || r.errorCode(t) != "revoked_key" {
+			t.Errorf("rotate with the old key: status = %d (%s), want 401 revoked_key", r.status, r.body)
+		}
+		// Rotating to a key another agent holds is a conflict.
+		other := testKey(14)
+		e.register(other)
+		if r := e.send(e.rotateReq(uid, k2, other)); r.status != http.StatusConflict || r.errorCode(t) != "key_conflict" {
+			t.Errorf("rotate to another agent's key: status = %d (%s), want 409 key_conflict", r.status, r.body)
+		}
+
+		var agents, keys int64
+		db.Model(&refserver.Agent{}).Count(&agents)
+		db.Model(&refserver.PublicJWK{}).Count(&keys)
+		if agents != 2 || keys != 3 {
+			t.Errorf("rows: %d agents, %d keys; want 2, 3", agents, keys)
+		}
+		var stored refserver.PublicJWK
+		if err := db.Where("kid = ?", k2.KeyID()).Take(&stored).Error; err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(stored.JWK, &m); err != nil || len(m) != 4 {
+			t.Errorf("stored jwk = %s, want exactly kty, crv, x, kid", stored.JWK)
+		}
+	})
+}
+
+func TestConcurrentRegistration(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		e := newTestEnv(t, db)
+		key := testKey(21)
+		const n = 20
+		reqs := make([]*http.Request, n)
+		for i := range reqs {
+			reqs[i] = e.registerReq(key)
+		}
+		type result struct {
+			status int
+			uid    string
+			body   string
+		}
+		results := make([]result, n)
+		var wg sync.WaitGroup
+		for i := range reqs {
+			wg.Go(func() {
+				resp, err := e.client.Do(reqs[i])
+				if err != nil {
+					results[i] = result{body: err.Error()}
+					return
+				}
+				defer resp.Body.Close()
+				b, _ := io.ReadAll(resp.Body)
+				var m struct {
+					UID string `json:"uid"`
+				}
+				json.Unmarshal(b, &m)
+				results[i] = result{status: resp.StatusCode, uid: m.UID, body: string(b)}
+			})
+		}
+		wg.Wait()
+		created, uids := 0, map[string]bool{}
+		for i, r := range results {
+			switch r.status {
+			case http.StatusCreated:
+				created++
+			case http.StatusOK:
+			default:
+				t.Errorf("request %d: status = %d (%s), want 201 or 200", i, r.status, r.body)
+				continue
+			}
+			uids[r.uid] = true
+		}
+		if created != 1 || len(uids) != 1 {
+			t.Errorf("%d created, %d distinct uids; want 1, 1", created, len(uids))
+		}
+		var agents, keys int64
+		db.Model(&refserver.Agent{}).Count(&agents)
+		db.Model(&refserver.PublicJWK{}).Count(&keys)
+		if agents != 1 || keys != 1 {
+			t.Errorf("rows: %d agents, %d keys; want 1, 1 (no orphans)", agents, keys)
+		}
+	})
+}
+
+func TestConcurrentRotation(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		e := newTestEnv(t, db)
+		cur := testKey(31)
+		uid := e.register(cur)
+		const n = 20
+		reqs := make([]*http.Request, n)
+		for i := range reqs {
+			reqs[i] = e.rotateReq(uid, cur, testKey(byte(100+i)))
+		}
+		statuses := make([]int, n)
+		bodies := make([]string, n)
+		var wg sync.WaitGroup
+		for i := range reqs {
+			wg.Go(func() {
+				resp, err := e.client.Do(reqs[i])
+				if err != nil {
+					bodies[i] = err.Error()
+					return
+				}
+				defer resp.Body.Close()
+				b, _ := io.ReadAll(resp.Body)
+				statuses[i], bodies[i] = resp.StatusCode, string(b)
+			})
+		}
+		wg.Wait()
+		ok := 0
+		for i, s := range statuses {
+			switch {
+			case s == http.StatusOK:
+				ok++
+			case s == http.StatusUnauthorized && strings.Contains(bodies[i], `"revoked_key"`):
+			default:
+				t.Errorf("rotation %d: status = %d (%s), want 200 or 401 revoked_key", i, s, bodies[i])
+			}
+		}
+		if ok != 1 {
+			t.Errorf("%d rotations succeeded, want exactly 1", ok)
+		}
+		var active, total int64
+		db.Model(&refserver.PublicJWK{}).Where("agent_uid = ? AND revoked_at IS NULL", uid).Count(&active)
+		db.Model(&refserver.PublicJWK{}).Where("agent_uid = ?", uid).Count(&total)
+		if active != 1 || total != 2 {
+			t.Errorf("keys of %s: %d active, %d total; want 1, 2", uid, active, total)
+		}
+	})
+}
+
+func TestReplayAndForgery(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		e := newTestEnv(t, db)
+		victim, attacker := testKey(41), testKey(42)
+		uid := e.register(victim)
+
+		check := func(name string, resp response, wantStatus int, wantCodes ...string) {
+			t.Helper()
+			if resp.status != wantStatus {
+				t.Errorf("%s: status = %d (%s), want %d", name, resp.status, resp.body, wantStatus)
+				return
+			}
+			code := resp.errorCode(t)
+			for _, c := range wantCodes {
+				if code == c {
+					return
+				}
+			}
+			t.Errorf("%s: code = %s, want one of %v", name, code, wantCodes)
+		}
+
+		// Cross-route: a captured /whoami signature replayed on rotation.
+		who := e.whoamiReq(http.MethodGet, uid, victim)
+		rot := e.request(http.MethodPut, e.base+"/agents/"+uid+"/keys", jwkBody(attacker.Public.JWK))
+		for _, h := range []string{"Signature", "Signature-Input", "Signature-Agent"} {
+			rot.Header[h] = who.Header[h]
+		}
+		e.sign(rot, attacker, signer.Options{Label: "sig2", Tag: refserver.PossessionTag, Components: signer.WriteComponents})
+		check("cross-route replay", e.send(rot), 401, "missing_components")
+
+		// Cross-route with a full write profile signature made for /whoami.
+		who2 := e.request(http.MethodPost, e.base+"/whoami", jwkBody(attacker.Public.JWK))
+		e.sign(who2, victim, signer.Options{Components: signer.WriteComponents, SignatureAgent: e.origin(uid)})
+		rot2 := e.request(http.MethodPut, e.base+"/agents/"+uid+"/keys", jwkBody(attacker.Public.JWK))
+		for _, h := range []string{"Signature", "Signature-Input", "Signature-Agent", "Content-Digest"} {
+			rot2.Header[h] = who2.Header[h]
+		}
+		e.sign(rot2, attacker, signer.Options{Label: "sig2", Tag: refserver.PossessionTag, Components: signer.WriteComponents})
+		check("cross-route replay (write profile)", e.send(rot2), 401, "invalid_signature")
+
+		// Cross-host: headers made for another site, replayed with that Host and with ours.
+		foreign, _ := http.NewRequest(http.MethodPut, "https://evil-tool.example/agents/"+uid+"/keys", bytes.NewReader(jwkBody(attacker.Public.JWK)))
+		e.sign(foreign, victim, signer.Options{Components: signer.WriteComponents, SignatureAgent: e.origin(uid)})
+		e.sign(foreign, attacker, signer.Options{Label: "sig2", Tag: refserver.PossessionTag, Components: signer.WriteComponents})
+		for _, host := range []string{"evil-tool.example", e.host} {
+			r := e.request(http.MethodPut, e.base+"/agents/"+uid+"/keys", jwkBody(attacker.Public.JWK))
+			r.Host = host
+			for _, h := range []string{"Signature", "Signature-Input", "Signature-Agent", "Content-Digest"} {
+				r.Header[h] = foreign.Header[h]
+			}
+			want, code := 401, "invalid_signature"
+			if host != e.host {
+				want, code = 421, "misdirected_request"
+			}
+			check("cross-host replay to "+host, e.send(r), want, code)
+		}
+
+		// Replayed nonce: the same signed whoami twice.
+		first := e.whoamiReq(http.MethodGet, uid, victim)
+		second := e.request(http.MethodGet, e.base+"/whoami", nil)
+		second.Header = first.Header.Clone()
+		if r := e.send(first); r.status != 200 {
+			t.Fatalf("first whoami: status = %d (%s)", r.status, r.body)
+		}
+		check("replayed whoami", e.send(second), 401, "replayed_nonce")
+
+		// Replayed rotation: the second copy must not rotate again.
+		next := testKey(43)
+		r1 := e.rotateReq(uid, victim, next)
+		r2 := e.request(http.MethodPut, e.base+"/agents/"+uid+"/keys", jwkBody(next.Public.JWK))
+		r2.Header = r1.Header.Clone()
+		if r := e.send(r1); r.status != 200 {
+			t.Fatalf("rotation: status = %d (%s)", r.status, r.body)
+		}
+		check("replayed rotation", e.send(r2), 401, "replayed_nonce", "revoked_key")
+
+		// A client-claimed kid that is not the thumbprint.
+		bad := attacker.Public.JWK
+		bad.Kid = "not-the-thumbprint"
+		req := e.request(http.MethodPost, e.base+"/agents", jwkBody(bad))
+		e.sign(req, attacker, signer.Options{Components: signer.WriteComponents})
+		check("kid not thumbprint", e.send(req), 400, "invalid_jwk")
+
+		// A JWK carrying d.
+		priv := attacker.JWK()
+		req = e.request(http.MethodPost, e.base+"/agents", jwkBody(priv))
+		e.sign(req, attacker, signer.Options{Components: signer.WriteComponents})
+		resp := e.send(req)
+		check("jwk with d", resp, 400, "invalid_jwk")
+		if bytes.Contains(resp.body, []byte(priv.D)) {
+			t.Errorf("error body echoes the private key")
+		}
+
+		// Extra members are dropped: only the canonical four are stored and served.
+		extra := map[string]any{"kty": "OKP", "crv": "Ed25519", "x": attacker.Public.JWK.X, "use": "sig", "alg": "EdDSA"}
+		b, _ := json.Marshal(map[string]any{"public_jwk": extra})
+		req = e.sign(e.request(http.MethodPost, e.base+"/agents", b), attacker, signer.Options{Components: signer.WriteComponents})
+		resp = e.send(req)
+		if resp.status != http.StatusCreated {
+			t.Fatalf("register with extra members: status = %d (%s), want 201", resp.status, resp.body)
+		}
+		var reg struct {
+			PublicJWK json.RawMessage `json:"public_jwk"`
+		}
+		json.Unmarshal(resp.body, &reg)
+		if want := attacker.Public.JWK.MarshalPublic(); !bytes.Equal(reg.PublicJWK, want) {
+			t.Errorf("public_jwk = %s, want canonical %s", reg.PublicJWK, want)
+		}
+
+		// A signature by a key not in the body cannot register it.
+		req = e.sign(e.request(http.MethodPost, e.base+"/agents", jwkBody(testKey(44).Public.JWK)), attacker, signer.Options{Components: signer.WriteComponents})
+		check("register without possession", e.send(req), 401, "unknown_key")
+
+		// Another registered agent cannot rotate the victim's keys.
+		otherUID := e.register(testKey(45))
+		req = e.request(http.MethodPut, e.base+"/agents/"+uid+"/keys", jwkBody(testKey(46).Public.JWK))
+		e.sign(req, testKey(45), signer.Options{Components: signer.WriteComponents, SignatureAgent: e.origin(otherUID)})
+		e.sign(req, testKey(46), signer.Options{Label: "sig2", Tag: refserver.PossessionTag, Components: signer.WriteComponents})
+		check("rotate another agent", e.send(req), 403, "forbidden")
+	})
+}
+
+func TestRequestLog(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		e := newTestEnv(t, db)
+		key := testKey(51)
+		uid := e.register(key)
+		req := e.whoamiReq(http.MethodGet, uid, key)
+		if r := e.send(req); r.status != 200 {
+			t.Fatalf("whoami: %d %s", r.status, r.body)
+		}
+		logs := e.logs.String()
+		for _, want := range []string{"method=GET", "path=/whoami", "status=200", "host=" + e.host, "duration=", "bytes="} {
+			if !strings.Contains(logs, want) {
+				t.Errorf("log lacks %q:\n%s", want, logs)
+			}
+		}
+		sig := req.Header.Get("Signature")
+		sigValue := sig[strings.Index(sig, ":")+1 : strings.LastIndex(sig, ":")]
+		for _, secret := range []string{sigValue, key.Public.JWK.X, req.Header.Get("Signature-Input")} {
+			if strings.Contains(logs, secret) {
+				t.Errorf("log contains request material %q", secret)
+			}
+		}
+		if got := strings.Count(logs, "path=/whoami"); got != 1 {
+			t.Errorf("%d log lines for one request, want 1", got)
+		}
+	})
+}
+
+func TestNewValidates(t *testing.T) {
+	t.Parallel()
+	db := dbtest.Open(t, "sqlite::memory:")
+	tests := []struct {
+		name string
+		cfg  refserver.Config
+	}{
+		{"no db", refserver.Config{Hostname: "http://localhost:3000"}},
+		{"no hostname", refserver.Config{DB: db}},
+		{"no scheme", refserver.Config{DB: db, Hostname: "localhost:3000"}},
+		{"bare shell hostname", refserver.Config{DB: db, Hostname: "3f2a9c1d0b7e"}},
+		{"ftp", refserver.Config{DB: db, Hostname: "ftp://localhost"}},
+		{"path", refserver.Config{DB: db, Hostname: "http://localhost:3000/api"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := refserver.New(tt.cfg); err == nil {
+				t.Errorf("New(%+v) error = nil, want an error", tt.cfg.Hostname)
+			}
+		})
+	}
+	if _, err := refserver.New(refserver.Config{DB: db, Hostname: "https://Agentid.Example:443/"}); err != nil {
+		t.Errorf("New(valid) error = %v", err)
+	}
+}
