@@ -1,0 +1,324 @@
+// Package ratelimit limits requests per client address with a token bucket,
+// answering 429 rate_limited with Retry-After when a client is over its limit.
+// The reference server puts it in front of registration (POST /agents).
+//
+//	lim, err := ratelimit.New(ratelimit.Config{Rate: 1, Burst: 20})
+//	router.Handle("/agents", lim.Middleware(register)).Methods("POST")
+//
+// The client address is the peer address of the connection. Behind a reverse
+// proxy, list the proxy in Config.TrustedProxies: for a request whose peer is
+// a trusted proxy, the client is the rightmost address of X-Forwarded-For
+// that is not itself a trusted proxy. X-Forwarded-For is ignored when the
+// peer is not trusted, so clients cannot choose their own address.
+package ratelimit
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentid/agentid/middleware"
+)
+
+// Defaults applied by New.
+const (
+	// DefaultRate is one token per second per client.
+	DefaultRate = 1.0
+	// DefaultBurst is the bucket size: a fresh client may make this many
+	// requests at once.
+	DefaultBurst = 20
+	// DefaultMaxClients bounds the number of buckets kept in memory.
+	DefaultMaxClients = 100_000
+	// DefaultIPv6Prefix groups IPv6 clients by /64 (one site's allocation).
+	DefaultIPv6Prefix = 64
+)
+
+// Config configures a Limiter.
+type Config struct {
+	// Rate is the sustained number of requests per second allowed per
+	// client. If 0, DefaultRate (1/s).
+	Rate float64
+	// Burst is the bucket size. If 0, DefaultBurst (20).
+	Burst int
+	// TrustedProxies lists the reverse proxies (CIDRs such as "10.0.0.0/8",
+	// or single addresses) whose X-Forwarded-For is believed. If empty,
+	// X-Forwarded-For is never read.
+	TrustedProxies []string
+	// MaxClients bounds the buckets held. When full, idle buckets are
+	// dropped first, then an arbitrary one. If 0, DefaultMaxClients.
+	MaxClients int
+	// IdleTimeout is how long an unused bucket is kept. If 0, the time a
+	// bucket takes to refill completely (Burst/Rate), but at least a minute.
+	// A bucket idle that long is full, so dropping it changes nothing.
+	IdleTimeout time.Duration
+	// IPv6Prefix is the prefix length IPv6 client addresses are grouped by.
+	// If 0, DefaultIPv6Prefix (64); 128 limits each address alone.
+	IPv6Prefix int
+	// Now is the clock. If nil, time.Now is used.
+	Now func() time.Time
+}
+
+// Validate reports a configuration that cannot work.
+func (c Config) Validate() error {
+	if c.Rate < 0 || math.IsNaN(c.Rate) || math.IsInf(c.Rate, 0) {
+		return fmt.Errorf("ratelimit: Config.Rate %v must be a positive number", c.Rate)
+	}
+	if c.Burst < 0 || c.MaxClients < 0 || c.IdleTimeout < 0 {
+		return errors.New("ratelimit: Config.Burst, MaxClients and IdleTimeout must not be negative")
+	}
+	if c.IPv6Prefix < 0 || c.IPv6Prefix > 128 {
+		return fmt.Errorf("ratelimit: Config.IPv6Prefix %d is not in 0..128", c.IPv6Prefix)
+	}
+	_, err := parsePrefixes(c.TrustedProxies)
+	return err
+}
+
+func (c Config) withDefaults() Config {
+	if c.Rate == 0 {
+		c.Rate = DefaultRate
+	}
+	if c.Burst == 0 {
+		c.Burst = DefaultBurst
+	}
+	if c.MaxClients == 0 {
+		c.MaxClients = DefaultMaxClients
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = max(time.Duration(float64(c.Burst)/c.Rate*float64(time.Second)), time.Minute)
+	}
+	if c.IPv6Prefix == 0 {
+		c.IPv6Prefix = DefaultIPv6Prefix
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+func parsePrefixes(ss []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range ss {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		if strings.Contains(s, "/") {
+			p, err := netip.ParsePrefix(s)
+			if err != nil {
+				return nil, fmt.Errorf("ratelimit: trusted proxy %q: %w", s, err)
+			}
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return nil, fmt.Errorf("ratelimit: trusted proxy %q: %w", s, err)
+		}
+		a = a.Unmap()
+		out = append(out, netip.PrefixFrom(a, a.BitLen()))
+	}
+	return out, nil
+}
+
+type bucket struct {
+	tokens float64
+	last   time.Time
+}
+
+// Limiter holds one token bucket per client address. It is safe for
+// concurrent use.
+type Limiter struct {
+	cfg       Config
+	trusted   []netip.Prefix
+	mu        sync.Mutex
+	buckets   map[string]*bucket
+	lastSweep time.Time
+}
+
+// New validates cfg and returns a Limiter.
+func New(cfg Config) (*Limiter, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	trusted, _ := parsePrefixes(cfg.TrustedProxies)
+	return &Limiter{cfg: cfg, trusted: trusted, buckets: map[string]*bucket{}, lastSweep: cfg.Now()}, nil
+}
+
+// Allow takes a token from key's bucket. It reports whether one was
+// available and, when not, how long until one is.
+func (l *Limiter) Allow(key string) (bool, time.Duration) {
+	now := l.cfg.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if now.Sub(l.lastSweep) >= l.cfg.IdleTimeout {
+		l.sweep(now)
+	}
+	b, ok := l.buckets[key]
+	if !ok {
+		if len(l.buckets) >= l.cfg.MaxClients {
+			l.sweep(now)
+			for k := range l.buckets { // still full: drop an arbitrary bucket
+				if len(l.buckets) < l.cfg.MaxClients {
+					break
+				}
+				delete(l.buckets, k)
+			}
+		}
+		b = &bucket{tokens: float64(l.cfg.Burst), last: now}
+		l.buckets[key] = b
+	} else if el := now.Sub(b.last); el > 0 {
+		b.tokens = min(float64(l.cfg.Burst), b.tokens+el.Seconds()*l.cfg.Rate)
+		b.last = now
+	}
+	if b.tokens >= 1 {
+		b.tokens--
+		return true, 0
+	}
+	wait := time.Duration((1 - b.tokens) / l.cfg.Rate * float64(time.Second))
+	return false, wait
+}
+
+// sweep drops buckets idle for IdleTimeout or longer. l.mu is held.
+func (l *Limiter) sweep(now time.Time) {
+	for k, b := range l.buckets {
+		if now.Sub(b.last) >= l.cfg.IdleTimeout {
+			delete(l.buckets, k)
+		}
+	}
+	l.lastSweep = now
+}
+
+// Len returns the number of buckets held.
+func (l *Limiter) Len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.buckets)
+}
+
+// ClientAddr returns the address r is limited by: the peer address, or —
+// when the peer is a trusted proxy — the rightmost X-Forwarded-For entry
+// that is not a trusted proxy (the leftmost entry when all are trusted; the
+// last good hop when an entry does not parse). IPv6 addresses are reduced to
+// their Config.IPv6Prefix network. A RemoteAddr that does not parse is
+// returned as is.
+func (l *Limiter) ClientAddr(r *http.Request) string {
+	peer, ok := parseAddr(r.RemoteAddr)
+	if !ok {
+		return r.RemoteAddr
+	}
+	client := peer
+	if l.isTrusted(peer) {
+		hops := forwardedFor(r.Header)
+		for i := len(hops) - 1; i >= 0; i-- {
+			a, ok := parseAddr(hops[i])
+			if !ok {
+				break
+			}
+			client = a
+			if !l.isTrusted(a) {
+				break
+			}
+		}
+	}
+	return l.key(client)
+}
+
+func (l *Limiter) isTrusted(a netip.Addr) bool {
+	for _, p := range l.trusted {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+func (l *Limiter) key(a netip.Addr) string {
+	if a.Is6() && l.cfg.IPv6Prefix < 128 {
+		p, _ := a.Prefix(l.cfg.IPv6Prefix)
+		return p.String()
+	}
+	return a.String()
+}
+
+// forwardedFor returns the X-Forwarded-For entries of all header lines, in
+// order.
+func forwardedFor(h http.Header) []string {
+	var out []string
+	for _, v := range h.Values("X-Forwarded-For") {
+		for _, s := range strings.Split(v, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+// parseAddr parses "ip", "ip:port", "[ipv6]:port" or "[ipv6]", dropping any
+// IPv6 zone and unmapping IPv4-in-IPv6.
+func parseAddr(s string) (netip.Addr, bool) {
+	if h, _, err := net.SplitHostPort(s); err == nil {
+		s = h
+	}
+	s = strings.TrimSuffix(strings.TrimPrefix(s, "["), "]")
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	return a.WithZone("").Unmap(), true
+}
+
+// Middleware limits next per client address. A client over its limit gets
+// 429 with the JSON error body (code rate_limited) and a Retry-After header
+// in whole seconds (at least 1).
+func (l *Limiter) Middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ok, wait := l.Allow(l.ClientAddr(r))
+		if !ok {
+			secs := max(int64(math.Ceil(wait.Seconds())), 1)
+			w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+			middleware.WriteError(w, &middleware.Error{
+				Status:  http.StatusTooManyRequests,
+				Code:    "rate_limited",
+				Message: fmt.Sprintf("too many requests from this address; retry after %d s", secs),
+			})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// ParseRate parses a limit written as "N/s", "N/m" or "N/h" (N a positive
+// number, e.g. "10/s", "600/m") into requests per second. "off", "0" and ""
+// return 0 with ok false: no limiting.
+func ParseRate(s string) (perSecond float64, ok bool, err error) {
+	s = strings.TrimSpace(strings.ToLower(s))
+	if s == "" || s == "off" || s == "0" || s == "none" {
+		return 0, false, nil
+	}
+	num, unit, found := strings.Cut(s, "/")
+	if !found {
+		unit = "s"
+	}
+	n, err := strconv.ParseFloat(num, 64)
+	if err != nil || n <= 0 || math.IsInf(n, 0) || math.IsNaN(n) {
+		return 0, false, fmt.Errorf("ratelimit: rate %q: want N/s, N/m, N/h or off", s)
+	}
+	switch unit {
+	case "s", "sec", "second":
+		return n, true, nil
+	case "m", "min", "minute":
+		return n / 60, true, nil
+	case "h", "hour":
+		return n / 3600, true, nil
+	}
+	return 0, false, fmt.Errorf("ratelimit: rate %q: unknown unit %q (want s, m or h)", s, unit)
+}
