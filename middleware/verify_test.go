@@ -313,7 +313,9 @@ func TestVerifyPolicy(t *testing.T) {
 		// Step 6: key.
 		{"untrusted signature agent", middleware.Config{Keys: untrusted}, def, 401, "untrusted_signature_agent", 6},
 		{"unknown key", middleware.Config{}, func(t testing.TB) *http.Request { return signedRequest(t, keyB, signOpts(nil)) }, 401, "unknown_key", 6},
-		{"key not published by this agent", middleware.Config{}, edit(def, func(r *http.Request) { r.Header.Set("Signature-Agent", `sig1="https://agent-ffffffffffffffffffffffff.agentid.example"`) }), 401, "unknown_key", 6},
+		{"key not published by this agent", middleware.Config{}, edit(def, func(r *http.Request) {
+			r.Header.Set("Signature-Agent", `sig1="https://agent-ffffffffffffffffffffffff.agentid.example"`)
+		}), 401, "unknown_key", 6},
 		{"keyid is not the key's thumbprint", middleware.Config{Keys: wrongKey}, def, 401, "unknown_key", 6},
 		{"revoked key", middleware.Config{Keys: revoked}, def, 401, "revoked_key", 6},
 		{"key directory unreachable", middleware.Config{Keys: down}, def, 503, "key_fetch_failed", 6},
