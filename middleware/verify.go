@@ -1,10 +1,12 @@
 package middleware
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -298,7 +300,7 @@ func (v *Verifier) verify(r *http.Request) (Agent, error) {
 
 	// 8. Content-Digest.
 	if sig.Covers(`"content-digest"`) {
-		body, err := signer.ReadBody(r, cfg.MaxBodyBytes)
+		body, err := readBody(r, cfg.MaxBodyBytes)
 		if err != nil {
 			if errors.Is(err, signer.ErrBodyTooLarge) {
 				return Agent{}, Errorf(http.StatusRequestEntityTooLarge, "payload_too_large", "the body is larger than %d bytes", cfg.MaxBodyBytes)
@@ -525,3 +527,48 @@ func (c *thumbprintCache) get(pub ed25519.PublicKey) string {
 	c.mu.Unlock()
 	return t
 }
+
+// readBody reads r's body, at most limit bytes, and puts back a reader over
+// the bytes read so the handler sees the same body. The original body is
+// closed. A body longer than limit gives signer.ErrBodyTooLarge (and an
+// empty body for the handler). It is signer.ReadBody with one buffer sized
+// from Content-Length, so the common case allocates twice.
+func readBody(r *http.Request, limit int64) ([]byte, error) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil, nil
+	}
+	defer r.Body.Close()
+	size := int64(512)
+	if n := r.ContentLength; n >= 0 && n < limit {
+		size = n + 1 // room to see EOF without growing
+	}
+	buf := make([]byte, 0, size)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if int64(len(buf)) > limit {
+			r.Body = http.NoBody
+			return nil, signer.ErrBodyTooLarge
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			r.Body = http.NoBody
+			return nil, fmt.Errorf("middleware: read body: %w", err)
+		}
+	}
+	rb := &restoredBody{}
+	rb.Reset(buf)
+	r.Body = rb
+	r.ContentLength = int64(len(buf))
+	return buf, nil
+}
+
+// restoredBody is the request body put back after the digest check.
+type restoredBody struct{ bytes.Reader }
+
+func (*restoredBody) Close() error { return nil }

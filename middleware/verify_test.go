@@ -901,3 +901,61 @@ func TestUIDFromOrigin(t *testing.T) {
 		}
 	}
 }
+
+// errReader fails after its data.
+type errReader struct{ data *strings.Reader }
+
+func (e errReader) Read(p []byte) (int, error) {
+	if e.data.Len() == 0 {
+		return 0, errors.New("connection reset")
+	}
+	return e.data.Read(p)
+}
+
+// TestBodyRestored: after the Content-Digest check the handler reads the
+// whole body, whatever its length and whether Content-Length is known; the
+// cap is exact.
+func TestBodyRestored(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("0123456789abcdef", 300) // 4800 bytes, several reads
+	tests := []struct {
+		name          string
+		body          string
+		maxBody       int64
+		unknownLength bool
+		readErr       bool
+		wantStatus    int
+	}{
+		{"short", `{"a":1}`, 0, false, false, 200},
+		{"empty", "", 0, false, false, 200},
+		{"long, known length", long, 0, false, false, 200},
+		{"long, unknown length", long, 0, true, false, 200},
+		{"exactly the cap", long, int64(len(long)), false, false, 200},
+		{"exactly the cap, unknown length", long, int64(len(long)), true, false, 200},
+		{"one byte over the cap", long, int64(len(long)) - 1, false, false, 413},
+		{"one byte over the cap, unknown length", long, int64(len(long)) - 1, true, false, 413},
+		{"read error", long, 0, true, true, 400},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := signedPost(t, tt.body)
+			if tt.unknownLength {
+				r.ContentLength = -1
+			}
+			if tt.readErr {
+				r.Body = io.NopCloser(errReader{strings.NewReader(tt.body[:100])})
+			}
+			res := serve(t, middleware.Config{MaxBodyBytes: tt.maxBody}, r)
+			if res.status != tt.wantStatus {
+				t.Fatalf("status = %d (%s), want %d", res.status, res.rec.Body.String(), tt.wantStatus)
+			}
+			if tt.wantStatus == 200 && res.body != tt.body {
+				t.Errorf("handler read %d bytes, want the %d sent", len(res.body), len(tt.body))
+			}
+			if tt.wantStatus != 200 && res.stored != 0 {
+				t.Errorf("replay store holds %d nonces, want 0", res.stored)
+			}
+		})
+	}
+}

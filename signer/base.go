@@ -91,7 +91,7 @@ func SignatureBase(r *http.Request, signatureParams string) ([]byte, error) {
 func buildBase(r *http.Request, comps []Component, inner httpsfv.InnerList, p *Params) ([]byte, error) {
 	var arr [8]string
 	vals := arr[:0]
-	n := len(`"@signature-params": `) + 2 + 64 + len(p.KeyID) + len(p.Alg) + len(p.Nonce) + len(p.Tag)
+	n := len(`"@signature-params": `) + 2 + 128 + len(p.KeyID) + len(p.Alg) + len(p.Nonce) + len(p.Tag)
 	for i, c := range comps {
 		for _, prev := range comps[:i] {
 			if prev.id == c.id {

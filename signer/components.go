@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 
 	"github.com/dunglas/httpsfv"
 )
@@ -128,6 +129,51 @@ func componentFromItem(it httpsfv.Item) (Component, error) {
 	}
 	c.id = id
 	return c, nil
+}
+
+// canonicalNames maps common covered field names to their canonical
+// http.Header keys.
+var canonicalNames = map[string]string{
+	"content-digest": "Content-Digest", "content-type": "Content-Type", "content-length": "Content-Length",
+	"signature-agent": "Signature-Agent", "date": "Date", "authorization": "Authorization",
+}
+
+// memberCache remembers the re-serialized dictionary member of a field value
+// (the `;key=` component value, RFC 9421 §2.1.2): an agent sends the same
+// Signature-Agent on every request, so it is parsed once. It is bounded
+// (emptied when full) and holds only short values and successful results.
+type memberCache struct {
+	mu sync.RWMutex
+	m  map[[2]string]string
+}
+
+const (
+	memberCacheSize   = 1024
+	memberCacheMaxLen = 512
+)
+
+var members = memberCache{m: map[[2]string]string{}}
+
+func (c *memberCache) get(field, key string) (string, bool) {
+	if len(field) > memberCacheMaxLen {
+		return "", false
+	}
+	c.mu.RLock()
+	s, ok := c.m[[2]string{field, key}]
+	c.mu.RUnlock()
+	return s, ok
+}
+
+func (c *memberCache) put(field, key, member string) {
+	if len(field) > memberCacheMaxLen {
+		return
+	}
+	c.mu.Lock()
+	if len(c.m) >= memberCacheSize {
+		clear(c.m)
+	}
+	c.m[[2]string{field, key}] = member
+	c.mu.Unlock()
 }
 
 // knownIDs holds the serialized identifiers of common components, so
@@ -292,7 +338,11 @@ func (c Component) fieldValue(r *http.Request) (string, error) {
 			vals = []string{r.Host}
 		}
 	default:
-		vals = r.Header.Values(c.Name)
+		if canon, ok := canonicalNames[c.Name]; ok {
+			vals = r.Header[canon] // no canonicalization (and allocation) per request
+		} else {
+			vals = r.Header.Values(c.Name)
+		}
 		if len(vals) == 0 && c.Name == "content-length" && r.ContentLength > 0 {
 			vals = []string{fmt.Sprint(r.ContentLength)}
 		}
@@ -315,6 +365,9 @@ func (c Component) fieldValue(r *http.Request) (string, error) {
 	}
 	switch {
 	case c.Key != "":
+		if s, ok := members.get(v, c.Key); ok {
+			return s, nil
+		}
 		d, err := httpsfv.UnmarshalDictionary([]string{v})
 		if err != nil {
 			return "", fmt.Errorf("%w %s: not a dictionary: %v", ErrInvalidComponent, c.id, err)
@@ -335,6 +388,7 @@ func (c Component) fieldValue(r *http.Request) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("%w %s: %v", ErrInvalidComponent, c.id, err)
 		}
+		members.put(v, c.Key, s)
 		return s, nil
 	case c.SF:
 		s, err := reserializeSF(v)
