@@ -1,0 +1,458 @@
+// Package metrics counts what the reference server does and serves it at
+// /metrics in the Prometheus text exposition format (version 0.0.4),
+// written by hand: no client library.
+//
+//	reg := metrics.NewRegistry()
+//	router.Use(reg.Middleware)                 // requests by route, method, status
+//	reg.InstrumentGorm(db)                     // database statement latency
+//	router.Handle("/metrics", reg.Handler())
+//
+// Series: agentid_http_requests_total{route,method,status},
+// agentid_verifications_total{outcome} (outcome "ok" or the DESIGN §6 error
+// code), agentid_key_cache_total{result="hit"|"miss"},
+// agentid_db_query_duration_seconds (histogram), plus Go runtime memory and
+// goroutine gauges.
+package metrics
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/agentid/agentid/middleware"
+	"github.com/gorilla/mux"
+	"gorm.io/gorm"
+)
+
+// ContentType is the media type of the exposition.
+const ContentType = "text/plain; version=0.0.4; charset=utf-8"
+
+// DBBuckets are the upper bounds, in seconds, of the database latency
+// histogram buckets (+Inf is implicit).
+var DBBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
+
+// Unmatched is the route label of requests no route matched.
+const Unmatched = "unmatched"
+
+type requestKey struct {
+	route, method string
+	status        int
+}
+
+// Histogram counts observations into fixed buckets. It is safe for
+// concurrent use; Observe is lock-free.
+type Histogram struct {
+	bounds []float64
+	counts []atomic.Uint64 // len(bounds)+1; the last is +Inf
+	sumNs  atomic.Int64
+}
+
+func newHistogram(bounds []float64) *Histogram {
+	return &Histogram{bounds: bounds, counts: make([]atomic.Uint64, len(bounds)+1)}
+}
+
+// Observe records one duration.
+func (h *Histogram) Observe(d time.Duration) {
+	s := d.Seconds()
+	i, _ := slices.BinarySearch(h.bounds, s) // first bound >= s
+	h.counts[i].Add(1)
+	h.sumNs.Add(int64(d))
+}
+
+// Registry holds the server's metrics. The zero value is not usable; call
+// NewRegistry. It is safe for concurrent use; recording is lock-free once a
+// label set has been seen.
+type Registry struct {
+	requests      sync.Map // requestKey → *atomic.Uint64
+	verifications sync.Map // outcome → *atomic.Uint64
+	keyHit        atomic.Uint64
+	keyMiss       atomic.Uint64
+	db            *Histogram
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry {
+	return &Registry{db: newHistogram(DBBuckets)}
+}
+
+func counter(m *sync.Map, k any) *atomic.Uint64 {
+	if c, ok := m.Load(k); ok {
+		return c.(*atomic.Uint64)
+	}
+	c, _ := m.LoadOrStore(k, new(atomic.Uint64))
+	return c.(*atomic.Uint64)
+}
+
+// ObserveRequest counts one HTTP response. route is the route template
+// ("" counts as "unmatched"); unusual methods are counted as "OTHER" so a
+// client cannot create series at will.
+func (r *Registry) ObserveRequest(route, method string, status int) {
+	if route == "" {
+		route = Unmatched
+	}
+	counter(&r.requests, requestKey{route, normMethod(method), status}).Add(1)
+}
+
+func normMethod(m string) string {
+	switch m {
+	case "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS":
+		return m
+	}
+	return "OTHER"
+}
+
+// ObserveVerification counts one signature verification outcome: "ok" or
+// the error code (e.g. "replayed_nonce").
+func (r *Registry) ObserveVerification(outcome string) {
+	counter(&r.verifications, outcome).Add(1)
+}
+
+// Outcome maps the result of middleware.Verifier.Verify to an outcome
+// label: "ok" for nil, else the error's DESIGN §6 code.
+func Outcome(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	return middleware.AsError(err).Code
+}
+
+// ObserveKeyCache counts one key lookup answered from the cache (hit) or
+// not (miss).
+func (r *Registry) ObserveKeyCache(hit bool) {
+	if hit {
+		r.keyHit.Add(1)
+	} else {
+		r.keyMiss.Add(1)
+	}
+}
+
+// ObserveDBQuery records the duration of one database statement.
+func (r *Registry) ObserveDBQuery(d time.Duration) { r.db.Observe(d) }
+
+// statusWriter remembers the status code written.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Flush implements http.Flusher when the underlying writer does.
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		if w.status == 0 {
+			w.status = http.StatusOK
+		}
+		f.Flush()
+	}
+}
+
+// Middleware counts every response of next by route template, method and
+// status. The route is mux.CurrentRoute's path template (so install it with
+// router.Use, which runs after matching), else its name, else "unmatched".
+// To count 404s and 405s too, also wrap the router's NotFoundHandler and
+// MethodNotAllowedHandler.
+func (r *Registry) Middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		sw := &statusWriter{ResponseWriter: w}
+		defer func() {
+			status := sw.status
+			if status == 0 {
+				status = http.StatusOK
+			}
+			r.ObserveRequest(RouteOf(req), req.Method, status)
+		}()
+		next.ServeHTTP(sw, req)
+	})
+}
+
+// RouteOf returns the gorilla/mux path template of the route that matched
+// req, the route's name when it has no path, or "" when no route matched.
+func RouteOf(req *http.Request) string {
+	rt := mux.CurrentRoute(req)
+	if rt == nil {
+		return ""
+	}
+	if t, err := rt.GetPathTemplate(); err == nil {
+		return t
+	}
+	return rt.GetName()
+}
+
+type reachedKey struct{}
+
+// sniffWriter keeps the start of an error body written by a verification
+// middleware that did not call the next handler.
+type sniffWriter struct {
+	http.ResponseWriter
+	buf bytes.Buffer
+}
+
+func (w *sniffWriter) Write(b []byte) (int, error) {
+	if room := 4096 - w.buf.Len(); room > 0 {
+		w.buf.Write(b[:min(len(b), room)])
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *sniffWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Verification wraps a verification middleware (middleware.New(cfg) or
+// (*middleware.Verifier).Middleware) and counts its outcomes: "ok" when it
+// passes the request on with a verified agent, else the error code read
+// from the JSON error body it wrote. Requests passed on without an agent
+// (optional mode, unsigned) are not counted.
+func (r *Registry) Verification(verify func(http.Handler) http.Handler) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		inner := verify(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			if p, ok := req.Context().Value(reachedKey{}).(*bool); ok {
+				*p = true
+			}
+			if _, ok := middleware.AgentFrom(req.Context()); ok {
+				r.ObserveVerification("ok")
+			}
+			if sw, ok := w.(*sniffWriter); ok {
+				w = sw.ResponseWriter
+			}
+			next.ServeHTTP(w, req)
+		}))
+		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			reached := new(bool)
+			sw := &sniffWriter{ResponseWriter: w}
+			inner.ServeHTTP(sw, req.WithContext(contextWithReached(req, reached)))
+			if !*reached {
+				r.ObserveVerification(errorCode(sw.buf.Bytes()))
+			}
+		})
+	}
+}
+
+func contextWithReached(req *http.Request, reached *bool) context.Context {
+	return context.WithValue(req.Context(), reachedKey{}, reached)
+}
+
+// errorCode extracts error.code from a DESIGN §6 body, or "unknown".
+func errorCode(body []byte) string {
+	var e struct {
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &e) != nil || e.Error.Code == "" || len(e.Error.Code) > 64 {
+		return "unknown"
+	}
+	return e.Error.Code
+}
+
+const startKey = "agentid:metrics:start"
+
+// InstrumentGorm registers gorm callbacks that time every statement
+// (create, query, update, delete, row, raw) into
+// agentid_db_query_duration_seconds.
+func (r *Registry) InstrumentGorm(db *gorm.DB) error {
+	before := func(tx *gorm.DB) { tx.InstanceSet(startKey, time.Now()) }
+	after := func(tx *gorm.DB) {
+		if v, ok := tx.InstanceGet(startKey); ok {
+			if t, ok := v.(time.Time); ok {
+				r.ObserveDBQuery(time.Since(t))
+			}
+		}
+	}
+	cb := db.Callback()
+	steps := []struct {
+		name   string
+		before func(string, func(*gorm.DB)) error
+		after  func(string, func(*gorm.DB)) error
+	}{
+		{"create", cb.Create().Before("gorm:create").Register, cb.Create().After("gorm:create").Register},
+		{"query", cb.Query().Before("gorm:query").Register, cb.Query().After("gorm:query").Register},
+		{"update", cb.Update().Before("gorm:update").Register, cb.Update().After("gorm:update").Register},
+		{"delete", cb.Delete().Before("gorm:delete").Register, cb.Delete().After("gorm:delete").Register},
+		{"row", cb.Row().Before("gorm:row").Register, cb.Row().After("gorm:row").Register},
+		{"raw", cb.Raw().Before("gorm:raw").Register, cb.Raw().After("gorm:raw").Register},
+	}
+	for _, s := range steps {
+		if err := s.before("agentid:metrics:before_"+s.name, before); err != nil {
+			return fmt.Errorf("metrics: gorm callback: %w", err)
+		}
+		if err := s.after("agentid:metrics:after_"+s.name, after); err != nil {
+			return fmt.Errorf("metrics: gorm callback: %w", err)
+		}
+	}
+	return nil
+}
+
+// Handler serves the exposition (GET and HEAD).
+func (r *Registry) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Method != http.MethodGet && req.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			middleware.WriteError(w, middleware.Errorf(http.StatusMethodNotAllowed, "invalid_request", "use GET"))
+			return
+		}
+		w.Header().Set("Content-Type", ContentType)
+		w.Header().Set("Cache-Control", "no-store")
+		if req.Method == http.MethodHead {
+			return
+		}
+		r.WriteTo(w)
+	})
+}
+
+// WriteTo writes the exposition to w: each family with HELP and TYPE lines,
+// series sorted by label values.
+func (r *Registry) WriteTo(w io.Writer) (int64, error) {
+	bw := &countWriter{w: bufio.NewWriter(w)}
+
+	family(bw, "agentid_http_requests_total", "counter", "HTTP responses by route template, method and status code.")
+	var reqs []requestKey
+	r.requests.Range(func(k, _ any) bool { reqs = append(reqs, k.(requestKey)); return true })
+	slices.SortFunc(reqs, func(a, b requestKey) int {
+		return cmp.Or(cmp.Compare(a.route, b.route), cmp.Compare(a.method, b.method), cmp.Compare(a.status, b.status))
+	})
+	for _, k := range reqs {
+		c, _ := r.requests.Load(k)
+		fmt.Fprintf(bw, "agentid_http_requests_total{route=%s,method=%s,status=\"%d\"} %d\n",
+			quote(k.route), quote(k.method), k.status, c.(*atomic.Uint64).Load())
+	}
+
+	family(bw, "agentid_verifications_total", "counter", `Signature verifications by outcome: "ok" or the error code.`)
+	var outs []string
+	r.verifications.Range(func(k, _ any) bool { outs = append(outs, k.(string)); return true })
+	slices.Sort(outs)
+	for _, o := range outs {
+		c, _ := r.verifications.Load(o)
+		fmt.Fprintf(bw, "agentid_verifications_total{outcome=%s} %d\n", quote(o), c.(*atomic.Uint64).Load())
+	}
+
+	family(bw, "agentid_key_cache_total", "counter", "Key lookups answered from the cache (hit) or not (miss).")
+	fmt.Fprintf(bw, "agentid_key_cache_total{result=\"hit\"} %d\n", r.keyHit.Load())
+	fmt.Fprintf(bw, "agentid_key_cache_total{result=\"miss\"} %d\n", r.keyMiss.Load())
+
+	family(bw, "agentid_db_query_duration_seconds", "histogram", "Database statement latency in seconds.")
+	var cum uint64
+	for i := range r.db.counts {
+		cum += r.db.counts[i].Load()
+		le := "+Inf"
+		if i < len(r.db.bounds) {
+			le = formatFloat(r.db.bounds[i])
+		}
+		fmt.Fprintf(bw, "agentid_db_query_duration_seconds_bucket{le=%q} %d\n", le, cum)
+	}
+	fmt.Fprintf(bw, "agentid_db_query_duration_seconds_sum %s\n", formatFloat(time.Duration(r.db.sumNs.Load()).Seconds()))
+	fmt.Fprintf(bw, "agentid_db_query_duration_seconds_count %d\n", cum)
+
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	family(bw, "go_goroutines", "gauge", "Number of goroutines.")
+	fmt.Fprintf(bw, "go_goroutines %d\n", runtime.NumGoroutine())
+	family(bw, "go_memstats_heap_alloc_bytes", "gauge", "Bytes of allocated heap objects.")
+	fmt.Fprintf(bw, "go_memstats_heap_alloc_bytes %d\n", ms.HeapAlloc)
+	family(bw, "go_memstats_sys_bytes", "gauge", "Bytes of memory obtained from the OS by the Go runtime.")
+	fmt.Fprintf(bw, "go_memstats_sys_bytes %d\n", ms.Sys)
+	if rss, ok := residentBytes(); ok {
+		family(bw, "process_resident_memory_bytes", "gauge", "Resident set size in bytes.")
+		fmt.Fprintf(bw, "process_resident_memory_bytes %d\n", rss)
+	}
+	if err := bw.w.Flush(); err != nil && bw.err == nil {
+		bw.err = err
+	}
+	return bw.n, bw.err
+}
+
+type countWriter struct {
+	w   *bufio.Writer
+	n   int64
+	err error
+}
+
+func (c *countWriter) Write(b []byte) (int, error) {
+	n, err := c.w.Write(b)
+	c.n += int64(n)
+	if err != nil && c.err == nil {
+		c.err = err
+	}
+	return n, err
+}
+
+func family(w io.Writer, name, typ, help string) {
+	fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n", name, escapeHelp(help), name, typ)
+}
+
+// quote renders a label value: backslash, double quote and newline escaped.
+func quote(s string) string {
+	var b strings.Builder
+	b.Grow(len(s) + 2)
+	b.WriteByte('"')
+	for _, r := range s {
+		switch r {
+		case '\\':
+			b.WriteString(`\\`)
+		case '"':
+			b.WriteString(`\"`)
+		case '\n':
+			b.WriteString(`\n`)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+func escapeHelp(s string) string {
+	return strings.NewReplacer(`\`, `\\`, "\n", `\n`).Replace(s)
+}
+
+func formatFloat(f float64) string {
+	if math.IsInf(f, 1) {
+		return "+Inf"
+	}
+	return strconv.FormatFloat(f, 'g', -1, 64)
+}
+
+// residentBytes reads the resident set size from /proc/self/statm (Linux).
+func residentBytes() (int64, bool) {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0, false
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0, false
+	}
+	pages, err := strconv.ParseInt(f[1], 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	return pages * int64(os.Getpagesize()), true
+}

@@ -1,0 +1,305 @@
+package metrics_test
+
+import (
+	"bufio"
+	"crypto/ed25519"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/refserver/dbtest"
+	"github.com/agentid/agentid/refserver/metrics"
+	"github.com/agentid/agentid/signer"
+	"github.com/gorilla/mux"
+)
+
+// exposition is a parsed text exposition: series (name plus labels as
+// written) → value, and metric family → type.
+type exposition struct {
+	values map[string]float64
+	types  map[string]string
+}
+
+// parse reads the text format strictly enough to catch malformed output:
+// every sample belongs to a family announced by HELP and TYPE lines.
+func parse(t *testing.T, r io.Reader) exposition {
+	t.Helper()
+	e := exposition{values: map[string]float64{}, types: map[string]string{}}
+	help := map[string]bool{}
+	sc := bufio.NewScanner(r)
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "# HELP "):
+			f := strings.SplitN(line, " ", 4)
+			if len(f) < 4 {
+				t.Fatalf("line %d: bad HELP %q", n, line)
+			}
+			help[f[2]] = true
+		case strings.HasPrefix(line, "# TYPE "):
+			f := strings.Fields(line)
+			if len(f) != 4 || !help[f[2]] {
+				t.Fatalf("line %d: bad or unannounced TYPE %q", n, line)
+			}
+			e.types[f[2]] = f[3]
+		case line == "" || strings.HasPrefix(line, "#"):
+			t.Fatalf("line %d: unexpected %q", n, line)
+		default:
+			i := strings.LastIndexByte(line, ' ')
+			if i < 0 {
+				t.Fatalf("line %d: no value in %q", n, line)
+			}
+			series, val := line[:i], line[i+1:]
+			v, err := strconv.ParseFloat(val, 64)
+			if err != nil {
+				t.Fatalf("line %d: value %q: %v", n, val, err)
+			}
+			name := series
+			if j := strings.IndexByte(series, '{'); j >= 0 {
+				name = series[:j]
+				if !strings.HasSuffix(series, "}") {
+					t.Fatalf("line %d: unterminated labels in %q", n, line)
+				}
+			}
+			fam := name
+			for _, suf := range []string{"_bucket", "_sum", "_count"} {
+				if b, ok := strings.CutSuffix(name, suf); ok && e.types[b] == "histogram" {
+					fam = b
+				}
+			}
+			if e.types[fam] == "" {
+				t.Fatalf("line %d: sample %q before its TYPE", n, name)
+			}
+			if _, dup := e.values[series]; dup {
+				t.Fatalf("line %d: duplicate series %q", n, series)
+			}
+			e.values[series] = v
+		}
+	}
+	return e
+}
+
+func scrape(t *testing.T, url string) exposition {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET %s: status = %d, want 200", url, resp.StatusCode)
+	}
+	if got := resp.Header.Get("Content-Type"); !strings.HasPrefix(got, "text/plain; version=0.0.4") {
+		t.Errorf("Content-Type = %q, want text/plain; version=0.0.4", got)
+	}
+	return parse(t, resp.Body)
+}
+
+func (e exposition) want(t *testing.T, series string, want float64) {
+	t.Helper()
+	got, ok := e.values[series]
+	if !ok {
+		t.Errorf("series %s missing", series)
+		return
+	}
+	if got != want {
+		t.Errorf("%s = %v, want %v", series, got, want)
+	}
+}
+
+func TestRequestsByRoute(t *testing.T) {
+	reg := metrics.NewRegistry()
+	r := mux.NewRouter()
+	r.Use(reg.Middleware)
+	r.HandleFunc("/agents/{uid}/keys", func(w http.ResponseWriter, r *http.Request) {}).Methods("PUT")
+	r.HandleFunc("/whoami", func(w http.ResponseWriter, r *http.Request) {
+		middleware.WriteError(w, middleware.Errorf(401, "missing_signature", "no"))
+	}).Methods("GET")
+	r.HandleFunc("/teapot", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(418); w.WriteHeader(500) })
+	r.NotFoundHandler = reg.Middleware(http.NotFoundHandler())
+	r.Handle("/metrics", reg.Handler())
+	srv := httptest.NewServer(r)
+	defer srv.Close()
+
+	reqs := []struct{ method, path string }{
+		{"PUT", "/agents/agent-aaaaaaaaaaaaaaaaaaaaaaaa/keys"},
+		{"PUT", "/agents/agent-bbbbbbbbbbbbbbbbbbbbbbbb/keys"},
+		{"GET", "/whoami"},
+		{"BREW", "/teapot"},
+		{"GET", "/nowhere"},
+	}
+	for _, q := range reqs {
+		req, _ := http.NewRequest(q.method, srv.URL+q.path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	e := scrape(t, srv.URL+"/metrics")
+	if got := e.types["agentid_http_requests_total"]; got != "counter" {
+		t.Errorf("TYPE agentid_http_requests_total = %q, want counter", got)
+	}
+	for _, c := range []struct {
+		series string
+		want   float64
+	}{
+		{`agentid_http_requests_total{route="/agents/{uid}/keys",method="PUT",status="200"}`, 2},
+		{`agentid_http_requests_total{route="/whoami",method="GET",status="401"}`, 1},
+		{`agentid_http_requests_total{route="/teapot",method="OTHER",status="418"}`, 1},
+		{`agentid_http_requests_total{route="unmatched",method="GET",status="404"}`, 1},
+	} {
+		e.want(t, c.series, c.want)
+	}
+	// The scrape itself is counted after it is written.
+	e = scrape(t, srv.URL+"/metrics")
+	e.want(t, `agentid_http_requests_total{route="/metrics",method="GET",status="200"}`, 1)
+}
+
+func TestVerificationOutcomes(t *testing.T) {
+	key := signer.NewPrivateKey(ed25519.NewKeyFromSeed(make([]byte, 32)))
+	keys := middleware.NewStaticKeys()
+	keys.Add("", key.Public)
+	reg := metrics.NewRegistry()
+	verify := middleware.New(middleware.Config{Keys: keys, AllowMissingSignatureAgent: true})
+	var reached int
+	h := reg.Verification(verify)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached++
+		if _, ok := w.(interface{ Unwrap() http.ResponseWriter }); ok {
+			t.Errorf("handler got the metrics writer, want the server's own")
+		}
+	}))
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+
+	signed, _ := http.NewRequest("GET", srv.URL+"/whoami", nil)
+	if err := signer.Sign(signed, key, signer.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	unsigned, _ := http.NewRequest("GET", srv.URL+"/whoami", nil)
+	wantStatus := []struct {
+		req  *http.Request
+		want int
+	}{{signed, 200}, {signed, 401}, {unsigned, 401}, {unsigned, 401}}
+	for i, c := range wantStatus {
+		resp, err := http.DefaultClient.Do(c.req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Fatalf("request %d: status = %d, want %d", i+1, resp.StatusCode, c.want)
+		}
+	}
+	if reached != 1 {
+		t.Errorf("handler reached %d times, want 1", reached)
+	}
+	var b strings.Builder
+	reg.WriteTo(&b)
+	e := parse(t, strings.NewReader(b.String()))
+	e.want(t, `agentid_verifications_total{outcome="ok"}`, 1)
+	e.want(t, `agentid_verifications_total{outcome="replayed_nonce"}`, 1)
+	e.want(t, `agentid_verifications_total{outcome="missing_signature"}`, 2)
+}
+
+func TestOutcome(t *testing.T) {
+	tests := []struct {
+		err  error
+		want string
+	}{
+		{nil, "ok"},
+		{middleware.Errorf(401, "expired_signature", "x"), "expired_signature"},
+		{fmt.Errorf("wrapped: %w", middleware.Errorf(503, "key_fetch_failed", "x")), "key_fetch_failed"},
+		{io.EOF, "internal"},
+	}
+	for _, tt := range tests {
+		if got := metrics.Outcome(tt.err); got != tt.want {
+			t.Errorf("Outcome(%v) = %q, want %q", tt.err, got, tt.want)
+		}
+	}
+}
+
+func TestKeyCacheAndHistogram(t *testing.T) {
+	reg := metrics.NewRegistry()
+	reg.ObserveKeyCache(true)
+	reg.ObserveKeyCache(true)
+	reg.ObserveKeyCache(false)
+	for _, d := range []time.Duration{300 * time.Microsecond, 3 * time.Millisecond, 3 * time.Millisecond, 20 * time.Second} {
+		reg.ObserveDBQuery(d)
+	}
+	var b strings.Builder
+	if _, err := reg.WriteTo(&b); err != nil {
+		t.Fatal(err)
+	}
+	e := parse(t, strings.NewReader(b.String()))
+	e.want(t, `agentid_key_cache_total{result="hit"}`, 2)
+	e.want(t, `agentid_key_cache_total{result="miss"}`, 1)
+	if got := e.types["agentid_db_query_duration_seconds"]; got != "histogram" {
+		t.Errorf("TYPE = %q, want histogram", got)
+	}
+	for _, c := range []struct {
+		le   string
+		want float64
+	}{{"0.0005", 1}, {"0.001", 1}, {"0.0025", 1}, {"0.005", 3}, {"10", 3}, {"+Inf", 4}} {
+		e.want(t, `agentid_db_query_duration_seconds_bucket{le="`+c.le+`"}`, c.want)
+	}
+	e.want(t, `agentid_db_query_duration_seconds_count`, 4)
+	e.want(t, `agentid_db_query_duration_seconds_sum`, 20.0063)
+	if _, ok := e.values["go_memstats_heap_alloc_bytes"]; !ok {
+		t.Errorf("go_memstats_heap_alloc_bytes missing")
+	}
+}
+
+func TestLabelEscaping(t *testing.T) {
+	reg := metrics.NewRegistry()
+	reg.ObserveRequest("/a\"b\\c\nd", "GET", 200)
+	var b strings.Builder
+	reg.WriteTo(&b)
+	want := `agentid_http_requests_total{route="/a\"b\\c\nd",method="GET",status="200"} 1`
+	if !strings.Contains(b.String(), want+"\n") {
+		t.Errorf("exposition lacks %s:\n%s", want, b.String())
+	}
+	parse(t, strings.NewReader(b.String()))
+}
+
+func TestInstrumentGorm(t *testing.T) {
+	db := dbtest.Open(t, "sqlite::memory:")
+	reg := metrics.NewRegistry()
+	if err := reg.InstrumentGorm(db); err != nil {
+		t.Fatalf("InstrumentGorm: %v", err)
+	}
+	if err := db.Exec("CREATE TABLE t (x integer)").Error; err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Exec("INSERT INTO t VALUES (1)").Error; err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	if err := db.Table("t").Count(&n).Error; err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	reg.WriteTo(&b)
+	e := parse(t, strings.NewReader(b.String()))
+	e.want(t, "agentid_db_query_duration_seconds_count", 3)
+}
+
+func TestHandlerMethods(t *testing.T) {
+	srv := httptest.NewServer(metrics.NewRegistry().Handler())
+	defer srv.Close()
+	resp, err := http.Post(srv.URL, "text/plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("POST status = %d, want 405", resp.StatusCode)
+	}
+}
