@@ -5,5 +5,8 @@ import "github.com/peterbourgon/ff/v3/ffcli"
 // extraCommands lists the top-level commands besides agent and server
 // (demo, bench, tool, directory). Each lives in its own file.
 func extraCommands(env *cliEnv) []*ffcli.Command {
-	return nil
+	var cmds []*ffcli.Command
+	cmds = append(cmds, newToolCmd(env))
+	cmds = append(cmds, newDirectoryCmd(env))
+	return cmds
 }

@@ -1,0 +1,438 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dunglas/httpsfv"
+	"github.com/peterbourgon/ff/v3/ffcli"
+
+	"github.com/agentid/agentid/keyfetch"
+	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/signer"
+)
+
+// newToolCmd is `idcli tool …`: helpers for people who run verifiers.
+func newToolCmd(env *cliEnv) *ffcli.Command {
+	return &ffcli.Command{
+		Name:        "tool",
+		ShortUsage:  "idcli tool <verify> [flags]",
+		ShortHelp:   "check signed requests captured elsewhere",
+		FlagSet:     newFlagSet("idcli tool", env),
+		Subcommands: []*ffcli.Command{newToolVerifyCmd(env)},
+		Exec:        groupExec,
+	}
+}
+
+const toolVerifyUsage = "idcli tool verify METHOD URL --signature S --signature-input I [--signature-agent A] [-H 'K: V']… [--body-file F] [--now UNIX] [--trust PATTERN]… [--allow-http] [--allow-private] [--jwk PUBLIC_JWK] [--relaxed] [--json]"
+
+// toolVerify holds the flags of `idcli tool verify`.
+type toolVerify struct {
+	env                                       *cliEnv
+	signature, signatureInput, signatureAgent string
+	headers, trust                            stringsFlag
+	bodyFile, now, jwk                        string
+	allowHTTP, allowPrivate, relaxed, asJSON  bool
+}
+
+// newToolVerifyCmd is `idcli tool verify METHOD URL …`: it rebuilds a
+// captured request and runs it through the same verifier the middleware
+// uses, then prints the identity or the reason it was refused.
+func newToolVerifyCmd(env *cliEnv) *ffcli.Command {
+	fs := newFlagSet("idcli tool verify", env)
+	tv := &toolVerify{env: env}
+	fs.StringVar(&tv.signature, "signature", "", "the Signature header value")
+	fs.StringVar(&tv.signatureInput, "signature-input", "", "the Signature-Input header value")
+	fs.StringVar(&tv.signatureAgent, "signature-agent", "", "the Signature-Agent header value, e.g. sig1=\"https://agent-x.example\"")
+	fs.Var(&tv.headers, "H", "another request header 'Name: value' (repeatable; 'Host: h' sets the authority)")
+	fs.StringVar(&tv.bodyFile, "body-file", "", "file holding the request body (- reads stdin)")
+	fs.StringVar(&tv.now, "now", "", "verify as of this Unix time (default: the current time)")
+	fs.Var(&tv.trust, "trust", "trusted signature agent host: exact host[:port] or *.suffix (repeatable; default: the Signature-Agent host exactly)")
+	fs.BoolVar(&tv.allowHTTP, "allow-http", false, "fetch key directories of http:// signature agents (local development only)")
+	fs.BoolVar(&tv.allowPrivate, "allow-private", false, "fetch key directories from loopback and private addresses (local development only)")
+	fs.StringVar(&tv.jwk, "jwk", "", "verify with this public JWK (JSON, or @file) instead of fetching the key directory")
+	fs.BoolVar(&tv.relaxed, "relaxed", false, "plain RFC 9421: any tag, no expires/nonce/Signature-Agent required, any keyid, unbounded window")
+	fs.BoolVar(&tv.asJSON, "json", false, "print the result as JSON")
+	return &ffcli.Command{
+		Name:       "verify",
+		ShortUsage: toolVerifyUsage,
+		ShortHelp:  "verify a captured signed request and print the agent's identity or the reason it fails",
+		LongHelp: "Rebuilds METHOD URL with the given signature headers (and -H headers and\n" +
+			"body) and verifies it under the web-bot-auth policy of the middleware. Keys\n" +
+			"come from the signature agent's key directory (only hosts allowed by --trust\n" +
+			"are fetched; by default the Signature-Agent host itself) or from --jwk.\n" +
+			"Nonces are not remembered: the request is checked once.\n" +
+			"Exit status 0 when the signature verifies, 1 when it does not.",
+		FlagSet: fs,
+		Exec: func(ctx context.Context, args []string) error {
+			pos, err := parseInterspersed(fs, args)
+			if err != nil {
+				return err
+			}
+			if len(pos) != 2 {
+				fmt.Fprintln(env.Stderr, "usage:", toolVerifyUsage)
+				return errors.New("tool verify: want METHOD and URL")
+			}
+			return tv.run(ctx, pos[0], pos[1])
+		},
+	}
+}
+
+// neverSeen is a ReplayStore that remembers nothing: a captured request is
+// checked once, possibly long after it was sent, and possibly again.
+type neverSeen struct{}
+
+func (neverSeen) Seen(context.Context, string, time.Time) (bool, error) { return false, nil }
+
+func (tv *toolVerify) run(ctx context.Context, method, rawURL string) error {
+	req, err := tv.request(ctx, method, rawURL)
+	if err != nil {
+		return err
+	}
+	clock := time.Now
+	if tv.now != "" {
+		n, err := strconv.ParseInt(tv.now, 10, 64)
+		if err != nil {
+			return fmt.Errorf("tool verify: --now %q: want Unix seconds", tv.now)
+		}
+		at := time.Unix(n, 0)
+		clock = func() time.Time { return at }
+	}
+	keys, err := tv.keySource(req, clock)
+	if err != nil {
+		return err
+	}
+	cfg := middleware.Config{Keys: keys, Now: clock, Replay: neverSeen{}}
+	if tv.relaxed {
+		cfg.AnyTag = true
+		cfg.AllowMissingExpires = true
+		cfg.AllowMissingNonce = true
+		cfg.AllowMissingSignatureAgent = true
+		cfg.AllowAnyKeyID = true
+		cfg.MaxWindow = -1
+	}
+	v, err := middleware.NewVerifier(cfg)
+	if err != nil {
+		return fmt.Errorf("tool verify: %w", err)
+	}
+	a, verr := v.Verify(req)
+	if verr != nil {
+		tv.printFailure(middleware.AsError(verr))
+		return exitCode(1)
+	}
+	return tv.printAgent(a)
+}
+
+// request rebuilds the captured request from the arguments.
+func (tv *toolVerify) request(ctx context.Context, method, rawURL string) (*http.Request, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("tool verify: invalid URL %q: want http(s)://host/path", rawURL)
+	}
+	if method == "" || strings.ContainsAny(method, " \t\r\n:/") {
+		return nil, fmt.Errorf("tool verify: invalid method %q", method)
+	}
+	var body []byte
+	if tv.bodyFile != "" {
+		if body, err = tv.readBody(); err != nil {
+			return nil, err
+		}
+	}
+	req, err := http.NewRequestWithContext(ctx, method, rawURL, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("tool verify: %w", err)
+	}
+	if tv.bodyFile == "" {
+		req.Body, req.ContentLength = http.NoBody, 0
+	}
+	for _, h := range tv.headers {
+		name, value, ok := strings.Cut(h, ":")
+		name, value = strings.TrimSpace(name), strings.TrimSpace(value)
+		if !ok || name == "" || strings.ContainsAny(name, " \t") {
+			return nil, fmt.Errorf("tool verify: -H %q: want 'Name: value'", h)
+		}
+		if strings.EqualFold(name, "Host") {
+			req.Host = value
+			continue
+		}
+		req.Header.Add(name, value)
+	}
+	for _, f := range []struct{ name, value string }{
+		{"Signature", tv.signature},
+		{"Signature-Input", tv.signatureInput},
+		{"Signature-Agent", tv.signatureAgent},
+	} {
+		if f.value != "" {
+			req.Header.Set(f.name, f.value)
+		}
+	}
+	if req.Header.Get("Signature") == "" || req.Header.Get("Signature-Input") == "" {
+		fmt.Fprintln(tv.env.Stderr, "usage:", toolVerifyUsage)
+		return nil, errors.New("tool verify: --signature and --signature-input are required")
+	}
+	return req, nil
+}
+
+func (tv *toolVerify) readBody() ([]byte, error) {
+	if tv.bodyFile == "-" {
+		return io.ReadAll(tv.env.Stdin)
+	}
+	name := tv.bodyFile
+	if !filepath.IsAbs(name) {
+		name = filepath.Join(tv.env.Dir, name)
+	}
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return nil, fmt.Errorf("tool verify: --body-file: %w", err)
+	}
+	return b, nil
+}
+
+// keySource returns the public JWK given with --jwk, or a key directory
+// fetcher restricted to the --trust patterns (by default the hosts the
+// Signature-Agent field names, exactly).
+func (tv *toolVerify) keySource(req *http.Request, clock func() time.Time) (middleware.KeySource, error) {
+	if tv.jwk != "" {
+		return tv.staticKey()
+	}
+	trust := []string(tv.trust)
+	if len(trust) == 0 {
+		hosts, err := signatureAgentHosts(req.Header.Values("Signature-Agent"))
+		if err != nil {
+			// The verifier reports the malformed field with its code.
+			hosts = nil
+		}
+		if len(hosts) == 0 && err == nil && tv.relaxed {
+			return nil, errors.New("tool verify: without Signature-Agent there is no key directory: give the key with --jwk")
+		}
+		trust = hosts
+		if len(hosts) > 0 {
+			tv.note("trusting %s (the Signature-Agent host); use --trust to choose", strings.Join(hosts, ", "))
+		}
+	}
+	kc := keyfetch.Config{
+		TrustedHosts:         trust,
+		AllowHTTP:            tv.allowHTTP,
+		AllowPrivateNetworks: tv.allowPrivate,
+		Now:                  clock,
+		NegativeTTL:          -1,
+	}
+	if err := kc.Validate(); err != nil {
+		return nil, fmt.Errorf("tool verify: --trust: %w", err)
+	}
+	return keyfetch.New(kc), nil
+}
+
+// staticKey parses --jwk. A kid that is not the key's thumbprint (keys
+// named out of band, as in RFC 9421's examples) is kept as a second name
+// for the key; the verifier accepts it only with --relaxed.
+func (tv *toolVerify) staticKey() (middleware.KeySource, error) {
+	data := []byte(tv.jwk)
+	if name, ok := strings.CutPrefix(tv.jwk, "@"); ok {
+		if !filepath.IsAbs(name) {
+			name = filepath.Join(tv.env.Dir, name)
+		}
+		b, err := os.ReadFile(name)
+		if err != nil {
+			return nil, fmt.Errorf("tool verify: --jwk: %w", err)
+		}
+		data = b
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("tool verify: --jwk: not a JSON object: %v", err)
+	}
+	var kid string
+	if raw, ok := m["kid"]; ok {
+		if err := json.Unmarshal(raw, &kid); err != nil {
+			return nil, errors.New("tool verify: --jwk: kid is not a string")
+		}
+		delete(m, "kid")
+		data, _ = json.Marshal(m)
+	}
+	pk, err := signer.ParsePublicJWK(data)
+	if err != nil {
+		return nil, fmt.Errorf("tool verify: --jwk: %w", err)
+	}
+	keys := middleware.NewStaticKeys()
+	keys.Add("", pk)
+	if kid != "" && kid != pk.JWK.Kid {
+		keys.AddWithID("", kid, pk)
+		if !tv.relaxed {
+			tv.note("the JWK's kid %q is not its thumbprint %q; only --relaxed accepts it", kid, pk.JWK.Kid)
+		}
+	}
+	return keys, nil
+}
+
+// signatureAgentHosts returns the host[:port] of every origin the
+// Signature-Agent field names, in field order, without duplicates.
+func signatureAgentHosts(vals []string) ([]string, error) {
+	if len(vals) == 0 {
+		return nil, nil
+	}
+	sa, err := signer.ParseSignatureAgent(vals)
+	if err != nil {
+		return nil, err
+	}
+	var origins []string
+	if sa.Legacy() {
+		o, _ := sa.Only()
+		origins = append(origins, o)
+	} else {
+		d, err := httpsfv.UnmarshalDictionary(vals)
+		if err != nil {
+			return nil, err
+		}
+		for _, name := range d.Names() {
+			if o, ok := sa.Member(name); ok {
+				origins = append(origins, o)
+			}
+		}
+	}
+	var hosts []string
+	for _, o := range origins {
+		u, err := url.Parse(o)
+		if err != nil || u.Host == "" {
+			continue
+		}
+		if !containsHost(hosts, u.Host) {
+			hosts = append(hosts, u.Host)
+		}
+	}
+	return hosts, nil
+}
+
+func containsHost(hosts []string, h string) bool {
+	for _, x := range hosts {
+		if x == h {
+			return true
+		}
+	}
+	return false
+}
+
+// note prints an informational line: to stdout for people, to stderr when
+// stdout carries JSON.
+func (tv *toolVerify) note(format string, args ...any) {
+	w := tv.env.Stdout
+	if tv.asJSON {
+		w = tv.env.Stderr
+	}
+	fmt.Fprintf(w, "• "+format+"\n", args...)
+}
+
+// verifyResult is the --json output of `idcli tool verify`.
+type verifyResult struct {
+	Verified       bool          `json:"verified"`
+	UID            string        `json:"uid,omitempty"`
+	KeyID          string        `json:"kid,omitempty"`
+	PublicJWK      *signer.JWK   `json:"public_jwk,omitempty"`
+	SignatureAgent string        `json:"signature_agent,omitempty"`
+	DirectoryURL   string        `json:"directory_url,omitempty"`
+	Label          string        `json:"label,omitempty"`
+	Tag            string        `json:"tag,omitempty"`
+	Created        *time.Time    `json:"created,omitempty"`
+	Expires        *time.Time    `json:"expires,omitempty"`
+	Nonce          string        `json:"nonce,omitempty"`
+	Components     []string      `json:"components,omitempty"`
+	Bound          *bool         `json:"bound,omitempty"`
+	Error          *verifyFailed `json:"error,omitempty"`
+}
+
+type verifyFailed struct {
+	Code    string `json:"code"`
+	Status  int    `json:"status"`
+	Message string `json:"message"`
+	Detail  string `json:"detail,omitempty"`
+}
+
+func (tv *toolVerify) printAgent(a middleware.Agent) error {
+	if tv.asJSON {
+		jwk := a.JWK.Public()
+		r := verifyResult{
+			Verified: true, UID: a.UID, KeyID: a.KeyID, PublicJWK: &jwk,
+			SignatureAgent: a.SignatureAgent, DirectoryURL: a.DirectoryURL,
+			Label: a.Label, Tag: a.Tag, Nonce: a.Nonce, Components: a.Components, Bound: &a.Bound,
+		}
+		created := a.Created.UTC()
+		r.Created = &created
+		if !a.Expires.IsZero() {
+			expires := a.Expires.UTC()
+			r.Expires = &expires
+		}
+		return writeJSON(tv.env.Stdout, r, true)
+	}
+	w := tv.env.Stdout
+	line := func(name, value string) {
+		fmt.Fprintf(w, "✔ verified %-16s %s\n", name, value)
+	}
+	orDash := func(s string) string {
+		if s == "" {
+			return "-"
+		}
+		return s
+	}
+	line("uid", orDash(a.UID))
+	line("kid", a.KeyID)
+	line("signature agent", orDash(a.SignatureAgent))
+	line("directory", orDash(a.DirectoryURL))
+	line("label", a.Label)
+	line("tag", orDash(a.Tag))
+	line("created", fmt.Sprintf("%s (%d)", a.Created.UTC().Format(time.RFC3339), a.Created.Unix()))
+	if a.Expires.IsZero() {
+		line("expires", "-")
+	} else {
+		line("expires", fmt.Sprintf("%s (%d)", a.Expires.UTC().Format(time.RFC3339), a.Expires.Unix()))
+	}
+	line("components", strings.Join(a.Components, " "))
+	line("bound", strconv.FormatBool(a.Bound))
+	return nil
+}
+
+// printFailure prints why verification failed. The cause (Err) is shown
+// too: this is the operator's own terminal, and it names what to fix (an
+// untrusted host, a refused http:// scheme, a private address).
+func (tv *toolVerify) printFailure(e *middleware.Error) {
+	detail := ""
+	if e.Err != nil {
+		detail = e.Err.Error()
+	}
+	if tv.asJSON {
+		_ = writeJSON(tv.env.Stdout, verifyResult{Error: &verifyFailed{Code: e.Code, Status: e.Status, Message: e.Message, Detail: detail}}, true)
+		return
+	}
+	fmt.Fprintf(tv.env.Stdout, "✘ %s: %s\n", e.Code, e.Message)
+	if detail != "" {
+		fmt.Fprintf(tv.env.Stdout, "  cause: %s\n", detail)
+	}
+	if hint := verifyHint(e, detail); hint != "" {
+		fmt.Fprintf(tv.env.Stdout, "  hint: %s\n", hint)
+	}
+}
+
+// verifyHint suggests the flag that addresses a failure, if one does.
+func verifyHint(e *middleware.Error, detail string) string {
+	switch {
+	case strings.Contains(detail, "AllowHTTP is off"):
+		return "the signature agent uses http://; add --allow-http for local development"
+	case errors.Is(e.Err, keyfetch.ErrPrivateAddress):
+		return "the key directory is on a private address; add --allow-private for local development"
+	case e.Code == "untrusted_signature_agent":
+		return "add --trust HOST (or --trust '*.suffix') to allow this signature agent"
+	case e.Code == "expired_signature" || e.Code == "signature_not_yet_valid":
+		return "use --now UNIX to verify as of the time the request was sent"
+	}
+	return ""
+}
