@@ -51,7 +51,9 @@ type Config struct {
 	// Optional lets unsigned requests through without an identity. Requests
 	// that carry a signature are still verified and rejected when bad.
 	Optional bool
-	// Replay remembers nonces. If nil, an in-memory store is used.
+	// Replay remembers (keyid, nonce) pairs until the signature's expiry
+	// plus Skew. If nil, an in-memory store on the Now clock is used
+	// (NewMemoryReplayStoreWithClock); several instances need a shared store.
 	Replay ReplayStore
 	// Tag is the required tag parameter. If "", "web-bot-auth".
 	Tag string
@@ -77,7 +79,9 @@ type Config struct {
 	// Skew is the allowed clock skew. If 0, 60 seconds; negative: none.
 	Skew time.Duration
 	// RequiredComponents must all be covered (e.g. "@method", "@path",
-	// "content-digest"), in addition to @authority or @target-uri.
+	// "content-digest"), in addition to @authority or @target-uri. A bare
+	// name matches the component with any parameters; a serialized item
+	// (`"signature-agent";key="sig1"`) must be covered exactly.
 	RequiredComponents []string
 	// MaxBodyBytes caps the body read to check Content-Digest. If 0, 1 MiB.
 	MaxBodyBytes int64

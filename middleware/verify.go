@@ -51,6 +51,11 @@ func (c Config) Validate() error {
 			return fmt.Errorf("middleware: Config.RequiredComponents: %w", err)
 		}
 	}
+	for i := 0; i < len(c.Tag); i++ {
+		if c.Tag[i] < 0x20 || c.Tag[i] > 0x7e {
+			return fmt.Errorf("middleware: Config.Tag %q is not printable ASCII", c.Tag)
+		}
+	}
 	return nil
 }
 
@@ -105,13 +110,19 @@ func NewVerifier(cfg Config) (*Verifier, error) {
 // responses carry: the components and parameters this verifier requires.
 func acceptSignature(cfg Config, required []signer.Component) (string, error) {
 	ids := []string{`"@authority"`}
-	for _, c := range required {
-		if c.ID() != `"@authority"` {
-			ids = append(ids, c.ID())
+	add := func(id string) {
+		for _, x := range ids {
+			if x == id {
+				return
+			}
 		}
+		ids = append(ids, id)
+	}
+	for _, c := range required {
+		add(c.ID())
 	}
 	if cfg.RequireBound {
-		ids = append(ids, `"signature-agent";key="sig1"`)
+		add(`"signature-agent";key="sig1"`)
 	}
 	il := httpsfv.InnerList{Params: httpsfv.NewParams()}
 	for _, id := range ids {

@@ -824,6 +824,7 @@ func TestConfigValidate(t *testing.T) {
 		{"negative body cap", middleware.Config{Keys: keys, MaxBodyBytes: -1}, "MaxBodyBytes"},
 		{"unknown derived component", middleware.Config{Keys: keys, RequiredComponents: []string{"@bogus"}}, "RequiredComponents"},
 		{"bad field name", middleware.Config{Keys: keys, RequiredComponents: []string{"bad name"}}, "RequiredComponents"},
+		{"tag with a control character", middleware.Config{Keys: keys, Tag: "web\nbot"}, "Tag"},
 		{"unparsable sf-item", middleware.Config{Keys: keys, RequiredComponents: []string{`"signature-agent";key=`}}, "RequiredComponents"},
 	}
 	for _, tt := range tests {
