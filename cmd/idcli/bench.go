@@ -1,0 +1,458 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/signer"
+	"github.com/peterbourgon/ff/v3/ffcli"
+)
+
+// Bench targets.
+const (
+	benchWhoami    = "whoami"
+	benchRegister  = "register"
+	benchDirectory = "directory"
+	benchAll       = "all"
+)
+
+var benchTargets = []string{benchWhoami, benchRegister, benchDirectory}
+
+// benchConfig is what `idcli bench` runs.
+type benchConfig struct {
+	// URL is the service base URL (its HOSTNAME), e.g. http://localhost:3000.
+	URL string
+	// Connect is the host:port every connection dials (agent hosts
+	// included). If "", the URL's host and port.
+	Connect string
+	// Duration bounds each target's run; 0 means no time bound.
+	Duration time.Duration
+	// Requests bounds each target's request count; 0 means no count bound.
+	Requests int64
+	// Concurrency is the number of workers (and connections).
+	Concurrency int
+	// Targets run one after another.
+	Targets []string
+	// Timeout bounds one request.
+	Timeout time.Duration
+}
+
+// benchTarget is the outcome of one target's run.
+type benchTarget struct {
+	Target   string         `json:"target"`
+	Requests int            `json:"requests"`
+	Seconds  float64        `json:"seconds"`
+	RPS      float64        `json:"requests_per_second"`
+	P50ms    float64        `json:"p50_ms"`
+	P90ms    float64        `json:"p90_ms"`
+	P99ms    float64        `json:"p99_ms"`
+	Maxms    float64        `json:"max_ms"`
+	Status   map[string]int `json:"status"` // "200", "429", …, "error"
+	Errors   int            `json:"errors"`
+	// FirstError is the first transport error, if any.
+	FirstError string `json:"first_error,omitempty"`
+}
+
+// benchReport is the whole run.
+type benchReport struct {
+	URL         string        `json:"url"`
+	Concurrency int           `json:"concurrency"`
+	AgentUID    string        `json:"agent_uid"`
+	Targets     []benchTarget `json:"targets"`
+	// ServerRSSBytes and ServerHeapBytes come from the server's /metrics
+	// after the run (0 when it does not expose them).
+	ServerRSSBytes  int64 `json:"server_rss_bytes,omitempty"`
+	ServerHeapBytes int64 `json:"server_heap_bytes,omitempty"`
+}
+
+func newBenchCmd(env *cliEnv) *ffcli.Command {
+	fs := newFlagSet("idcli bench", env)
+	rawURL := fs.String("url", "http://localhost:3000", "service base URL (the server's HOSTNAME)")
+	connect := fs.String("connect", "", "host:port to dial for every request (default: the URL's host and port)")
+	duration := fs.Duration("duration", 10*time.Second, "time budget per target (0: none)")
+	requests := fs.Int64("requests", 0, "request budget per target (0: none)")
+	concurrency := fs.Int("concurrency", 64, "concurrent connections")
+	target := fs.String("target", benchWhoami, "whoami, register, directory or all (each in turn)")
+	timeout := fs.Duration("timeout", 10*time.Second, "timeout of one request")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	return &ffcli.Command{
+		Name:       "bench",
+		ShortUsage: "idcli bench [--url URL] [--duration 10s] [--requests N] [--concurrency 64] [--target whoami|register|directory|all]",
+		ShortHelp:  "load-test a running agentid server",
+		LongHelp: "Registers a bench agent, then sends signed requests with a fresh nonce each\n" +
+			"(replay protection stays on): GET /whoami signed by the bench agent; POST /agents\n" +
+			"with a new key each time; GET of the bench agent's key directory on its agent host\n" +
+			"(dialed at the service address). Each target runs until --requests or --duration\n" +
+			"is used up, then prints requests/s, latency percentiles and status counts.\n" +
+			"Registration is rate limited per client address by default: start the server with\n" +
+			"--rate-limit off to measure its throughput.",
+		FlagSet: fs,
+		Exec: func(ctx context.Context, args []string) error {
+			if len(args) > 0 {
+				return fmt.Errorf("bench: unexpected argument %q", args[0])
+			}
+			cfg := benchConfig{URL: *rawURL, Connect: *connect, Duration: *duration, Requests: *requests,
+				Concurrency: *concurrency, Timeout: *timeout}
+			switch *target {
+			case benchAll:
+				cfg.Targets = benchTargets
+			case benchWhoami, benchRegister, benchDirectory:
+				cfg.Targets = []string{*target}
+			default:
+				return fmt.Errorf("bench: --target %q: want whoami, register, directory or all", *target)
+			}
+			rep, err := runBench(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			if *asJSON {
+				enc := json.NewEncoder(env.Stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(rep)
+			}
+			printBench(env.Stdout, rep)
+			return nil
+		},
+	}
+}
+
+// bench is one run's shared state.
+type bench struct {
+	cfg         benchConfig
+	client      *http.Client
+	base        *url.URL
+	serviceHost string // service authority, host[:port]
+	key         signer.PrivateKey
+	uid         string
+	origin      string // the bench agent's Signature-Agent origin
+}
+
+func (c benchConfig) validate() (*url.URL, error) {
+	u, err := url.Parse(c.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("bench: --url %q: want http(s)://host[:port]", c.URL)
+	}
+	if u.Path != "" && u.Path != "/" {
+		return nil, fmt.Errorf("bench: --url %q: give the service base URL without a path", c.URL)
+	}
+	if c.Duration < 0 || c.Requests < 0 {
+		return nil, errors.New("bench: --duration and --requests must not be negative")
+	}
+	if c.Duration == 0 && c.Requests == 0 {
+		return nil, errors.New("bench: give --duration or --requests (a run must be bounded)")
+	}
+	if c.Concurrency < 1 || c.Concurrency > 10000 {
+		return nil, fmt.Errorf("bench: --concurrency %d: want 1 to 10000", c.Concurrency)
+	}
+	if c.Timeout <= 0 {
+		return nil, errors.New("bench: --timeout must be positive")
+	}
+	return u, nil
+}
+
+// runBench registers a bench agent and runs each target in turn.
+func runBench(ctx context.Context, cfg benchConfig) (benchReport, error) {
+	u, err := cfg.validate()
+	if err != nil {
+		return benchReport{}, err
+	}
+	addr := cfg.Connect
+	if addr == "" {
+		addr = u.Host
+		if u.Port() == "" {
+			port := "80"
+			if u.Scheme == "https" {
+				port = "443"
+			}
+			addr = net.JoinHostPort(u.Hostname(), port)
+		}
+	}
+	dialer := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
+	tr := &http.Transport{
+		// Every host (the service host and <uid>.<service host>) is dialed
+		// at the service address, so agent hosts need no DNS.
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return dialer.DialContext(ctx, network, addr)
+		},
+		MaxIdleConns:        0,
+		MaxIdleConnsPerHost: cfg.Concurrency,
+		IdleConnTimeout:     90 * time.Second,
+		TLSHandshakeTimeout: 5 * time.Second,
+	}
+	defer tr.CloseIdleConnections()
+	b := &bench{
+		cfg:         cfg,
+		client:      &http.Client{Transport: tr, Timeout: cfg.Timeout, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
+		base:        &url.URL{Scheme: u.Scheme, Host: u.Host},
+		serviceHost: signer.NormalizeAuthority(u.Scheme, u.Host),
+	}
+	if b.key, err = signer.GenerateKey(rand.Reader); err != nil {
+		return benchReport{}, err
+	}
+	status, uid, err := b.register(ctx, b.key)
+	if err != nil {
+		return benchReport{}, fmt.Errorf("bench: register the bench agent at %s: %w", b.base, err)
+	}
+	if (status != http.StatusCreated && status != http.StatusOK) || !middleware.ValidUID(uid) {
+		return benchReport{}, fmt.Errorf("bench: register the bench agent at %s: HTTP %d (uid %q)", b.base, status, uid)
+	}
+	b.uid = uid
+	b.origin = u.Scheme + "://" + uid + "." + b.serviceHost
+
+	rep := benchReport{URL: b.base.String(), Concurrency: cfg.Concurrency, AgentUID: uid}
+	for _, t := range cfg.Targets {
+		if err := ctx.Err(); err != nil {
+			return rep, err
+		}
+		rep.Targets = append(rep.Targets, b.run(ctx, t))
+	}
+	rep.ServerRSSBytes, rep.ServerHeapBytes = b.serverMemory(ctx)
+	return rep, nil
+}
+
+// register POSTs key's public JWK to /agents, signed by key with the write
+// profile, and returns the status and uid.
+func (b *bench) register(ctx context.Context, key signer.PrivateKey) (int, string, error) {
+	body, _ := json.Marshal(struct {
+		PublicJWK json.RawMessage `json:"public_jwk"`
+	}{json.RawMessage(key.Public.JWK.MarshalPublic())})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.base.String()+"/agents", bytes.NewReader(body))
+	if err != nil {
+		return 0, "", err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if err := signer.Sign(req, key, signer.Options{Components: signer.WriteComponents}); err != nil {
+		return 0, "", err
+	}
+	resp, err := b.client.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	var out struct {
+		UID string `json:"uid"`
+	}
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	json.Unmarshal(data, &out)
+	return resp.StatusCode, out.UID, nil
+}
+
+// do sends one request of target and returns its status.
+func (b *bench) do(ctx context.Context, target string) (int, error) {
+	switch target {
+	case benchRegister:
+		key, err := signer.GenerateKey(rand.Reader)
+		if err != nil {
+			return 0, err
+		}
+		status, _, err := b.register(ctx, key)
+		return status, err
+	case benchWhoami:
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.base.String()+"/whoami", nil)
+		if err != nil {
+			return 0, err
+		}
+		// A fresh nonce per request: the server's replay check stays on.
+		if err := signer.Sign(req, b.key, signer.Options{SignatureAgent: b.origin}); err != nil {
+			return 0, err
+		}
+		return b.send(req)
+	case benchDirectory:
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.origin+middleware.DirectoryPath, nil)
+		if err != nil {
+			return 0, err
+		}
+		return b.send(req)
+	}
+	return 0, fmt.Errorf("bench: unknown target %q", target)
+}
+
+func (b *bench) send(req *http.Request) (int, error) {
+	resp, err := b.client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// workerStats is one worker's record, merged after the run.
+type workerStats struct {
+	lat      []time.Duration
+	status   map[int]int
+	errors   int
+	firstErr string
+}
+
+// run drives target with cfg.Concurrency workers until the request or time
+// budget is used up. Requests in flight at the deadline finish (bounded by
+// the request timeout) and are counted.
+func (b *bench) run(ctx context.Context, target string) benchTarget {
+	var (
+		issued   atomic.Int64
+		deadline time.Time
+		wg       sync.WaitGroup
+	)
+	start := time.Now()
+	if b.cfg.Duration > 0 {
+		deadline = start.Add(b.cfg.Duration)
+	}
+	stats := make([]workerStats, b.cfg.Concurrency)
+	for i := range stats {
+		wg.Add(1)
+		go func(ws *workerStats) {
+			defer wg.Done()
+			ws.status = map[int]int{}
+			for ctx.Err() == nil {
+				if !deadline.IsZero() && !time.Now().Before(deadline) {
+					return
+				}
+				if n := issued.Add(1); b.cfg.Requests > 0 && n > b.cfg.Requests {
+					return
+				}
+				t0 := time.Now()
+				status, err := b.do(ctx, target)
+				ws.lat = append(ws.lat, time.Since(t0))
+				if err != nil {
+					if ctx.Err() != nil {
+						ws.lat = ws.lat[:len(ws.lat)-1] // interrupted, not measured
+						return
+					}
+					ws.errors++
+					if ws.firstErr == "" {
+						ws.firstErr = err.Error()
+					}
+					continue
+				}
+				ws.status[status]++
+			}
+		}(&stats[i])
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+
+	out := benchTarget{Target: target, Seconds: elapsed.Seconds(), Status: map[string]int{}}
+	var lat []time.Duration
+	for _, ws := range stats {
+		lat = append(lat, ws.lat...)
+		for s, n := range ws.status {
+			out.Status[strconv.Itoa(s)] += n
+		}
+		if ws.errors > 0 {
+			out.Status["error"] += ws.errors
+			out.Errors += ws.errors
+			if out.FirstError == "" {
+				out.FirstError = ws.firstErr
+			}
+		}
+	}
+	slices.Sort(lat)
+	out.Requests = len(lat)
+	if elapsed > 0 {
+		out.RPS = float64(len(lat)) / elapsed.Seconds()
+	}
+	out.P50ms = ms(percentile(lat, 50))
+	out.P90ms = ms(percentile(lat, 90))
+	out.P99ms = ms(percentile(lat, 99))
+	if len(lat) > 0 {
+		out.Maxms = ms(lat[len(lat)-1])
+	}
+	return out
+}
+
+// percentile returns the nearest-rank p-th percentile of sorted.
+func percentile(sorted []time.Duration, p int) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := (len(sorted)*p + 99) / 100 // ceil(n*p/100)
+	return sorted[max(i, 1)-1]
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// serverMemory reads process_resident_memory_bytes and
+// go_memstats_heap_alloc_bytes from the server's /metrics, if it has them.
+func (b *bench) serverMemory(ctx context.Context) (rss, heap int64) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.base.String()+"/metrics", nil)
+	if err != nil {
+		return 0, 0
+	}
+	resp, err := b.client.Do(req)
+	if err != nil {
+		return 0, 0
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
+		return 0, 0
+	}
+	sc := bufio.NewScanner(io.LimitReader(resp.Body, 4<<20))
+	for sc.Scan() {
+		name, val, ok := strings.Cut(sc.Text(), " ")
+		if !ok {
+			continue
+		}
+		f, err := strconv.ParseFloat(val, 64)
+		if err != nil {
+			continue
+		}
+		switch name {
+		case "process_resident_memory_bytes":
+			rss = int64(f)
+		case "go_memstats_heap_alloc_bytes":
+			heap = int64(f)
+		}
+	}
+	return rss, heap
+}
+
+// printBench writes the report as a table.
+func printBench(w io.Writer, rep benchReport) {
+	fmt.Fprintf(w, "idcli bench %s: %d connections, bench agent %s\n", rep.URL, rep.Concurrency, rep.AgentUID)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "target\trequests\tseconds\treq/s\tp50 ms\tp90 ms\tp99 ms\tmax ms\tstatus")
+	for _, t := range rep.Targets {
+		codes := make([]string, 0, len(t.Status))
+		for c := range t.Status {
+			codes = append(codes, c)
+		}
+		sort.Strings(codes)
+		var st []string
+		for _, c := range codes {
+			st = append(st, fmt.Sprintf("%s:%d", c, t.Status[c]))
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%s\n",
+			t.Target, t.Requests, t.Seconds, t.RPS, t.P50ms, t.P90ms, t.P99ms, t.Maxms, strings.Join(st, " "))
+	}
+	tw.Flush()
+	for _, t := range rep.Targets {
+		if t.FirstError != "" {
+			fmt.Fprintf(w, "%s: %d transport errors, first: %s\n", t.Target, t.Errors, t.FirstError)
+		}
+	}
+	if rep.ServerRSSBytes > 0 || rep.ServerHeapBytes > 0 {
+		fmt.Fprintf(w, "server memory after the run: RSS %.1f MiB, Go heap %.1f MiB\n",
+			float64(rep.ServerRSSBytes)/(1<<20), float64(rep.ServerHeapBytes)/(1<<20))
+	}
+}
