@@ -8,5 +8,6 @@ func extraCommands(env *cliEnv) []*ffcli.Command {
 	var cmds []*ffcli.Command
 	cmds = append(cmds, newToolCmd(env))
 	cmds = append(cmds, newDirectoryCmd(env))
+	cmds = append(cmds, newBenchCmd(env))
 	return cmds
 }
