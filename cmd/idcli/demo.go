@@ -1,0 +1,521 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/agentid/agentid/keyfetch"
+	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/refserver"
+	"github.com/agentid/agentid/signer/agent"
+	"github.com/peterbourgon/ff/v3/ffcli"
+	"gorm.io/gorm"
+)
+
+// Tuning of the demo's third-party API: its key cache is short-lived so the
+// rotation shows up in seconds rather than minutes.
+const (
+	demoRefreshCooldown = 200 * time.Millisecond
+	demoMinTTL          = time.Second
+	demoMaxTTL          = 5 * time.Second
+	// demoRefreshWait bounds how long the demo waits for the third-party
+	// API to learn the new key.
+	demoRefreshWait = 5 * time.Second
+	demoHTTPTimeout = 10 * time.Second
+)
+
+// newDemoCmd is `idcli demo`: the main job, end to end, on loopback with the
+// embedded database, leaving nothing behind (DESIGN §8).
+func newDemoCmd(env *cliEnv) *ffcli.Command {
+	fs := newFlagSet("idcli demo", env)
+	verbose := fs.Bool("verbose", false, "also print the server's request log and the third-party API's key fetches (to stderr)")
+	return &ffcli.Command{
+		Name:       "demo",
+		ShortUsage: "idcli demo [--verbose]",
+		ShortHelp:  "run agentid end to end on loopback (embedded database, no setup, nothing left behind)",
+		LongHelp: "Starts the reference server on a free loopback port with an embedded SQLite\n" +
+			"database in a temporary folder, creates an agent, calls /whoami signed, starts\n" +
+			"a third-party API that verifies the agent through its key directory, rotates\n" +
+			"the key, shows the old key refused and the new one accepted, and a replayed\n" +
+			"request refused. Prints one ✔ line per step and exits non-zero if any step\n" +
+			"misbehaves. Everything is removed afterwards. The temporary folder is created\n" +
+			"under TMPDIR (default: the system's temporary directory).",
+		FlagSet: fs,
+		Exec: func(ctx context.Context, args []string) error {
+			if len(args) > 0 {
+				return fmt.Errorf("demo takes no arguments (got %q)", args[0])
+			}
+			return runDemo(ctx, env, *verbose)
+		},
+	}
+}
+
+// demo is the state of one demo run.
+type demo struct {
+	env     *cliEnv
+	verbose bool
+	log     *slog.Logger // server and third-party logs; discarded unless verbose
+
+	tmp       string          // temporary folder holding the database and the agent's .env
+	db        *gorm.DB        // the embedded database
+	servers   []*http.Server  // the reference server and the third-party API
+	transport *http.Transport // every HTTP client of the demo dials through it
+	client    *http.Client    // unsigned client (registration, rotation)
+
+	serverURL string // HOSTNAME of the reference server, http://localhost:PORT
+	apiURL    string // the third-party API's base URL, http://localhost:PORT
+	agentDir  string // the agent's folder (holds .env)
+
+	uid     string
+	oldCred agent.Credentials // the agent's first key
+	newCred agent.Credentials // the key after rotation
+}
+
+// noEnv is the demo's process environment: empty, so AGENT_* variables of
+// the user's shell never leak into (or get overwritten by) the demo agent.
+func noEnv(string) string { return "" }
+
+// runDemo runs every step, stopping at the first that misbehaves, then
+// cleans up. It returns nil only if every step (and the clean-up) behaved.
+func runDemo(ctx context.Context, env *cliEnv, verbose bool) error {
+	start := time.Now()
+	d := &demo{env: env, verbose: verbose, log: slog.New(slog.DiscardHandler)}
+	if verbose {
+		d.log = slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	d.transport = &http.Transport{
+		Proxy:               nil, // loopback only: never through HTTP_PROXY
+		DialContext:         loopbackDial,
+		MaxIdleConnsPerHost: 4,
+		IdleConnTimeout:     30 * time.Second,
+	}
+	d.client = &http.Client{Transport: d.transport, Timeout: demoHTTPTimeout}
+
+	steps := []struct {
+		name string
+		run  func(context.Context) (string, error)
+	}{
+		{"server start", d.startServer},
+		{"agent creation", d.createAgent},
+		{"/whoami", d.whoami},
+		{"third-party API", d.thirdParty},
+		{"key rotation", d.rotate},
+		{"old key at the server", d.oldKeyAtServer},
+		{"new key at the server", d.newKeyAtServer},
+		{"third-party API refresh", d.thirdPartyRefresh},
+		{"replay", d.replay},
+	}
+	ok := true
+	for _, s := range steps {
+		line, err := s.run(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				err = fmt.Errorf("interrupted (%w)", ctx.Err())
+			}
+			fmt.Fprintf(env.Stdout, "✘ %s: %v\n", s.name, err)
+			ok = false
+			break
+		}
+		fmt.Fprintf(env.Stdout, "✔ %s\n", line)
+	}
+	if err := d.cleanup(ctx); err != nil {
+		fmt.Fprintf(env.Stdout, "✘ clean-up: %v\n", err)
+		ok = false
+	} else {
+		fmt.Fprintln(env.Stdout, "✔ servers stopped, temporary folder removed")
+	}
+	if !ok {
+		if ctx.Err() != nil {
+			return exitCode(130)
+		}
+		return exitCode(1)
+	}
+	fmt.Fprintf(env.Stdout, "demo complete in %.1fs\n", time.Since(start).Seconds())
+	return nil
+}
+
+// loopbackDial connects localhost and every *.localhost name (such as the
+// per-agent hosts agent-….localhost:PORT) to 127.0.0.1 on the same port, so
+// the demo works on machines whose resolver does not know *.localhost. Any
+// other host is refused: the demo never leaves the machine.
+func loopbackDial(ctx context.Context, _, addr string) (net.Conn, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	if host != "localhost" && !strings.HasSuffix(host, ".localhost") && host != "127.0.0.1" {
+		return nil, fmt.Errorf("demo: refusing to dial %s: the demo stays on loopback", addr)
+	}
+	var dialer net.Dialer
+	return dialer.DialContext(ctx, "tcp4", net.JoinHostPort("127.0.0.1", port))
+}
+
+// listen opens a free loopback port; its URL is http://localhost:PORT.
+func (d *demo) listen() (net.Listener, string, error) {
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", fmt.Errorf("cannot listen on loopback: %s", netCause(err))
+	}
+	return ln, fmt.Sprintf("http://localhost:%d", ln.Addr().(*net.TCPAddr).Port), nil
+}
+
+// serve serves h on ln until cleanup.
+func (d *demo) serve(ln net.Listener, h http.Handler) {
+	hs := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
+	}
+	d.servers = append(d.servers, hs)
+	go hs.Serve(ln)
+}
+
+// startServer is step 1: the reference server on a migrated embedded
+// database in a new temporary folder.
+func (d *demo) startServer(ctx context.Context) (string, error) {
+	tmp, err := os.MkdirTemp(d.env.Getenv("TMPDIR"), "agentid-demo-")
+	if err != nil {
+		return "", fmt.Errorf("cannot create a temporary folder: %s", netCause(err))
+	}
+	d.tmp = tmp
+	databaseURL := "sqlite://" + filepath.Join(tmp, "agentid.db")
+	if d.db, err = refserver.OpenDB(databaseURL); err != nil {
+		return "", dbConnectError(databaseURL, err)
+	}
+	var migrations io.Writer // the migration lines only with --verbose
+	if d.verbose {
+		migrations = d.env.Stderr
+	}
+	if err := refserver.Migrate(ctx, d.db, migrations); err != nil {
+		return "", fmt.Errorf("migration failed: %s", oneLine(err.Error()))
+	}
+	// HOSTNAME names the port, known once the listener exists.
+	ln, url, err := d.listen()
+	if err != nil {
+		return "", err
+	}
+	srv, err := refserver.New(refserver.Config{
+		DB:       d.db,
+		Hostname: url,
+		Version:  Version,
+		Logger:   d.log.With("component", "server"),
+		Replay:   middleware.NewMemoryReplayStore(),
+	})
+	if err != nil {
+		ln.Close()
+		return "", err
+	}
+	d.serve(ln, srv.Handler())
+	d.serverURL = url
+
+	r, err := d.send(ctx, d.client, http.MethodGet, url+"/", nil)
+	if err != nil {
+		return "", err
+	}
+	if r.Status != http.StatusOK {
+		return "", fmt.Errorf("health check GET %s/ answered %s, want 200", url, r)
+	}
+	return fmt.Sprintf("server started on %s (embedded database)", url), nil
+}
+
+// createAgent is step 2: agent.Init in a temporary folder.
+func (d *demo) createAgent(ctx context.Context) (string, error) {
+	d.agentDir = filepath.Join(d.tmp, "agent")
+	if err := os.Mkdir(d.agentDir, 0o700); err != nil {
+		return "", err
+	}
+	res, err := agent.Init(ctx, agent.InitOptions{
+		Dir:        d.agentDir,
+		Hostname:   d.serverURL,
+		HTTPClient: d.client,
+		Getenv:     noEnv,
+	})
+	if err != nil {
+		return "", err
+	}
+	if !res.IsNew {
+		return "", fmt.Errorf("the server reported agent %s as already existing, want a new agent", res.UID)
+	}
+	creds, err := agent.Load(agent.LoadOptions{Dir: d.agentDir, Getenv: noEnv})
+	if err != nil {
+		return "", err
+	}
+	if creds.UID != res.UID || creds.Key.KeyID() != res.PublicJWK.Kid {
+		return "", fmt.Errorf("the credentials file holds %s, want %s (kid %s)", creds, res.UID, res.PublicJWK.Kid)
+	}
+	d.uid, d.oldCred = res.UID, creds
+	return fmt.Sprintf("agent created %s (kid %s, credentials in %s)", res.UID, res.PublicJWK.Kid, res.Path), nil
+}
+
+// whoami is step 3: GET /whoami signed by the agent.
+func (d *demo) whoami(ctx context.Context) (string, error) {
+	r, err := d.expect(ctx, d.oldCred, d.serverURL+"/whoami", http.StatusOK, d.oldCred.Key.KeyID())
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("/whoami %d %s (kid %s)", r.Status, r.UID, r.Kid), nil
+}
+
+// thirdParty is step 4: a separate API, protected by the verification
+// middleware, that learns the agent's keys only by fetching its key
+// directory from the server over HTTP.
+func (d *demo) thirdParty(ctx context.Context) (string, error) {
+	keys := keyfetch.New(keyfetch.Config{
+		TrustedHosts: []string{"*.localhost"},
+		// AllowHTTP and AllowPrivateNetworks are on only because this demo
+		// runs on plain HTTP over loopback. A real deployment trusts its
+		// agents' https:// hosts and leaves both off. (With a custom
+		// HTTPClient, AllowPrivateNetworks is not consulted: loopbackDial
+		// itself never connects anywhere but 127.0.0.1.)
+		AllowHTTP:            true,
+		AllowPrivateNetworks: true,
+		HTTPClient:           &http.Client{Transport: d.transport},
+		// A short cache so the rotation shows up in seconds: an unknown
+		// keyid forces a refresh at most every 200 ms, and keys are kept
+		// at most 5 s whatever the directory's max-age says.
+		RefreshCooldown: demoRefreshCooldown,
+		MinTTL:          demoMinTTL,
+		MaxTTL:          demoMaxTTL,
+		Logger:          d.log.With("component", "third-party"),
+	})
+	verify := middleware.New(middleware.Config{Keys: keys, Logger: d.log.With("component", "third-party")})
+	mux := http.NewServeMux()
+	mux.Handle("GET /hello", verify(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a, _ := middleware.AgentFrom(r.Context())
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]string{
+			"message":       "hello, " + a.UID,
+			"uid":           a.UID,
+			"kid":           a.KeyID,
+			"directory_url": a.DirectoryURL,
+		})
+	})))
+	ln, url, err := d.listen()
+	if err != nil {
+		return "", err
+	}
+	d.serve(ln, mux)
+	d.apiURL = url
+	r, err := d.expect(ctx, d.oldCred, d.apiURL+"/hello", http.StatusOK, d.oldCred.Key.KeyID())
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("third-party API on %s verified %s via its key directory (%d, kid %s)", d.apiURL, r.UID, r.Status, r.Kid), nil
+}
+
+// rotate is step 5: agent.Rotate replaces the key; the uid stays.
+func (d *demo) rotate(ctx context.Context) (string, error) {
+	res, err := agent.Rotate(ctx, agent.RotateOptions{Dir: d.agentDir, HTTPClient: d.client, Getenv: noEnv})
+	if err != nil {
+		return "", err
+	}
+	if res.UID != d.uid {
+		return "", fmt.Errorf("rotation answered for %s, want %s", res.UID, d.uid)
+	}
+	creds, err := agent.Load(agent.LoadOptions{Dir: d.agentDir, Getenv: noEnv})
+	if err != nil {
+		return "", err
+	}
+	if creds.Key.KeyID() != res.PublicJWK.Kid || creds.Key.KeyID() == d.oldCred.Key.KeyID() {
+		return "", fmt.Errorf("the credentials file holds kid %s after rotation, want the new kid %s", creds.Key.KeyID(), res.PublicJWK.Kid)
+	}
+	d.newCred = creds
+	return fmt.Sprintf("keys rotated (new kid %s)", res.PublicJWK.Kid), nil
+}
+
+// oldKeyAtServer is step 6a: the server refuses the old key at once.
+func (d *demo) oldKeyAtServer(ctx context.Context) (string, error) {
+	r, err := d.call(ctx, d.oldCred, d.serverURL+"/whoami")
+	if err != nil {
+		return "", err
+	}
+	if r.Status != http.StatusUnauthorized || (r.Code != "revoked_key" && r.Code != "unknown_key") {
+		return "", fmt.Errorf("GET /whoami with the old key answered %s, want 401 revoked_key", r)
+	}
+	return fmt.Sprintf("old key rejected by the server (%d %s)", r.Status, r.Code), nil
+}
+
+// newKeyAtServer is step 6b: the server accepts the new key at once.
+func (d *demo) newKeyAtServer(ctx context.Context) (string, error) {
+	r, err := d.expect(ctx, d.newCred, d.serverURL+"/whoami", http.StatusOK, d.newCred.Key.KeyID())
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("new key accepted by the server (%d, kid %s)", r.Status, r.Kid), nil
+}
+
+// thirdPartyRefresh is step 6c: the third-party API still holds the old
+// directory; the unknown new kid makes it refetch (at most once per
+// cooldown), after which the new key verifies and the old one is unknown.
+func (d *demo) thirdPartyRefresh(ctx context.Context) (string, error) {
+	url := d.apiURL + "/hello"
+	deadline := time.Now().Add(demoRefreshWait)
+	var r demoReply
+	for {
+		var err error
+		if r, err = d.call(ctx, d.newCred, url); err != nil {
+			return "", err
+		}
+		if r.Status != http.StatusUnauthorized || r.Code != "unknown_key" || time.Now().After(deadline) {
+			break
+		}
+		// Refreshed too recently: wait out the cooldown.
+		select {
+		case <-time.After(demoRefreshCooldown):
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}
+	if r.Status != http.StatusOK || r.UID != d.uid || r.Kid != d.newCred.Key.KeyID() {
+		return "", fmt.Errorf("the new key answered %s, want 200 for %s with kid %s", r, d.uid, d.newCred.Key.KeyID())
+	}
+	old, err := d.call(ctx, d.oldCred, url)
+	if err != nil {
+		return "", err
+	}
+	if old.Status != http.StatusUnauthorized || old.Code != "unknown_key" {
+		return "", fmt.Errorf("the old key answered %s after the refresh, want 401 unknown_key", old)
+	}
+	return fmt.Sprintf("third-party API refreshed: new key %d, old key %d %s", r.Status, old.Status, old.Code), nil
+}
+
+// replay is step 7: one signed request captured and sent twice with
+// identical headers, to the server and to the third-party API. The first
+// copy is accepted, the second refused.
+func (d *demo) replay(ctx context.Context) (string, error) {
+	for _, target := range []struct{ name, url string }{
+		{"the server", d.serverURL + "/whoami"},
+		{"the third-party API", d.apiURL + "/hello"},
+	} {
+		h, err := agent.Headers(http.MethodGet, target.url, d.newCred, "", "")
+		if err != nil {
+			return "", err
+		}
+		captured := http.Header{}
+		captured.Set("Signature", h.Signature)
+		captured.Set("Signature-Input", h.SignatureInput)
+		captured.Set("Signature-Agent", h.SignatureAgent)
+		first, err := d.send(ctx, d.client, http.MethodGet, target.url, captured)
+		if err != nil {
+			return "", err
+		}
+		if first.Status != http.StatusOK {
+			return "", fmt.Errorf("the original request to %s answered %s, want 200", target.name, first)
+		}
+		again, err := d.send(ctx, d.client, http.MethodGet, target.url, captured)
+		if err != nil {
+			return "", err
+		}
+		if again.Status != http.StatusUnauthorized || again.Code != "replayed_nonce" {
+			return "", fmt.Errorf("the replayed request to %s answered %s, want 401 replayed_nonce", target.name, again)
+		}
+	}
+	return "replayed request rejected by the server and the third-party API (401 replayed_nonce)", nil
+}
+
+// cleanup is step 8: stop both servers, close the database and remove the
+// temporary folder. It runs whatever happened before, even after ctx is
+// cancelled.
+func (d *demo) cleanup(ctx context.Context) error {
+	var errs []error
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	for _, hs := range d.servers {
+		if err := hs.Shutdown(sctx); err != nil {
+			hs.Close()
+			errs = append(errs, fmt.Errorf("stop server: %w", err))
+		}
+	}
+	d.transport.CloseIdleConnections()
+	if d.db != nil {
+		closeDB(d.db)
+	}
+	if d.tmp != "" {
+		if err := os.RemoveAll(d.tmp); err != nil {
+			errs = append(errs, fmt.Errorf("remove %s: %w", d.tmp, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// demoReply is what the demo reads from a response.
+type demoReply struct {
+	Status int
+	UID    string // "uid" of a JSON success body
+	Kid    string // "kid" of a JSON success body
+	Code   string // error code of a JSON error body
+}
+
+func (r demoReply) String() string {
+	s := fmt.Sprint(r.Status)
+	if r.Code != "" {
+		s += " " + r.Code
+	}
+	if r.UID != "" {
+		s += " for " + r.UID
+	}
+	if r.Kid != "" {
+		s += " (kid " + r.Kid + ")"
+	}
+	return s
+}
+
+// call sends GET url signed by creds (default profile, through the demo's
+// loopback transport).
+func (d *demo) call(ctx context.Context, creds agent.Credentials, url string) (demoReply, error) {
+	c := creds.Client(d.transport)
+	c.Timeout = demoHTTPTimeout
+	return d.send(ctx, c, http.MethodGet, url, nil)
+}
+
+// expect is call that wants status, the agent's uid and kid in the body.
+func (d *demo) expect(ctx context.Context, creds agent.Credentials, url string, status int, kid string) (demoReply, error) {
+	r, err := d.call(ctx, creds, url)
+	if err != nil {
+		return r, err
+	}
+	if r.Status != status || r.UID != d.uid || r.Kid != kid {
+		return r, fmt.Errorf("GET %s answered %s, want %d for %s (kid %s)", url, r, status, d.uid, kid)
+	}
+	return r, nil
+}
+
+// send sends one request and reads its status and JSON body.
+func (d *demo) send(ctx context.Context, c *http.Client, method, url string, h http.Header) (demoReply, error) {
+	req, err := http.NewRequestWithContext(ctx, method, url, nil)
+	if err != nil {
+		return demoReply{}, err
+	}
+	for k, v := range h {
+		req.Header[k] = v
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return demoReply{}, fmt.Errorf("%s %s: %s", method, url, netCause(err))
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if err != nil {
+		return demoReply{}, fmt.Errorf("%s %s: read body: %s", method, url, netCause(err))
+	}
+	var b struct {
+		UID   string `json:"uid"`
+		Kid   string `json:"kid"`
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	_ = json.Unmarshal(body, &b) // a non-JSON body leaves the fields empty
+	return demoReply{Status: resp.StatusCode, UID: b.UID, Kid: b.Kid, Code: b.Error.Code}, nil
+}
