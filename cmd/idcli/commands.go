@@ -6,6 +6,7 @@ import "github.com/peterbourgon/ff/v3/ffcli"
 // (demo, bench, tool, directory). Each lives in its own file.
 func extraCommands(env *cliEnv) []*ffcli.Command {
 	var cmds []*ffcli.Command
+	cmds = append(cmds, newDemoCmd(env))
 	cmds = append(cmds, newToolCmd(env))
 	cmds = append(cmds, newDirectoryCmd(env))
 	cmds = append(cmds, newBenchCmd(env))
