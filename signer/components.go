@@ -320,15 +320,29 @@ func queryParam(r *http.Request, name string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%w @query-param: %v", ErrInvalidComponent, err)
 	}
-	vals, ok := q[name]
+	// The name parameter is the re-encoded name (RFC 9421 §2.2.8), so
+	// compare it with each decoded name re-encoded the same way.
+	var vals []string
+	for k, vs := range q {
+		if formEncode(k) == name {
+			vals = append(vals, vs...)
+		}
+	}
 	switch {
-	case !ok:
+	case len(vals) == 0:
 		return "", fmt.Errorf("%w @query-param %q", ErrMissingComponent, name)
 	case len(vals) > 1:
 		return "", fmt.Errorf("%w @query-param %q: occurs more than once", ErrInvalidComponent, name)
 	}
-	return strings.ReplaceAll(url.QueryEscape(vals[0]), "+", "%20"), nil
+	return formEncode(vals[0]), nil
 }
+
+// formEncoder turns url.QueryEscape's output into the application/
+// x-www-form-urlencoded percent-encode set of the URL standard, which
+// RFC 9421 §2.2.8 uses: space as %20, "~" encoded, "*" left as is.
+var formEncoder = strings.NewReplacer("+", "%20", "~", "%7E", "%2A", "*")
+
+func formEncode(s string) string { return formEncoder.Replace(url.QueryEscape(s)) }
 
 func (c Component) fieldValue(r *http.Request) (string, error) {
 	var vals []string
