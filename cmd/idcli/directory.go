@@ -153,7 +153,7 @@ func printDirectoryReport(env *cliEnv, r *keyfetch.Report, hint string) {
 			r.StatusCode, dirOrNone(r.ContentType), dirOrNone(r.CacheControl), dirOrNone(r.ETag))
 	}
 	for _, k := range r.Keys {
-		fmt.Fprintf(w, "✔ key %s (Ed25519, kid is its thumbprint)\n", k.JWK.Kid)
+		fmt.Fprintf(w, "✔ key %s (Ed25519)\n", k.JWK.Kid)
 	}
 	for _, p := range r.Warnings {
 		fmt.Fprintf(w, "! %s\n", p)
