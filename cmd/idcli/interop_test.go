@@ -15,9 +15,11 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"mime"
 	"net"
 	"net/http"
@@ -88,8 +90,8 @@ func needInterop(t *testing.T) *interop {
 	return &interop{node: node, nodeModules: nm, scripts: scripts}
 }
 
-// peerVerdict is a driver's answer: OK, or the peer's reason for refusing.
-type peerVerdict struct {
+// iopVerdict is a driver's answer: OK, or the peer's reason for refusing.
+type iopVerdict struct {
 	OK    bool   `json:"ok"`
 	Peer  string `json:"peer"`
 	Error string `json:"error"`
@@ -99,7 +101,7 @@ type peerVerdict struct {
 // drive runs script with args (JSON on stdin) and decodes its answer into
 // out (when the peer accepted). A peer refusal (exit 1) is returned as a
 // verdict with OK false; a broken driver (any other failure) fails the test.
-func (in *interop) drive(t *testing.T, script string, args, out any) peerVerdict {
+func (in *interop) drive(t *testing.T, script string, args, out any) iopVerdict {
 	t.Helper()
 	payload, err := json.Marshal(args)
 	if err != nil {
@@ -117,7 +119,7 @@ func (in *interop) drive(t *testing.T, script string, args, out any) peerVerdict
 	if err != nil && !(errors.As(err, &ee) && ee.ExitCode() == 1) {
 		t.Fatalf("%s: driver failed: %v\nstderr: %s\nstdout: %s", script, err, stderr.String(), stdout.String())
 	}
-	var v peerVerdict
+	var v iopVerdict
 	if jerr := json.Unmarshal(stdout.Bytes(), &v); jerr != nil {
 		t.Fatalf("%s: driver printed no JSON verdict (%v)\nstderr: %s\nstdout: %s", script, jerr, stderr.String(), stdout.String())
 	}
@@ -130,7 +132,7 @@ func (in *interop) drive(t *testing.T, script string, args, out any) peerVerdict
 	return v
 }
 
-func publicJWKMap(t *testing.T, k signer.PrivateKey) map[string]any {
+func iopPublicJWK(t *testing.T, k signer.PrivateKey) map[string]any {
 	t.Helper()
 	var m map[string]any
 	if err := json.Unmarshal(k.Public.JWK.MarshalPublic(), &m); err != nil {
@@ -139,7 +141,7 @@ func publicJWKMap(t *testing.T, k signer.PrivateKey) map[string]any {
 	return m
 }
 
-func privateJWKMap(t *testing.T, k signer.PrivateKey) map[string]any {
+func iopPrivateJWK(t *testing.T, k signer.PrivateKey) map[string]any {
 	t.Helper()
 	var m map[string]any
 	if err := json.Unmarshal(k.MarshalPrivateJWK(), &m); err != nil {
@@ -148,7 +150,7 @@ func privateJWKMap(t *testing.T, k signer.PrivateKey) map[string]any {
 	return m
 }
 
-func headerMap(h signer.SignatureHeaders) map[string]string {
+func iopHeaderMap(h signer.SignatureHeaders) map[string]string {
 	m := map[string]string{"Signature": h.Signature, "Signature-Input": h.SignatureInput}
 	if h.SignatureAgent != "" {
 		m["Signature-Agent"] = h.SignatureAgent
@@ -156,9 +158,9 @@ func headerMap(h signer.SignatureHeaders) map[string]string {
 	return m
 }
 
-// signedRequest builds the request a server would see for method and url
+// iopSignedRequest builds the request a server would see for method and url
 // carrying headers.
-func signedRequest(method, url string, headers map[string]string) *http.Request {
+func iopSignedRequest(method, url string, headers map[string]string) *http.Request {
 	r := httptest.NewRequest(method, url, nil)
 	for k, v := range headers {
 		r.Header.Set(k, v)
@@ -168,6 +170,7 @@ func signedRequest(method, url string, headers map[string]string) *http.Request 
 
 // Group 1: requests signed by web-bot-auth verify in agentid's middleware.
 func TestInteropWebBotAuthSignsAgentidVerifies(t *testing.T) {
+	t.Parallel()
 	in := needInterop(t)
 	tests := []struct {
 		name, mode string
@@ -184,7 +187,7 @@ func TestInteropWebBotAuthSignsAgentidVerifies(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			args := map[string]any{"method": "GET", "url": interopURL, "private_jwk": privateJWKMap(t, interopKey), "mode": tc.mode}
+			args := map[string]any{"method": "GET", "url": interopURL, "private_jwk": iopPrivateJWK(t, interopKey), "mode": tc.mode}
 			if tc.mode != "none" {
 				args["signature_agent"] = interopOrigin
 			}
@@ -208,7 +211,7 @@ func TestInteropWebBotAuthSignsAgentidVerifies(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r := signedRequest(http.MethodGet, interopURL, signed.Headers)
+			r := iopSignedRequest(http.MethodGet, interopURL, signed.Headers)
 
 			// Same signature base, byte for byte (except where the peer is wrong).
 			sigs, err := signer.ParseSignatures(r.Header.Values("Signature-Input"), r.Header.Values("Signature"))
@@ -243,24 +246,25 @@ func TestInteropWebBotAuthSignsAgentidVerifies(t *testing.T) {
 			}
 
 			// The same peer-made headers, replayed, and moved to another host.
-			if _, err := v.Verify(signedRequest(http.MethodGet, interopURL, signed.Headers)); !isCode(err, "replayed_nonce") {
+			if _, err := v.Verify(iopSignedRequest(http.MethodGet, interopURL, signed.Headers)); !iopIsCode(err, "replayed_nonce") {
 				t.Errorf("agentid on a replay of web-bot-auth's GET %s: got %v, want replayed_nonce", interopURL, err)
 			}
-			moved := signedRequest(http.MethodGet, "http://evil-tool.example/whoami", signed.Headers)
-			if _, err := v.Verify(moved); !isCode(err, "invalid_signature") {
+			moved := iopSignedRequest(http.MethodGet, "http://evil-tool.example/whoami", signed.Headers)
+			if _, err := v.Verify(moved); !iopIsCode(err, "invalid_signature") {
 				t.Errorf("agentid on web-bot-auth's headers for %s sent to evil-tool.example: got %v, want invalid_signature", interopURL, err)
 			}
 		})
 	}
 }
 
-func isCode(err error, code string) bool {
+func iopIsCode(err error, code string) bool {
 	var me *middleware.Error
 	return errors.As(err, &me) && me.Code == code
 }
 
 // Group 2: requests signed by agentid verify with the peers' verifiers.
 func TestInteropAgentidSignsPeersVerify(t *testing.T) {
+	t.Parallel()
 	in := needInterop(t)
 	type peerCheck struct {
 		script string
@@ -330,7 +334,7 @@ func TestInteropAgentidSignsPeersVerify(t *testing.T) {
 				url = interopURL
 			}
 			for _, pc := range tc.checks {
-				args := map[string]any{"method": "GET", "url": url, "headers": headerMap(h), "public_jwk": publicJWKMap(t, interopKey)}
+				args := map[string]any{"method": "GET", "url": url, "headers": iopHeaderMap(h), "public_jwk": iopPublicJWK(t, interopKey)}
 				for k, v := range pc.args {
 					args[k] = v
 				}
@@ -343,7 +347,7 @@ func TestInteropAgentidSignsPeersVerify(t *testing.T) {
 					} `json:"result"`
 				}
 				v := in.drive(t, pc.script, args, &got)
-				req := fmt.Sprintf("GET %s with agentid headers %v", url, headerMap(h))
+				req := fmt.Sprintf("GET %s with agentid headers %v", url, iopHeaderMap(h))
 				if pc.wantErr != "" {
 					if v.OK || !strings.Contains(v.Error, pc.wantErr) {
 						t.Errorf("%s (%s) on %s: ok=%v error=%q, want a refusal containing %q (%s)", v.Peer, pc.script, req, v.OK, v.Error, pc.wantErr, pc.why)
@@ -373,9 +377,9 @@ func TestInteropAgentidSignsPeersVerify(t *testing.T) {
 	}
 }
 
-// startRefServer serves a reference server over db on a loopback port, with
+// iopStartRefServer serves a reference server over db on a loopback port, with
 // Hostname http://localhost:PORT, and returns it with that hostname.
-func startRefServer(t *testing.T, db *gorm.DB, configure func(*refserver.Config)) (*refserver.Server, string) {
+func iopStartRefServer(t *testing.T, db *gorm.DB, configure func(*refserver.Config)) (*refserver.Server, string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -397,36 +401,37 @@ func startRefServer(t *testing.T, db *gorm.DB, configure func(*refserver.Config)
 	return srv, hostname
 }
 
-func noEnv(string) string { return "" }
+func iopNoEnv(string) string { return "" }
 
 // Group 5: every key in a directory served by agentid has the kid that
 // web-bot-auth's jwkToKeyID computes, under the drafts' media type.
 func TestInteropDirectoryKeyIDs(t *testing.T) {
+	t.Parallel()
 	in := needInterop(t)
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		ctx := context.Background()
 		if err := refserver.Migrate(ctx, db, nil); err != nil {
 			t.Fatalf("migrate: %v", err)
 		}
-		srv, hostname := startRefServer(t, db, nil)
+		srv, hostname := iopStartRefServer(t, db, nil)
 		dir := t.TempDir()
-		res, err := agent.Init(ctx, agent.InitOptions{Dir: dir, Hostname: hostname, Getenv: noEnv})
+		res, err := agent.Init(ctx, agent.InitOptions{Dir: dir, Hostname: hostname, Getenv: iopNoEnv})
 		if err != nil {
 			t.Fatalf("agent init against %s: %v", hostname, err)
 		}
-		checkDirectory(t, in, srv.WellKnownURL(res.UID), res.PublicJWK.Kid)
+		iopCheckDirectory(t, in, srv.WellKnownURL(res.UID), res.PublicJWK.Kid)
 
-		rot, err := agent.Rotate(ctx, agent.RotateOptions{Dir: dir, Getenv: noEnv})
+		rot, err := agent.Rotate(ctx, agent.RotateOptions{Dir: dir, Getenv: iopNoEnv})
 		if err != nil {
 			t.Fatalf("agent rotate against %s: %v", hostname, err)
 		}
-		checkDirectory(t, in, srv.WellKnownURL(res.UID), rot.PublicJWK.Kid)
+		iopCheckDirectory(t, in, srv.WellKnownURL(res.UID), rot.PublicJWK.Kid)
 	})
 }
 
-// checkDirectory fetches url with web-bot-auth's driver and wants exactly
+// iopCheckDirectory fetches url with web-bot-auth's driver and wants exactly
 // one key, kid wantKid, each kid equal to jwkToKeyID, and the drafts' media type.
-func checkDirectory(t *testing.T, in *interop, url, wantKid string) {
+func iopCheckDirectory(t *testing.T, in *interop, url, wantKid string) {
 	t.Helper()
 	var got struct {
 		Status            int    `json:"status"`
@@ -486,8 +491,8 @@ func (in *interop) vestauthCLI(t *testing.T, dir string, args ...string) (stdout
 	return o.String(), e.String(), err
 }
 
-// needCurl: vestauth's `agent curl` runs the curl binary.
-func needCurl(t *testing.T) {
+// iopNeedCurl: vestauth's `agent curl` runs the curl binary.
+func iopNeedCurl(t *testing.T) {
 	t.Helper()
 	if _, err := exec.LookPath("curl"); err != nil {
 		if os.Getenv("CI") != "" {
@@ -497,15 +502,15 @@ func needCurl(t *testing.T) {
 	}
 }
 
-// idcli runs the idcli command line in dir with an empty process environment.
-func idcli(dir string, args ...string) (stdout, stderr string, err error) {
+// iopCLI runs the idcli command line in dir with an empty process environment.
+func iopCLI(dir string, args ...string) (stdout, stderr string, err error) {
 	var o, e bytes.Buffer
-	env := &cliEnv{Stdin: strings.NewReader(""), Stdout: &o, Stderr: &e, Getenv: noEnv, Dir: dir}
+	env := &cliEnv{Stdin: strings.NewReader(""), Stdout: &o, Stderr: &e, Getenv: iopNoEnv, Dir: dir}
 	err = run(context.Background(), args, env)
 	return o.String(), e.String(), err
 }
 
-type whoamiAnswer struct {
+type iopWhoami struct {
 	UID          string          `json:"uid"`
 	Kid          string          `json:"kid"`
 	PublicJWK    json.RawMessage `json:"public_jwk"`
@@ -523,7 +528,7 @@ func (in *interop) vestauthWhoami(t *testing.T, dir, hostname, uid, kid string) 
 	if err != nil {
 		t.Fatalf("vestauth agent curl %s (GET, signed by vestauth from %s/.env): %v\nstdout: %s\nstderr: %s", url, dir, err, out, errOut)
 	}
-	var got whoamiAnswer
+	var got iopWhoami
 	if jerr := json.Unmarshal([]byte(strings.TrimSpace(out)), &got); jerr != nil {
 		t.Fatalf("vestauth agent curl %s printed no JSON (%v): %s\nstderr: %s", url, jerr, out, errOut)
 	}
@@ -532,8 +537,8 @@ func (in *interop) vestauthWhoami(t *testing.T, dir, hostname, uid, kid string) 
 	}
 }
 
-// readEnvValue returns KEY's value from dir/.env as agentid reads it.
-func readEnvValue(t *testing.T, dir, key string) string {
+// iopEnvValue returns KEY's value from dir/.env as agentid reads it.
+func iopEnvValue(t *testing.T, dir, key string) string {
 	t.Helper()
 	f, err := agent.ReadEnvFile(filepath.Join(dir, ".env"))
 	if err != nil {
@@ -547,28 +552,29 @@ func readEnvValue(t *testing.T, dir, key string) string {
 // CLI signs with credentials written by `idcli agent init`, and reads them
 // back after `idcli agent rotate`; agentid's /whoami accepts its requests.
 func TestInteropVestauthCLIUsesIdcliCredentials(t *testing.T) {
+	t.Parallel()
 	in := needInterop(t)
-	needCurl(t)
+	iopNeedCurl(t)
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		if err := refserver.Migrate(context.Background(), db, nil); err != nil {
 			t.Fatalf("migrate: %v", err)
 		}
-		_, hostname := startRefServer(t, db, nil)
+		_, hostname := iopStartRefServer(t, db, nil)
 		dir := t.TempDir()
-		if out, errOut, err := idcli(dir, "agent", "init", "--hostname", hostname); err != nil {
+		if out, errOut, err := iopCLI(dir, "agent", "init", "--hostname", hostname); err != nil {
 			t.Fatalf("idcli agent init --hostname %s: %v\n%s%s", hostname, err, out, errOut)
 		}
-		uid := readEnvValue(t, dir, agent.EnvUID)
-		pub, err := signer.ParsePublicJWK([]byte(readEnvValue(t, dir, agent.EnvPublicJWK)))
+		uid := iopEnvValue(t, dir, agent.EnvUID)
+		pub, err := signer.ParsePublicJWK([]byte(iopEnvValue(t, dir, agent.EnvPublicJWK)))
 		if err != nil {
 			t.Fatalf("AGENT_PUBLIC_JWK written by idcli: %v", err)
 		}
 		in.vestauthWhoami(t, dir, hostname, uid, pub.JWK.Kid)
 
-		if out, errOut, err := idcli(dir, "agent", "rotate"); err != nil {
+		if out, errOut, err := iopCLI(dir, "agent", "rotate"); err != nil {
 			t.Fatalf("idcli agent rotate: %v\n%s%s", err, out, errOut)
 		}
-		next, err := signer.ParsePublicJWK([]byte(readEnvValue(t, dir, agent.EnvPublicJWK)))
+		next, err := signer.ParsePublicJWK([]byte(iopEnvValue(t, dir, agent.EnvPublicJWK)))
 		if err != nil {
 			t.Fatalf("AGENT_PUBLIC_JWK after idcli agent rotate: %v", err)
 		}
@@ -593,4 +599,179 @@ func TestInteropVestauthCLIUsesIdcliCredentials(t *testing.T) {
 			t.Errorf("vestauth agent headers: Signature-Agent %q, want %q", h["Signature-Agent"], want)
 		}
 	})
+}
+
+// iopAnswer is a response status with its error code, if any.
+type iopAnswer struct {
+	status int
+	code   string
+	body   string
+}
+
+// iopSend makes one request to url (host, if set, replaces the Host header)
+// carrying headers, and returns the status and the error code of the body.
+func iopSend(t *testing.T, method, url, host string, headers map[string]string, body []byte) iopAnswer {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequest(method, url, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if host != "" {
+		req.Host = host
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var e struct {
+		Error struct {
+			Code any `json:"code"`
+		} `json:"error"`
+	}
+	_ = json.Unmarshal(b, &e)
+	code := ""
+	if e.Error.Code != nil {
+		code = fmt.Sprint(e.Error.Code)
+	}
+	return iopAnswer{status: resp.StatusCode, code: code, body: string(b)}
+}
+
+// iopRegisteredAgent registers key with the reference server at hostname
+// through `idcli agent init` and returns the credentials folder and uid.
+func iopRegisteredAgent(t *testing.T, hostname string, key signer.PrivateKey) (dir, uid string) {
+	t.Helper()
+	dir = t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, ".env"), []byte("AGENT_PRIVATE_JWK='"+string(key.MarshalPrivateJWK())+"'\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, errOut, err := iopCLI(dir, "agent", "init", "--hostname", hostname); err != nil {
+		t.Fatalf("idcli agent init --hostname %s: %v\n%s%s", hostname, err, out, errOut)
+	}
+	return dir, iopEnvValue(t, dir, agent.EnvUID)
+}
+
+// iopHandBuilt signs an @authority-only request for rawURL with a
+// Signature-Input given as text (for parameters signer.Options cannot make,
+// such as no expires).
+func iopHandBuilt(t *testing.T, rawURL, params, origin string, key signer.PrivateKey) map[string]string {
+	t.Helper()
+	r := httptest.NewRequest(http.MethodGet, rawURL, nil)
+	base, err := signer.SignatureBase(r, params)
+	if err != nil {
+		t.Fatalf("signature base for %s: %v", params, err)
+	}
+	sig := ed25519.Sign(key.Key, base)
+	return map[string]string{
+		"Signature":       "sig1=:" + base64.StdEncoding.EncodeToString(sig) + ":",
+		"Signature-Input": "sig1=" + params,
+		"Signature-Agent": `sig1="` + origin + `"`,
+	}
+}
+
+// The signatures vestauth's verifier wrongly accepts (PEERS.md weaknesses
+// 1–4), each shown accepted by vestauth 0.21.1's primitives.verify — the
+// check its own server runs — and rejected by agentid's reference server.
+func TestInteropAttacksVestauthAcceptsAgentidRejects(t *testing.T) {
+	t.Parallel()
+	in := needInterop(t)
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		if err := refserver.Migrate(context.Background(), db, nil); err != nil {
+			t.Fatalf("migrate: %v", err)
+		}
+		srv, hostname := iopStartRefServer(t, db, nil)
+		_, uid := iopRegisteredAgent(t, hostname, interopKey)
+		origin := srv.AgentOrigin(uid)
+		whoami := hostname + "/whoami"
+		serverURL := "http://127.0.0.1" + hostname[strings.LastIndex(hostname, ":"):]
+		pub := iopPublicJWK(t, interopKey)
+
+		vestauthSign := func(t *testing.T, method, url string) map[string]string {
+			t.Helper()
+			var out struct {
+				Headers map[string]string `json:"headers"`
+			}
+			v := in.drive(t, "vestauth-sign.mjs", map[string]any{"method": method, "url": url, "uid": uid,
+				"private_jwk": iopPrivateJWK(t, interopKey), "hostname": hostname}, &out)
+			if !v.OK {
+				t.Fatalf("%s could not sign %s %s: %s", v.Peer, method, url, v.Error)
+			}
+			return out.Headers
+		}
+		// vestauthAccepts shows the attack working against vestauth's verifier.
+		vestauthAccepts := func(t *testing.T, method, url string, h map[string]string, attack string) {
+			t.Helper()
+			v := in.drive(t, "vestauth-verify.mjs", map[string]any{"method": method, "url": url, "headers": h, "public_jwk": pub}, nil)
+			if !v.OK {
+				t.Errorf("attack %q no longer works on %s: it rejects %s %s: %s", attack, v.Peer, method, url, v.Error)
+			}
+		}
+		rejects := func(t *testing.T, got iopAnswer, want int, codes ...string) {
+			t.Helper()
+			if got.status != want || (len(codes) > 0 && !iopContains(codes, got.code)) {
+				t.Errorf("agentid answered %d %s, want %d %v", got.status, got.body, want, codes)
+			}
+		}
+
+		t.Run("replayed nonce", func(t *testing.T) {
+			h := vestauthSign(t, "GET", whoami)
+			vestauthAccepts(t, "GET", whoami, h, "replay")
+			vestauthAccepts(t, "GET", whoami, h, "replay")
+			if got := iopSend(t, "GET", whoami, "", h, nil); got.status != http.StatusOK {
+				t.Fatalf("agentid rejected vestauth's first GET %s: %d %s", whoami, got.status, got.body)
+			}
+			rejects(t, iopSend(t, "GET", whoami, "", h, nil), http.StatusUnauthorized, "replayed_nonce")
+		})
+
+		t.Run("created far in the future without expires", func(t *testing.T) {
+			params := `("@authority");created=9999999999;keyid="` + interopKey.KeyID() + `";alg="ed25519";nonce="future-1";tag="web-bot-auth"`
+			h := iopHandBuilt(t, whoami, params, origin, interopKey)
+			vestauthAccepts(t, "GET", whoami, h, "created=9999999999, no expires")
+			rejects(t, iopSend(t, "GET", whoami, "", h, nil), http.StatusUnauthorized, "invalid_signature_input", "signature_not_yet_valid")
+
+			params = `("@authority");created=9999999999;keyid="` + interopKey.KeyID() + `";alg="ed25519";expires=10000000299;nonce="future-2";tag="web-bot-auth"`
+			h = iopHandBuilt(t, whoami, params, origin, interopKey)
+			vestauthAccepts(t, "GET", whoami, h, "created=9999999999")
+			rejects(t, iopSend(t, "GET", whoami, "", h, nil), http.StatusUnauthorized, "signature_not_yet_valid")
+		})
+
+		t.Run("Host header swap", func(t *testing.T) {
+			// Headers the agent made for a third-party tool, replayed to the
+			// service with that tool's name in Host.
+			h := vestauthSign(t, "GET", "https://evil-tool.example/x")
+			// vestauth's server rebuilds the URL from Host: http://evil-tool.example/rotate.
+			vestauthAccepts(t, "POST", "http://evil-tool.example/rotate", h, "Host swap")
+			body := []byte(`{"public_jwk":` + string(interopOther.Public.JWK.MarshalPublic()) + `}`)
+			rejects(t, iopSend(t, "PUT", serverURL+"/agents/"+uid+"/keys", "evil-tool.example", h, body), http.StatusMisdirectedRequest, "misdirected_request")
+			rejects(t, iopSend(t, "GET", serverURL+"/whoami", "evil-tool.example", h, nil), http.StatusMisdirectedRequest, "misdirected_request")
+		})
+
+		t.Run("signature for one route reused on another", func(t *testing.T) {
+			h := vestauthSign(t, "GET", whoami)
+			vestauthAccepts(t, "POST", hostname+"/rotate", h, "route reuse")
+			body := []byte(`{"public_jwk":` + string(interopOther.Public.JWK.MarshalPublic()) + `}`)
+			rejects(t, iopSend(t, "PUT", hostname+"/agents/"+uid+"/keys", "", h, body), http.StatusUnauthorized, "missing_components")
+			iopCheckDirectory(t, in, srv.WellKnownURL(uid), interopKey.KeyID())
+		})
+	})
+}
+
+func iopContains(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
 }
