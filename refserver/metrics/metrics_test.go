@@ -117,7 +117,8 @@ func TestRequestsByRoute(t *testing.T) {
 	reg := metrics.NewRegistry()
 	r := mux.NewRouter()
 	r.Use(reg.Middleware)
-	r.HandleFunc("/agents/{uid}/keys", func(w http.ResponseWriter, r *http.Request) {}).Methods("PUT")
+	api := r.MatcherFunc(func(*http.Request, *mux.RouteMatch) bool { return true }).Subrouter()
+	api.HandleFunc("/agents/{uid}/keys", func(w http.ResponseWriter, r *http.Request) {}).Methods("PUT")
 	r.HandleFunc("/whoami", func(w http.ResponseWriter, r *http.Request) {
 		middleware.WriteError(w, middleware.Errorf(401, "missing_signature", "no"))
 	}).Methods("GET")
