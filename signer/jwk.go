@@ -123,6 +123,10 @@ func (k PrivateKey) String() string { return "signer.PrivateKey{kid=" + k.KeyID(
 // GoString never reveals the private key.
 func (k PrivateKey) GoString() string { return k.String() }
 
+// Format prints String for every verb, so no fmt verb (%d, %x, %+v…) can
+// print the key bytes.
+func (k PrivateKey) Format(f fmt.State, _ rune) { io.WriteString(f, k.String()) }
+
 // String prints a JWK without its d member.
 func (j JWK) String() string {
 	j.D = ""
@@ -132,6 +136,9 @@ func (j JWK) String() string {
 
 // GoString prints a JWK without its d member.
 func (j JWK) GoString() string { return j.String() }
+
+// Format prints String for every verb, so no fmt verb can print d.
+func (j JWK) Format(f fmt.State, _ rune) { io.WriteString(f, j.String()) }
 
 // Public returns the public members of j: kty, crv, x, kid.
 func (j JWK) Public() JWK { j.D = ""; return j }

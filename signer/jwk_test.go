@@ -342,3 +342,17 @@ func TestParsePublicJWKNonCanonicalX(t *testing.T) {
 		})
 	}
 }
+
+func TestFormatVerbsNeverPrintSecret(t *testing.T) {
+	k := signer.NewPrivateKey(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, 32)))
+	d := k.JWK().D
+	seed := fmt.Sprint([]byte(k.Key.Seed()))
+	for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%d", "%x", "%X", "%q", "%o", "%b"} {
+		for name, v := range map[string]any{"key": k, "jwk": k.JWK(), "ptr": &k, "slice": []signer.PrivateKey{k}} {
+			out := fmt.Sprintf(verb, v)
+			if strings.Contains(out, d) || strings.Contains(out, seed[1:len(seed)-1]) {
+				t.Errorf("%s of %s prints the private key: %s", verb, name, out)
+			}
+		}
+	}
+}
