@@ -74,7 +74,7 @@ func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
 	switch k, _ := s.classify(r); k {
 	case hostOther:
 		s.writeError(w, r, middleware.Errorf(http.StatusMisdirectedRequest, "misdirected_request",
-			"this server answers for %s and <uid>.%s only", s.serviceHost, s.serviceHost))
+			"this server answers only for %s and its agent hosts (agent-….%s)", s.serviceHost, s.serviceHost))
 	case hostAgentLabel:
 		s.writeError(w, r, middleware.Errorf(http.StatusNotFound, "agent_not_found",
 			"the host does not name an agent (want agent-<24 hex>.%s)", s.serviceHost))

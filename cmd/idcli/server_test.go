@@ -1,0 +1,325 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentid/agentid/refserver"
+	"github.com/agentid/agentid/refserver/dbtest"
+)
+
+type serverRun struct {
+	stdout, stderr string
+	err            error
+}
+
+// runServerCmd runs idcli in dir with a fake environment.
+func runServerCmd(ctx context.Context, dir string, environ map[string]string, args ...string) serverRun {
+	var out, errb bytes.Buffer
+	env := &cliEnv{
+		Stdin:  strings.NewReader(""),
+		Stdout: &out,
+		Stderr: &errb,
+		Getenv: func(k string) string { return environ[k] },
+		Dir:    dir,
+	}
+	err := run(ctx, args, env)
+	return serverRun{stdout: out.String(), stderr: errb.String(), err: err}
+}
+
+func readDotEnv(t *testing.T, dir string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, ".env"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestServerInit(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name        string
+		dotenv      string
+		environ     map[string]string
+		args        []string
+		wantEnv     string
+		wantStdout  string
+		wantStderr  string // substring; "" means empty
+		wantErrPart string
+	}{
+		{
+			name:       "defaults",
+			wantEnv:    "PORT=3000\nHOSTNAME=http://localhost:3000\nDATABASE_URL=postgres://localhost/service_production\n",
+			wantStdout: "✔ ready (.env/HOSTNAME=http://localhost:3000)\n",
+		},
+		{
+			name:       "flags win over environment and .env",
+			dotenv:     "PORT=1111\nHOSTNAME=http://dotenv.example\n",
+			environ:    map[string]string{"PORT": "2222", "HOSTNAME": "http://env.example", "DATABASE_URL": "postgres://env/db"},
+			args:       []string{"--port", "4000", "--hostname", "https://agentid.example", "--database-url", "postgres://u:p@db:5432/agentid"},
+			wantEnv:    "PORT=4000\nHOSTNAME=https://agentid.example\nDATABASE_URL=postgres://u:p@db:5432/agentid\n",
+			wantStdout: "✔ ready (.env/HOSTNAME=https://agentid.example)\n",
+		},
+		{
+			name:       "environment wins over .env",
+			dotenv:     "# server\nPORT=1111\nHOSTNAME=http://dotenv.example\nOTHER='kept'\n",
+			environ:    map[string]string{"PORT": "2222", "HOSTNAME": "http://env.example:2222"},
+			wantEnv:    "# server\nPORT=2222\nHOSTNAME=http://env.example:2222\nOTHER='kept'\nDATABASE_URL=postgres://localhost/service_production\n",
+			wantStdout: "✔ ready (.env/HOSTNAME=http://env.example:2222)\n",
+		},
+		{
+			name:       ".env is used when nothing else is set",
+			dotenv:     "PORT=5000\nHOSTNAME=http://dotenv.example:5000\nDATABASE_URL=sqlite://agentid.db\n",
+			wantEnv:    "PORT=5000\nHOSTNAME=http://dotenv.example:5000\nDATABASE_URL=sqlite://agentid.db\n",
+			wantStdout: "✔ ready (.env/HOSTNAME=http://dotenv.example:5000)\n",
+		},
+		{
+			name:       "shell HOSTNAME without scheme is ignored with a warning",
+			environ:    map[string]string{"HOSTNAME": "3f2a9c1d0b7e", "PORT": "8080"},
+			wantEnv:    "PORT=8080\nHOSTNAME=http://localhost:8080\nDATABASE_URL=postgres://localhost/service_production\n",
+			wantStdout: "✔ ready (.env/HOSTNAME=http://localhost:8080)\n",
+			wantStderr: `ignoring HOSTNAME="3f2a9c1d0b7e"`,
+		},
+		{
+			name:        "--hostname without scheme is an error",
+			args:        []string{"--hostname", "agentid.example"},
+			wantErrPart: "must include a scheme",
+		},
+		{
+			name:        "bad port",
+			args:        []string{"--port", "eighty"},
+			wantErrPart: "not a port number",
+		},
+		{
+			name:        "unsupported database url",
+			args:        []string{"--database-url", "mysql://x/y"},
+			wantErrPart: "not supported",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			if tt.dotenv != "" {
+				if err := os.WriteFile(filepath.Join(dir, ".env"), []byte(tt.dotenv), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r := runServerCmd(context.Background(), dir, tt.environ, append([]string{"server", "init"}, tt.args...)...)
+			if tt.wantErrPart != "" {
+				if r.err == nil || !strings.Contains(r.err.Error(), tt.wantErrPart) {
+					t.Fatalf("error = %v, want one containing %q", r.err, tt.wantErrPart)
+				}
+				return
+			}
+			if r.err != nil {
+				t.Fatalf("error = %v (stderr %s)", r.err, r.stderr)
+			}
+			if r.stdout != tt.wantStdout {
+				t.Errorf("stdout = %q, want %q", r.stdout, tt.wantStdout)
+			}
+			if tt.wantStderr == "" && r.stderr != "" || !strings.Contains(r.stderr, tt.wantStderr) {
+				t.Errorf("stderr = %q, want %q", r.stderr, tt.wantStderr)
+			}
+			if got := readDotEnv(t, dir); got != tt.wantEnv {
+				t.Errorf(".env =\n%s\nwant\n%s", got, tt.wantEnv)
+			}
+			st, _ := os.Stat(filepath.Join(dir, ".env"))
+			if st.Mode().Perm() != 0o600 {
+				t.Errorf(".env mode = %o, want 600", st.Mode().Perm())
+			}
+		})
+	}
+}
+
+var migrationLineRE = regexp.MustCompile(`^== \d{14} \w+: (migrating|migrated \(\d+\.\d{4}s\)) =+$`)
+
+// checkDBCommands runs create, create, migrate, migrate, drop, drop against
+// databaseURL and checks each output line.
+func checkDBCommands(t *testing.T, dir, databaseURL, name string) {
+	t.Helper()
+	ctx := context.Background()
+	env := map[string]string{"DATABASE_URL": databaseURL}
+	steps := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"server", "db:create"}, "Created database '" + name + "'\n"},
+		{[]string{"server", "db:create"}, "Database '" + name + "' already exists\n"},
+	}
+	for _, s := range steps {
+		r := runServerCmd(ctx, dir, env, s.args...)
+		if r.err != nil || r.stdout != s.want {
+			t.Fatalf("%v: stdout %q, error %v; want %q", s.args, r.stdout, r.err, s.want)
+		}
+	}
+	r := runServerCmd(ctx, dir, env, "server", "db:migrate")
+	if r.err != nil {
+		t.Fatalf("db:migrate: %v", r.err)
+	}
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if want := 2 * len(refserver.Migrations()); len(lines) != want {
+		t.Fatalf("db:migrate printed %d lines, want %d:\n%s", len(lines), want, r.stdout)
+	}
+	for _, l := range lines {
+		if !migrationLineRE.MatchString(l) {
+			t.Errorf("db:migrate line %q does not match %s", l, migrationLineRE)
+		}
+	}
+	if !strings.HasPrefix(lines[0], "== 20260223204000 CreateAgentsTable: migrating ") ||
+		!strings.HasPrefix(lines[3], "== 20260223205500 CreatePublicJwksTable: migrated (") {
+		t.Errorf("db:migrate order:\n%s", r.stdout)
+	}
+	if r = runServerCmd(ctx, dir, env, "server", "db:migrate"); r.err != nil || r.stdout != "" {
+		t.Errorf("second db:migrate: stdout %q, error %v; want nothing", r.stdout, r.err)
+	}
+	for _, want := range []string{"Dropped database '" + name + "'\n", "Database '" + name + "' does not exist\n"} {
+		r := runServerCmd(ctx, dir, env, "server", "db:drop")
+		if r.err != nil || r.stdout != want {
+			t.Fatalf("db:drop: stdout %q, error %v; want %q", r.stdout, r.err, want)
+		}
+	}
+}
+
+func TestServerDBCommandsSQLite(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	checkDBCommands(t, dir, "sqlite://agentid.db", filepath.Join(dir, "agentid.db"))
+}
+
+func TestServerDBCommandsPostgres(t *testing.T) {
+	t.Parallel()
+	base := dbtest.PostgresBaseURL(t)
+	name := "agentid_cli_" + dbtest.RandomHex(6)
+	u := strings.Replace(base, "/"+postgresDBName(base), "/"+name, 1)
+	t.Cleanup(func() {
+		runServerCmd(context.Background(), t.TempDir(), map[string]string{"DATABASE_URL": u}, "server", "db:drop")
+	})
+	checkDBCommands(t, t.TempDir(), u, name)
+
+	// Starting against a database that does not exist names the fix.
+	r := runServerCmd(context.Background(), t.TempDir(), nil, "server", "start", "--database-url", u, "--port", "0")
+	if r.err == nil || !strings.Contains(r.err.Error(), "db:create") || strings.Contains(r.err.Error(), "\n") {
+		t.Errorf("start on a missing database: error = %v, want one line naming db:create", r.err)
+	}
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	ln.Close()
+	return port
+}
+
+func TestServerStartFailures(t *testing.T) {
+	t.Parallel()
+	busy, err := net.Listen("tcp", ":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { busy.Close() }) // not defer: the subtests run in parallel after this function returns
+	_, busyPort, _ := net.SplitHostPort(busy.Addr().String())
+
+	dir := t.TempDir()
+	unmigrated := "sqlite://" + filepath.Join(dir, "fresh.db")
+	if r := runServerCmd(context.Background(), dir, nil, "server", "db:create", "--database-url", unmigrated); r.err != nil {
+		t.Fatal(r.err)
+	}
+	tests := []struct {
+		name      string
+		args      []string
+		wantParts []string
+	}{
+		{"busy port", []string{"--port", busyPort, "--database-url", "sqlite::memory:"}, []string{"port " + busyPort + " is already in use", "--port"}},
+		{"unreachable database", []string{"--port", "0", "--database-url", "postgres://postgres@127.0.0.1:1/agentid?connect_timeout=2"}, []string{"cannot reach the database", "connection refused", "DATABASE_URL"}},
+		{"unknown database host", []string{"--port", "0", "--database-url", "postgres://postgres@db.invalid/agentid?connect_timeout=2"}, []string{"cannot reach the database", "DATABASE_URL"}},
+		{"not migrated", []string{"--port", "0", "--database-url", unmigrated}, []string{"not migrated", "idcli server db:migrate"}},
+		{"bad replay store", []string{"--replay-store", "redis"}, []string{"--replay-store"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := runServerCmd(context.Background(), dir, nil, append([]string{"server", "start"}, tt.args...)...)
+			if r.err == nil {
+				t.Fatalf("start succeeded (stdout %q), want an error", r.stdout)
+			}
+			msg := r.err.Error()
+			if strings.Contains(msg, "\n") {
+				t.Errorf("error %q spans several lines, want one", msg)
+			}
+			for _, p := range tt.wantParts {
+				if !strings.Contains(msg, p) {
+					t.Errorf("error %q lacks %q", msg, p)
+				}
+			}
+			if strings.Contains(r.stdout, "listening") {
+				t.Errorf("stdout %q claims to listen", r.stdout)
+			}
+		})
+	}
+}
+
+func TestServerStartServesAndShutsDown(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	databaseURL := "sqlite://" + filepath.Join(dir, "agentid.db")
+	if r := runServerCmd(context.Background(), dir, nil, "server", "db:migrate", "--database-url", databaseURL); r.err != nil {
+		t.Fatal(r.err)
+	}
+	port := freePort(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan serverRun, 1)
+	go func() {
+		done <- runServerCmd(ctx, dir, map[string]string{"HOSTNAME": "myhost"}, "server", "start", "--port", port, "--database-url", databaseURL)
+	}()
+
+	url := "http://localhost:" + port + "/"
+	var body []byte
+	for i := 0; ; i++ {
+		resp, err := http.Get(url)
+		if err == nil {
+			body, _ = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			break
+		}
+		select {
+		case r := <-done:
+			t.Fatalf("server exited early: %v (stderr %s)", r.err, r.stderr)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if i > 500 {
+			t.Fatalf("server never answered on %s: %v", url, err)
+		}
+	}
+	want := fmt.Sprintf(`{"service":"agentid","status":"ok","version":"%s"}`+"\n", Version)
+	if string(body) != want {
+		t.Errorf("GET / = %s, want %s", body, want)
+	}
+	cancel()
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("start after cancel: error = %v, want nil (stderr %s)", r.err, r.stderr)
+	}
+	if want := "idcli server listening on http://localhost:" + port + "\n"; r.stdout != want {
+		t.Errorf("stdout = %q, want %q", r.stdout, want)
+	}
+	if !strings.Contains(r.stderr, `ignoring HOSTNAME="myhost"`) || !strings.Contains(r.stderr, "path=/ status=200") {
+		t.Errorf("stderr lacks the HOSTNAME warning or the request log line:\n%s", r.stderr)
+	}
+}
