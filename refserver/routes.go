@@ -3,6 +3,7 @@ package refserver
 import (
 	"context"
 	"net/http"
+	"sort"
 	"strings"
 
 	"github.com/agentid/agentid/middleware"
@@ -19,16 +20,22 @@ func (s *Server) routes() http.Handler {
 	r.NotFoundHandler = http.HandlerFunc(s.notFound)
 	r.MethodNotAllowedHandler = http.HandlerFunc(s.methodNotAllowed)
 
+	// Methods are dispatched by byMethod rather than mux's Methods matcher:
+	// mux 1.8.1 loses a method mismatch when a later route's host matcher
+	// matches, answering 404 where 405 is right.
 	api := r.MatcherFunc(s.onServiceHost).Subrouter()
-	api.HandleFunc("/", s.health).Methods(http.MethodGet, http.MethodHead)
-	api.HandleFunc("/readyz", s.ready).Methods(http.MethodGet, http.MethodHead)
-	api.HandleFunc("/agents", s.registerAgent).Methods(http.MethodPost)
-	api.HandleFunc("/agents/{uid}/keys", s.rotateKeys).Methods(http.MethodPut)
-	api.Handle("/whoami", s.whoami(http.HandlerFunc(s.whoamiHandler))).Methods(http.MethodGet, http.MethodPost)
+	api.Handle("/", s.byMethod(map[string]http.HandlerFunc{http.MethodGet: s.health}))
+	api.Handle("/readyz", s.byMethod(map[string]http.HandlerFunc{http.MethodGet: s.ready}))
+	api.Handle("/agents", s.byMethod(map[string]http.HandlerFunc{http.MethodPost: s.registerAgent}))
+	api.Handle("/agents/{uid}/keys", s.byMethod(map[string]http.HandlerFunc{http.MethodPut: s.rotateKeys}))
+	whoami := s.whoami(http.HandlerFunc(s.whoamiHandler)).ServeHTTP
+	api.Handle("/whoami", s.byMethod(map[string]http.HandlerFunc{http.MethodGet: whoami, http.MethodPost: whoami}))
 
 	dir := r.MatcherFunc(s.onAgentHost).Subrouter()
-	dir.HandleFunc(middleware.DirectoryPath, s.directory).Methods(http.MethodGet, http.MethodHead)
-	dir.HandleFunc(middleware.DirectoryPath, s.directoryPreflight).Methods(http.MethodOptions)
+	dir.Handle(middleware.DirectoryPath, s.byMethod(map[string]http.HandlerFunc{
+		http.MethodGet:     s.directory,
+		http.MethodOptions: s.directoryPreflight,
+	}))
 	return r
 }
 
@@ -86,6 +93,30 @@ func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
 func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 	s.writeError(w, r, middleware.Errorf(http.StatusMethodNotAllowed, "method_not_allowed",
 		"method %s is not allowed on %s", r.Method, r.URL.Path))
+}
+
+// byMethod dispatches on the request method; HEAD is served by the GET
+// handler. Other methods get 405 method_not_allowed with an Allow header.
+func (s *Server) byMethod(handlers map[string]http.HandlerFunc) http.Handler {
+	if h, ok := handlers[http.MethodGet]; ok {
+		if _, ok := handlers[http.MethodHead]; !ok {
+			handlers[http.MethodHead] = h
+		}
+	}
+	allowed := make([]string, 0, len(handlers))
+	for m := range handlers {
+		allowed = append(allowed, m)
+	}
+	sort.Strings(allowed)
+	allow := strings.Join(allowed, ", ")
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h, ok := handlers[r.Method]; ok {
+			h(w, r)
+			return
+		}
+		w.Header().Set("Allow", allow)
+		s.methodNotAllowed(w, r)
+	})
 }
 
 // writeError writes the JSON error body and hands the internal cause to the
