@@ -1,0 +1,80 @@
+package refserver_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/refserver"
+	"github.com/agentid/agentid/refserver/dbtest"
+	"github.com/agentid/agentid/signer"
+	"gorm.io/gorm"
+)
+
+func TestDBKeySource(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		e := newTestEnv(t, db)
+		k1, k2, other := testKey(71), testKey(72), testKey(73)
+		uid := e.register(k1)
+		e.register(other)
+		if r := e.send(e.rotateReq(uid, k1, k2)); r.status != 200 {
+			t.Fatalf("rotate: %d %s", r.status, r.body)
+		}
+		ks, err := refserver.NewDBKeySource(db, e.base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := e.host[len("agentid.test"):]
+		tests := []struct {
+			name    string
+			agent   string
+			kid     string
+			wantErr error
+		}{
+			{"active key", e.origin(uid), k2.KeyID(), nil},
+			{"active key, uppercase origin", "HTTP://" + uid + ".AGENTID.TEST" + port, k2.KeyID(), nil},
+			{"revoked key", e.origin(uid), k1.KeyID(), signer.ErrRevokedKey},
+			{"another agent's key", e.origin(uid), other.KeyID(), signer.ErrUnknownKey},
+			{"unknown key", e.origin(uid), testKey(74).KeyID(), signer.ErrUnknownKey},
+			{"unregistered agent", e.origin("agent-aaaaaaaaaaaaaaaaaaaaaaaa"), k2.KeyID(), signer.ErrUnknownKey},
+			{"empty kid", e.origin(uid), "", signer.ErrUnknownKey},
+			{"no agent", "", k2.KeyID(), signer.ErrUntrustedAgent},
+			{"other scheme", "https://" + uid + "." + e.host, k2.KeyID(), signer.ErrUntrustedAgent},
+			{"service host itself", e.base, k2.KeyID(), signer.ErrUntrustedAgent},
+			{"other port", "http://" + uid + ".agentid.test:1", k2.KeyID(), signer.ErrUntrustedAgent},
+			{"look-alike suffix", "http://" + uid + ".xagentid.test" + port, k2.KeyID(), signer.ErrUntrustedAgent},
+			{"nested label", "http://a." + uid + "." + e.host, k2.KeyID(), signer.ErrUntrustedAgent},
+			{"not a uid", "http://bob." + e.host, k2.KeyID(), signer.ErrUntrustedAgent},
+			{"foreign host", "https://" + uid + ".evil.example", k2.KeyID(), signer.ErrUntrustedAgent},
+			{"with a path", e.origin(uid) + "/x", k2.KeyID(), signer.ErrUntrustedAgent},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				pk, err := ks.Key(context.Background(), tt.agent, tt.kid)
+				if tt.wantErr == nil {
+					if err != nil || pk.JWK.Kid != tt.kid {
+						t.Errorf("Key = %v, %v; want kid %s", pk.JWK.Kid, err, tt.kid)
+					}
+					return
+				}
+				if !errors.Is(err, tt.wantErr) {
+					t.Errorf("Key error = %v, want %v", err, tt.wantErr)
+				}
+			})
+		}
+
+		// A database failure is 503 database_unavailable, not a missing key.
+		sqlDB, _ := db.DB()
+		sqlDB.Close()
+		_, err = ks.Key(context.Background(), e.origin(uid), k2.KeyID())
+		var me *middleware.Error
+		if !errors.As(err, &me) || me.Code != "database_unavailable" || me.Status != 503 {
+			t.Errorf("Key with the database closed: error = %v, want 503 database_unavailable", err)
+		}
+		if errors.Is(err, signer.ErrUnknownKey) || errors.Is(err, signer.ErrRevokedKey) {
+			t.Errorf("database failure reported as a key verdict: %v", err)
+		}
+	})
+}
