@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/refserver/metrics"
 	"github.com/agentid/agentid/signer"
 	"github.com/gorilla/mux"
 	"gorm.io/gorm"
@@ -107,7 +108,9 @@ func (s *Server) registerAgent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	vr := r.WithContext(context.WithValue(r.Context(), bodyKeyCtx{}, pk))
-	if _, err := s.register.Verify(vr); err != nil {
+	_, err = s.register.Verify(vr)
+	s.observeVerification(err)
+	if err != nil {
 		s.writeVerifyError(w, r, s.register, err)
 		return
 	}
@@ -193,6 +196,7 @@ func (s *Server) rotateKeys(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a, err := s.current.Verify(r)
+	s.observeVerification(err)
 	if err != nil {
 		s.writeVerifyError(w, r, s.current, err)
 		return
@@ -202,13 +206,19 @@ func (s *Server) rotateKeys(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	vr := r.WithContext(context.WithValue(r.Context(), bodyKeyCtx{}, pk))
-	if _, err := s.possession.Verify(vr); err != nil {
+	_, err = s.possession.Verify(vr)
+	s.observeVerification(err)
+	if err != nil {
 		s.writeVerifyError(w, r, s.possession, err)
 		return
 	}
 	ctx, cancel := s.dbContext(r.Context())
 	defer cancel()
-	if err := s.rotate(ctx, uid, a.KeyID, pk); err != nil {
+	err = s.rotate(ctx, uid, a.KeyID, pk)
+	// Whatever the outcome (a failed commit may still have committed),
+	// this instance's cached keys of uid are dropped.
+	s.keys.Invalidate(uid)
+	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -268,14 +278,26 @@ func (s *Server) rotate(ctx context.Context, uid, signingKid string, pk signer.P
 	return dbUnavailable(err)
 }
 
-// whoamiHandler is GET/POST /whoami, behind the verification middleware.
+// whoamiHandler is GET/POST /whoami: the agent that signed the request.
 func (s *Server) whoamiHandler(w http.ResponseWriter, r *http.Request) {
-	a, ok := middleware.AgentFrom(r.Context())
-	if !ok || a.UID == "" {
-		s.writeError(w, r, middleware.Errorf(http.StatusUnauthorized, "missing_signature", "the request is not signed"))
+	a, err := s.verifier.Verify(r)
+	s.observeVerification(err)
+	if err != nil {
+		s.writeVerifyError(w, r, s.verifier, err)
+		return
+	}
+	if a.UID == "" { // the DB key source accepts only agent-<hex> origins
+		s.writeError(w, r, middleware.Errorf(http.StatusUnauthorized, "untrusted_signature_agent", "the signature agent is not an agent of this service"))
 		return
 	}
 	writeJSON(w, http.StatusOK, s.keyResponse(a.UID, a.JWK))
+}
+
+// observeVerification counts a verification outcome in Metrics, if set.
+func (s *Server) observeVerification(err error) {
+	if m := s.cfg.Metrics; m != nil {
+		m.ObserveVerification(metrics.Outcome(err))
+	}
 }
 
 func truncate(s string) string {

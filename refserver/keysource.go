@@ -3,32 +3,80 @@ package refserver
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/signer"
+	"golang.org/x/sync/singleflight"
 	"gorm.io/gorm"
+)
+
+// Key cache bounds of the database key source.
+const (
+	// DefaultKeyCacheTTL is how long a key looked up in the database is
+	// reused when Config.KeyCacheTTL is 0.
+	DefaultKeyCacheTTL = 250 * time.Millisecond
+	// MaxKeyCacheTTL is the longest KeyCacheTTL accepted: with the lookup
+	// itself it keeps a key revoked through another instance refused
+	// everywhere within 1 s (DESIGN §5).
+	MaxKeyCacheTTL = 500 * time.Millisecond
+	// maxKeyCacheEntries bounds the cache; past it, lookups are not cached
+	// until expired entries are swept.
+	maxKeyCacheEntries = 100_000
 )
 
 // DBKeySource is a middleware.KeySource over the server's database: it
 // resolves the keys of this server's own agents with one indexed query and
-// no HTTP call. Nothing is cached, so a revoked key is refused by every
-// instance as soon as the rotation commits. It is safe for concurrent use.
+// no HTTP call.
+//
+// Found keys (active or revoked) are cached by kid for a short TTL
+// (Config.KeyCacheTTL, at most 500 ms, measured with the server's clock), so
+// a burst of requests by one agent costs one query per TTL; concurrent
+// lookups of one uncached kid share one query. Unknown kids are never
+// cached. A rotation through this Server drops the agent's cached keys when
+// it commits; a rotation through another instance is seen here once the
+// entry expires, so a revoked key is refused by every instance within the
+// TTL plus one query. It is safe for concurrent use.
 type DBKeySource struct {
 	db          *gorm.DB
 	scheme      string
 	serviceHost string
 	timeout     time.Duration
+
+	ttl     time.Duration    // 0: no cache
+	now     func() time.Time // cache clock
+	observe func(hit bool)   // nil: not counted
+
+	mu        sync.RWMutex
+	cache     map[string]keyEntry // kid → row verdict
+	gen       uint64              // bumped by Invalidate; stale lookups are not stored
+	lastSweep time.Time
+	group     singleflight.Group
 }
 
-// NewDBKeySource returns a key source for the agents of the service at
-// hostname (as Config.Hostname).
+// keyEntry is a cached lookup: the owner and key of a kid, and whether it
+// was revoked.
+type keyEntry struct {
+	uid     string
+	pk      signer.PublicKey
+	revoked bool
+	expires time.Time
+}
+
+// NewDBKeySource returns an uncached key source for the agents of the
+// service at hostname (as Config.Hostname).
 func NewDBKeySource(db *gorm.DB, hostname string) (*DBKeySource, error) {
 	scheme, host, err := ParseHostname(hostname)
 	if err != nil {
 		return nil, err
 	}
-	return &DBKeySource{db: db, scheme: scheme, serviceHost: host, timeout: DefaultDBTimeout}, nil
+	return newDBKeySource(db, scheme, host, DefaultDBTimeout, 0, time.Now, nil), nil
+}
+
+func newDBKeySource(db *gorm.DB, scheme, host string, timeout, ttl time.Duration, now func() time.Time, observe func(bool)) *DBKeySource {
+	return &DBKeySource{db: db, scheme: scheme, serviceHost: host, timeout: timeout,
+		ttl: ttl, now: now, observe: observe, cache: map[string]keyEntry{}}
 }
 
 // Key implements middleware.KeySource. agent must be exactly
@@ -48,23 +96,120 @@ func (k *DBKeySource) Key(ctx context.Context, agent, keyID string) (signer.Publ
 	if keyID == "" || len(keyID) > 64 {
 		return signer.PublicKey{}, signer.ErrUnknownKey
 	}
+	e, found, err := k.lookup(ctx, keyID)
+	if err != nil {
+		return signer.PublicKey{}, err
+	}
+	if !found || e.uid != uid {
+		return signer.PublicKey{}, signer.ErrUnknownKey
+	}
+	if e.revoked {
+		return signer.PublicKey{}, signer.ErrRevokedKey
+	}
+	return e.pk, nil
+}
+
+// lookup returns kid's row verdict from the cache or the database.
+func (k *DBKeySource) lookup(ctx context.Context, kid string) (keyEntry, bool, error) {
+	if k.ttl <= 0 {
+		return k.query(ctx, kid)
+	}
+	now := k.now()
+	k.mu.RLock()
+	e, ok := k.cache[kid]
+	gen := k.gen
+	k.mu.RUnlock()
+	if ok && now.Before(e.expires) {
+		if k.observe != nil {
+			k.observe(true)
+		}
+		return e, true, nil
+	}
+	if k.observe != nil {
+		k.observe(false)
+	}
+	// One query per kid at a time, on a context that outlives any one
+	// caller; each caller still gives up on its own ctx.
+	ch := k.group.DoChan(kid, func() (any, error) {
+		qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), k.timeout)
+		defer cancel()
+		e, found, err := k.query(qctx, kid)
+		if err != nil || !found {
+			return lookupResult{e, found}, err
+		}
+		e.expires = k.now().Add(k.ttl)
+		k.store(kid, e, gen)
+		return lookupResult{e, true}, nil
+	})
+	select {
+	case res := <-ch:
+		r, _ := res.Val.(lookupResult)
+		return r.e, r.found, res.Err
+	case <-ctx.Done():
+		return keyEntry{}, false, dbUnavailable(fmt.Errorf("refserver: key lookup: %w", ctx.Err()))
+	}
+}
+
+type lookupResult struct {
+	e     keyEntry
+	found bool
+}
+
+// query reads kid's row.
+func (k *DBKeySource) query(ctx context.Context, kid string) (keyEntry, bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, k.timeout)
 	defer cancel()
 	var row PublicJWK
-	err := k.db.WithContext(ctx).Where("kid = ?", keyID).Take(&row).Error
+	err := k.db.WithContext(ctx).Where("kid = ?", kid).Take(&row).Error
 	if isNotFound(err) {
-		return signer.PublicKey{}, signer.ErrUnknownKey
+		return keyEntry{}, false, nil
 	}
 	if err != nil {
-		return signer.PublicKey{}, dbUnavailable(fmt.Errorf("refserver: key lookup: %w", err))
+		return keyEntry{}, false, dbUnavailable(fmt.Errorf("refserver: key lookup: %w", err))
 	}
-	if row.AgentUID != uid {
-		return signer.PublicKey{}, signer.ErrUnknownKey
+	e := keyEntry{uid: row.AgentUID, revoked: row.RevokedAt != nil}
+	if !e.revoked {
+		if e.pk, err = row.PublicKey(); err != nil {
+			return keyEntry{}, false, err
+		}
 	}
-	if row.RevokedAt != nil {
-		return signer.PublicKey{}, signer.ErrRevokedKey
+	return e, true, nil
+}
+
+// store caches e unless Invalidate ran since the lookup began (the row
+// read may predate a rotation).
+func (k *DBKeySource) store(kid string, e keyEntry, gen uint64) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.gen != gen {
+		return
 	}
-	return row.PublicKey()
+	now := k.now()
+	if len(k.cache) >= maxKeyCacheEntries || now.Sub(k.lastSweep) >= 10*k.ttl {
+		for id, old := range k.cache {
+			if !now.Before(old.expires) {
+				delete(k.cache, id)
+			}
+		}
+		k.lastSweep = now
+	}
+	if len(k.cache) < maxKeyCacheEntries {
+		k.cache[kid] = e
+	}
+}
+
+// Invalidate drops the cached keys of uid (every key when uid is ""), so
+// this instance sees a rotation at once. The server calls it when a
+// rotation commits.
+func (k *DBKeySource) Invalidate(uid string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.gen++
+	for id, e := range k.cache {
+		if uid == "" || e.uid == uid {
+			delete(k.cache, id)
+		}
+	}
 }
 
 // uidOf returns the uid of an agent origin of this service, or "".

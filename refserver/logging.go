@@ -62,23 +62,27 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 		if sw.status == 0 {
 			sw.status = http.StatusOK
 		}
-		attrs := []slog.Attr{
+		level := slog.LevelInfo
+		if sw.status >= 500 {
+			level = slog.LevelError
+		}
+		if !s.log.Enabled(r.Context(), level) {
+			return // e.g. --log-level warn: no per-request cost beyond this
+		}
+		attrs := make([]slog.Attr, 0, 8)
+		attrs = append(attrs,
 			slog.String("method", r.Method),
 			slog.String("path", r.URL.Path),
 			slog.Int("status", sw.status),
 			slog.String("host", r.Host),
 			slog.Duration("duration", time.Since(start)),
 			slog.Int64("bytes", sw.bytes),
-		}
-		level := slog.LevelInfo
+		)
 		if info.code != "" {
 			attrs = append(attrs, slog.String("code", info.code))
 		}
-		if sw.status >= 500 {
-			level = slog.LevelError
-			if info.cause != nil {
-				attrs = append(attrs, slog.String("cause", info.cause.Error()))
-			}
+		if sw.status >= 500 && info.cause != nil {
+			attrs = append(attrs, slog.String("cause", info.cause.Error()))
 		}
 		s.log.LogAttrs(r.Context(), level, "request", attrs...)
 	})

@@ -19,6 +19,20 @@ func (s *Server) routes() http.Handler {
 	r.SkipClean(true) // never answer an unclean path with a non-JSON redirect
 	r.NotFoundHandler = http.HandlerFunc(s.notFound)
 	r.MethodNotAllowedHandler = http.HandlerFunc(s.methodNotAllowed)
+	m := s.cfg.Metrics
+	if m != nil {
+		// Use runs after matching, so routes are counted by template;
+		// unmatched requests are counted as "unmatched".
+		r.Use(m.Middleware)
+		r.NotFoundHandler = m.Middleware(r.NotFoundHandler)
+		r.MethodNotAllowedHandler = m.Middleware(r.MethodNotAllowedHandler)
+	}
+
+	// The limit is checked before the body is read or a signature verified.
+	register := s.registerAgent
+	if lim := s.cfg.RegisterLimit; lim != nil {
+		register = lim.Middleware(http.HandlerFunc(s.registerAgent)).ServeHTTP
+	}
 
 	// Methods are dispatched by byMethod rather than mux's Methods matcher:
 	// mux 1.8.1 loses a method mismatch when a later route's host matcher
@@ -26,10 +40,12 @@ func (s *Server) routes() http.Handler {
 	api := r.MatcherFunc(s.onServiceHost).Subrouter()
 	api.Handle("/", s.byMethod(map[string]http.HandlerFunc{http.MethodGet: s.health}))
 	api.Handle("/readyz", s.byMethod(map[string]http.HandlerFunc{http.MethodGet: s.ready}))
-	api.Handle("/agents", s.byMethod(map[string]http.HandlerFunc{http.MethodPost: s.registerAgent}))
+	api.Handle("/agents", s.byMethod(map[string]http.HandlerFunc{http.MethodPost: register}))
 	api.Handle("/agents/{uid}/keys", s.byMethod(map[string]http.HandlerFunc{http.MethodPut: s.rotateKeys}))
-	whoami := s.whoami(http.HandlerFunc(s.whoamiHandler)).ServeHTTP
-	api.Handle("/whoami", s.byMethod(map[string]http.HandlerFunc{http.MethodGet: whoami, http.MethodPost: whoami}))
+	api.Handle("/whoami", s.byMethod(map[string]http.HandlerFunc{http.MethodGet: s.whoamiHandler, http.MethodPost: s.whoamiHandler}))
+	if m != nil {
+		api.Handle("/metrics", s.byMethod(map[string]http.HandlerFunc{http.MethodGet: m.Handler().ServeHTTP}))
+	}
 
 	dir := r.MatcherFunc(s.onAgentHost).Subrouter()
 	dir.Handle(middleware.DirectoryPath, s.byMethod(map[string]http.HandlerFunc{

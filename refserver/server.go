@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/refserver/metrics"
+	"github.com/agentid/agentid/refserver/ratelimit"
 	"github.com/agentid/agentid/signer"
 	"gorm.io/gorm"
 )
@@ -49,6 +51,22 @@ type Config struct {
 	DBTimeout time.Duration
 	// MaxBodyBytes caps request bodies (413 payload_too_large above). If 0, 64 KiB.
 	MaxBodyBytes int64
+	// KeyCacheTTL is how long a key read from the database is reused to
+	// verify this server's agents (see DBKeySource). If 0,
+	// DefaultKeyCacheTTL (250 ms); negative disables the cache. At most
+	// MaxKeyCacheTTL (500 ms), so a key revoked through any instance is
+	// refused by every instance within 1 s. The TTL is measured with Now.
+	KeyCacheTTL time.Duration
+	// Metrics, if set, counts requests by route, method and status,
+	// verification outcomes, key-cache hits and misses and database
+	// statement latency (it registers gorm callbacks on DB), and serves
+	// them at GET /metrics on the service host. If nil, nothing is counted
+	// and /metrics is 404.
+	Metrics *metrics.Registry
+	// RegisterLimit, if set, limits POST /agents per client address (429
+	// rate_limited with Retry-After), checked before the body is read or
+	// the signature verified. If nil, registration is not rate limited.
+	RegisterLimit *ratelimit.Limiter
 }
 
 // Validate reports a configuration that cannot work.
@@ -61,6 +79,9 @@ func (c Config) Validate() error {
 	}
 	if c.DBTimeout < 0 || c.MaxBodyBytes < 0 {
 		return errors.New("refserver: Config.DBTimeout and MaxBodyBytes must not be negative")
+	}
+	if c.KeyCacheTTL > MaxKeyCacheTTL {
+		return fmt.Errorf("refserver: Config.KeyCacheTTL %v is above the %v maximum (revocations must reach every instance within 1 s)", c.KeyCacheTTL, MaxKeyCacheTTL)
 	}
 	return nil
 }
@@ -83,6 +104,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.KeyCacheTTL == 0 {
+		c.KeyCacheTTL = DefaultKeyCacheTTL
 	}
 	return c
 }
@@ -118,7 +142,10 @@ type Server struct {
 	serviceHost string
 	keys        *DBKeySource
 
+	// whoami is the verification middleware of GET/POST /whoami (counted
+	// in Metrics when set); verifier is the same policy, called directly.
 	whoami     func(http.Handler) http.Handler
+	verifier   *middleware.Verifier
 	register   *middleware.Verifier // proof of possession on POST /agents
 	current    *middleware.Verifier // sig1 of PUT /agents/{uid}/keys
 	possession *middleware.Verifier // sig2 of PUT /agents/{uid}/keys
@@ -134,7 +161,14 @@ func New(cfg Config) (*Server, error) {
 	cfg = cfg.withDefaults()
 	s := &Server{cfg: cfg, db: cfg.DB, log: cfg.Logger}
 	s.scheme, s.serviceHost, _ = ParseHostname(cfg.Hostname)
-	s.keys = &DBKeySource{db: cfg.DB, scheme: s.scheme, serviceHost: s.serviceHost, timeout: cfg.DBTimeout}
+	var observeKey func(bool)
+	if cfg.Metrics != nil {
+		if err := cfg.Metrics.InstrumentGorm(cfg.DB); err != nil {
+			return nil, err
+		}
+		observeKey = cfg.Metrics.ObserveKeyCache
+	}
+	s.keys = newDBKeySource(cfg.DB, s.scheme, s.serviceHost, cfg.DBTimeout, cfg.KeyCacheTTL, cfg.Now, observeKey)
 
 	writeComponents := []string{"@method", "@path", "content-digest"}
 	base := middleware.Config{Now: cfg.Now, Replay: cfg.Replay, Logger: cfg.Logger, MaxBodyBytes: cfg.MaxBodyBytes}
@@ -145,7 +179,11 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.verifier = v
 	s.whoami = v.Middleware
+	if cfg.Metrics != nil {
+		s.whoami = cfg.Metrics.Verification(v.Middleware)
+	}
 
 	cc := base
 	cc.Keys = s.keys

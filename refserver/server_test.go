@@ -58,6 +58,14 @@ type testEnv struct {
 
 func newTestEnv(t testing.TB, db *gorm.DB) *testEnv {
 	t.Helper()
+	return newTestEnvConfig(t, db, "", nil)
+}
+
+// newTestEnvConfig is newTestEnv with the Config adjusted by configure. If
+// base is not "", it is the Hostname (a second instance of an existing
+// env's service); the client still dials this server.
+func newTestEnvConfig(t testing.TB, db *gorm.DB, base string, configure func(*refserver.Config)) *testEnv {
+	t.Helper()
 	if err := refserver.Migrate(context.Background(), db, nil); err != nil {
 		t.Fatalf("Migrate: %v", err)
 	}
@@ -65,11 +73,19 @@ func newTestEnv(t testing.TB, db *gorm.DB) *testEnv {
 	_, port, _ := net.SplitHostPort(ts.Listener.Addr().String())
 	e := &testEnv{t: t, db: db, ts: ts, host: "agentid.test:" + port, logs: &syncBuffer{}}
 	e.base = "http://" + e.host
-	srv, err := refserver.New(refserver.Config{
+	if base != "" {
+		e.base = base
+		e.host = strings.TrimPrefix(base, "http://")
+	}
+	cfg := refserver.Config{
 		DB:       db,
 		Hostname: e.base,
 		Logger:   slog.New(slog.NewTextHandler(e.logs, nil)),
-	})
+	}
+	if configure != nil {
+		configure(&cfg)
+	}
+	srv, err := refserver.New(cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -87,6 +103,13 @@ func newTestEnv(t testing.TB, db *gorm.DB) *testEnv {
 	}}
 	t.Cleanup(e.client.CloseIdleConnections)
 	return e
+}
+
+// sibling starts another instance of e's service (same Hostname) on db,
+// as a second server behind one load balancer.
+func (e *testEnv) sibling(db *gorm.DB, configure func(*refserver.Config)) *testEnv {
+	e.t.Helper()
+	return newTestEnvConfig(e.t, db, e.base, configure)
 }
 
 func (e *testEnv) origin(uid string) string { return "http://" + uid + "." + e.host }
