@@ -19,6 +19,8 @@ import (
 
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/refserver"
+	"github.com/agentid/agentid/refserver/metrics"
+	"github.com/agentid/agentid/refserver/ratelimit"
 	"github.com/agentid/agentid/refserver/replaypg"
 	"github.com/agentid/agentid/signer/agent"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -58,7 +60,6 @@ func newServerCmd(env *cliEnv) *ffcli.Command {
 // serverFlags are the flags shared by the server commands; "" means unset.
 type serverFlags struct {
 	port, hostname, databaseURL string
-	replayStore                 string
 }
 
 func (f *serverFlags) register(fs *flag.FlagSet, withPortHost bool) {
@@ -436,35 +437,116 @@ func sqliteURLAbs(env *cliEnv, databaseURL string) string {
 	return "sqlite://" + sqliteAbs(env, path)
 }
 
+// startFlags are the flags of `idcli server start` beyond the shared ones.
+type startFlags struct {
+	replayStore    string // memory | postgres (alias database)
+	rateLimit      string // "60/m", "off", …
+	rateLimitBurst int
+	trustedProxies string // comma-separated CIDRs or addresses
+	metrics        bool
+	logLevel       string
+}
+
+// Defaults of `idcli server start`.
+const (
+	defaultRateLimit      = "60/m"
+	defaultRateLimitBurst = ratelimit.DefaultBurst
+)
+
+func (o *startFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&o.replayStore, "replay-store", "memory", "where signature nonces are remembered: memory (one instance) or postgres (the server's database, shared by every instance; alias: database)")
+	fs.StringVar(&o.rateLimit, "rate-limit", defaultRateLimit, "registrations (POST /agents) allowed per client address: N/s, N/m, N/h, or off")
+	fs.IntVar(&o.rateLimitBurst, "rate-limit-burst", defaultRateLimitBurst, "registrations a client address may make at once before --rate-limit applies")
+	fs.StringVar(&o.trustedProxies, "trusted-proxies", "", "comma-separated CIDRs or addresses of reverse proxies whose X-Forwarded-For names the client (default: none; the peer address is the client)")
+	fs.BoolVar(&o.metrics, "metrics", true, "serve Prometheus metrics at GET /metrics on the service host (--metrics=false to disable)")
+	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info (one line per request), warn or error (warn drops the per-request lines; 5xx are still logged)")
+}
+
+// startOptions are the validated startFlags.
+type startOptions struct {
+	sharedReplay bool
+	limit        *ratelimit.Config // nil: registration not limited
+	metrics      bool
+	logLevel     slog.Level
+}
+
+func (o startFlags) parse() (startOptions, error) {
+	var so startOptions
+	switch o.replayStore {
+	case "memory":
+	case "postgres", "database":
+		so.sharedReplay = true
+	default:
+		return so, fmt.Errorf("--replay-store %q: want memory or postgres", o.replayStore)
+	}
+	rate, on, err := ratelimit.ParseRate(o.rateLimit)
+	if err != nil {
+		return so, fmt.Errorf("--rate-limit %q: want N/s, N/m, N/h (e.g. %s) or off", o.rateLimit, defaultRateLimit)
+	}
+	if o.rateLimitBurst < 1 {
+		return so, fmt.Errorf("--rate-limit-burst %d: want 1 or more", o.rateLimitBurst)
+	}
+	var proxies []string
+	for _, p := range strings.Split(o.trustedProxies, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			proxies = append(proxies, p)
+		}
+	}
+	if on {
+		so.limit = &ratelimit.Config{Rate: rate, Burst: o.rateLimitBurst, TrustedProxies: proxies}
+		if err := so.limit.Validate(); err != nil {
+			return so, fmt.Errorf("--trusted-proxies: %s", strings.TrimPrefix(err.Error(), "ratelimit: "))
+		}
+	} else if len(proxies) > 0 {
+		// Validate anyway, so a typo is not silent until the limit is on.
+		if err := (ratelimit.Config{TrustedProxies: proxies}).Validate(); err != nil {
+			return so, fmt.Errorf("--trusted-proxies: %s", strings.TrimPrefix(err.Error(), "ratelimit: "))
+		}
+	}
+	so.metrics = o.metrics
+	if err := so.logLevel.UnmarshalText([]byte(o.logLevel)); err != nil {
+		return so, fmt.Errorf("--log-level %q: want debug, info, warn or error", o.logLevel)
+	}
+	return so, nil
+}
+
 func newServerStartCmd(env *cliEnv) *ffcli.Command {
 	fs := newFlagSet("idcli server start", env)
 	var f serverFlags
 	f.register(fs, true)
-	fs.StringVar(&f.replayStore, "replay-store", "memory", "where nonces are remembered: memory (one instance) or database (shared by instances)")
+	var o startFlags
+	o.register(fs)
 	return &ffcli.Command{
 		Name:       "start",
-		ShortUsage: "idcli server start [--port P] [--hostname URL] [--database-url URL] [--replay-store memory|database]",
+		ShortUsage: "idcli server start [--port P] [--hostname URL] [--database-url URL] [--replay-store memory|postgres] [--rate-limit 60/m|off] [--rate-limit-burst N] [--trusted-proxies CIDR,…] [--metrics=true|false] [--log-level info|warn|…]",
 		ShortHelp:  "run the reference server until SIGINT/SIGTERM",
-		FlagSet:    fs,
+		LongHelp: "Runs the reference server. Several instances behind a load balancer share one\n" +
+			"database: start each with --replay-store postgres so a nonce accepted by one is\n" +
+			"refused by all. Registration (POST /agents) is limited per client address\n" +
+			"(default " + defaultRateLimit + ", burst " + fmt.Sprint(defaultRateLimitBurst) + "; 429 rate_limited with Retry-After). Behind a\n" +
+			"reverse proxy, list it in --trusted-proxies so its X-Forwarded-For names the\n" +
+			"client; otherwise every client shares the proxy's limit.",
+		FlagSet: fs,
 		Exec: func(ctx context.Context, args []string) error {
 			if len(args) > 0 {
 				return fmt.Errorf("server start takes no arguments (got %q)", args[0])
 			}
-			if f.replayStore != "memory" && f.replayStore != "database" {
-				return fmt.Errorf("--replay-store %q: want memory or database", f.replayStore)
+			so, err := o.parse()
+			if err != nil {
+				return err
 			}
 			s, err := resolveServerSettings(env, f, true)
 			if err != nil {
 				return err
 			}
-			return serverStart(ctx, env, s, f.replayStore)
+			return serverStart(ctx, env, s, so)
 		},
 	}
 }
 
 // serverStart runs the server until ctx is cancelled, then shuts down
 // gracefully (in-flight requests finish, up to 20 s).
-func serverStart(ctx context.Context, env *cliEnv, s serverSettings, replayStore string) error {
+func serverStart(ctx context.Context, env *cliEnv, s serverSettings, so startOptions) error {
 	s.DatabaseURL = sqliteURLAbs(env, s.DatabaseURL)
 	db, err := openServerDB(s)
 	if err != nil {
@@ -487,9 +569,9 @@ func serverStart(ctx context.Context, env *cliEnv, s serverSettings, replayStore
 		}
 	}
 
-	logger := slog.New(slog.NewTextHandler(env.Stderr, nil))
+	logger := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: so.logLevel}))
 	cfg := refserver.Config{DB: db, Hostname: s.Hostname, Version: Version, Logger: logger}
-	if replayStore == "database" {
+	if so.sharedReplay {
 		store, err := replaypg.New(replaypg.Config{DB: db, Logger: logger})
 		if err != nil {
 			return err
@@ -499,6 +581,14 @@ func serverStart(ctx context.Context, env *cliEnv, s serverSettings, replayStore
 		cfg.Replay = store
 	} else {
 		cfg.Replay = middleware.NewMemoryReplayStore()
+	}
+	if so.limit != nil {
+		if cfg.RegisterLimit, err = ratelimit.New(*so.limit); err != nil {
+			return err
+		}
+	}
+	if so.metrics {
+		cfg.Metrics = metrics.NewRegistry()
 	}
 	srv, err := refserver.New(cfg)
 	if err != nil {

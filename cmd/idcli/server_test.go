@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/refserver/dbtest"
+	"github.com/agentid/agentid/signer"
 )
 
 type serverRun struct {
@@ -249,7 +250,13 @@ func TestServerStartFailures(t *testing.T) {
 		{"unreachable database", []string{"--port", "0", "--database-url", "postgres://postgres@127.0.0.1:1/agentid?connect_timeout=2"}, []string{"cannot reach the database", "connection refused", "DATABASE_URL"}},
 		{"unknown database host", []string{"--port", "0", "--database-url", "postgres://postgres@db.invalid/agentid?connect_timeout=2"}, []string{"cannot reach the database", "DATABASE_URL"}},
 		{"not migrated", []string{"--port", "0", "--database-url", unmigrated}, []string{"not migrated", "idcli server db:migrate"}},
-		{"bad replay store", []string{"--replay-store", "redis"}, []string{"--replay-store"}},
+		{"bad replay store", []string{"--replay-store", "redis"}, []string{"--replay-store", "memory or postgres"}},
+		{"bad rate limit", []string{"--rate-limit", "fast"}, []string{"--rate-limit", "off"}},
+		{"bad rate unit", []string{"--rate-limit", "5/d"}, []string{"--rate-limit", "N/m"}},
+		{"zero burst", []string{"--rate-limit-burst", "0"}, []string{"--rate-limit-burst"}},
+		{"bad trusted proxy", []string{"--trusted-proxies", "10.0.0.0/8,not-an-ip"}, []string{"--trusted-proxies", "not-an-ip"}},
+		{"bad trusted proxy with the limit off", []string{"--rate-limit", "off", "--trusted-proxies", "10.0.0.0/33"}, []string{"--trusted-proxies"}},
+		{"bad log level", []string{"--log-level", "loud"}, []string{"--log-level", "warn"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -321,5 +328,148 @@ func TestServerStartServesAndShutsDown(t *testing.T) {
 	}
 	if !strings.Contains(r.stderr, `ignoring HOSTNAME="myhost"`) || !strings.Contains(r.stderr, "path=/ status=200") {
 		t.Errorf("stderr lacks the HOSTNAME warning or the request log line:\n%s", r.stderr)
+	}
+}
+
+// startedServer is `idcli server start` running in the background.
+type startedServer struct {
+	base   string // http://localhost:<port>
+	cancel context.CancelFunc
+	done   chan serverRun
+}
+
+// startServer runs `idcli server start --port <free> --database-url
+// databaseURL args…` and waits until GET / answers.
+func startServer(t *testing.T, dir, databaseURL string, args ...string) *startedServer {
+	t.Helper()
+	port := freePort(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &startedServer{base: "http://localhost:" + port, cancel: cancel, done: make(chan serverRun, 1)}
+	go func() {
+		s.done <- runServerCmd(ctx, dir, nil, append([]string{"server", "start", "--port", port, "--database-url", databaseURL}, args...)...)
+	}()
+	t.Cleanup(func() { s.stop(t) })
+	for i := 0; ; i++ {
+		resp, err := http.Get(s.base + "/")
+		if err == nil {
+			resp.Body.Close()
+			return s
+		}
+		select {
+		case r := <-s.done:
+			s.done <- r
+			t.Fatalf("server exited early: %v (stderr %s)", r.err, r.stderr)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if i > 500 {
+			t.Fatalf("server never answered on %s: %v", s.base, err)
+		}
+	}
+}
+
+// stop shuts the server down and returns what it wrote.
+func (s *startedServer) stop(t *testing.T) serverRun {
+	t.Helper()
+	s.cancel()
+	r := <-s.done
+	s.done <- r
+	if r.err != nil {
+		t.Errorf("server start: error = %v (stderr %s)", r.err, r.stderr)
+	}
+	return r
+}
+
+// send sends req as is and returns the status and error code.
+func (s *startedServer) send(t *testing.T, req *http.Request) (int, string) {
+	t.Helper()
+	a, err := scaleSend(http.DefaultClient, req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", req.Method, req.URL, err)
+	}
+	return a.status, a.code
+}
+
+func (s *startedServer) registerReq(t *testing.T, key signer.PrivateKey) *http.Request {
+	req, _ := http.NewRequest(http.MethodPost, s.base+"/agents", bytes.NewReader(scaleJWKBody(key)))
+	req.Header.Set("Content-Type", "application/json")
+	return scaleSign(t, req, key, signer.Options{Components: signer.WriteComponents})
+}
+
+func TestServerStartFlags(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		args []string
+		// wantStatuses are the statuses of three registrations from one address.
+		wantStatuses  [3]int
+		wantMetrics   int  // status of GET /metrics
+		wantSharedLog bool // nonces land in replay_nonces
+		wantReqLog    bool // one stderr line per request
+	}{
+		{"defaults", nil, [3]int{201, 201, 201}, 200, false, true},
+		{"burst 2", []string{"--rate-limit", "1/h", "--rate-limit-burst", "2"}, [3]int{201, 201, 429}, 200, false, true},
+		{"limit off", []string{"--rate-limit", "off", "--rate-limit-burst", "1"}, [3]int{201, 201, 201}, 200, false, true},
+		{"proxy trusted, no forwarded header", []string{"--rate-limit-burst", "1", "--trusted-proxies", "127.0.0.1/32, ::1"}, [3]int{201, 429, 429}, 200, false, true},
+		{"postgres replay store, no metrics, warn", []string{"--replay-store", "postgres", "--metrics=false", "--log-level", "warn"}, [3]int{201, 201, 201}, 404, true, false},
+		{"database alias", []string{"--replay-store", "database"}, [3]int{201, 201, 201}, 200, true, true},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			databaseURL := "sqlite://" + filepath.Join(dir, "agentid.db")
+			if r := runServerCmd(context.Background(), dir, nil, "server", "db:migrate", "--database-url", databaseURL); r.err != nil {
+				t.Fatal(r.err)
+			}
+			srv := startServer(t, dir, databaseURL, tt.args...)
+			var uid string
+			for j, want := range tt.wantStatuses {
+				key := scaleKey(byte(100 + 10*i + j))
+				a, err := scaleSend(http.DefaultClient, srv.registerReq(t, key))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if a.status != want {
+					t.Errorf("registration %d: status = %d (%s), want %d", j+1, a.status, a.code, want)
+				}
+				if a.status == http.StatusTooManyRequests && a.code != "rate_limited" {
+					t.Errorf("registration %d: code = %q, want rate_limited", j+1, a.code)
+				}
+				if j == 0 {
+					uid = a.uid
+				}
+			}
+			// whoami, then the same request again: the replay is refused
+			// whichever store holds the nonce.
+			who, _ := http.NewRequest(http.MethodGet, srv.base+"/whoami", nil)
+			scaleSign(t, who, scaleKey(byte(100+10*i)), signer.Options{SignatureAgent: "http://" + uid + "." + strings.TrimPrefix(srv.base, "http://")})
+			if status, code := srv.send(t, copyReq(who, nil)); status != http.StatusOK {
+				t.Fatalf("whoami: status = %d (%s), want 200", status, code)
+			}
+			if status, code := srv.send(t, copyReq(who, nil)); status != http.StatusUnauthorized || code != "replayed_nonce" {
+				t.Errorf("replayed whoami: status = %d code %q, want 401 replayed_nonce", status, code)
+			}
+			metricsReq, _ := http.NewRequest(http.MethodGet, srv.base+"/metrics", nil)
+			if status, _ := srv.send(t, metricsReq); status != tt.wantMetrics {
+				t.Errorf("GET /metrics: status = %d, want %d", status, tt.wantMetrics)
+			}
+
+			r := srv.stop(t)
+			if got := strings.Contains(r.stderr, "path=/whoami"); got != tt.wantReqLog {
+				t.Errorf("request lines logged = %v, want %v:\n%s", got, tt.wantReqLog, r.stderr)
+			}
+			db, err := refserver.OpenDB(databaseURL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer closeDB(db)
+			var nonces int64
+			if err := db.Table("replay_nonces").Count(&nonces).Error; err != nil {
+				t.Fatal(err)
+			}
+			if got := nonces > 0; got != tt.wantSharedLog {
+				t.Errorf("%d rows in replay_nonces, want rows: %v", nonces, tt.wantSharedLog)
+			}
+		})
 	}
 }
