@@ -612,13 +612,22 @@ type iopAnswer struct {
 // carrying headers, and returns the status and the error code of the body.
 func iopSend(t *testing.T, method, url, host string, headers map[string]string, body []byte) iopAnswer {
 	t.Helper()
+	a, err := iopDo(method, url, host, headers, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// iopDo is iopSend for any goroutine.
+func iopDo(method, url, host string, headers map[string]string, body []byte) (iopAnswer, error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
 	req, err := http.NewRequest(method, url, rd)
 	if err != nil {
-		t.Fatal(err)
+		return iopAnswer{}, err
 	}
 	if host != "" {
 		req.Host = host
@@ -631,10 +640,13 @@ func iopSend(t *testing.T, method, url, host string, headers map[string]string, 
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
+		return iopAnswer{}, fmt.Errorf("%s %s: %w", method, url, err)
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return iopAnswer{}, fmt.Errorf("%s %s: read body: %w", method, url, err)
+	}
 	var e struct {
 		Error struct {
 			Code any `json:"code"`
@@ -645,7 +657,7 @@ func iopSend(t *testing.T, method, url, host string, headers map[string]string, 
 	if e.Error.Code != nil {
 		code = fmt.Sprint(e.Error.Code)
 	}
-	return iopAnswer{status: resp.StatusCode, code: code, body: string(b)}
+	return iopAnswer{status: resp.StatusCode, code: code, body: string(b)}, nil
 }
 
 // iopRegisteredAgent registers key with the reference server at hostname
