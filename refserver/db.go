@@ -68,8 +68,8 @@ func SQLitePath(databaseURL string) (string, error) {
 //
 //   - postgres:// or postgresql:// uses PostgreSQL (gorm.io/driver/postgres,
 //     pgx). Unless the URL sets them, connect_timeout is 5 s and
-//     statement_timeout 10 s; the pool holds at most 20 connections, recycled
-//     after 30 minutes.
+//     statement_timeout 10 s; the pool holds at most 20 connections (kept
+//     while busy, closed after 5 idle minutes), recycled after 30 minutes.
 //   - sqlite://PATH (sqlite:///abs/path or sqlite://relative.db) or
 //     sqlite::memory: uses the embedded pure-Go SQLite, with foreign keys on,
 //     a 5 s busy timeout, WAL journal and one connection (SQLite has a single
@@ -99,7 +99,10 @@ func OpenDB(databaseURL string) (*gorm.DB, error) {
 			return nil, fmt.Errorf("refserver: open database: %w", err)
 		}
 		sqlDB.SetMaxOpenConns(DefaultMaxOpenConns)
-		sqlDB.SetMaxIdleConns(DefaultMaxOpenConns / 2)
+		// Idle connections are kept up to the pool size: a smaller idle
+		// limit closes and reopens connections under load (a PostgreSQL
+		// backend start each time); ConnMaxIdleTime trims them when quiet.
+		sqlDB.SetMaxIdleConns(DefaultMaxOpenConns)
 		sqlDB.SetConnMaxLifetime(30 * time.Minute)
 		sqlDB.SetConnMaxIdleTime(5 * time.Minute)
 		return db, nil
