@@ -218,6 +218,9 @@ func (s *Server) rotateKeys(w http.ResponseWriter, r *http.Request) {
 	// Whatever the outcome (a failed commit may still have committed),
 	// this instance's cached keys of uid are dropped.
 	s.keys.Invalidate(uid)
+	if s.dirs != nil {
+		s.dirs.invalidate(uid)
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return

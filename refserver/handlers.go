@@ -64,36 +64,73 @@ type directoryBody struct {
 	Keys []signer.JWK `json:"keys"`
 }
 
+// dirEntry is a rendered key directory.
+type dirEntry struct {
+	body []byte
+	etag string
+}
+
 // directory is GET/HEAD /.well-known/http-message-signatures-directory on
-// <uid>.<service host>: the agent's active keys.
+// <uid>.<service host>: the agent's active keys. Rendered directories are
+// reused for KeyCacheTTL (clients may cache them for 60 s anyway); a
+// rotation through this instance drops its copy at once.
 func (s *Server) directory(w http.ResponseWriter, r *http.Request) {
 	_, uid := s.classify(r)
-	ctx, cancel := s.dbContext(r.Context())
-	defer cancel()
-	keys, err := s.activeKeys(ctx, uid)
+	d, err := s.renderDirectory(r.Context(), uid)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	b, _ := json.Marshal(directoryBody{Keys: keys})
-	b = append(b, '\n')
-	sum := sha256.Sum256(b)
-	etag := `"` + base64.RawURLEncoding.EncodeToString(sum[:16]) + `"`
-
 	h := w.Header()
 	h.Set("Cache-Control", "max-age=60")
-	h.Set("ETag", etag)
+	h.Set("ETag", d.etag)
 	h.Set("Access-Control-Allow-Origin", "*")
 	h.Set("Access-Control-Expose-Headers", "ETag")
 	h.Set("X-Content-Type-Options", "nosniff")
-	if etagMatches(r.Header.Values("If-None-Match"), etag) {
+	if etagMatches(r.Header.Values("If-None-Match"), d.etag) {
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
 	h.Set("Content-Type", DirectoryMediaType)
-	h.Set("Content-Length", strconv.Itoa(len(b)))
+	h.Set("Content-Length", strconv.Itoa(len(d.body)))
 	w.WriteHeader(http.StatusOK)
-	w.Write(b)
+	w.Write(d.body)
+}
+
+// renderDirectory returns uid's directory from the cache or the database;
+// concurrent misses for one uid share one query.
+func (s *Server) renderDirectory(ctx context.Context, uid string) (dirEntry, error) {
+	var gen uint64
+	if s.dirs != nil {
+		d, ok, g := s.dirs.get(uid)
+		if ok {
+			return d, nil
+		}
+		gen = g
+	}
+	ch := s.dirGroup.DoChan(uid, func() (any, error) {
+		qctx, cancel := s.dbContext(context.WithoutCancel(ctx))
+		defer cancel()
+		keys, err := s.activeKeys(qctx, uid)
+		if err != nil {
+			return dirEntry{}, err
+		}
+		b, _ := json.Marshal(directoryBody{Keys: keys})
+		b = append(b, '\n')
+		sum := sha256.Sum256(b)
+		d := dirEntry{body: b, etag: `"` + base64.RawURLEncoding.EncodeToString(sum[:16]) + `"`}
+		if s.dirs != nil {
+			s.dirs.put(uid, uid, d, gen)
+		}
+		return d, nil
+	})
+	select {
+	case res := <-ch:
+		d, _ := res.Val.(dirEntry)
+		return d, res.Err
+	case <-ctx.Done():
+		return dirEntry{}, dbUnavailable(ctx.Err())
+	}
 }
 
 // directoryPreflight answers CORS preflight requests for the directory.

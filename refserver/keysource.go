@@ -3,7 +3,6 @@ package refserver
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/agentid/agentid/middleware"
@@ -21,9 +20,6 @@ const (
 	// itself it keeps a key revoked through another instance refused
 	// everywhere within 1 s (DESIGN §5).
 	MaxKeyCacheTTL = 500 * time.Millisecond
-	// maxKeyCacheEntries bounds the cache; past it, lookups are not cached
-	// until expired entries are swept.
-	maxKeyCacheEntries = 100_000
 )
 
 // DBKeySource is a middleware.KeySource over the server's database: it
@@ -44,15 +40,9 @@ type DBKeySource struct {
 	serviceHost string
 	timeout     time.Duration
 
-	ttl     time.Duration    // 0: no cache
-	now     func() time.Time // cache clock
-	observe func(hit bool)   // nil: not counted
-
-	mu        sync.RWMutex
-	cache     map[string]keyEntry // kid → row verdict
-	gen       uint64              // bumped by Invalidate; stale lookups are not stored
-	lastSweep time.Time
-	group     singleflight.Group
+	cache   *ttlCache[keyEntry] // kid → row verdict; nil: no cache
+	observe func(hit bool)      // nil: not counted
+	group   singleflight.Group
 }
 
 // keyEntry is a cached lookup: the owner and key of a kid, and whether it
@@ -61,7 +51,6 @@ type keyEntry struct {
 	uid     string
 	pk      signer.PublicKey
 	revoked bool
-	expires time.Time
 }
 
 // NewDBKeySource returns an uncached key source for the agents of the
@@ -75,8 +64,11 @@ func NewDBKeySource(db *gorm.DB, hostname string) (*DBKeySource, error) {
 }
 
 func newDBKeySource(db *gorm.DB, scheme, host string, timeout, ttl time.Duration, now func() time.Time, observe func(bool)) *DBKeySource {
-	return &DBKeySource{db: db, scheme: scheme, serviceHost: host, timeout: timeout,
-		ttl: ttl, now: now, observe: observe, cache: map[string]keyEntry{}}
+	k := &DBKeySource{db: db, scheme: scheme, serviceHost: host, timeout: timeout, observe: observe}
+	if ttl > 0 {
+		k.cache = newTTLCache[keyEntry](ttl, now)
+	}
+	return k
 }
 
 // Key implements middleware.KeySource. agent must be exactly
@@ -111,22 +103,15 @@ func (k *DBKeySource) Key(ctx context.Context, agent, keyID string) (signer.Publ
 
 // lookup returns kid's row verdict from the cache or the database.
 func (k *DBKeySource) lookup(ctx context.Context, kid string) (keyEntry, bool, error) {
-	if k.ttl <= 0 {
+	if k.cache == nil {
 		return k.query(ctx, kid)
 	}
-	now := k.now()
-	k.mu.RLock()
-	e, ok := k.cache[kid]
-	gen := k.gen
-	k.mu.RUnlock()
-	if ok && now.Before(e.expires) {
-		if k.observe != nil {
-			k.observe(true)
-		}
-		return e, true, nil
-	}
+	e, ok, gen := k.cache.get(kid)
 	if k.observe != nil {
-		k.observe(false)
+		k.observe(ok)
+	}
+	if ok {
+		return e, true, nil
 	}
 	// One query per kid at a time, on a context that outlives any one
 	// caller; each caller still gives up on its own ctx.
@@ -134,12 +119,10 @@ func (k *DBKeySource) lookup(ctx context.Context, kid string) (keyEntry, bool, e
 		qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), k.timeout)
 		defer cancel()
 		e, found, err := k.query(qctx, kid)
-		if err != nil || !found {
-			return lookupResult{e, found}, err
+		if err == nil && found {
+			k.cache.put(kid, e.uid, e, gen)
 		}
-		e.expires = k.now().Add(k.ttl)
-		k.store(kid, e, gen)
-		return lookupResult{e, true}, nil
+		return lookupResult{e, found}, err
 	})
 	select {
 	case res := <-ch:
@@ -176,39 +159,12 @@ func (k *DBKeySource) query(ctx context.Context, kid string) (keyEntry, bool, er
 	return e, true, nil
 }
 
-// store caches e unless Invalidate ran since the lookup began (the row
-// read may predate a rotation).
-func (k *DBKeySource) store(kid string, e keyEntry, gen uint64) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.gen != gen {
-		return
-	}
-	now := k.now()
-	if len(k.cache) >= maxKeyCacheEntries || now.Sub(k.lastSweep) >= 10*k.ttl {
-		for id, old := range k.cache {
-			if !now.Before(old.expires) {
-				delete(k.cache, id)
-			}
-		}
-		k.lastSweep = now
-	}
-	if len(k.cache) < maxKeyCacheEntries {
-		k.cache[kid] = e
-	}
-}
-
 // Invalidate drops the cached keys of uid (every key when uid is ""), so
 // this instance sees a rotation at once. The server calls it when a
 // rotation commits.
 func (k *DBKeySource) Invalidate(uid string) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	k.gen++
-	for id, e := range k.cache {
-		if uid == "" || e.uid == uid {
-			delete(k.cache, id)
-		}
+	if k.cache != nil {
+		k.cache.invalidate(uid)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/agentid/agentid/refserver/metrics"
 	"github.com/agentid/agentid/refserver/ratelimit"
 	"github.com/agentid/agentid/signer"
+	"golang.org/x/sync/singleflight"
 	"gorm.io/gorm"
 )
 
@@ -52,10 +53,12 @@ type Config struct {
 	// MaxBodyBytes caps request bodies (413 payload_too_large above). If 0, 64 KiB.
 	MaxBodyBytes int64
 	// KeyCacheTTL is how long a key read from the database is reused to
-	// verify this server's agents (see DBKeySource). If 0,
-	// DefaultKeyCacheTTL (250 ms); negative disables the cache. At most
-	// MaxKeyCacheTTL (500 ms), so a key revoked through any instance is
-	// refused by every instance within 1 s. The TTL is measured with Now.
+	// verify this server's agents (see DBKeySource), and how long a
+	// rendered key directory is served again. If 0, DefaultKeyCacheTTL
+	// (250 ms); negative disables both caches. At most MaxKeyCacheTTL
+	// (500 ms), so a key revoked through any instance is refused by every
+	// instance within 1 s. A rotation through this instance drops its
+	// cached entries at once. The TTL is measured with Now.
 	KeyCacheTTL time.Duration
 	// Metrics, if set, counts requests by route, method and status,
 	// verification outcomes, key-cache hits and misses and database
@@ -150,6 +153,9 @@ type Server struct {
 	current    *middleware.Verifier // sig1 of PUT /agents/{uid}/keys
 	possession *middleware.Verifier // sig2 of PUT /agents/{uid}/keys
 
+	dirs     *ttlCache[dirEntry] // uid → rendered directory; nil: no cache
+	dirGroup singleflight.Group
+
 	handler http.Handler
 }
 
@@ -169,6 +175,9 @@ func New(cfg Config) (*Server, error) {
 		observeKey = cfg.Metrics.ObserveKeyCache
 	}
 	s.keys = newDBKeySource(cfg.DB, s.scheme, s.serviceHost, cfg.DBTimeout, cfg.KeyCacheTTL, cfg.Now, observeKey)
+	if cfg.KeyCacheTTL > 0 {
+		s.dirs = newTTLCache[dirEntry](cfg.KeyCacheTTL, cfg.Now)
+	}
 
 	writeComponents := []string{"@method", "@path", "content-digest"}
 	base := middleware.Config{Now: cfg.Now, Replay: cfg.Replay, Logger: cfg.Logger, MaxBodyBytes: cfg.MaxBodyBytes}

@@ -3,6 +3,7 @@ package refserver_test
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
@@ -77,11 +78,30 @@ func TestKeyCacheAcrossInstances(t *testing.T) {
 			}
 			return r.status, r.errorCode(t)
 		}
+		// dirKid returns the single kid of uid's directory as served by e.
+		dirKid := func(e *testEnv) string {
+			t.Helper()
+			r := e.send(e.request(http.MethodGet, e.directoryURL(uid), nil))
+			var d struct{ Keys []struct{ Kid string } }
+			if err := json.Unmarshal(r.body, &d); err != nil || r.status != http.StatusOK || len(d.Keys) != 1 {
+				t.Fatalf("directory: status %d body %s, want 200 with one key", r.status, r.body)
+			}
+			return d.Keys[0].Kid
+		}
+		dirStep := func(e *testEnv, want signer.PrivateKey) func() (int, string) {
+			return func() (int, string) {
+				if got := dirKid(e); got != want.KeyID() {
+					return http.StatusConflict, "directory serves " + got
+				}
+				return http.StatusOK, ""
+			}
+		}
 		steps := []struct {
 			name     string
 			do       func() (int, string)
 			wantCode string // "" for 200
 		}{
+			{"B serves the directory with k1", dirStep(b, k1), ""},
 			{"B reads k1 from the database", func() (int, string) { return whoami(b, k1) }, ""},
 			{"B serves k1 from its cache", func() (int, string) { return whoami(b, k1) }, ""},
 			{"rotation k1 to k2 through A", func() (int, string) {
@@ -89,10 +109,13 @@ func TestKeyCacheAcrossInstances(t *testing.T) {
 				return r.status, ""
 			}, ""},
 			{"A refuses k1 at once (its cache was dropped)", func() (int, string) { return whoami(a, k1) }, "revoked_key"},
+			{"A serves the directory with k2 at once", dirStep(a, k2), ""},
 			{"B accepts k2 at once (a new kid is never served stale)", func() (int, string) { return whoami(b, k2) }, ""},
 			// The bound: B's cached k1 may be used until its TTL ends, not after.
 			{"B within the TTL still has k1 cached", func() (int, string) { clock.Advance(ttl - time.Millisecond); return whoami(b, k1) }, ""},
+			{"B within the TTL still serves its cached directory", dirStep(b, k1), ""},
 			{"B refuses k1 once the TTL has passed", func() (int, string) { clock.Advance(time.Millisecond); return whoami(b, k1) }, "revoked_key"},
+			{"B serves the directory with k2 once the TTL has passed", dirStep(b, k2), ""},
 			{"B refuses an unknown kid", func() (int, string) { return whoami(b, k3) }, "unknown_key"},
 		}
 		for _, st := range steps {
