@@ -70,6 +70,15 @@ type Config struct {
 	// rate_limited with Retry-After), checked before the body is read or
 	// the signature verified. If nil, registration is not rate limited.
 	RegisterLimit *ratelimit.Limiter
+	// VestauthCompat also serves POST /register and POST /rotate on the
+	// service host, in the request and response shapes of vestauth 0.21
+	// clients (`vestauth agent init`, `vestauth agent rotate`), on the same
+	// store, host check and replay store. Those clients sign only
+	// @authority and prove no possession of a rotation's new key, so
+	// /rotate binds less than PUT /agents/{uid}/keys: see
+	// docs/migrating-from-vestauth.md. RegisterLimit applies to /register
+	// too. If false (the default), both paths are 404.
+	VestauthCompat bool
 }
 
 // Validate reports a configuration that cannot work.
