@@ -43,6 +43,9 @@ func (s *Server) routes() http.Handler {
 	api.Handle("/agents", s.byMethod(map[string]http.HandlerFunc{http.MethodPost: register}))
 	api.Handle("/agents/{uid}/keys", s.byMethod(map[string]http.HandlerFunc{http.MethodPut: s.rotateKeys}))
 	api.Handle("/whoami", s.byMethod(map[string]http.HandlerFunc{http.MethodGet: s.whoamiHandler, http.MethodPost: s.whoamiHandler}))
+	if s.cfg.VestauthCompat {
+		s.compatRoutes(api)
+	}
 	if m != nil {
 		api.Handle("/metrics", s.byMethod(map[string]http.HandlerFunc{http.MethodGet: m.Handler().ServeHTTP}))
 	}

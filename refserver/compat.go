@@ -1,0 +1,175 @@
+package refserver
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/signer"
+	"github.com/gorilla/mux"
+)
+
+// vestauth compatibility (Config.VestauthCompat): POST /register and POST
+// /rotate in the request and response shapes of vestauth 0.21 clients, on
+// the same store, host check (421) and replay store as the native routes.
+//
+// vestauth signs every request, these two included, with one signature
+// covering only @authority; its /register signature carries tag="null" (a
+// bug in vestauth: a JavaScript null passed where the default tag was
+// meant) and no Signature-Agent, and its /rotate sends no proof of
+// possession of the new key. The compat verifiers accept exactly that and
+// nothing weaker: created, expires, keyid and nonce stay required, each
+// nonce is accepted once across every route, and the window is bounded.
+
+// NullTag is the tag vestauth 0.21 puts on its POST /register signature.
+const NullTag = "null"
+
+// CompatRotateMaxWindow bounds expires−created of a POST /rotate signature
+// (vestauth signs with exactly 300 s), shortening how long a captured,
+// unused signature of the agent's key can be turned into a rotation.
+const CompatRotateMaxWindow = 5 * time.Minute
+
+// vestauthCompat serves the compat routes of a Server.
+type vestauthCompat struct {
+	s        *Server
+	register *middleware.Verifier // proof of possession by the body's key, @authority only
+	rotate   *middleware.Verifier // the agent's current key, @authority only
+}
+
+func newVestauthCompat(s *Server) (*vestauthCompat, error) {
+	base := middleware.Config{
+		Now:                s.cfg.Now,
+		Replay:             s.cfg.Replay,
+		Logger:             s.cfg.Logger,
+		MaxBodyBytes:       s.cfg.MaxBodyBytes,
+		RequiredComponents: []string{"@authority"},
+	}
+	c := &vestauthCompat{s: s}
+
+	rc := base
+	rc.Keys = middleware.KeySourceFunc(bodyKey)
+	rc.AllowMissingSignatureAgent = true
+	// A single signature with another tag (vestauth's "null") is taken;
+	// registerAgent then admits only "web-bot-auth" and "null".
+	rc.AnyTag = true
+	var err error
+	if c.register, err = middleware.NewVerifier(rc); err != nil {
+		return nil, err
+	}
+
+	ot := base
+	ot.Keys = s.keys
+	ot.MaxWindow = CompatRotateMaxWindow
+	if c.rotate, err = middleware.NewVerifier(ot); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// compatRoutes registers POST /register and POST /rotate on api (the
+// service-host subrouter). GET and POST /whoami need nothing extra: the
+// native route already verifies vestauth's default-profile signatures.
+func (s *Server) compatRoutes(api *mux.Router) {
+	c, err := newVestauthCompat(s)
+	if err != nil {
+		// The verifier configurations are fixed; only a programming error gets here.
+		panic("refserver: vestauth compat verifiers: " + err.Error())
+	}
+	register := c.registerAgent
+	if lim := s.cfg.RegisterLimit; lim != nil {
+		register = lim.Middleware(http.HandlerFunc(c.registerAgent)).ServeHTTP
+	}
+	api.Handle("/register", s.byMethod(map[string]http.HandlerFunc{http.MethodPost: register}))
+	api.Handle("/rotate", s.byMethod(map[string]http.HandlerFunc{http.MethodPost: c.rotateKey}))
+}
+
+// readCompatKeyBody is readKeyBody with a missing Content-Type taken as
+// application/json (a present one must still be application/json). The
+// header is not covered by vestauth's signatures, so setting it changes
+// nothing that was signed.
+func (c *vestauthCompat) readCompatKeyBody(w http.ResponseWriter, r *http.Request) (signer.PublicKey, error) {
+	if len(r.Header.Values("Content-Type")) == 0 {
+		r.Header.Set("Content-Type", "application/json")
+	}
+	return c.s.readKeyBody(w, r)
+}
+
+// registerAgent is POST /register: vestauth's `agent init`. The body must
+// carry public_jwk (no key is ever fetched from Signature-Agent); the
+// request must be signed by that key (keyid = its thumbprint) over
+// @authority with tag "web-bot-auth" or "null". Registration is POST
+// /agents's (registerKey); the answer is always 200 with is_new.
+func (c *vestauthCompat) registerAgent(w http.ResponseWriter, r *http.Request) {
+	s := c.s
+	pk, err := c.readCompatKeyBody(w, r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	vr := r.WithContext(context.WithValue(r.Context(), bodyKeyCtx{}, pk))
+	a, err := c.register.Verify(vr)
+	if err == nil && a.Tag != signer.DefaultTag && a.Tag != NullTag {
+		err = middleware.Errorf(http.StatusUnauthorized, "invalid_signature_input",
+			"no signature has tag=%q (or vestauth's tag=%q)", signer.DefaultTag, NullTag)
+	}
+	s.observeVerification(err)
+	if err != nil {
+		s.writeVerifyError(w, r, c.register, err)
+		return
+	}
+	ctx, cancel := s.dbContext(r.Context())
+	defer cancel()
+	uid, isNew, err := s.registerKey(ctx, pk)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	resp := s.keyResponse(uid, pk.JWK)
+	resp.IsNew = &isNew
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// rotateKey is POST /rotate: vestauth's `agent rotate`. The request must be
+// signed by an active key of the agent its Signature-Agent names
+// (<scheme>://<uid>.<service host>), over @authority, within
+// CompatRotateMaxWindow; the body's public_jwk then replaces the agent's
+// keys exactly as PUT /agents/{uid}/keys does (rotateAgent). There is no
+// proof of possession of the new key: vestauth sends none.
+func (c *vestauthCompat) rotateKey(w http.ResponseWriter, r *http.Request) {
+	s := c.s
+	pk, err := c.readCompatKeyBody(w, r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	a, err := c.rotate.Verify(r)
+	s.observeVerification(err)
+	if err != nil {
+		s.writeVerifyError(w, r, c.rotate, err)
+		return
+	}
+	if a.UID == "" { // the DB key source accepts only agent-<hex> origins
+		s.writeError(w, r, middleware.Errorf(http.StatusUnauthorized, "untrusted_signature_agent", "the signature agent is not an agent of this service"))
+		return
+	}
+	ctx, cancel := s.dbContext(r.Context())
+	defer cancel()
+	if err := s.rotateAgent(ctx, a.UID, a.KeyID, pk); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.keyResponse(a.UID, pk.JWK))
+}
+
+// rotateAgent runs the rotation transaction of PUT /agents/{uid}/keys
+// (rotate) and then, whatever the outcome (a failed commit may still have
+// committed), drops this instance's cached keys and directory of uid.
+func (s *Server) rotateAgent(ctx context.Context, uid, signingKid string, pk signer.PublicKey) error {
+	err := s.rotate(ctx, uid, signingKid, pk)
+	s.keys.Invalidate(uid)
+	if s.dirs != nil {
+		s.dirs.invalidate(uid)
+	}
+	return err
+}
