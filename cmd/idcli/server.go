@@ -445,6 +445,7 @@ type startFlags struct {
 	trustedProxies string // comma-separated CIDRs or addresses
 	metrics        bool
 	logLevel       string
+	vestauthCompat bool
 }
 
 // Defaults of `idcli server start`.
@@ -460,6 +461,7 @@ func (o *startFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.trustedProxies, "trusted-proxies", "", "comma-separated CIDRs or addresses of reverse proxies whose X-Forwarded-For names the client (default: none; the peer address is the client)")
 	fs.BoolVar(&o.metrics, "metrics", true, "serve Prometheus metrics at GET /metrics on the service host (--metrics=false to disable)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info (one line per request), warn or error (warn drops the per-request lines; 5xx are still logged)")
+	fs.BoolVar(&o.vestauthCompat, "vestauth-compat", false, "also serve vestauth clients' POST /register and POST /rotate (rotation binds less than PUT /agents/{uid}/keys: see docs/migrating-from-vestauth.md)")
 }
 
 // startOptions are the validated startFlags.
@@ -468,6 +470,8 @@ type startOptions struct {
 	limit        *ratelimit.Config // nil: registration not limited
 	metrics      bool
 	logLevel     slog.Level
+	// vestauthCompat serves POST /register and POST /rotate.
+	vestauthCompat bool
 }
 
 func (o startFlags) parse() (startOptions, error) {
@@ -504,6 +508,7 @@ func (o startFlags) parse() (startOptions, error) {
 		}
 	}
 	so.metrics = o.metrics
+	so.vestauthCompat = o.vestauthCompat
 	if err := so.logLevel.UnmarshalText([]byte(o.logLevel)); err != nil {
 		return so, fmt.Errorf("--log-level %q: want debug, info, warn or error", o.logLevel)
 	}
@@ -518,7 +523,7 @@ func newServerStartCmd(env *cliEnv) *ffcli.Command {
 	o.register(fs)
 	return &ffcli.Command{
 		Name:       "start",
-		ShortUsage: "idcli server start [--port P] [--hostname URL] [--database-url URL] [--replay-store memory|postgres] [--rate-limit 60/m|off] [--rate-limit-burst N] [--trusted-proxies CIDR,…] [--metrics=true|false] [--log-level info|warn|…]",
+		ShortUsage: "idcli server start [--port P] [--hostname URL] [--database-url URL] [--replay-store memory|postgres] [--rate-limit 60/m|off] [--rate-limit-burst N] [--trusted-proxies CIDR,…] [--metrics=true|false] [--log-level info|warn|…] [--vestauth-compat]",
 		ShortHelp:  "run the reference server until SIGINT/SIGTERM",
 		LongHelp: "Runs the reference server. Several instances behind a load balancer share one\n" +
 			"database: start each with --replay-store postgres so a nonce accepted by one is\n" +
@@ -570,7 +575,10 @@ func serverStart(ctx context.Context, env *cliEnv, s serverSettings, so startOpt
 	}
 
 	logger := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: so.logLevel}))
-	cfg := refserver.Config{DB: db, Hostname: s.Hostname, Version: Version, Logger: logger}
+	cfg := refserver.Config{DB: db, Hostname: s.Hostname, Version: Version, Logger: logger, VestauthCompat: so.vestauthCompat}
+	if so.vestauthCompat {
+		logger.Warn("vestauth compatibility on: POST /register and POST /rotate are served; /rotate accepts any unused signature of the agent's current key for this host (see docs/migrating-from-vestauth.md)")
+	}
 	if so.sharedReplay {
 		store, err := replaypg.New(replaypg.Config{DB: db, Logger: logger})
 		if err != nil {
