@@ -1,0 +1,486 @@
+package refserver_test
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agentid/agentid/refserver"
+	"github.com/agentid/agentid/refserver/dbtest"
+	"github.com/agentid/agentid/refserver/ratelimit"
+	"github.com/agentid/agentid/signer"
+	"gorm.io/gorm"
+)
+
+// compatEnv is a test server with Config.VestauthCompat on.
+func compatEnv(t *testing.T, db *gorm.DB, configure func(*refserver.Config)) *testEnv {
+	t.Helper()
+	return newTestEnvConfig(t, db, "", func(c *refserver.Config) {
+		c.VestauthCompat = true
+		if configure != nil {
+			configure(c)
+		}
+	})
+}
+
+// compatNonce is a fresh 64-byte nonce, base64url as vestauth sends it.
+func compatNonce(t testing.TB) string {
+	b := make([]byte, 64)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// vestauthHeaders builds the headers vestauth 0.21.1 sends for a request to
+// rawURL, byte for byte in its parameter order: one signature over
+// @authority with tag, expires created+window, and Signature-Agent origin
+// unless origin is "".
+func vestauthHeaders(t testing.TB, rawURL string, key signer.PrivateKey, tag, origin string, window int64) map[string]string {
+	t.Helper()
+	created := time.Now().Unix()
+	params := fmt.Sprintf(`("@authority");created=%d;keyid="%s";alg="ed25519";expires=%d;nonce="%s";tag="%s"`,
+		created, key.KeyID(), created+window, compatNonce(t), tag)
+	base, err := signer.SignatureBase(httptest.NewRequest(http.MethodGet, rawURL, nil), params)
+	if err != nil {
+		t.Fatalf("signature base for %s: %v", params, err)
+	}
+	h := map[string]string{
+		"Signature":       "sig1=:" + base64.StdEncoding.EncodeToString(ed25519.Sign(key.Key, base)) + ":",
+		"Signature-Input": "sig1=" + params,
+	}
+	if origin != "" {
+		h["Signature-Agent"] = `sig1="` + origin + `"`
+	}
+	return h
+}
+
+// compatReq is a request to url (Host overridden when host is not "") with
+// headers and body; Content-Type application/json when there is a body.
+func (e *testEnv) compatReq(method, url, host string, headers map[string]string, body []byte) *http.Request {
+	e.t.Helper()
+	req := e.request(method, url, body)
+	if host != "" {
+		req.Host = host
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	return req
+}
+
+// compatRegister registers key through POST /register as vestauth does
+// (tag "null", no Signature-Agent) and returns the uid.
+func (e *testEnv) compatRegister(key signer.PrivateKey) string {
+	e.t.Helper()
+	h := vestauthHeaders(e.t, e.base+"/register", key, refserver.NullTag, "", 300)
+	r := e.send(e.compatReq(http.MethodPost, e.base+"/register", "", h, jwkBody(key.Public.JWK)))
+	if r.status != http.StatusOK {
+		e.t.Fatalf("POST /register (vestauth-style, tag=null): status = %d (%s), want 200", r.status, r.body)
+	}
+	uid, _ := r.json(e.t)["uid"].(string)
+	return uid
+}
+
+// directoryKids returns the kids of uid's directory.
+func (e *testEnv) directoryKids(uid string) []string {
+	e.t.Helper()
+	r := e.send(e.request(http.MethodGet, e.directoryURL(uid), nil))
+	if r.status != http.StatusOK {
+		e.t.Fatalf("GET %s: status = %d (%s), want 200", e.directoryURL(uid), r.status, r.body)
+	}
+	var d struct {
+		Keys []signer.JWK `json:"keys"`
+	}
+	if err := json.Unmarshal(r.body, &d); err != nil {
+		e.t.Fatal(err)
+	}
+	kids := make([]string, len(d.Keys))
+	for i, k := range d.Keys {
+		kids[i] = k.Kid
+	}
+	return kids
+}
+
+func (e *testEnv) wantOnlyKey(uid, kid string) {
+	e.t.Helper()
+	if got := e.directoryKids(uid); len(got) != 1 || got[0] != kid {
+		e.t.Errorf("directory of %s lists %v, want only %s", uid, got, kid)
+	}
+}
+
+func TestCompatRoutesOffByDefault(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		e := newTestEnv(t, db)
+		key := testKey(201)
+		for _, path := range []string{"/register", "/rotate"} {
+			h := vestauthHeaders(t, e.base+path, key, refserver.NullTag, "", 300)
+			r := e.send(e.compatReq(http.MethodPost, e.base+path, "", h, jwkBody(key.Public.JWK)))
+			if code := r.errorCode(t); r.status != http.StatusNotFound || code != "not_found" {
+				t.Errorf("POST %s without VestauthCompat: %d %s, want 404 not_found", path, r.status, code)
+			}
+		}
+	})
+}
+
+func TestCompatRegister(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		// A Signature-Agent in a request must never be fetched: count any hit.
+		var fetched atomic.Int32
+		lure := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			fetched.Add(1)
+			w.Header().Set("Content-Type", refserver.DirectoryMediaType)
+			fmt.Fprintf(w, `{"keys":[%s]}`, testKey(209).Public.JWK.MarshalPublic())
+		}))
+		defer lure.Close()
+
+		e := compatEnv(t, db, nil)
+		key := testKey(202)
+		url := e.base + "/register"
+		body := jwkBody(key.Public.JWK)
+
+		first := e.send(e.compatReq(http.MethodPost, url, "", vestauthHeaders(t, url, key, refserver.NullTag, "", 300), body))
+		if first.status != http.StatusOK {
+			t.Fatalf("vestauth POST /register (tag=null): status = %d (%s), want 200", first.status, first.body)
+		}
+		got := first.json(t)
+		uid, _ := got["uid"].(string)
+		if !strings.HasPrefix(uid, "agent-") || got["kid"] != key.KeyID() || got["is_new"] != true {
+			t.Errorf("first POST /register answered %s, want a new uid with kid %s and is_new true", first.body, key.KeyID())
+		}
+		if pj, _ := got["public_jwk"].(map[string]any); pj["x"] != key.Public.JWK.X || pj["d"] != nil {
+			t.Errorf("first POST /register public_jwk = %v, want x %s and no d", pj, key.Public.JWK.X)
+		}
+
+		tests := []struct {
+			name     string
+			headers  map[string]string
+			body     []byte
+			noCT     bool   // send no Content-Type
+			ct       string // Content-Type to send instead of application/json
+			wantCode string // "" → 200 with uid and is_new false
+			status   int
+		}{
+			{"repeat, tag web-bot-auth", vestauthHeaders(t, url, key, "web-bot-auth", "", 300), body, false, "", "", 200},
+			{"repeat, no Content-Type", vestauthHeaders(t, url, key, refserver.NullTag, "", 300), body, true, "", "", 200},
+			{"repeat with a Signature-Agent (ignored, never fetched)", vestauthHeaders(t, url, key, refserver.NullTag, lure.URL, 300), body, false, "", "", 200},
+			{"another tag", vestauthHeaders(t, url, key, "agentid-key-possession", "", 300), body, false, "", "invalid_signature_input", 401},
+			{"signed by another key", vestauthHeaders(t, url, testKey(203), refserver.NullTag, "", 300), body, false, "", "unknown_key", 401},
+			{"made for another host", vestauthHeaders(t, "http://evil-tool.example/x", key, refserver.NullTag, "", 300), body, false, "", "invalid_signature", 401},
+			{"window over 10 minutes", vestauthHeaders(t, url, key, refserver.NullTag, "", 3600), body, false, "", "signature_window_too_long", 401},
+			{"no public_jwk, Signature-Agent names a directory", vestauthHeaders(t, url, testKey(209), refserver.NullTag, lure.URL, 300), []byte(`{}`), false, "", "invalid_request", 400},
+			{"public_jwk null", vestauthHeaders(t, url, key, refserver.NullTag, lure.URL, 300), []byte(`{"public_jwk":null}`), false, "", "invalid_request", 400},
+			{"empty body", vestauthHeaders(t, url, key, refserver.NullTag, lure.URL, 300), []byte{}, false, "", "invalid_request", 400},
+			{"private JWK in the body", vestauthHeaders(t, url, key, refserver.NullTag, "", 300), []byte(`{"public_jwk":` + string(key.MarshalPrivateJWK()) + `}`), false, "", "invalid_jwk", 400},
+			{"text/plain", vestauthHeaders(t, url, key, refserver.NullTag, "", 300), body, false, "text/plain", "unsupported_media_type", 415},
+			{"unsigned", nil, body, false, "", "missing_signature", 401},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				req := e.compatReq(http.MethodPost, url, "", tt.headers, tt.body)
+				switch {
+				case tt.noCT:
+					req.Header.Del("Content-Type")
+				case tt.ct != "":
+					req.Header.Set("Content-Type", tt.ct)
+				}
+				r := e.send(req)
+				if tt.wantCode == "" {
+					if r.status != tt.status {
+						t.Fatalf("status = %d (%s), want %d", r.status, r.body, tt.status)
+					}
+					if got := r.json(t); got["uid"] != uid || got["is_new"] != false {
+						t.Errorf("answer %s, want uid %s with is_new false", r.body, uid)
+					}
+					return
+				}
+				if code := r.errorCode(t); r.status != tt.status || code != tt.wantCode {
+					t.Errorf("answer %d %s (%s), want %d %s", r.status, code, r.body, tt.status, tt.wantCode)
+				}
+			})
+		}
+		if n := fetched.Load(); n != 0 {
+			t.Errorf("the server fetched the Signature-Agent URL %d times, want never", n)
+		}
+		e.wantOnlyKey(uid, key.KeyID())
+
+		// The same captured registration twice: the nonce is spent.
+		h := vestauthHeaders(t, url, testKey(204), refserver.NullTag, "", 300)
+		if r := e.send(e.compatReq(http.MethodPost, url, "", h, jwkBody(testKey(204).Public.JWK))); r.status != http.StatusOK {
+			t.Fatalf("POST /register for a second key: %d (%s), want 200", r.status, r.body)
+		}
+		r := e.send(e.compatReq(http.MethodPost, url, "", h, jwkBody(testKey(204).Public.JWK)))
+		if code := r.errorCode(t); r.status != http.StatusUnauthorized || code != "replayed_nonce" {
+			t.Errorf("replayed POST /register: %d %s, want 401 replayed_nonce", r.status, code)
+		}
+
+		// A native registration and a compat one of the same key meet.
+		if r := e.send(e.registerReq(testKey(204))); r.status != http.StatusOK || r.json(t)["is_new"] != false {
+			t.Errorf("POST /agents for the key registered by /register: %d %s, want 200 is_new false", r.status, r.body)
+		}
+	})
+}
+
+func TestCompatRegisterRateLimited(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		lim, err := ratelimit.New(ratelimit.Config{Rate: 1.0 / 3600, Burst: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := compatEnv(t, db, func(c *refserver.Config) { c.RegisterLimit = lim })
+		e.compatRegister(testKey(205))
+		url := e.base + "/register"
+		r := e.send(e.compatReq(http.MethodPost, url, "", vestauthHeaders(t, url, testKey(206), refserver.NullTag, "", 300), jwkBody(testKey(206).Public.JWK)))
+		if code := r.errorCode(t); r.status != http.StatusTooManyRequests || code != "rate_limited" {
+			t.Errorf("second POST /register from one address over the limit: %d %s, want 429 rate_limited", r.status, code)
+		}
+	})
+}
+
+func TestCompatWhoami(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		e := compatEnv(t, db, nil)
+		key := testKey(207)
+		uid := e.compatRegister(key)
+		for _, method := range []string{http.MethodGet, http.MethodPost} {
+			h := vestauthHeaders(t, e.base+"/whoami", key, "web-bot-auth", e.origin(uid), 300)
+			r := e.send(e.compatReq(method, e.base+"/whoami", "", h, nil))
+			if r.status != http.StatusOK {
+				t.Fatalf("vestauth %s /whoami: status = %d (%s), want 200", method, r.status, r.body)
+			}
+			got := r.json(t)
+			if got["uid"] != uid || got["kid"] != key.KeyID() || got["well_known_url"] != e.directoryURL(uid) {
+				t.Errorf("vestauth %s /whoami answered %s, want uid %s kid %s well_known_url %s", method, r.body, uid, key.KeyID(), e.directoryURL(uid))
+			}
+		}
+		// /whoami keeps the native policy: vestauth's register tag is not enough there.
+		h := vestauthHeaders(t, e.base+"/whoami", key, refserver.NullTag, e.origin(uid), 300)
+		if r := e.send(e.compatReq(http.MethodGet, e.base+"/whoami", "", h, nil)); r.status != http.StatusUnauthorized {
+			t.Errorf("GET /whoami with tag=null: status = %d (%s), want 401", r.status, r.body)
+		}
+	})
+}
+
+func TestCompatRotate(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		e := compatEnv(t, db, nil)
+		cur, next := testKey(210), testKey(211)
+		uid := e.compatRegister(cur)
+		url := e.base + "/rotate"
+
+		rotate := func(t *testing.T, signing, newKey signer.PrivateKey, origin string, window int64) response {
+			t.Helper()
+			h := vestauthHeaders(t, url, signing, "web-bot-auth", origin, window)
+			return e.send(e.compatReq(http.MethodPost, url, "", h, jwkBody(newKey.Public.JWK)))
+		}
+		tests := []struct {
+			name     string
+			signing  signer.PrivateKey
+			newKey   signer.PrivateKey
+			origin   string
+			window   int64
+			status   int
+			wantCode string
+		}{
+			{"no Signature-Agent", cur, next, "", 300, 401, "invalid_signature_agent"},
+			{"Signature-Agent on another host", cur, next, "http://" + uid + ".evil.example", 300, 401, "untrusted_signature_agent"},
+			{"Signature-Agent names no agent", cur, next, "http://" + e.host, 300, 401, "untrusted_signature_agent"},
+			{"Signature-Agent names another agent", cur, next, e.origin("agent-0123456789abcdef01234567"), 300, 401, "unknown_key"},
+			{"signed by an unregistered key", testKey(212), next, e.origin(uid), 300, 401, "unknown_key"},
+			{"window over 5 minutes", cur, next, e.origin(uid), 301, 401, "signature_window_too_long"},
+			{"to the current key", cur, cur, e.origin(uid), 300, 409, "key_conflict"},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				r := rotate(t, tt.signing, tt.newKey, tt.origin, tt.window)
+				if code := r.errorCode(t); r.status != tt.status || code != tt.wantCode {
+					t.Errorf("POST /rotate: %d %s (%s), want %d %s", r.status, code, r.body, tt.status, tt.wantCode)
+				}
+			})
+		}
+		e.wantOnlyKey(uid, cur.KeyID())
+
+		r := rotate(t, cur, next, e.origin(uid), 300)
+		if r.status != http.StatusOK {
+			t.Fatalf("vestauth POST /rotate: status = %d (%s), want 200", r.status, r.body)
+		}
+		if got := r.json(t); got["uid"] != uid || got["kid"] != next.KeyID() {
+			t.Errorf("POST /rotate answered %s, want uid %s kid %s", r.body, uid, next.KeyID())
+		}
+		e.wantOnlyKey(uid, next.KeyID())
+		if r := e.send(e.whoamiReq(http.MethodGet, uid, cur)); r.status != http.StatusUnauthorized || r.errorCode(t) != "revoked_key" {
+			t.Errorf("whoami with the rotated-out key: %d %s, want 401 revoked_key", r.status, r.body)
+		}
+		if r := e.send(e.whoamiReq(http.MethodGet, uid, next)); r.status != http.StatusOK {
+			t.Errorf("whoami with the new key: %d %s, want 200", r.status, r.body)
+		}
+		// The old key can no longer rotate; the native route works with the new one.
+		if r := rotate(t, cur, testKey(213), e.origin(uid), 300); r.status != http.StatusUnauthorized || r.errorCode(t) != "revoked_key" {
+			t.Errorf("POST /rotate by the rotated-out key: %d %s, want 401 revoked_key", r.status, r.body)
+		}
+		if r := e.send(e.rotateReq(uid, next, testKey(213))); r.status != http.StatusOK {
+			t.Errorf("PUT /agents/%s/keys after a compat rotation: %d %s, want 200", uid, r.status, r.body)
+		}
+		e.wantOnlyKey(uid, testKey(213).KeyID())
+	})
+}
+
+// compatDo sends req on e's client from any goroutine.
+func (e *testEnv) compatDo(req *http.Request) (response, error) {
+	resp, err := e.client.Do(req)
+	if err != nil {
+		return response{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return response{status: resp.StatusCode, header: resp.Header, body: b}, err
+}
+
+// The attacks vestauth's own server accepts on /rotate (shared/PEERS.md
+// weaknesses 1, 2 and 4), each rejected here, and the one the compat route
+// cannot stop, pinned so the documentation stays true.
+func TestCompatRotateAttacks(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		e := compatEnv(t, db, nil)
+		attacker := testKey(229)
+
+		t.Run("Host header swap", func(t *testing.T) {
+			key := testKey(220)
+			uid := e.compatRegister(key)
+			// Headers the agent made for a third-party tool…
+			h := vestauthHeaders(t, "https://evil-tool.example/x", key, "web-bot-auth", e.origin(uid), 300)
+			// …presented with that tool's Host: refused before any handler.
+			r := e.send(e.compatReq(http.MethodPost, e.base+"/rotate", "evil-tool.example", h, jwkBody(attacker.Public.JWK)))
+			if code := r.errorCode(t); r.status != http.StatusMisdirectedRequest || code != "misdirected_request" {
+				t.Errorf("POST /rotate with Host evil-tool.example: %d %s, want 421 misdirected_request", r.status, code)
+			}
+			// …presented with the service's Host: the authority does not match.
+			r = e.send(e.compatReq(http.MethodPost, e.base+"/rotate", "", h, jwkBody(attacker.Public.JWK)))
+			if code := r.errorCode(t); r.status != http.StatusUnauthorized || code != "invalid_signature" {
+				t.Errorf("POST /rotate with headers made for evil-tool.example: %d %s, want 401 invalid_signature", r.status, code)
+			}
+			e.wantOnlyKey(uid, key.KeyID())
+		})
+
+		t.Run("three concurrent copies of one captured rotation", func(t *testing.T) {
+			key := testKey(221)
+			uid := e.compatRegister(key)
+			h := vestauthHeaders(t, e.base+"/rotate", key, "web-bot-auth", e.origin(uid), 300)
+			var (
+				wg      sync.WaitGroup
+				answers [3]response
+				errs    [3]error
+				keys    [3]signer.PrivateKey
+			)
+			for i := range keys {
+				keys[i] = testKey(byte(230 + i))
+				req := e.compatReq(http.MethodPost, e.base+"/rotate", "", h, jwkBody(keys[i].Public.JWK))
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					answers[i], errs[i] = e.compatDo(req)
+				}()
+			}
+			wg.Wait()
+			won := -1
+			for i, a := range answers {
+				if errs[i] != nil {
+					t.Fatalf("copy %d: %v", i, errs[i])
+				}
+				switch {
+				case a.status == http.StatusOK && won < 0:
+					won = i
+				case a.status == http.StatusOK:
+					t.Errorf("copies %d and %d of one captured POST /rotate both succeeded", won, i)
+				default:
+					// replayed_nonce, or revoked_key when the winner's
+					// rotation committed before this copy's key lookup.
+					if code := a.errorCode(t); a.status != http.StatusUnauthorized || code != "replayed_nonce" && code != "revoked_key" {
+						t.Errorf("copy %d: %d %s, want 401 replayed_nonce or revoked_key", i, a.status, code)
+					}
+				}
+			}
+			if won < 0 {
+				t.Fatalf("no copy of the captured POST /rotate succeeded: %+v", answers)
+			}
+			e.wantOnlyKey(uid, keys[won].KeyID())
+		})
+
+		t.Run("replayed nonce after a failed rotation", func(t *testing.T) {
+			key := testKey(222)
+			uid := e.compatRegister(key)
+			h := vestauthHeaders(t, e.base+"/rotate", key, "web-bot-auth", e.origin(uid), 300)
+			// Verified, then refused by the transaction: the nonce is spent all the same.
+			r := e.send(e.compatReq(http.MethodPost, e.base+"/rotate", "", h, jwkBody(key.Public.JWK)))
+			if code := r.errorCode(t); r.status != http.StatusConflict || code != "key_conflict" {
+				t.Fatalf("POST /rotate to the current key: %d %s, want 409 key_conflict", r.status, code)
+			}
+			r = e.send(e.compatReq(http.MethodPost, e.base+"/rotate", "", h, jwkBody(attacker.Public.JWK)))
+			if code := r.errorCode(t); r.status != http.StatusUnauthorized || code != "replayed_nonce" {
+				t.Errorf("the same signature again with another key: %d %s, want 401 replayed_nonce", r.status, code)
+			}
+			e.wantOnlyKey(uid, key.KeyID())
+		})
+
+		t.Run("a served /whoami cannot be replayed to /rotate", func(t *testing.T) {
+			key := testKey(223)
+			uid := e.compatRegister(key)
+			h := vestauthHeaders(t, e.base+"/whoami", key, "web-bot-auth", e.origin(uid), 300)
+			if r := e.send(e.compatReq(http.MethodGet, e.base+"/whoami", "", h, nil)); r.status != http.StatusOK {
+				t.Fatalf("GET /whoami: %d %s, want 200", r.status, r.body)
+			}
+			r := e.send(e.compatReq(http.MethodPost, e.base+"/rotate", "", h, jwkBody(attacker.Public.JWK)))
+			if code := r.errorCode(t); r.status != http.StatusUnauthorized || code != "replayed_nonce" {
+				t.Errorf("the /whoami signature presented to POST /rotate: %d %s, want 401 replayed_nonce", r.status, code)
+			}
+			e.wantOnlyKey(uid, key.KeyID())
+		})
+
+		t.Run("a /whoami signature made with idcli's write profile cannot rotate", func(t *testing.T) {
+			key := testKey(224)
+			uid := e.compatRegister(key)
+			// Covers @method and @path: a GET /whoami signature does not fit POST /rotate.
+			req := e.sign(e.request(http.MethodGet, e.base+"/whoami", nil), key,
+				signer.Options{Components: []string{"@method", "@authority", "@path"}, SignatureAgent: e.origin(uid)})
+			h := map[string]string{}
+			for _, k := range []string{"Signature", "Signature-Input", "Signature-Agent"} {
+				h[k] = req.Header.Get(k)
+			}
+			r := e.send(e.compatReq(http.MethodPost, e.base+"/rotate", "", h, jwkBody(attacker.Public.JWK)))
+			if code := r.errorCode(t); r.status != http.StatusUnauthorized || code != "invalid_signature" {
+				t.Errorf("a GET /whoami signature covering @method @path presented to POST /rotate: %d %s, want 401 invalid_signature", r.status, code)
+			}
+			e.wantOnlyKey(uid, key.KeyID())
+		})
+
+		// The documented limit (docs/migrating-from-vestauth.md): an
+		// @authority-only signature for this host that was never presented
+		// rotates, whatever route it was made for.
+		t.Run("documented: an unused @authority-only signature rotates", func(t *testing.T) {
+			key := testKey(225)
+			uid := e.compatRegister(key)
+			h := vestauthHeaders(t, e.base+"/whoami", key, "web-bot-auth", e.origin(uid), 300)
+			r := e.send(e.compatReq(http.MethodPost, e.base+"/rotate", "", h, jwkBody(attacker.Public.JWK)))
+			if r.status != http.StatusOK {
+				t.Fatalf("an unused /whoami signature presented to POST /rotate: %d %s; the documented weakness is gone, update docs/migrating-from-vestauth.md and docs/security.md", r.status, r.body)
+			}
+			e.wantOnlyKey(uid, attacker.KeyID())
+		})
+	})
+}
