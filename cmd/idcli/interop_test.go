@@ -28,6 +28,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -786,4 +787,288 @@ func iopContains(ss []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// iopCompat turns on the vestauth-compat routes (POST /register, POST /rotate).
+func iopCompat(c *refserver.Config) { c.VestauthCompat = true }
+
+// Group 3: the vestauth CLI works against agentid with the vestauth-compat
+// routes: init (twice), curl /whoami, rotate, curl again; the directory then
+// lists only the new key and the old key is refused.
+func TestInteropVestauthCLIAgainstCompat(t *testing.T) {
+	t.Parallel()
+	in := needInterop(t)
+	iopNeedCurl(t)
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		if err := refserver.Migrate(context.Background(), db, nil); err != nil {
+			t.Fatalf("migrate: %v", err)
+		}
+		srv, hostname := iopStartRefServer(t, db, iopCompat)
+		dir := t.TempDir()
+
+		out, errOut, err := in.vestauthCLI(t, dir, "agent", "init", "--hostname", hostname)
+		if err != nil {
+			t.Fatalf("vestauth agent init --hostname %s (POST %s/register): %v\nstdout: %s\nstderr: %s", hostname, hostname, err, out, errOut)
+		}
+		uid := iopEnvValue(t, dir, agent.EnvUID)
+		if !middleware.ValidUID(uid) {
+			t.Fatalf("vestauth agent init wrote AGENT_UID=%q, want agent-<24 hex>", uid)
+		}
+		for _, want := range []string{"✔ agent created (.env/AGENT_UID=" + uid + ")", "⮕ next run: [vestauth agent curl " + hostname + "/whoami]"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("vestauth agent init printed %q, want a line %q", out, want)
+			}
+		}
+		out, errOut, err = in.vestauthCLI(t, dir, "agent", "init", "--hostname", hostname)
+		if want := "• agent exists (.env/AGENT_UID=" + uid + ")"; err != nil || !strings.Contains(out, want) {
+			t.Errorf("second vestauth agent init (POST %s/register, same key): err=%v stdout=%q stderr=%q, want a line %q", hostname, err, out, errOut, want)
+		}
+		first, err := signer.ParsePublicJWK([]byte(iopEnvValue(t, dir, agent.EnvPublicJWK)))
+		if err != nil {
+			t.Fatalf("AGENT_PUBLIC_JWK written by vestauth: %v", err)
+		}
+		oldPriv := iopEnvValue(t, dir, agent.EnvPrivateJWK)
+		in.vestauthWhoami(t, dir, hostname, uid, first.JWK.Kid)
+
+		out, errOut, err = in.vestauthCLI(t, dir, "agent", "rotate")
+		if err != nil {
+			t.Fatalf("vestauth agent rotate (POST %s/rotate): %v\nstdout: %s\nstderr: %s", hostname, err, out, errOut)
+		}
+		if want := "✔ agent keys rotated (.env/AGENT_UID=" + uid + ")"; !strings.Contains(out, want) {
+			t.Errorf("vestauth agent rotate printed %q, want a line %q", out, want)
+		}
+		next, err := signer.ParsePublicJWK([]byte(iopEnvValue(t, dir, agent.EnvPublicJWK)))
+		if err != nil || next.JWK.Kid == first.JWK.Kid {
+			t.Fatalf("AGENT_PUBLIC_JWK after vestauth agent rotate: kid %q (was %q), err %v", next.JWK.Kid, first.JWK.Kid, err)
+		}
+		in.vestauthWhoami(t, dir, hostname, uid, next.JWK.Kid)
+		iopCheckDirectory(t, in, srv.WellKnownURL(uid), next.JWK.Kid)
+
+		// The old key is refused now.
+		var oldJWK map[string]any
+		if err := json.Unmarshal([]byte(oldPriv), &oldJWK); err != nil {
+			t.Fatal(err)
+		}
+		var signed struct {
+			Headers map[string]string `json:"headers"`
+		}
+		if v := in.drive(t, "vestauth-sign.mjs", map[string]any{"method": "GET", "url": hostname + "/whoami", "uid": uid, "private_jwk": oldJWK, "hostname": hostname}, &signed); !v.OK {
+			t.Fatalf("%s could not sign with the old key: %s", v.Peer, v.Error)
+		}
+		if got := iopSend(t, "GET", hostname+"/whoami", "", signed.Headers, nil); got.status != http.StatusUnauthorized || got.code != "revoked_key" {
+			t.Errorf("agentid on vestauth's GET %s/whoami signed by the rotated-out key: %d %s, want 401 revoked_key", hostname, got.status, got.body)
+		}
+	})
+}
+
+// Group 4: a .env written by the vestauth CLI is used unchanged by `idcli
+// agent curl`; after `idcli agent rotate` on it, vestauth reads it back
+// (curl and a further vestauth rotate), and idcli reads vestauth's rewrite.
+func TestInteropEnvFileSharedWithVestauth(t *testing.T) {
+	t.Parallel()
+	in := needInterop(t)
+	iopNeedCurl(t)
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		if err := refserver.Migrate(context.Background(), db, nil); err != nil {
+			t.Fatalf("migrate: %v", err)
+		}
+		_, hostname := iopStartRefServer(t, db, iopCompat)
+		dir := t.TempDir()
+		if out, errOut, err := in.vestauthCLI(t, dir, "agent", "init", "--hostname", hostname); err != nil {
+			t.Fatalf("vestauth agent init --hostname %s: %v\nstdout: %s\nstderr: %s", hostname, err, out, errOut)
+		}
+		envPath := filepath.Join(dir, ".env")
+		written, err := os.ReadFile(envPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Contains(written, []byte(`AGENT_PUBLIC_JWK="{"`)) {
+			t.Fatalf("vestauth wrote an unexpected .env format (want JSON in double quotes, unescaped):\n%s", written)
+		}
+		uid := iopEnvValue(t, dir, agent.EnvUID)
+		first, err := signer.ParsePublicJWK([]byte(iopEnvValue(t, dir, agent.EnvPublicJWK)))
+		if err != nil {
+			t.Fatalf("AGENT_PUBLIC_JWK written by vestauth, as idcli reads it: %v", err)
+		}
+
+		idcliWhoami := func(t *testing.T, kid string) {
+			t.Helper()
+			out, errOut, err := iopCLI(dir, "agent", "curl", hostname+"/whoami")
+			var got iopWhoami
+			if err != nil || json.Unmarshal([]byte(out), &got) != nil || got.UID != uid || got.Kid != kid {
+				t.Errorf("idcli agent curl %s/whoami with vestauth's .env: err=%v stdout=%q stderr=%q, want uid %s kid %s", hostname, err, out, errOut, uid, kid)
+			}
+		}
+		idcliWhoami(t, first.JWK.Kid)
+		if after, _ := os.ReadFile(envPath); !bytes.Equal(after, written) {
+			t.Errorf("idcli agent curl changed vestauth's .env:\nbefore:\n%s\nafter:\n%s", written, after)
+		}
+
+		if out, errOut, err := iopCLI(dir, "agent", "rotate"); err != nil {
+			t.Fatalf("idcli agent rotate on vestauth's .env (PUT %s/agents/%s/keys): %v\n%s%s", hostname, uid, err, out, errOut)
+		}
+		second, err := signer.ParsePublicJWK([]byte(iopEnvValue(t, dir, agent.EnvPublicJWK)))
+		if err != nil || second.JWK.Kid == first.JWK.Kid {
+			t.Fatalf("after idcli agent rotate: kid %q (was %q), err %v", second.JWK.Kid, first.JWK.Kid, err)
+		}
+		in.vestauthWhoami(t, dir, hostname, uid, second.JWK.Kid)
+
+		out, errOut, err := in.vestauthCLI(t, dir, "agent", "rotate")
+		if err != nil {
+			t.Fatalf("vestauth agent rotate after idcli agent rotate (POST %s/rotate): %v\nstdout: %s\nstderr: %s", hostname, err, out, errOut)
+		}
+		third, err := signer.ParsePublicJWK([]byte(iopEnvValue(t, dir, agent.EnvPublicJWK)))
+		if err != nil || third.JWK.Kid == second.JWK.Kid {
+			t.Fatalf("after vestauth agent rotate: kid %q (was %q), err %v", third.JWK.Kid, second.JWK.Kid, err)
+		}
+		idcliWhoami(t, third.JWK.Kid)
+	})
+}
+
+// The compat routes keep the native protections against what vestauth's
+// own server accepts: a captured rotation cannot be replayed, and headers
+// made for another host cannot be presented with that Host.
+func TestInteropCompatAttacksRejected(t *testing.T) {
+	t.Parallel()
+	in := needInterop(t)
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		if err := refserver.Migrate(context.Background(), db, nil); err != nil {
+			t.Fatalf("migrate: %v", err)
+		}
+		srv, hostname := iopStartRefServer(t, db, iopCompat)
+		_, uid := iopRegisteredAgent(t, hostname, interopKey)
+		serverURL := "http://127.0.0.1" + hostname[strings.LastIndex(hostname, ":"):]
+		sign := func(t *testing.T, method, url string) map[string]string {
+			t.Helper()
+			var out struct {
+				Headers map[string]string `json:"headers"`
+			}
+			v := in.drive(t, "vestauth-sign.mjs", map[string]any{"method": method, "url": url, "uid": uid,
+				"private_jwk": iopPrivateJWK(t, interopKey), "hostname": hostname}, &out)
+			if !v.OK {
+				t.Fatalf("%s could not sign %s %s: %s", v.Peer, method, url, v.Error)
+			}
+			return out.Headers
+		}
+		body := func(k signer.PrivateKey) []byte {
+			return []byte(`{"public_jwk":` + string(k.Public.JWK.MarshalPublic()) + `}`)
+		}
+
+		t.Run("Host header swap on /rotate", func(t *testing.T) {
+			h := sign(t, "GET", "https://evil-tool.example/x")
+			got := iopSend(t, "POST", serverURL+"/rotate", "evil-tool.example", h, body(interopOther))
+			if got.status != http.StatusMisdirectedRequest {
+				t.Errorf("agentid on vestauth headers for evil-tool.example sent to POST /rotate with Host evil-tool.example: %d %s, want 421", got.status, got.body)
+			}
+			iopCheckDirectory(t, in, srv.WellKnownURL(uid), interopKey.KeyID())
+		})
+
+		t.Run("one captured /rotate sent three times at once", func(t *testing.T) {
+			h := sign(t, "POST", hostname+"/rotate")
+			keys := make([]signer.PrivateKey, 3)
+			answers := make([]iopAnswer, 3)
+			errs := make([]error, 3)
+			var wg sync.WaitGroup
+			for i := range keys {
+				keys[i] = signer.NewPrivateKey(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{byte(0x51 + i)}, ed25519.SeedSize)))
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					answers[i], errs[i] = iopDo("POST", hostname+"/rotate", "", h, body(keys[i]))
+				}()
+			}
+			wg.Wait()
+			won := -1
+			for i, a := range answers {
+				if errs[i] != nil {
+					t.Fatal(errs[i])
+				}
+				switch {
+				case a.status == http.StatusOK && won < 0:
+					won = i
+				case a.status == http.StatusOK:
+					t.Errorf("agentid accepted vestauth's captured POST %s/rotate twice (answers %d and %d)", hostname, won, i)
+				case a.status != http.StatusUnauthorized && a.status != http.StatusConflict:
+					t.Errorf("agentid on a concurrent copy of vestauth's POST %s/rotate: %d %s, want 401 or 409", hostname, a.status, a.body)
+				}
+			}
+			if won < 0 {
+				t.Fatalf("agentid accepted no copy of vestauth's POST %s/rotate: %+v", hostname, answers)
+			}
+			iopCheckDirectory(t, in, srv.WellKnownURL(uid), keys[won].KeyID())
+		})
+
+		t.Run("a /whoami request already served cannot rotate", func(t *testing.T) {
+			key := signer.NewPrivateKey(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{0x61}, ed25519.SeedSize)))
+			_, uid := iopRegisteredAgent(t, hostname, key)
+			var out struct {
+				Headers map[string]string `json:"headers"`
+			}
+			if v := in.drive(t, "vestauth-sign.mjs", map[string]any{"method": "GET", "url": hostname + "/whoami", "uid": uid,
+				"private_jwk": iopPrivateJWK(t, key), "hostname": hostname}, &out); !v.OK {
+				t.Fatalf("%s could not sign GET %s/whoami: %s", v.Peer, hostname, v.Error)
+			}
+			if got := iopSend(t, "GET", hostname+"/whoami", "", out.Headers, nil); got.status != http.StatusOK {
+				t.Fatalf("agentid on vestauth's GET %s/whoami: %d %s, want 200", hostname, got.status, got.body)
+			}
+			got := iopSend(t, "POST", hostname+"/rotate", "", out.Headers, body(interopOther))
+			if got.status != http.StatusUnauthorized || got.code != "replayed_nonce" {
+				t.Errorf("agentid on vestauth's headers of a served GET %s/whoami replayed to POST /rotate: %d %s, want 401 replayed_nonce", hostname, got.status, got.body)
+			}
+			iopCheckDirectory(t, in, srv.WellKnownURL(uid), key.KeyID())
+		})
+	})
+}
+
+// `idcli server start --vestauth-compat` serves vestauth's POST /register
+// and POST /rotate; without the flag both are 404. Needs no peers.
+func TestServerStartVestauthCompat(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name         string
+		args         []string
+		wantRegister int
+		wantRotate   int
+		wantWarning  bool
+	}{
+		{"default off", nil, http.StatusNotFound, http.StatusNotFound, false},
+		{"on", []string{"--vestauth-compat"}, http.StatusOK, http.StatusOK, true},
+		{"explicitly off", []string{"--vestauth-compat=false"}, http.StatusNotFound, http.StatusNotFound, false},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			databaseURL := "sqlite://" + filepath.Join(dir, "agentid.db")
+			if r := runServerCmd(context.Background(), dir, nil, "server", "db:migrate", "--database-url", databaseURL); r.err != nil {
+				t.Fatal(r.err)
+			}
+			srv := startServer(t, dir, databaseURL, tt.args...)
+			cur, next := scaleKey(byte(160+2*i)), scaleKey(byte(161+2*i))
+
+			// vestauth's `agent init`: tag "null", no Signature-Agent, @authority only.
+			reg, _ := http.NewRequest(http.MethodPost, srv.base+"/register", bytes.NewReader(scaleJWKBody(cur)))
+			reg.Header.Set("Content-Type", "application/json")
+			a := mustSend(t, http.DefaultClient, scaleSign(t, reg, cur, signer.Options{Tag: refserver.NullTag}))
+			if a.status != tt.wantRegister {
+				t.Fatalf("idcli server start %v: vestauth-style POST /register: status %d (%s), want %d", tt.args, a.status, a.code, tt.wantRegister)
+			}
+			uid := a.uid
+			if uid == "" { // compat off: register natively to try /rotate
+				uid = mustSend(t, http.DefaultClient, srv.registerReq(t, cur)).uid
+			}
+
+			// vestauth's `agent rotate`: the current key, Signature-Agent naming the agent.
+			rot, _ := http.NewRequest(http.MethodPost, srv.base+"/rotate", bytes.NewReader(scaleJWKBody(next)))
+			rot.Header.Set("Content-Type", "application/json")
+			origin := "http://" + uid + "." + strings.TrimPrefix(srv.base, "http://")
+			if a := mustSend(t, http.DefaultClient, scaleSign(t, rot, cur, signer.Options{SignatureAgent: origin})); a.status != tt.wantRotate {
+				t.Errorf("idcli server start %v: vestauth-style POST /rotate: status %d (%s), want %d", tt.args, a.status, a.code, tt.wantRotate)
+			}
+			r := srv.stop(t)
+			if got := strings.Contains(r.stderr, "vestauth compatibility on"); got != tt.wantWarning {
+				t.Errorf("idcli server start %v: stderr has the compat warning = %v, want %v\n%s", tt.args, got, tt.wantWarning, r.stderr)
+			}
+		})
+	}
 }
