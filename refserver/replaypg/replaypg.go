@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -93,6 +94,10 @@ type Config struct {
 	PurgeBatch int
 	// Logger receives purge failures. If nil, they are discarded.
 	Logger *slog.Logger
+	// MaxFlights bounds the Seen statements in flight at once. If 0, 4.
+	MaxFlights int
+	// MaxBatch bounds the keys of one statement. If 0, 256.
+	MaxBatch int
 }
 
 // Validate reports a configuration that cannot work.
@@ -119,6 +124,12 @@ func (c Config) withDefaults() Config {
 	if c.PurgeBatch == 0 {
 		c.PurgeBatch = DefaultPurgeBatch
 	}
+	if c.MaxFlights == 0 {
+		c.MaxFlights = 4
+	}
+	if c.MaxBatch == 0 {
+		c.MaxBatch = 256
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -129,6 +140,10 @@ func (c Config) withDefaults() Config {
 // for concurrent use.
 type Store struct {
 	cfg Config
+
+	mu      sync.Mutex
+	pending []*seenReq
+	flights int
 }
 
 var _ middleware.ReplayStore = (*Store)(nil)
@@ -153,19 +168,104 @@ const seenSQL = `INSERT INTO replay_nonces ("key", expires_at) VALUES (?, ?) ` +
 // reports whether an unexpired record already existed. Of concurrent calls
 // with one key exactly one reports false. Database errors wrap
 // middleware.ErrReplayStore.
+//
+// Concurrent calls are grouped: up to MaxFlights statements run at once,
+// each inserting every key waiting at the time it starts (at most
+// MaxBatch), so under load the database sees one statement and one commit
+// per batch instead of per request. A lone call is one statement, as
+// before; nothing waits for a batch to fill.
 func (s *Store) Seen(ctx context.Context, key string, expiry time.Time) (bool, error) {
+	r := &seenReq{key: key, expiry: expiry.UTC(), done: make(chan seenRes, 1)}
+	s.mu.Lock()
+	s.pending = append(s.pending, r)
+	if s.flights < s.cfg.MaxFlights {
+		s.flights++
+		go s.flight()
+	}
+	s.mu.Unlock()
+	select {
+	case res := <-r.done:
+		return res.seen, res.err
+	case <-ctx.Done():
+		return false, fmt.Errorf("%w: replaypg: %w", middleware.ErrReplayStore, ctx.Err())
+	}
+}
+
+type seenReq struct {
+	key    string
+	expiry time.Time
+	done   chan seenRes
+}
+
+type seenRes struct {
+	seen bool
+	err  error
+}
+
+// flight runs batches until no call is waiting.
+func (s *Store) flight() {
+	for {
+		s.mu.Lock()
+		if len(s.pending) == 0 {
+			s.flights--
+			s.mu.Unlock()
+			return
+		}
+		n := min(len(s.pending), s.cfg.MaxBatch)
+		batch := make([]*seenReq, n)
+		copy(batch, s.pending)
+		s.pending = append(s.pending[:0], s.pending[n:]...)
+		s.mu.Unlock()
+		s.runBatch(batch)
+	}
+}
+
+// runBatch inserts the batch's distinct keys in one statement; RETURNING
+// names the keys inserted or revived (not seen). A key twice in one batch
+// is new at most once.
+func (s *Store) runBatch(batch []*seenReq) {
 	now := s.cfg.Now().UTC()
-	expiry = expiry.UTC()
-	if min := now.Add(MinTTL); expiry.Before(min) {
-		expiry = min
+	var sb strings.Builder
+	sb.WriteString(`INSERT INTO replay_nonces ("key", expires_at) VALUES `)
+	args := make([]any, 0, 2*len(batch)+1)
+	first := make(map[string]bool, len(batch))
+	for _, r := range batch {
+		if first[r.key] {
+			continue
+		}
+		first[r.key] = true
+		expiry := r.expiry
+		if min := now.Add(MinTTL); expiry.Before(min) {
+			expiry = min
+		}
+		if len(args) > 0 {
+			sb.WriteString(", ")
+		}
+		sb.WriteString("(?, ?)")
+		args = append(args, r.key, expiry)
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	sb.WriteString(` ON CONFLICT ("key") DO UPDATE SET expires_at = excluded.expires_at WHERE replay_nonces.expires_at < ? RETURNING "key"`)
+	args = append(args, now)
+
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
 	defer cancel()
-	res := s.cfg.DB.WithContext(ctx).Exec(seenSQL, key, expiry, now)
-	if res.Error != nil {
-		return false, fmt.Errorf("%w: replaypg: %w", middleware.ErrReplayStore, res.Error)
+	var fresh []string
+	err := s.cfg.DB.WithContext(ctx).Raw(sb.String(), args...).Scan(&fresh).Error
+	if err != nil {
+		err = fmt.Errorf("%w: replaypg: %w", middleware.ErrReplayStore, err)
+		for _, r := range batch {
+			r.done <- seenRes{err: err}
+		}
+		return
 	}
-	return res.RowsAffected == 0, nil
+	isNew := make(map[string]bool, len(fresh))
+	for _, k := range fresh {
+		isNew[k] = true
+	}
+	for _, r := range batch {
+		r.done <- seenRes{seen: !isNew[r.key]}
+		isNew[r.key] = false // a second copy in the batch was seen
+	}
 }
 
 // purgeSQL deletes at most one batch of expired rows. The subquery form
