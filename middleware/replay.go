@@ -2,6 +2,7 @@ package middleware
 
 import (
 	"context"
+	"crypto/sha256"
 	"time"
 
 	"github.com/patrickmn/go-cache"
@@ -9,7 +10,9 @@ import (
 
 // MemoryReplayStore is an in-process ReplayStore on go-cache. Entries are
 // kept until their expiry (the signature's expires plus the allowed skew)
-// and purged every minute. It suits a single instance; several instances
+// and purged every minute. Each key is held as the first 16 bytes of its
+// SHA-256 (a nonce is 86 characters plus the keyid), which keeps memory per
+// remembered nonce small at high request rates. It suits a single instance; several instances
 // need a shared store (PostgreSQL or Redis).
 type MemoryReplayStore struct {
 	c   *cache.Cache
@@ -39,7 +42,8 @@ func (s *MemoryReplayStore) Seen(_ context.Context, key string, expiry time.Time
 	if ttl < time.Second {
 		ttl = time.Second
 	}
-	if err := s.c.Add(key, struct{}{}, ttl); err != nil {
+	sum := sha256.Sum256([]byte(key))
+	if err := s.c.Add(string(sum[:16]), struct{}{}, ttl); err != nil {
 		return true, nil
 	}
 	return false, nil
