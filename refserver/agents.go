@@ -107,27 +107,42 @@ func (s *Server) registerAgent(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	resp, ok := s.proveAndRegister(w, r, pk, s.register, nil)
+	if !ok {
+		return
+	}
+	status := http.StatusOK
+	if *resp.IsNew {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, resp)
+}
+
+// proveAndRegister verifies that r is signed by pk (proof of possession,
+// with verifier v and the optional extra check), then registers pk. It
+// writes the error response itself and reports false on failure. POST
+// /agents and the vestauth-compat POST /register share it.
+func (s *Server) proveAndRegister(w http.ResponseWriter, r *http.Request, pk signer.PublicKey, v *middleware.Verifier, check func(middleware.Agent) error) (keyResponse, bool) {
 	vr := r.WithContext(context.WithValue(r.Context(), bodyKeyCtx{}, pk))
-	_, err = s.register.Verify(vr)
+	a, err := v.Verify(vr)
+	if err == nil && check != nil {
+		err = check(a)
+	}
 	s.observeVerification(err)
 	if err != nil {
-		s.writeVerifyError(w, r, s.register, err)
-		return
+		s.writeVerifyError(w, r, v, err)
+		return keyResponse{}, false
 	}
 	ctx, cancel := s.dbContext(r.Context())
 	defer cancel()
 	uid, isNew, err := s.registerKey(ctx, pk)
 	if err != nil {
 		s.writeError(w, r, err)
-		return
+		return keyResponse{}, false
 	}
 	resp := s.keyResponse(uid, pk.JWK)
 	resp.IsNew = &isNew
-	status := http.StatusOK
-	if isNew {
-		status = http.StatusCreated
-	}
-	writeJSON(w, status, resp)
+	return resp, true
 }
 
 // registerKey returns the agent holding pk, creating agent and key in one
@@ -214,18 +229,24 @@ func (s *Server) rotateKeys(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := s.dbContext(r.Context())
 	defer cancel()
-	err = s.rotate(ctx, uid, a.KeyID, pk)
-	// Whatever the outcome (a failed commit may still have committed),
-	// this instance's cached keys of uid are dropped.
-	s.keys.Invalidate(uid)
-	if s.dirs != nil {
-		s.dirs.invalidate(uid)
-	}
-	if err != nil {
+	if err := s.rotateAgent(ctx, uid, a.KeyID, pk); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, s.keyResponse(uid, pk.JWK))
+}
+
+// rotateAgent rotates uid to pk (see rotate) and, whatever the outcome (a
+// failed commit may still have committed), drops this instance's cached
+// keys and directory of uid. PUT /agents/{uid}/keys and the vestauth-compat
+// POST /rotate share it.
+func (s *Server) rotateAgent(ctx context.Context, uid, signingKid string, pk signer.PublicKey) error {
+	err := s.rotate(ctx, uid, signingKid, pk)
+	s.keys.Invalidate(uid)
+	if s.dirs != nil {
+		s.dirs.invalidate(uid)
+	}
+	return err
 }
 
 var errRotateConflict = errors.New("refserver: new key already registered")

@@ -1,7 +1,6 @@
 package refserver
 
 import (
-	"context"
 	"net/http"
 	"time"
 
@@ -107,27 +106,16 @@ func (c *vestauthCompat) registerAgent(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	vr := r.WithContext(context.WithValue(r.Context(), bodyKeyCtx{}, pk))
-	a, err := c.register.Verify(vr)
-	if err == nil && a.Tag != signer.DefaultTag && a.Tag != NullTag {
-		err = middleware.Errorf(http.StatusUnauthorized, "invalid_signature_input",
-			"no signature has tag=%q (or vestauth's tag=%q)", signer.DefaultTag, NullTag)
+	resp, ok := s.proveAndRegister(w, r, pk, c.register, func(a middleware.Agent) error {
+		if a.Tag != signer.DefaultTag && a.Tag != NullTag {
+			return middleware.Errorf(http.StatusUnauthorized, "invalid_signature_input",
+				"no signature has tag=%q (or vestauth's tag=%q)", signer.DefaultTag, NullTag)
+		}
+		return nil
+	})
+	if ok {
+		writeJSON(w, http.StatusOK, resp)
 	}
-	s.observeVerification(err)
-	if err != nil {
-		s.writeVerifyError(w, r, c.register, err)
-		return
-	}
-	ctx, cancel := s.dbContext(r.Context())
-	defer cancel()
-	uid, isNew, err := s.registerKey(ctx, pk)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	resp := s.keyResponse(uid, pk.JWK)
-	resp.IsNew = &isNew
-	writeJSON(w, http.StatusOK, resp)
 }
 
 // rotateKey is POST /rotate: vestauth's `agent rotate`. The request must be
@@ -160,16 +148,4 @@ func (c *vestauthCompat) rotateKey(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, s.keyResponse(a.UID, pk.JWK))
-}
-
-// rotateAgent runs the rotation transaction of PUT /agents/{uid}/keys
-// (rotate) and then, whatever the outcome (a failed commit may still have
-// committed), drops this instance's cached keys and directory of uid.
-func (s *Server) rotateAgent(ctx context.Context, uid, signingKid string, pk signer.PublicKey) error {
-	err := s.rotate(ctx, uid, signingKid, pk)
-	s.keys.Invalidate(uid)
-	if s.dirs != nil {
-		s.dirs.invalidate(uid)
-	}
-	return err
 }
