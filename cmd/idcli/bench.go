@@ -117,6 +117,7 @@ func newBenchCmd(env *cliEnv) *ffcli.Command {
 			if len(args) > 0 {
 				return fmt.Errorf("bench: unexpected argument %q", args[0])
 			}
+			setServerGC(env) // the generator is as allocation-heavy as the server
 			cfg := benchConfig{URL: *rawURL, Connect: *connect, Duration: *duration, Requests: *requests,
 				Concurrency: *concurrency, Timeout: *timeout, Presign: *presign}
 			switch *target {

