@@ -272,7 +272,7 @@ func TestAgentEndToEnd(t *testing.T) {
 			}
 			uid := m[1]
 			env, _ := os.ReadFile(filepath.Join(dir, ".env"))
-			if !strings.HasPrefix(string(env), "# keep me\nOTHER=1\n") || !strings.Contains(string(env), "AGENT_HOSTNAME="+url+"\n") {
+			if !strings.HasPrefix(string(env), "# keep me\nOTHER=1\n") || !strings.Contains(string(env), "AGENT_HOSTNAME=\""+url+"\"\n") {
 				t.Errorf(".env =\n%s\nwant the old lines kept and AGENT_HOSTNAME", env)
 			}
 			if st, _ := os.Stat(filepath.Join(dir, ".env")); st.Mode().Perm() != 0o600 {

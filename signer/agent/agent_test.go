@@ -351,8 +351,8 @@ func assertFile(t *testing.T, path, uid, kid, hostname string) {
 		t.Errorf("mode = %v, want 0600", st.Mode().Perm())
 	}
 	got := readFile(t, path)
-	for _, want := range []string{"# my bot\nOPENAI_KEY=sk-keep-me\n\nexport OTHER='x y'\n", "AGENT_UID=" + uid + "\n",
-		`"kid":"` + kid + `"`, "AGENT_HOSTNAME=" + hostname + "\n"} {
+	for _, want := range []string{"# my bot\nOPENAI_KEY=sk-keep-me\n\nexport OTHER='x y'\n", "AGENT_UID=\"" + uid + "\"\n",
+		`"kid":"` + kid + `"`, "AGENT_HOSTNAME=\"" + hostname + "\"\n"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("file =\n%s\nwant it to contain %q", got, want)
 		}
@@ -392,8 +392,8 @@ func TestInitHostnameWritten(t *testing.T) {
 	}{
 		{name: "default", want: ""},
 		{name: "explicit default", hostname: "http://localhost:3000", want: ""},
-		{name: "explicit", hostname: "http://Agents.Example:3000/", want: "AGENT_HOSTNAME=http://agents.example:3000\n"},
-		{name: "environment", env: map[string]string{"AGENT_HOSTNAME": "http://agents.example:8080"}, want: "AGENT_HOSTNAME=http://agents.example:8080\n"},
+		{name: "explicit", hostname: "http://Agents.Example:3000/", want: "AGENT_HOSTNAME=\"http://agents.example:3000\"\n"},
+		{name: "environment", env: map[string]string{"AGENT_HOSTNAME": "http://agents.example:8080"}, want: "AGENT_HOSTNAME=\"http://agents.example:8080\"\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

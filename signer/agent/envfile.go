@@ -93,10 +93,24 @@ func (f *EnvFile) Keys() []string {
 // be a valid variable name ([A-Za-z_][A-Za-z0-9_.-]*); Set panics otherwise,
 // since keys are chosen by programs, not read from input.
 func (f *EnvFile) Set(key, value string) {
+	f.set(key, value, formatEnvValue(value))
+}
+
+// SetQuoted is Set, but writes the value in double quotes (escaped), as the
+// spec's credentials file does for AGENT_UID: AGENT_UID="agent-…".
+func (f *EnvFile) SetQuoted(key, value string) {
+	if !strings.ContainsAny(value, "\"\\\n\r\t") {
+		f.set(key, value, `"`+value+`"`)
+		return
+	}
+	f.set(key, value, formatEnvValue(value))
+}
+
+func (f *EnvFile) set(key, value, formatted string) {
 	if !validEnvKey(key) {
 		panic(fmt.Sprintf("agent: invalid env variable name %q", key))
 	}
-	l := envLine{raw: key + "=" + formatEnvValue(value), key: key, value: value}
+	l := envLine{raw: key + "=" + formatted, key: key, value: value}
 	for i := len(f.lines) - 1; i >= 0; i-- {
 		if f.lines[i].key == key {
 			f.lines[i] = l

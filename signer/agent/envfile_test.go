@@ -167,3 +167,21 @@ func TestFormatEnvValue(t *testing.T) {
 		}
 	}
 }
+
+func TestSetQuoted(t *testing.T) {
+	f, err := ReadEnvFile(filepath.Join(t.TempDir(), ".env"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.SetQuoted("AGENT_UID", "agent-0123456789abcdef01234567")
+	f.SetQuoted("ODD", `a"b`)
+	got := string(f.Bytes())
+	for _, want := range []string{`AGENT_UID="agent-0123456789abcdef01234567"` + "\n", `ODD='a"b'` + "\n"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("file = %q, want a line %q", got, want)
+		}
+	}
+	if v, _ := f.Get("AGENT_UID"); v != "agent-0123456789abcdef01234567" {
+		t.Errorf("AGENT_UID = %q", v)
+	}
+}

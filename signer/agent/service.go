@@ -187,7 +187,12 @@ func gitWarning(ctx context.Context, path string) string {
 // writes it atomically with mode 0600 and returns a git-ignore warning, if any.
 func writeCreds(ctx context.Context, f *EnvFile, path string, vars [][2]string) (string, error) {
 	for _, kv := range vars {
-		f.Set(kv[0], kv[1])
+		switch kv[0] {
+		case "AGENT_UID", "AGENT_HOSTNAME":
+			f.SetQuoted(kv[0], kv[1]) // the spec's form: a quoted string
+		default:
+			f.Set(kv[0], kv[1])
+		}
 	}
 	if err := f.Write(); err != nil { // atomic, mode 0600
 		return "", fmt.Errorf("agent: write %s: %w", path, err)
