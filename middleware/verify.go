@@ -194,7 +194,7 @@ func unauthorized(code, format string, args ...any) *Error {
 // The nonce is recorded only after the signature (and digest) verified.
 func (v *Verifier) Verify(r *http.Request) (Agent, error) {
 	a, err := v.verify(r)
-	if err != nil {
+	if err != nil && v.cfg.Logger.Enabled(r.Context(), slog.LevelDebug) {
 		v.cfg.Logger.LogAttrs(r.Context(), slog.LevelDebug, "signature rejected",
 			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("error", err.Error()))
 	}
