@@ -3,6 +3,7 @@ package refserver
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/agentid/agentid/middleware"
@@ -40,6 +41,9 @@ type DBKeySource struct {
 	serviceHost string
 	timeout     time.Duration
 
+	originPrefix string // "<scheme>://"
+	agentSuffix  string // ".<service host>"
+
 	cache   *ttlCache[keyEntry] // kid → row verdict; nil: no cache
 	observe func(hit bool)      // nil: not counted
 	group   singleflight.Group
@@ -64,7 +68,8 @@ func NewDBKeySource(db *gorm.DB, hostname string) (*DBKeySource, error) {
 }
 
 func newDBKeySource(db *gorm.DB, scheme, host string, timeout, ttl time.Duration, now func() time.Time, observe func(bool)) *DBKeySource {
-	k := &DBKeySource{db: db, scheme: scheme, serviceHost: host, timeout: timeout, observe: observe}
+	k := &DBKeySource{db: db, scheme: scheme, serviceHost: host, timeout: timeout, observe: observe,
+		originPrefix: scheme + "://", agentSuffix: "." + host}
 	if ttl > 0 {
 		k.cache = newTTLCache[keyEntry](ttl, now)
 	}
@@ -177,17 +182,12 @@ func (k *DBKeySource) uidOf(agent string) string {
 	if err != nil {
 		return ""
 	}
-	prefix := k.scheme + "://"
-	if len(origin) <= len(prefix) || origin[:len(prefix)] != prefix {
+	host, ok := strings.CutPrefix(origin, k.originPrefix)
+	if !ok {
 		return ""
 	}
-	host := origin[len(prefix):]
-	suffix := "." + k.serviceHost
-	if len(host) <= len(suffix) || host[len(host)-len(suffix):] != suffix {
-		return ""
-	}
-	uid := host[:len(host)-len(suffix)]
-	if !middleware.ValidUID(uid) {
+	uid, ok := strings.CutSuffix(host, k.agentSuffix)
+	if !ok || !middleware.ValidUID(uid) {
 		return ""
 	}
 	return uid
