@@ -314,15 +314,10 @@ func databaseExists(db *gorm.DB, name string) (bool, error) {
 
 func serverDBCreate(ctx context.Context, env *cliEnv, s serverSettings) error {
 	if refserver.DatabaseKind(s.DatabaseURL) == "sqlite" {
-		path, err := refserver.SQLitePath(s.DatabaseURL)
-		if err != nil {
+		path, ok, err := sqliteFile(env, s.DatabaseURL, "create")
+		if !ok {
 			return err
 		}
-		if path == ":memory:" {
-			fmt.Fprintln(env.Stdout, "Database ':memory:' lives in memory: nothing to create")
-			return nil
-		}
-		path = sqliteAbs(env, path)
 		if _, err := os.Stat(path); err == nil {
 			fmt.Fprintf(env.Stdout, "Database %s already exists\n", quoteDBName(path))
 			return nil
@@ -363,15 +358,10 @@ func serverDBCreate(ctx context.Context, env *cliEnv, s serverSettings) error {
 
 func serverDBDrop(ctx context.Context, env *cliEnv, s serverSettings) error {
 	if refserver.DatabaseKind(s.DatabaseURL) == "sqlite" {
-		path, err := refserver.SQLitePath(s.DatabaseURL)
-		if err != nil {
+		path, ok, err := sqliteFile(env, s.DatabaseURL, "drop")
+		if !ok {
 			return err
 		}
-		if path == ":memory:" {
-			fmt.Fprintln(env.Stdout, "Database ':memory:' lives in memory: nothing to drop")
-			return nil
-		}
-		path = sqliteAbs(env, path)
 		if err := os.Remove(path); err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				fmt.Fprintf(env.Stdout, "Database %s does not exist\n", quoteDBName(path))
@@ -417,6 +407,21 @@ func serverDBMigrate(ctx context.Context, env *cliEnv, s serverSettings) error {
 		return fmt.Errorf("migration failed: %s", oneLine(strings.TrimPrefix(err.Error(), "refserver: ")))
 	}
 	return nil
+}
+
+// sqliteFile resolves the file of a SQLite databaseURL for db:create and
+// db:drop. ok is false on an error, and for ':memory:', which has nothing
+// to verb (said on env.Stdout).
+func sqliteFile(env *cliEnv, databaseURL, verb string) (path string, ok bool, err error) {
+	path, err = refserver.SQLitePath(databaseURL)
+	if err != nil {
+		return "", false, err
+	}
+	if path == ":memory:" {
+		fmt.Fprintf(env.Stdout, "Database ':memory:' lives in memory: nothing to %s\n", verb)
+		return "", false, nil
+	}
+	return sqliteAbs(env, path), true, nil
 }
 
 // sqliteAbs resolves a relative SQLite path against env.Dir.
