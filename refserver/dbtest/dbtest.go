@@ -109,17 +109,7 @@ var (
 // CI is set).
 func PostgresURL(t testing.TB) string {
 	t.Helper()
-	base := os.Getenv(EnvVar)
-	if base == "" {
-		t.Skipf("dbtest: %s is not set; PostgreSQL tests skipped", EnvVar)
-	}
-	pgOnce.Do(func() { pgErr = ping(base) })
-	if pgErr != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("dbtest: PostgreSQL at %s is unreachable: %v", refserver.RedactURL(base), pgErr)
-		}
-		t.Skipf("dbtest: PostgreSQL at %s is unreachable, skipped: %v", refserver.RedactURL(base), pgErr)
-	}
+	base := PostgresBaseURL(t)
 	admin, err := refserver.OpenDB(base)
 	if err != nil {
 		t.Fatalf("dbtest: open %s: %v", refserver.RedactURL(base), err)
