@@ -46,7 +46,7 @@ func DatabaseKind(databaseURL string) string {
 func SQLitePath(databaseURL string) (string, error) {
 	rest, ok := strings.CutPrefix(databaseURL, "sqlite:")
 	if !ok {
-		return "", fmt.Errorf("%w: %q is not a sqlite url", ErrUnsupportedDatabaseURL, redact(databaseURL))
+		return "", fmt.Errorf("%w: %q is not a sqlite url", ErrUnsupportedDatabaseURL, RedactURL(databaseURL))
 	}
 	if rest == ":memory:" {
 		return ":memory:", nil
@@ -132,7 +132,7 @@ func OpenDB(databaseURL string) (*gorm.DB, error) {
 		sqlDB.SetConnMaxIdleTime(0)
 		return db, nil
 	}
-	return nil, fmt.Errorf("%w: %q (want postgres://, postgresql://, sqlite://PATH or sqlite::memory:)", ErrUnsupportedDatabaseURL, redact(databaseURL))
+	return nil, fmt.Errorf("%w: %q (want postgres://, postgresql://, sqlite://PATH or sqlite::memory:)", ErrUnsupportedDatabaseURL, RedactURL(databaseURL))
 }
 
 // postgresDSN adds default connect_timeout and statement_timeout parameters.
@@ -152,8 +152,9 @@ func postgresDSN(databaseURL string) (string, error) {
 	return u.String(), nil
 }
 
-// redact removes a password from a database URL for messages.
-func redact(databaseURL string) string {
+// RedactURL returns databaseURL with any password replaced by "xxxxx", for
+// messages and logs.
+func RedactURL(databaseURL string) string {
 	u, err := url.Parse(databaseURL)
 	if err != nil || u.User == nil {
 		if err != nil {
@@ -163,7 +164,3 @@ func redact(databaseURL string) string {
 	}
 	return u.Redacted()
 }
-
-// RedactURL returns databaseURL with any password replaced by "xxxxx", for
-// messages and logs.
-func RedactURL(databaseURL string) string { return redact(databaseURL) }
