@@ -121,9 +121,7 @@ func (k *DBKeySource) lookup(ctx context.Context, kid string) (keyEntry, bool, e
 	// One query per kid at a time, on a context that outlives any one
 	// caller; each caller still gives up on its own ctx.
 	ch := k.group.DoChan(kid, func() (any, error) {
-		qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), k.timeout)
-		defer cancel()
-		e, found, err := k.query(qctx, kid)
+		e, found, err := k.query(context.WithoutCancel(ctx), kid) // query applies k.timeout
 		if err == nil && found {
 			k.cache.put(kid, e.uid, e, gen)
 		}
