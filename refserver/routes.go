@@ -73,7 +73,7 @@ func (s *Server) classify(r *http.Request) (hostKind, string) {
 	if h == s.serviceHost {
 		return hostService, ""
 	}
-	label, ok := strings.CutSuffix(h, "."+s.serviceHost)
+	label, ok := strings.CutSuffix(h, s.agentSuffix)
 	if !ok || label == "" || strings.Contains(label, ".") {
 		return hostOther, ""
 	}

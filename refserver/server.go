@@ -152,6 +152,7 @@ type Server struct {
 	log         *slog.Logger
 	scheme      string
 	serviceHost string
+	agentSuffix string // "." + serviceHost: agent hosts end with it
 	keys        *DBKeySource
 
 	// whoami is the verification middleware of GET/POST /whoami (counted
@@ -176,6 +177,7 @@ func New(cfg Config) (*Server, error) {
 	cfg = cfg.withDefaults()
 	s := &Server{cfg: cfg, db: cfg.DB, log: cfg.Logger}
 	s.scheme, s.serviceHost, _ = ParseHostname(cfg.Hostname)
+	s.agentSuffix = "." + s.serviceHost
 	var observeKey func(bool)
 	if cfg.Metrics != nil {
 		if err := cfg.Metrics.InstrumentGorm(cfg.DB); err != nil {
