@@ -74,7 +74,7 @@ func Origin(hostname, uid string) (string, error) {
 // characters), which is what a uid must be to prefix the service host.
 func checkUID(uid string) error {
 	if uid == "" {
-		return missingError("AGENT_UID")
+		return missingError(EnvUID)
 	}
 	ok := len(uid) <= 63 && uid[0] != '-' && uid[len(uid)-1] != '-'
 	for i := 0; ok && i < len(uid); i++ {

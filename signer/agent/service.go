@@ -10,10 +10,10 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 
+	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/signer"
 )
 
@@ -84,8 +84,6 @@ type agentResponse struct {
 	IsNew        *bool           `json:"is_new"`
 }
 
-var uidRE = regexp.MustCompile(`^agent-[0-9a-f]{24}$`)
-
 // keyBody is the request body {"public_jwk": {kty, crv, x, kid}}; it never
 // carries d.
 func keyBody(k signer.PrivateKey) []byte {
@@ -136,7 +134,7 @@ func send(client *http.Client, req *http.Request, ok ...int) (agentResponse, int
 	if err := json.Unmarshal(body, &ar); err != nil {
 		return agentResponse{}, resp.StatusCode, fmt.Errorf("agent: %s %s: answer is not the expected JSON: %w", req.Method, req.URL.Redacted(), err)
 	}
-	if !uidRE.MatchString(ar.UID) {
+	if !middleware.ValidUID(ar.UID) {
 		return agentResponse{}, resp.StatusCode, fmt.Errorf("agent: %s %s: answer has invalid uid %q", req.Method, req.URL.Redacted(), truncate(ar.UID))
 	}
 	return ar, resp.StatusCode, nil
@@ -188,7 +186,7 @@ func gitWarning(ctx context.Context, path string) string {
 func writeCreds(ctx context.Context, f *EnvFile, path string, vars [][2]string) (string, error) {
 	for _, kv := range vars {
 		switch kv[0] {
-		case "AGENT_UID", "AGENT_HOSTNAME":
+		case EnvUID, EnvHostname:
 			f.SetQuoted(kv[0], kv[1]) // the spec's form: a quoted string
 		default:
 			f.Set(kv[0], kv[1])
