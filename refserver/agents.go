@@ -167,7 +167,7 @@ func (s *Server) registerKey(ctx context.Context, pk signer.PublicKey) (uid stri
 		if err != nil {
 			return "", false, err
 		}
-		jwk, _ := json.Marshal(pk.JWK.Public())
+		jwk := pk.JWK.MarshalPublic()
 		err = db.Transaction(func(tx *gorm.DB) error {
 			now := s.cfg.Now().UTC()
 			if err := tx.Create(&Agent{UID: uid, CreatedAt: now, UpdatedAt: now}).Error; err != nil {
@@ -252,7 +252,7 @@ func (s *Server) rotateAgent(ctx context.Context, uid, signingKid string, pk sig
 var errRotateConflict = errors.New("refserver: new key already registered")
 
 func (s *Server) rotate(ctx context.Context, uid, signingKid string, pk signer.PublicKey) error {
-	jwk, _ := json.Marshal(pk.JWK.Public())
+	jwk := pk.JWK.MarshalPublic()
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var agent Agent
 		// Row lock: concurrent rotations of one agent run one after the
