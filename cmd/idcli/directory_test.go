@@ -198,16 +198,7 @@ func TestDirectoryCheck(t *testing.T) {
 			if got := exitOf(t, res.err); got != tt.wantExit {
 				t.Fatalf("exit = %d, want %d; stdout:\n%s\nstderr:\n%s", got, tt.wantExit, res.stdout, res.stderr)
 			}
-			for _, want := range tt.wantOut {
-				if !strings.Contains(res.stdout, want) {
-					t.Errorf("stdout:\n%s\nwant it to contain %q", res.stdout, want)
-				}
-			}
-			for _, bad := range tt.wantNotOut {
-				if strings.Contains(res.stdout, bad) {
-					t.Errorf("stdout:\n%s\nwant it not to contain %q", res.stdout, bad)
-				}
-			}
+			checkStdout(t, res.stdout, tt.wantOut, tt.wantNotOut)
 		})
 	}
 }
@@ -290,4 +281,19 @@ func exitOf(t *testing.T, err error) int {
 	}
 	t.Fatalf("run error %v is not an exit status", err)
 	return -1
+}
+
+// checkStdout reports each of want missing from stdout and each of bad present.
+func checkStdout(t *testing.T, stdout string, want, bad []string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(stdout, w) {
+			t.Errorf("stdout:\n%s\nwant it to contain %q", stdout, w)
+		}
+	}
+	for _, b := range bad {
+		if strings.Contains(stdout, b) {
+			t.Errorf("stdout:\n%s\nwant it not to contain %q", stdout, b)
+		}
+	}
 }

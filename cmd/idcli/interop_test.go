@@ -711,16 +711,7 @@ func TestInteropAttacksVestauthAcceptsAgentidRejects(t *testing.T) {
 		pub := iopPublicJWK(t, interopKey)
 
 		vestauthSign := func(t *testing.T, method, url string) map[string]string {
-			t.Helper()
-			var out struct {
-				Headers map[string]string `json:"headers"`
-			}
-			v := in.drive(t, "vestauth-sign.mjs", map[string]any{"method": method, "url": url, "uid": uid,
-				"private_jwk": iopPrivateJWK(t, interopKey), "hostname": hostname}, &out)
-			if !v.OK {
-				t.Fatalf("%s could not sign %s %s: %s", v.Peer, method, url, v.Error)
-			}
-			return out.Headers
+			return iopVestauthSign(t, in, method, url, uid, hostname)
 		}
 		// vestauthAccepts shows the attack working against vestauth's verifier.
 		vestauthAccepts := func(t *testing.T, method, url string, h map[string]string, attack string) {
@@ -939,16 +930,7 @@ func TestInteropCompatAttacksRejected(t *testing.T) {
 		_, uid := iopRegisteredAgent(t, hostname, interopKey)
 		serverURL := "http://127.0.0.1" + hostname[strings.LastIndex(hostname, ":"):]
 		sign := func(t *testing.T, method, url string) map[string]string {
-			t.Helper()
-			var out struct {
-				Headers map[string]string `json:"headers"`
-			}
-			v := in.drive(t, "vestauth-sign.mjs", map[string]any{"method": method, "url": url, "uid": uid,
-				"private_jwk": iopPrivateJWK(t, interopKey), "hostname": hostname}, &out)
-			if !v.OK {
-				t.Fatalf("%s could not sign %s %s: %s", v.Peer, method, url, v.Error)
-			}
-			return out.Headers
+			return iopVestauthSign(t, in, method, url, uid, hostname)
 		}
 		body := func(k signer.PrivateKey) []byte {
 			return []byte(`{"public_jwk":` + string(k.Public.JWK.MarshalPublic()) + `}`)
@@ -1071,4 +1053,19 @@ func TestServerStartVestauthCompat(t *testing.T) {
 			}
 		})
 	}
+}
+
+// iopVestauthSign returns the headers vestauth's own signer makes for the
+// interop agent (interopKey, uid at hostname) for method and url.
+func iopVestauthSign(t *testing.T, in *interop, method, url, uid, hostname string) map[string]string {
+	t.Helper()
+	var out struct {
+		Headers map[string]string `json:"headers"`
+	}
+	v := in.drive(t, "vestauth-sign.mjs", map[string]any{"method": method, "url": url, "uid": uid,
+		"private_jwk": iopPrivateJWK(t, interopKey), "hostname": hostname}, &out)
+	if !v.OK {
+		t.Fatalf("%s could not sign %s %s: %s", v.Peer, method, url, v.Error)
+	}
+	return out.Headers
 }

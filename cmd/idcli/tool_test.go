@@ -203,16 +203,7 @@ func TestToolVerify(t *testing.T) {
 			if got := exitOf(t, res.err); got != tt.wantExit {
 				t.Fatalf("exit = %d, want %d; stdout:\n%s\nstderr:\n%s", got, tt.wantExit, res.stdout, res.stderr)
 			}
-			for _, want := range tt.wantOut {
-				if !strings.Contains(res.stdout, want) {
-					t.Errorf("stdout:\n%s\nwant it to contain %q", res.stdout, want)
-				}
-			}
-			for _, bad := range tt.wantNotOut {
-				if strings.Contains(res.stdout, bad) {
-					t.Errorf("stdout:\n%s\nwant it not to contain %q", res.stdout, bad)
-				}
-			}
+			checkStdout(t, res.stdout, tt.wantOut, tt.wantNotOut)
 			if fetched := hits.Load() > before; fetched != tt.wantFetch {
 				t.Errorf("directory fetched = %v, want %v", fetched, tt.wantFetch)
 			}
