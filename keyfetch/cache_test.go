@@ -328,7 +328,7 @@ func TestLastGoodSetServesWhileDirectoryDown(t *testing.T) {
 		down func(*dirServer)
 	}{
 		{"status 500", func(s *dirServer) { s.set(serveStatus(http.StatusInternalServerError)) }},
-		{"garbage body", func(s *dirServer) { s.set(serveBody(keyfetch.MediaType, "", "", "{")) }},
+		{"garbage body", func(s *dirServer) { s.set(serveBody(signer.DirectoryMediaType, "", "", "{")) }},
 		{"server gone", func(s *dirServer) { s.Close() }},
 	}
 	for _, tt := range tests {

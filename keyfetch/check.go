@@ -60,8 +60,8 @@ func (f *Fetcher) Check(ctx context.Context, agent string) (*Report, error) {
 		r.Problems = append([]string{ferr.Error()}, r.Problems...)
 		return r, ferr
 	}
-	if mt, _, _ := mime.ParseMediaType(r.ContentType); mt != MediaType {
-		r.Warnings = append(r.Warnings, fmt.Sprintf("media type %q accepted, but %q is the registered one", mt, MediaType))
+	if mt, _, _ := mime.ParseMediaType(r.ContentType); mt != signer.DirectoryMediaType {
+		r.Warnings = append(r.Warnings, fmt.Sprintf("media type %q accepted, but %q is the registered one", mt, signer.DirectoryMediaType))
 	}
 	if r.ETag == "" {
 		r.Warnings = append(r.Warnings, "no ETag: every refresh downloads the whole directory")

@@ -17,7 +17,7 @@ func Example() {
 	// An agent's key directory, here on a loopback test server.
 	key := signer.NewPrivateKey(ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize))).Public
 	dir := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", keyfetch.MediaType)
+		w.Header().Set("Content-Type", signer.DirectoryMediaType)
 		w.Header().Set("Cache-Control", "max-age=60")
 		_ = json.NewEncoder(w).Encode(map[string]any{"keys": []signer.JWK{key.JWK}})
 	}))

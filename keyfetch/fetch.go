@@ -16,15 +16,9 @@ import (
 	"github.com/agentid/agentid/signer"
 )
 
-// Media types accepted for a key directory.
-const (
-	MediaType     = "application/http-message-signatures-directory+json"
-	JSONMediaType = "application/json"
-)
-
-// WellKnownPath is appended to the signature agent origin to form the
-// directory URL.
-const WellKnownPath = "/.well-known/http-message-signatures-directory"
+// JSONMediaType is accepted for a key directory beside
+// signer.DirectoryMediaType.
+const JSONMediaType = "application/json"
 
 // FetchError reports that a key directory could not be fetched or was
 // unusable: network failure, timeout, a non-public address, an unexpected
@@ -70,7 +64,7 @@ func (f *Fetcher) fetch(ctx context.Context, url, etag string) (*result, error) 
 	if err != nil {
 		return nil, fail(0, err)
 	}
-	req.Header.Set("Accept", MediaType+", "+JSONMediaType+";q=0.9")
+	req.Header.Set("Accept", signer.DirectoryMediaType+", "+JSONMediaType+";q=0.9")
 	req.Header.Set("User-Agent", f.cfg.UserAgent)
 	if etag != "" {
 		req.Header.Set("If-None-Match", etag)
@@ -111,9 +105,9 @@ func (f *Fetcher) fetch(ctx context.Context, url, etag string) (*result, error) 
 		return res, fail(resp.StatusCode, fmt.Errorf("unexpected status %d", resp.StatusCode))
 	}
 	mt, _, err := mime.ParseMediaType(res.contentType)
-	if err != nil || (mt != MediaType && mt != JSONMediaType) {
+	if err != nil || (mt != signer.DirectoryMediaType && mt != JSONMediaType) {
 		discard()
-		return res, fail(resp.StatusCode, fmt.Errorf("media type %q is not %s or %s", truncate(res.contentType), MediaType, JSONMediaType))
+		return res, fail(resp.StatusCode, fmt.Errorf("media type %q is not %s or %s", truncate(res.contentType), signer.DirectoryMediaType, JSONMediaType))
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, f.cfg.MaxBodyBytes+1))
 	if err != nil {

@@ -32,30 +32,30 @@ func TestKeyDirectoryValidation(t *testing.T) {
 		kid         string
 		want        string // ok, unknown, fetch
 	}{
-		{name: "directory media type", contentType: keyfetch.MediaType, body: dir(withKid(k1)), kid: k1.JWK.Kid, want: "ok"},
+		{name: "directory media type", contentType: signer.DirectoryMediaType, body: dir(withKid(k1)), kid: k1.JWK.Kid, want: "ok"},
 		{name: "json with charset", contentType: "application/json; charset=utf-8", body: dir(withKid(k1)), kid: k1.JWK.Kid, want: "ok"},
-		{name: "media type with parameters", contentType: keyfetch.MediaType + `; foo="bar"`, body: dir(withKid(k1)), kid: k1.JWK.Kid, want: "ok"},
+		{name: "media type with parameters", contentType: signer.DirectoryMediaType + `; foo="bar"`, body: dir(withKid(k1)), kid: k1.JWK.Kid, want: "ok"},
 		{name: "text/html refused", contentType: "text/html", body: dir(withKid(k1)), kid: k1.JWK.Kid, want: "fetch"},
 		{name: "jwk-set media type refused", contentType: "application/jwk-set+json", body: dir(withKid(k1)), kid: k1.JWK.Kid, want: "fetch"},
 		{name: "missing media type refused", contentType: "", body: dir(withKid(k1)), kid: k1.JWK.Kid, want: "fetch"},
-		{name: "body over 64 KiB refused", contentType: keyfetch.MediaType, body: big, kid: k1.JWK.Kid, want: "fetch"},
-		{name: "not json", contentType: keyfetch.MediaType, body: `<html>`, kid: k1.JWK.Kid, want: "fetch"},
-		{name: "top level array", contentType: keyfetch.MediaType, body: `[` + withKid(k1) + `]`, kid: k1.JWK.Kid, want: "fetch"},
-		{name: "no keys member", contentType: keyfetch.MediaType, body: `{"jwks":[]}`, kid: k1.JWK.Kid, want: "fetch"},
-		{name: "keys not an array", contentType: keyfetch.MediaType, body: `{"keys":{}}`, kid: k1.JWK.Kid, want: "fetch"},
-		{name: "trailing data", contentType: keyfetch.MediaType, body: dir(withKid(k1)) + `{}`, kid: k1.JWK.Kid, want: "fetch"},
-		{name: "more than MaxKeys", contentType: keyfetch.MediaType, body: dir(withKid(k1), withKid(k2), withKid(testKey(3))), maxKeys: 2, kid: k1.JWK.Kid, want: "fetch"},
-		{name: "exactly MaxKeys", contentType: keyfetch.MediaType, body: dir(withKid(k1), withKid(k2)), maxKeys: 2, kid: k2.JWK.Kid, want: "ok"},
-		{name: "empty keys", contentType: keyfetch.MediaType, body: `{"keys":[]}`, kid: k1.JWK.Kid, want: "unknown"},
-		{name: "key without kid indexed by thumbprint", contentType: keyfetch.MediaType, body: dir(jwk(k1, "")), kid: k1.JWK.Kid, want: "ok"},
-		{name: "kid not the thumbprint skipped (claimed kid)", contentType: keyfetch.MediaType, body: dir(jwk(k1, `,"kid":"mine"`)), kid: "mine", want: "unknown"},
-		{name: "kid not the thumbprint skipped (real kid)", contentType: keyfetch.MediaType, body: dir(jwk(k1, fmt.Sprintf(`,"kid":%q`, k2.JWK.Kid))), kid: k1.JWK.Kid, want: "unknown"},
-		{name: "kid of another key does not find that key", contentType: keyfetch.MediaType, body: dir(jwk(k1, fmt.Sprintf(`,"kid":%q`, k2.JWK.Kid))), kid: k2.JWK.Kid, want: "unknown"},
-		{name: "private key skipped", contentType: keyfetch.MediaType, body: dir(jwk(k1, `,"d":"AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE"`)), kid: k1.JWK.Kid, want: "unknown"},
-		{name: "bad x skipped", contentType: keyfetch.MediaType, body: dir(`{"kty":"OKP","crv":"Ed25519","x":"AAAA"}`, withKid(k2)), kid: k2.JWK.Kid, want: "ok"},
-		{name: "rsa key skipped, next key used", contentType: keyfetch.MediaType, body: dir(`{"kty":"RSA","n":"AQAB","e":"AQAB","kid":"r"}`, withKid(k2)), kid: k2.JWK.Kid, want: "ok"},
-		{name: "x25519 skipped", contentType: keyfetch.MediaType, body: dir(fmt.Sprintf(`{"kty":"OKP","crv":"X25519","x":%q}`, k1.JWK.X)), kid: k1.JWK.Kid, want: "unknown"},
-		{name: "extra members allowed", contentType: keyfetch.MediaType, body: dir(jwk(k1, `,"use":"sig","alg":"EdDSA","nbf":1`)), kid: k1.JWK.Kid, want: "ok"},
+		{name: "body over 64 KiB refused", contentType: signer.DirectoryMediaType, body: big, kid: k1.JWK.Kid, want: "fetch"},
+		{name: "not json", contentType: signer.DirectoryMediaType, body: `<html>`, kid: k1.JWK.Kid, want: "fetch"},
+		{name: "top level array", contentType: signer.DirectoryMediaType, body: `[` + withKid(k1) + `]`, kid: k1.JWK.Kid, want: "fetch"},
+		{name: "no keys member", contentType: signer.DirectoryMediaType, body: `{"jwks":[]}`, kid: k1.JWK.Kid, want: "fetch"},
+		{name: "keys not an array", contentType: signer.DirectoryMediaType, body: `{"keys":{}}`, kid: k1.JWK.Kid, want: "fetch"},
+		{name: "trailing data", contentType: signer.DirectoryMediaType, body: dir(withKid(k1)) + `{}`, kid: k1.JWK.Kid, want: "fetch"},
+		{name: "more than MaxKeys", contentType: signer.DirectoryMediaType, body: dir(withKid(k1), withKid(k2), withKid(testKey(3))), maxKeys: 2, kid: k1.JWK.Kid, want: "fetch"},
+		{name: "exactly MaxKeys", contentType: signer.DirectoryMediaType, body: dir(withKid(k1), withKid(k2)), maxKeys: 2, kid: k2.JWK.Kid, want: "ok"},
+		{name: "empty keys", contentType: signer.DirectoryMediaType, body: `{"keys":[]}`, kid: k1.JWK.Kid, want: "unknown"},
+		{name: "key without kid indexed by thumbprint", contentType: signer.DirectoryMediaType, body: dir(jwk(k1, "")), kid: k1.JWK.Kid, want: "ok"},
+		{name: "kid not the thumbprint skipped (claimed kid)", contentType: signer.DirectoryMediaType, body: dir(jwk(k1, `,"kid":"mine"`)), kid: "mine", want: "unknown"},
+		{name: "kid not the thumbprint skipped (real kid)", contentType: signer.DirectoryMediaType, body: dir(jwk(k1, fmt.Sprintf(`,"kid":%q`, k2.JWK.Kid))), kid: k1.JWK.Kid, want: "unknown"},
+		{name: "kid of another key does not find that key", contentType: signer.DirectoryMediaType, body: dir(jwk(k1, fmt.Sprintf(`,"kid":%q`, k2.JWK.Kid))), kid: k2.JWK.Kid, want: "unknown"},
+		{name: "private key skipped", contentType: signer.DirectoryMediaType, body: dir(jwk(k1, `,"d":"AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE"`)), kid: k1.JWK.Kid, want: "unknown"},
+		{name: "bad x skipped", contentType: signer.DirectoryMediaType, body: dir(`{"kty":"OKP","crv":"Ed25519","x":"AAAA"}`, withKid(k2)), kid: k2.JWK.Kid, want: "ok"},
+		{name: "rsa key skipped, next key used", contentType: signer.DirectoryMediaType, body: dir(`{"kty":"RSA","n":"AQAB","e":"AQAB","kid":"r"}`, withKid(k2)), kid: k2.JWK.Kid, want: "ok"},
+		{name: "x25519 skipped", contentType: signer.DirectoryMediaType, body: dir(fmt.Sprintf(`{"kty":"OKP","crv":"X25519","x":%q}`, k1.JWK.X)), kid: k1.JWK.Kid, want: "unknown"},
+		{name: "extra members allowed", contentType: signer.DirectoryMediaType, body: dir(jwk(k1, `,"use":"sig","alg":"EdDSA","nbf":1`)), kid: k1.JWK.Kid, want: "ok"},
 		{name: "status 500", status: http.StatusInternalServerError, kid: k1.JWK.Kid, want: "fetch"},
 		{name: "status 403", status: http.StatusForbidden, kid: k1.JWK.Kid, want: "fetch"},
 		{name: "status 404 is an empty directory", status: http.StatusNotFound, kid: k1.JWK.Kid, want: "unknown"},
@@ -83,7 +83,7 @@ func TestKeyDirectoryValidation(t *testing.T) {
 				t.Errorf("Key returned a private member")
 			}
 			var fe *keyfetch.FetchError
-			if errors.As(err, &fe) && !strings.HasSuffix(fe.URL, keyfetch.WellKnownPath) {
+			if errors.As(err, &fe) && !strings.HasSuffix(fe.URL, signer.DirectoryPath) {
 				t.Errorf("FetchError.URL = %q, want the directory URL", fe.URL)
 			}
 		})
@@ -148,26 +148,26 @@ func TestTrustedHostPatterns(t *testing.T) {
 		agent    string
 		want     string // directory URL, "" when untrusted
 	}{
-		{[]string{"*.example.com"}, "https://a.example.com", "https://a.example.com" + keyfetch.WellKnownPath},
-		{[]string{"*.example.com"}, "https://a.b.example.com", "https://a.b.example.com" + keyfetch.WellKnownPath},
+		{[]string{"*.example.com"}, "https://a.example.com", "https://a.example.com" + signer.DirectoryPath},
+		{[]string{"*.example.com"}, "https://a.b.example.com", "https://a.b.example.com" + signer.DirectoryPath},
 		{[]string{"*.example.com"}, "https://example.com", ""},
 		{[]string{"*.example.com"}, "https://evilexample.com", ""},
 		{[]string{"*.example.com"}, "https://a.evilexample.com", ""},
 		{[]string{"*.example.com"}, "https://example.com.evil.net", ""},
-		{[]string{"*.example.com"}, "https://a.example.com:8443", "https://a.example.com:8443" + keyfetch.WellKnownPath},
-		{[]string{"*.Example.COM"}, "https://A.example.com", "https://a.example.com" + keyfetch.WellKnownPath},
-		{[]string{"example.com"}, "https://example.com", "https://example.com" + keyfetch.WellKnownPath},
+		{[]string{"*.example.com"}, "https://a.example.com:8443", "https://a.example.com:8443" + signer.DirectoryPath},
+		{[]string{"*.Example.COM"}, "https://A.example.com", "https://a.example.com" + signer.DirectoryPath},
+		{[]string{"example.com"}, "https://example.com", "https://example.com" + signer.DirectoryPath},
 		{[]string{"example.com"}, "https://a.example.com", ""},
 		{[]string{"example.com"}, "https://example.com.", ""},
 		{[]string{"example.com"}, "https://exampleXcom", ""},
-		{[]string{"example.com:8443"}, "https://example.com:8443", "https://example.com:8443" + keyfetch.WellKnownPath},
+		{[]string{"example.com:8443"}, "https://example.com:8443", "https://example.com:8443" + signer.DirectoryPath},
 		{[]string{"example.com:8443"}, "https://example.com", ""},
-		{[]string{"example.com:443"}, "https://example.com", "https://example.com" + keyfetch.WellKnownPath},
+		{[]string{"example.com:443"}, "https://example.com", "https://example.com" + signer.DirectoryPath},
 		{[]string{"example.com:443"}, "http://example.com", ""},
-		{[]string{"*.localhost"}, "http://agent-x.localhost:3000", "http://agent-x.localhost:3000" + keyfetch.WellKnownPath},
-		{[]string{"[::1]"}, "http://[::1]:8080", "http://[::1]:8080" + keyfetch.WellKnownPath},
+		{[]string{"*.localhost"}, "http://agent-x.localhost:3000", "http://agent-x.localhost:3000" + signer.DirectoryPath},
+		{[]string{"[::1]"}, "http://[::1]:8080", "http://[::1]:8080" + signer.DirectoryPath},
 		{[]string{"[::1]:8080"}, "http://[::1]:9090", ""},
-		{[]string{"a.com", "*.b.com"}, "https://x.b.com/", "https://x.b.com" + keyfetch.WellKnownPath},
+		{[]string{"a.com", "*.b.com"}, "https://x.b.com/", "https://x.b.com" + signer.DirectoryPath},
 		{[]string{"*.example.com"}, "https://a..example.com", ""},
 		{[]string{"*.example.com"}, "https://a%2e.example.com", ""},
 	}
@@ -190,7 +190,7 @@ func TestRedirectNotFollowed(t *testing.T) {
 	t.Parallel()
 	target := newDirServer(t, serveKeys("", "", testKey(1)))
 	src := newDirServer(t, func(w http.ResponseWriter, r *http.Request) {
-		http.Redirect(w, r, target.URL+keyfetch.WellKnownPath, http.StatusFound)
+		http.Redirect(w, r, target.URL+signer.DirectoryPath, http.StatusFound)
 	})
 	tests := []struct {
 		name   string

@@ -73,7 +73,7 @@ func newDirServer(t testing.TB, h http.HandlerFunc) *dirServer {
 	s := &dirServer{h: h}
 	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.hits.Add(1)
-		if r.URL.Path != keyfetch.WellKnownPath {
+		if r.URL.Path != signer.DirectoryPath {
 			http.NotFound(w, r)
 			return
 		}
@@ -101,7 +101,7 @@ func serveKeys(cacheControl, etag string, keys ...signer.PublicKey) http.Handler
 		jwks[i] = k.JWK
 	}
 	body, _ := json.Marshal(map[string]any{"keys": jwks})
-	return serveBody(keyfetch.MediaType, cacheControl, etag, string(body))
+	return serveBody(signer.DirectoryMediaType, cacheControl, etag, string(body))
 }
 
 func serveBody(contentType, cacheControl, etag, body string) http.HandlerFunc {

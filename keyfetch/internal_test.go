@@ -8,6 +8,8 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+
+	"github.com/agentid/agentid/signer"
 )
 
 func TestPublicAddr(t *testing.T) {
@@ -72,7 +74,7 @@ func TestPublicAddr(t *testing.T) {
 func TestCacheIsBoundedByMaxOrigins(t *testing.T) {
 	t.Parallel()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", MediaType)
+		w.Header().Set("Content-Type", signer.DirectoryMediaType)
 		_, _ = w.Write([]byte(`{"keys":[]}`))
 	}))
 	defer srv.Close()

@@ -140,7 +140,7 @@ func (f *Fetcher) DirectoryURL(agent string) (string, error) {
 			if port != "" {
 				hostport += ":" + port
 			}
-			return scheme + "://" + hostport + WellKnownPath, nil
+			return scheme + "://" + hostport + signer.DirectoryPath, nil
 		}
 	}
 	return untrusted("host %q is not in TrustedHosts", truncate(host))

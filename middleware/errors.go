@@ -7,19 +7,126 @@ import (
 	"net/http"
 )
 
-// Error is an error with the HTTP status and stable code of DESIGN §6. Message
-// is shown to the client; Err (if any) is for logs only.
+// Code is a stable error code, sent to clients in the JSON error body. Each
+// code has one HTTP status (Code.Status).
+type Code string
+
+// The error codes of the verifier and the reference server.
+const (
+	CodeInvalidRequest         Code = "invalid_request"
+	CodeInvalidAuthority       Code = "invalid_authority"
+	CodeInvalidJWK             Code = "invalid_jwk"
+	CodeMissingSignature       Code = "missing_signature"
+	CodeInvalidSignatureInput  Code = "invalid_signature_input"
+	CodeInvalidSignature       Code = "invalid_signature"
+	CodeExpiredSignature       Code = "expired_signature"
+	CodeNotYetValid            Code = "signature_not_yet_valid"
+	CodeWindowTooLong          Code = "signature_window_too_long"
+	CodeMissingNonce           Code = "missing_nonce"
+	CodeReplayedNonce          Code = "replayed_nonce"
+	CodeUnsupportedAlgorithm   Code = "unsupported_algorithm"
+	CodeMissingComponents      Code = "missing_components"
+	CodeDuplicateComponent     Code = "duplicate_component"
+	CodeTooManySignatures      Code = "too_many_signatures"
+	CodeTooManyComponents      Code = "too_many_components"
+	CodeSignatureTooLarge      Code = "signature_too_large"
+	CodeNonceTooLong           Code = "nonce_too_long"
+	CodeKeyIDTooLong           Code = "keyid_too_long"
+	CodeInvalidSignatureAgent  Code = "invalid_signature_agent"
+	CodeSignatureAgentTooLarge Code = "signature_agent_too_large"
+	CodeUntrustedAgent         Code = "untrusted_signature_agent"
+	CodeUnknownKey             Code = "unknown_key"
+	CodeRevokedKey             Code = "revoked_key"
+	CodeDigestMismatch         Code = "content_digest_mismatch"
+	CodeForbidden              Code = "forbidden"
+	CodeAgentNotFound          Code = "agent_not_found"
+	CodeNotFound               Code = "not_found"
+	CodeMethodNotAllowed       Code = "method_not_allowed"
+	CodeKeyConflict            Code = "key_conflict"
+	CodeKeyInUse               Code = "key_in_use"
+	CodePayloadTooLarge        Code = "payload_too_large"
+	CodeUnsupportedMediaType   Code = "unsupported_media_type"
+	CodeMisdirectedRequest     Code = "misdirected_request"
+	CodeRateLimited            Code = "rate_limited"
+	CodeInternal               Code = "internal"
+	CodeKeyFetchFailed         Code = "key_fetch_failed"
+	CodeDatabaseUnavailable    Code = "database_unavailable"
+)
+
+// statuses is the one table from code to HTTP status.
+var statuses = map[Code]int{
+	CodeInvalidRequest:         http.StatusBadRequest,
+	CodeInvalidAuthority:       http.StatusBadRequest,
+	CodeInvalidJWK:             http.StatusBadRequest,
+	CodeMissingSignature:       http.StatusUnauthorized,
+	CodeInvalidSignatureInput:  http.StatusUnauthorized,
+	CodeInvalidSignature:       http.StatusUnauthorized,
+	CodeExpiredSignature:       http.StatusUnauthorized,
+	CodeNotYetValid:            http.StatusUnauthorized,
+	CodeWindowTooLong:          http.StatusUnauthorized,
+	CodeMissingNonce:           http.StatusUnauthorized,
+	CodeReplayedNonce:          http.StatusUnauthorized,
+	CodeUnsupportedAlgorithm:   http.StatusUnauthorized,
+	CodeMissingComponents:      http.StatusUnauthorized,
+	CodeDuplicateComponent:     http.StatusUnauthorized,
+	CodeTooManySignatures:      http.StatusUnauthorized,
+	CodeTooManyComponents:      http.StatusUnauthorized,
+	CodeSignatureTooLarge:      http.StatusUnauthorized,
+	CodeNonceTooLong:           http.StatusUnauthorized,
+	CodeKeyIDTooLong:           http.StatusUnauthorized,
+	CodeInvalidSignatureAgent:  http.StatusUnauthorized,
+	CodeSignatureAgentTooLarge: http.StatusUnauthorized,
+	CodeUntrustedAgent:         http.StatusUnauthorized,
+	CodeUnknownKey:             http.StatusUnauthorized,
+	CodeRevokedKey:             http.StatusUnauthorized,
+	CodeDigestMismatch:         http.StatusUnauthorized,
+	CodeForbidden:              http.StatusForbidden,
+	CodeAgentNotFound:          http.StatusNotFound,
+	CodeNotFound:               http.StatusNotFound,
+	CodeMethodNotAllowed:       http.StatusMethodNotAllowed,
+	CodeKeyConflict:            http.StatusConflict,
+	CodeKeyInUse:               http.StatusConflict,
+	CodePayloadTooLarge:        http.StatusRequestEntityTooLarge,
+	CodeUnsupportedMediaType:   http.StatusUnsupportedMediaType,
+	CodeMisdirectedRequest:     http.StatusMisdirectedRequest,
+	CodeRateLimited:            http.StatusTooManyRequests,
+	CodeInternal:               http.StatusInternalServerError,
+	CodeKeyFetchFailed:         http.StatusServiceUnavailable,
+	CodeDatabaseUnavailable:    http.StatusServiceUnavailable,
+}
+
+// Codes returns every code, for documentation checks.
+func Codes() []Code {
+	out := make([]Code, 0, len(statuses))
+	for c := range statuses {
+		out = append(out, c)
+	}
+	return out
+}
+
+// Status returns the HTTP status of c (500 for a code not in the table).
+func (c Code) Status() int {
+	if s, ok := statuses[c]; ok {
+		return s
+	}
+	return http.StatusInternalServerError
+}
+
+// Error is a failure with a stable Code. Message is shown to the client;
+// Err (if any) is for logs only.
 type Error struct {
-	Status  int
-	Code    string
+	Code    Code
 	Message string
 	Err     error
 }
 
-// Errorf returns an *Error with a formatted client message.
-func Errorf(status int, code, format string, args ...any) *Error {
-	return &Error{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
+// Fail returns an *Error with a formatted client message.
+func Fail(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }
+
+// Status returns the HTTP status of e's code.
+func (e *Error) Status() int { return e.Code.Status() }
 
 func (e *Error) Error() string {
 	if e.Err != nil {
@@ -31,10 +138,10 @@ func (e *Error) Error() string {
 // Unwrap returns the underlying cause.
 func (e *Error) Unwrap() error { return e.Err }
 
-// Is lets errors.Is(err, &Error{Code: "x"}) match by code.
+// Is lets errors.Is(err, &Error{Code: c}) match by code.
 func (e *Error) Is(target error) bool {
 	t, ok := target.(*Error)
-	return ok && t.Code == e.Code && (t.Status == 0 || t.Status == e.Status)
+	return ok && t.Code == e.Code
 }
 
 // AsError returns err as an *Error; anything else becomes 500 internal with
@@ -44,7 +151,7 @@ func AsError(err error) *Error {
 	if errors.As(err, &e) {
 		return e
 	}
-	return &Error{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error", Err: err}
+	return &Error{Code: CodeInternal, Message: "internal error", Err: err}
 }
 
 type errorBody struct {
@@ -53,19 +160,24 @@ type errorBody struct {
 
 type errorFields struct {
 	Status  int    `json:"status"`
-	Code    string `json:"code"`
+	Code    Code   `json:"code"`
 	Message string `json:"message"`
 }
 
-// WriteError writes err as the JSON error body of DESIGN §6:
-// {"error":{"status":401,"code":"…","message":"…"}}.
+// WriteError writes err as the JSON error body
+// {"error":{"status":401,"code":"…","message":"…"}} with err's status.
 func WriteError(w http.ResponseWriter, err error) {
 	e := AsError(err)
-	b, _ := json.Marshal(errorBody{Error: errorFields{Status: e.Status, Code: e.Code, Message: e.Message}})
+	writeErrorStatus(w, e, e.Status())
+}
+
+// writeErrorStatus writes e's JSON body with the given status.
+func writeErrorStatus(w http.ResponseWriter, e *Error, status int) {
+	b, _ := json.Marshal(errorBody{Error: errorFields{Status: status, Code: e.Code, Message: e.Message}})
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(e.Status)
+	w.WriteHeader(status)
 	w.Write(append(b, '\n'))
 }

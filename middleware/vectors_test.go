@@ -79,7 +79,7 @@ func fixedClock(unix int64) func() time.Time {
 func codeOf(err error) string {
 	var e *middleware.Error
 	if errors.As(err, &e) {
-		return e.Code
+		return string(e.Code)
 	}
 	return ""
 }

@@ -24,9 +24,6 @@ const (
 	DefaultMaxBodyBytes = 1 << 20
 )
 
-// DirectoryPath is the well-known path of a key directory.
-const DirectoryPath = "/.well-known/http-message-signatures-directory"
-
 // Verifier checks signed requests against a policy. It is safe for
 // concurrent use; build it once with NewVerifier.
 type Verifier struct {
@@ -179,14 +176,10 @@ func (v *Verifier) Middleware(next http.Handler) http.Handler {
 // Accept-Signature on 401.
 func (v *Verifier) WriteError(w http.ResponseWriter, err error) {
 	e := AsError(err)
-	if e.Status == http.StatusUnauthorized {
+	if e.Status() == http.StatusUnauthorized {
 		w.Header().Set("Accept-Signature", v.acceptSignature)
 	}
 	WriteError(w, e)
-}
-
-func unauthorized(code, format string, args ...any) *Error {
-	return Errorf(http.StatusUnauthorized, code, format, args...)
 }
 
 // Verify checks r against the policy of DESIGN §4, cheapest step first, and
@@ -205,29 +198,29 @@ func (v *Verifier) verify(r *http.Request) (Agent, error) {
 	cfg := &v.cfg
 	in, sv := r.Header.Values("Signature-Input"), r.Header.Values("Signature")
 	if len(in) == 0 && len(sv) == 0 {
-		return Agent{}, unauthorized("missing_signature", "the request is not signed: Signature and Signature-Input are required")
+		return Agent{}, Fail(CodeMissingSignature, "the request is not signed: Signature and Signature-Input are required")
 	}
 	if len(in) == 0 || len(sv) == 0 {
-		return Agent{}, unauthorized("invalid_signature_input", "Signature and Signature-Input must both be present")
+		return Agent{}, Fail(CodeInvalidSignatureInput, "Signature and Signature-Input must both be present")
 	}
 
 	// 1. Parse and pick the signature by tag.
 	sigs, err := signer.ParseSignatures(in, sv)
 	if err != nil {
-		return Agent{}, &Error{Status: http.StatusUnauthorized, Code: "invalid_signature_input", Message: trimPrefix(err), Err: err}
+		return Agent{}, &Error{Code: CodeInvalidSignatureInput, Message: trimPrefix(err), Err: err}
 	}
 	var sig *signer.Signature
 	for i := range sigs {
 		if sigs[i].Params.Tag == cfg.Tag {
 			if sig != nil {
-				return Agent{}, unauthorized("invalid_signature_input", "more than one signature has tag=%q", cfg.Tag)
+				return Agent{}, Fail(CodeInvalidSignatureInput, "more than one signature has tag=%q", cfg.Tag)
 			}
 			sig = &sigs[i]
 		}
 	}
 	if sig == nil {
 		if !cfg.AnyTag || len(sigs) != 1 {
-			return Agent{}, unauthorized("invalid_signature_input", "no signature has tag=%q", cfg.Tag)
+			return Agent{}, Fail(CodeInvalidSignatureInput, "no signature has tag=%q", cfg.Tag)
 		}
 		sig = &sigs[0]
 	}
@@ -237,36 +230,36 @@ func (v *Verifier) verify(r *http.Request) (Agent, error) {
 	// each present in the request (building the base checks presence and
 	// re-serializes @signature-params from the parsed inner list).
 	if !sig.Covers(`"@authority"`) && !sig.Covers(`"@target-uri"`) {
-		return Agent{}, unauthorized("missing_components", "the signature must cover @authority or @target-uri")
+		return Agent{}, Fail(CodeMissingComponents, "the signature must cover @authority or @target-uri")
 	}
 	for i := range v.required {
 		if !covers(sig, &v.required[i]) {
-			return Agent{}, unauthorized("missing_components", "the signature must cover %s", v.required[i].ID())
+			return Agent{}, Fail(CodeMissingComponents, "the signature must cover %s", v.required[i].ID())
 		}
 	}
 	base, err := sig.Base(r)
 	if err != nil {
 		if errors.Is(err, signer.ErrMissingComponent) {
-			return Agent{}, &Error{Status: http.StatusUnauthorized, Code: "missing_components", Message: trimPrefix(err), Err: err}
+			return Agent{}, &Error{Code: CodeMissingComponents, Message: trimPrefix(err), Err: err}
 		}
-		return Agent{}, &Error{Status: http.StatusUnauthorized, Code: "invalid_signature_input", Message: trimPrefix(err), Err: err}
+		return Agent{}, &Error{Code: CodeInvalidSignatureInput, Message: trimPrefix(err), Err: err}
 	}
 
 	// 3. Parameters.
 	if p.Alg != "" && p.Alg != "ed25519" {
-		return Agent{}, unauthorized("unsupported_algorithm", "alg %q is not supported, want \"ed25519\"", p.Alg)
+		return Agent{}, Fail(CodeUnsupportedAlgorithm, "alg %q is not supported, want \"ed25519\"", p.Alg)
 	}
 	if !p.HasCreated {
-		return Agent{}, unauthorized("invalid_signature_input", "the created parameter is required")
+		return Agent{}, Fail(CodeInvalidSignatureInput, "the created parameter is required")
 	}
 	if !p.HasExpires && !cfg.AllowMissingExpires {
-		return Agent{}, unauthorized("invalid_signature_input", "the expires parameter is required")
+		return Agent{}, Fail(CodeInvalidSignatureInput, "the expires parameter is required")
 	}
 	if p.KeyID == "" {
-		return Agent{}, unauthorized("invalid_signature_input", "the keyid parameter is required")
+		return Agent{}, Fail(CodeInvalidSignatureInput, "the keyid parameter is required")
 	}
 	if p.Nonce == "" && !cfg.AllowMissingNonce {
-		return Agent{}, unauthorized("missing_nonce", "the nonce parameter is required")
+		return Agent{}, Fail(CodeMissingNonce, "the nonce parameter is required")
 	}
 
 	// 4. Validity window.
@@ -277,16 +270,16 @@ func (v *Verifier) verify(r *http.Request) (Agent, error) {
 		expires = time.Unix(p.Expires, 0)
 	}
 	if created.After(now.Add(cfg.Skew)) {
-		return Agent{}, unauthorized("signature_not_yet_valid", "signature created at %s, in the future", created.UTC().Format(time.RFC3339))
+		return Agent{}, Fail(CodeNotYetValid, "signature created at %s, in the future", created.UTC().Format(time.RFC3339))
 	}
 	if p.HasExpires && p.Expires < p.Created {
-		return Agent{}, unauthorized("invalid_signature_input", "expires is before created")
+		return Agent{}, Fail(CodeInvalidSignatureInput, "expires is before created")
 	}
 	if (p.HasExpires || cfg.MaxWindow > 0) && now.After(expires.Add(cfg.Skew)) {
-		return Agent{}, unauthorized("expired_signature", "signature expired at %s", expires.UTC().Format(time.RFC3339))
+		return Agent{}, Fail(CodeExpiredSignature, "signature expired at %s", expires.UTC().Format(time.RFC3339))
 	}
 	if cfg.MaxWindow > 0 && p.HasExpires && expires.Sub(created) > cfg.MaxWindow {
-		return Agent{}, unauthorized("signature_window_too_long", "expires-created is %s, at most %s is accepted", expires.Sub(created), cfg.MaxWindow)
+		return Agent{}, Fail(CodeWindowTooLong, "expires-created is %s, at most %s is accepted", expires.Sub(created), cfg.MaxWindow)
 	}
 
 	// 5. Signature agent.
@@ -301,12 +294,12 @@ func (v *Verifier) verify(r *http.Request) (Agent, error) {
 		return Agent{}, keyError(err, agent, p.KeyID)
 	}
 	if len(pk.Key) != ed25519.PublicKeySize || !cfg.AllowAnyKeyID && v.thumbprints.get(pk.Key) != p.KeyID {
-		return Agent{}, unauthorized("unknown_key", "key %q is not the thumbprint of the published key", p.KeyID)
+		return Agent{}, Fail(CodeUnknownKey, "key %q is not the thumbprint of the published key", p.KeyID)
 	}
 
 	// 7. Ed25519 over the rebuilt base.
 	if !ed25519.Verify(pk.Key, base, sig.Value) {
-		return Agent{}, unauthorized("invalid_signature", "the signature does not verify with key %q", p.KeyID)
+		return Agent{}, Fail(CodeInvalidSignature, "the signature does not verify with key %q", p.KeyID)
 	}
 
 	// 8. Content-Digest.
@@ -314,12 +307,12 @@ func (v *Verifier) verify(r *http.Request) (Agent, error) {
 		body, err := readBody(r, cfg.MaxBodyBytes)
 		if err != nil {
 			if errors.Is(err, signer.ErrBodyTooLarge) {
-				return Agent{}, Errorf(http.StatusRequestEntityTooLarge, "payload_too_large", "the body is larger than %d bytes", cfg.MaxBodyBytes)
+				return Agent{}, Fail(CodePayloadTooLarge, "the body is larger than %d bytes", cfg.MaxBodyBytes)
 			}
-			return Agent{}, &Error{Status: http.StatusBadRequest, Code: "invalid_request", Message: "the body could not be read", Err: err}
+			return Agent{}, &Error{Code: CodeInvalidRequest, Message: "the body could not be read", Err: err}
 		}
 		if err := signer.VerifyContentDigest(r.Header.Values("Content-Digest"), body); err != nil {
-			return Agent{}, &Error{Status: http.StatusUnauthorized, Code: "content_digest_mismatch", Message: "Content-Digest does not match the body", Err: err}
+			return Agent{}, &Error{Code: CodeDigestMismatch, Message: "Content-Digest does not match the body", Err: err}
 		}
 	}
 
@@ -327,10 +320,10 @@ func (v *Verifier) verify(r *http.Request) (Agent, error) {
 	if p.Nonce != "" {
 		seen, err := cfg.Replay.Seen(r.Context(), p.KeyID+" "+p.Nonce, expires.Add(cfg.Skew))
 		if err != nil {
-			return Agent{}, &Error{Status: http.StatusServiceUnavailable, Code: "database_unavailable", Message: "the replay store is unavailable", Err: fmt.Errorf("%w: %w", ErrReplayStore, err)}
+			return Agent{}, &Error{Code: CodeDatabaseUnavailable, Message: "the replay store is unavailable", Err: fmt.Errorf("%w: %w", ErrReplayStore, err)}
 		}
 		if seen {
-			return Agent{}, unauthorized("replayed_nonce", "nonce already used with key %q", p.KeyID)
+			return Agent{}, Fail(CodeReplayedNonce, "nonce already used with key %q", p.KeyID)
 		}
 	}
 
@@ -352,8 +345,8 @@ func (v *Verifier) verify(r *http.Request) (Agent, error) {
 		a.Components[i] = c.ID()
 	}
 	if agent != "" {
-		a.DirectoryURL = agent + DirectoryPath
-		a.UID = UIDFromOrigin(agent)
+		a.DirectoryURL = agent + signer.DirectoryPath
+		a.UID = signer.UIDFromOrigin(agent)
 	}
 	return a, nil
 }
@@ -366,11 +359,11 @@ func (v *Verifier) signatureAgent(r *http.Request, sig *signer.Signature) (strin
 		if v.cfg.AllowMissingSignatureAgent {
 			return "", false, nil
 		}
-		return "", false, unauthorized("invalid_signature_agent", "the Signature-Agent header is required")
+		return "", false, Fail(CodeInvalidSignatureAgent, "the Signature-Agent header is required")
 	}
 	sa, err := v.agents.parse(vals)
 	if err != nil {
-		return "", false, &Error{Status: http.StatusUnauthorized, Code: "invalid_signature_agent", Message: trimPrefix(err), Err: err}
+		return "", false, &Error{Code: CodeInvalidSignatureAgent, Message: trimPrefix(err), Err: err}
 	}
 	var (
 		origin string
@@ -392,10 +385,10 @@ func (v *Verifier) signatureAgent(r *http.Request, sig *signer.Signature) (strin
 		}
 	}
 	if !ok {
-		return "", false, unauthorized("invalid_signature_agent", "Signature-Agent has no member for signature %q", sig.Label)
+		return "", false, Fail(CodeInvalidSignatureAgent, "Signature-Agent has no member for signature %q", sig.Label)
 	}
 	if v.cfg.RequireBound && !bound {
-		return "", false, unauthorized("missing_components", `the signature must cover "signature-agent"`)
+		return "", false, Fail(CodeMissingComponents, `the signature must cover "signature-agent"`)
 	}
 	return origin, bound, nil
 }
@@ -403,19 +396,19 @@ func (v *Verifier) signatureAgent(r *http.Request, sig *signer.Signature) (strin
 func keyError(err error, agent, keyID string) *Error {
 	switch {
 	case errors.Is(err, signer.ErrUnknownKey):
-		return &Error{Status: http.StatusUnauthorized, Code: "unknown_key", Message: fmt.Sprintf("key %q is not published by %s", keyID, orNone(agent)), Err: err}
+		return &Error{Code: CodeUnknownKey, Message: fmt.Sprintf("key %q is not published by %s", keyID, orNone(agent)), Err: err}
 	case errors.Is(err, signer.ErrRevokedKey):
-		return &Error{Status: http.StatusUnauthorized, Code: "revoked_key", Message: fmt.Sprintf("key %q has been revoked", keyID), Err: err}
+		return &Error{Code: CodeRevokedKey, Message: fmt.Sprintf("key %q has been revoked", keyID), Err: err}
 	case errors.Is(err, signer.ErrUntrustedAgent):
-		return &Error{Status: http.StatusUnauthorized, Code: "untrusted_signature_agent", Message: fmt.Sprintf("signature agent %s is not trusted", orNone(agent)), Err: err}
+		return &Error{Code: CodeUntrustedAgent, Message: fmt.Sprintf("signature agent %s is not trusted", orNone(agent)), Err: err}
 	case errors.Is(err, context.Canceled):
-		return &Error{Status: http.StatusServiceUnavailable, Code: "key_fetch_failed", Message: "the request was cancelled while fetching the key", Err: err}
+		return &Error{Code: CodeKeyFetchFailed, Message: "the request was cancelled while fetching the key", Err: err}
 	}
 	var e *Error
 	if errors.As(err, &e) {
 		return e
 	}
-	return &Error{Status: http.StatusServiceUnavailable, Code: "key_fetch_failed", Message: fmt.Sprintf("the key directory of %s could not be fetched", orNone(agent)), Err: err}
+	return &Error{Code: CodeKeyFetchFailed, Message: fmt.Sprintf("the key directory of %s could not be fetched", orNone(agent)), Err: err}
 }
 
 func orNone(agent string) string {
@@ -428,38 +421,6 @@ func orNone(agent string) string {
 // trimPrefix drops the "signer: " package prefix for client messages.
 func trimPrefix(err error) string {
 	return strings.TrimPrefix(err.Error(), "signer: ")
-}
-
-// UIDFromOrigin returns the agent uid (agent-<24 hex>) that is the first
-// label of origin's host, or "".
-func UIDFromOrigin(origin string) string {
-	h := origin
-	if i := strings.Index(h, "://"); i >= 0 {
-		h = h[i+3:]
-	}
-	if i := strings.IndexByte(h, '.'); i >= 0 {
-		h = h[:i]
-	} else {
-		return ""
-	}
-	if ValidUID(h) {
-		return h
-	}
-	return ""
-}
-
-// ValidUID reports whether s has the uid form agent-<24 lowercase hex>.
-func ValidUID(s string) bool {
-	if len(s) != 30 || !strings.HasPrefix(s, "agent-") {
-		return false
-	}
-	for i := 6; i < 30; i++ {
-		c := s[i]
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 // covers reports whether sig covers the required component c: the same

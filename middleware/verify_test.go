@@ -760,7 +760,7 @@ func TestSignatureAgentForms(t *testing.T) {
 			if res.agent.SignatureAgent != tt.wantOrigin || res.agent.Bound != tt.wantBound {
 				t.Errorf("agent, bound = %q %v, want %q %v", res.agent.SignatureAgent, res.agent.Bound, tt.wantOrigin, tt.wantBound)
 			}
-			if got, want := res.agent.UID, middleware.UIDFromOrigin(tt.wantOrigin); got != want || got != testUID {
+			if got, want := res.agent.UID, signer.UIDFromOrigin(tt.wantOrigin); got != want || got != testUID {
 				t.Errorf("uid = %q, want %q", got, testUID)
 			}
 		})
@@ -863,8 +863,8 @@ func TestWriteError(t *testing.T) {
 		wantCode   string
 		wantMsg    string
 	}{
-		{"typed", middleware.Errorf(403, "forbidden", "not yours: %s", "x"), 403, "forbidden", "not yours: x"},
-		{"wrapped", fmt.Errorf("ctx: %w", middleware.Errorf(409, "key_conflict", "taken")), 409, "key_conflict", "taken"},
+		{"typed", middleware.Fail(middleware.CodeForbidden, "not yours: %s", "x"), 403, "forbidden", "not yours: x"},
+		{"wrapped", fmt.Errorf("ctx: %w", middleware.Fail(middleware.CodeKeyConflict, "taken")), 409, "key_conflict", "taken"},
 		{"plain error leaks nothing", errors.New("pq: password authentication failed"), 500, "internal", "internal error"},
 	}
 	for _, tt := range tests {
@@ -881,25 +881,8 @@ func TestWriteError(t *testing.T) {
 			}
 		})
 	}
-	if !errors.Is(fmt.Errorf("x: %w", middleware.Errorf(401, "expired_signature", "m")), &middleware.Error{Code: "expired_signature"}) {
+	if !errors.Is(fmt.Errorf("x: %w", middleware.Fail(middleware.CodeExpiredSignature, "m")), &middleware.Error{Code: "expired_signature"}) {
 		t.Errorf("errors.Is by code failed")
-	}
-}
-
-func TestUIDFromOrigin(t *testing.T) {
-	t.Parallel()
-	tests := []struct{ origin, want string }{
-		{testOrigin, testUID},
-		{"http://" + testUID + ".localhost:3000", testUID},
-		{"https://agentid.example", ""},
-		{"https://agent-0123.agentid.example", ""},
-		{"https://AGENT-0123456789ABCDEF01234567.agentid.example", ""},
-		{"https://" + testUID, ""},
-	}
-	for _, tt := range tests {
-		if got := middleware.UIDFromOrigin(tt.origin); got != tt.want {
-			t.Errorf("UIDFromOrigin(%q) = %q, want %q", tt.origin, got, tt.want)
-		}
 	}
 }
 

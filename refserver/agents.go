@@ -3,8 +3,6 @@ package refserver
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -56,18 +54,18 @@ func bodyKey(ctx context.Context, _ string, keyID string) (signer.PublicKey, err
 func (s *Server) readKeyBody(w http.ResponseWriter, r *http.Request) (signer.PublicKey, error) {
 	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mt != "application/json" {
-		return signer.PublicKey{}, middleware.Errorf(http.StatusUnsupportedMediaType, "unsupported_media_type", "the body must be application/json")
+		return signer.PublicKey{}, middleware.Fail(middleware.CodeUnsupportedMediaType, "the body must be application/json")
 	}
 	if r.ContentLength > s.cfg.MaxBodyBytes {
-		return signer.PublicKey{}, middleware.Errorf(http.StatusRequestEntityTooLarge, "payload_too_large", "the body is larger than %d bytes", s.cfg.MaxBodyBytes)
+		return signer.PublicKey{}, middleware.Fail(middleware.CodePayloadTooLarge, "the body is larger than %d bytes", s.cfg.MaxBodyBytes)
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return signer.PublicKey{}, middleware.Errorf(http.StatusRequestEntityTooLarge, "payload_too_large", "the body is larger than %d bytes", s.cfg.MaxBodyBytes)
+			return signer.PublicKey{}, middleware.Fail(middleware.CodePayloadTooLarge, "the body is larger than %d bytes", s.cfg.MaxBodyBytes)
 		}
-		return signer.PublicKey{}, &middleware.Error{Status: http.StatusBadRequest, Code: "invalid_request", Message: "the body could not be read", Err: err}
+		return signer.PublicKey{}, &middleware.Error{Code: middleware.CodeInvalidRequest, Message: "the body could not be read", Err: err}
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	var req struct {
@@ -75,14 +73,14 @@ func (s *Server) readKeyBody(w http.ResponseWriter, r *http.Request) (signer.Pub
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(&req); err != nil || dec.More() {
-		return signer.PublicKey{}, middleware.Errorf(http.StatusBadRequest, "invalid_request", `the body must be a JSON object {"public_jwk":{…}}`)
+		return signer.PublicKey{}, middleware.Fail(middleware.CodeInvalidRequest, `the body must be a JSON object {"public_jwk":{…}}`)
 	}
 	if len(req.PublicJWK) == 0 || bytes.Equal(req.PublicJWK, []byte("null")) {
-		return signer.PublicKey{}, middleware.Errorf(http.StatusBadRequest, "invalid_request", "public_jwk is required")
+		return signer.PublicKey{}, middleware.Fail(middleware.CodeInvalidRequest, "public_jwk is required")
 	}
 	pk, err := signer.ParsePublicJWK(req.PublicJWK)
 	if err != nil {
-		return signer.PublicKey{}, &middleware.Error{Status: http.StatusBadRequest, Code: "invalid_jwk", Message: strings.TrimPrefix(err.Error(), "signer: "), Err: err}
+		return signer.PublicKey{}, &middleware.Error{Code: middleware.CodeInvalidJWK, Message: strings.TrimPrefix(err.Error(), "signer: "), Err: err}
 	}
 	return pk, nil
 }
@@ -157,13 +155,13 @@ func (s *Server) registerKey(ctx context.Context, pk signer.PublicKey) (uid stri
 		switch {
 		case err == nil:
 			if existing.RevokedAt != nil {
-				return "", false, middleware.Errorf(http.StatusConflict, "key_conflict", "this key was revoked by a rotation and cannot be registered again; generate a new key")
+				return "", false, middleware.Fail(middleware.CodeKeyConflict, "this key was revoked by a rotation and cannot be registered again; generate a new key")
 			}
 			return existing.AgentUID, false, nil
 		case !isNotFound(err):
 			return "", false, dbUnavailable(err)
 		}
-		uid, err := newUID()
+		uid, err := signer.NewUID(nil)
 		if err != nil {
 			return "", false, err
 		}
@@ -186,23 +184,14 @@ func (s *Server) registerKey(ctx context.Context, pk signer.PublicKey) (uid stri
 	return "", false, dbUnavailable(errors.New("refserver: registration kept conflicting"))
 }
 
-// newUID returns agent- followed by 24 hex characters from crypto/rand.
-func newUID() (string, error) {
-	var b [12]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("refserver: uid: %w", err)
-	}
-	return "agent-" + hex.EncodeToString(b[:]), nil
-}
-
 // rotateKeys is PUT /agents/{uid}/keys: sig1 by the agent's current key
 // (Signature-Agent naming {uid}), sig2 (tag agentid-key-possession) by the
 // new key in the body; then, in one transaction holding the agent row lock,
 // the new key is inserted and every other active key revoked.
 func (s *Server) rotateKeys(w http.ResponseWriter, r *http.Request) {
 	uid := mux.Vars(r)["uid"]
-	if !middleware.ValidUID(uid) {
-		s.writeError(w, r, middleware.Errorf(http.StatusNotFound, "agent_not_found", "%q is not an agent uid (want agent-<24 hex>)", truncate(uid)))
+	if !signer.ValidUID(uid) {
+		s.writeError(w, r, middleware.Fail(middleware.CodeAgentNotFound, "%q is not an agent uid (want agent-<24 hex>)", truncate(uid)))
 		return
 	}
 	pk, err := s.readKeyBody(w, r)
@@ -217,7 +206,7 @@ func (s *Server) rotateKeys(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if a.UID != uid {
-		s.writeError(w, r, middleware.Errorf(http.StatusForbidden, "forbidden", "the signing agent %s may not rotate the keys of %s", a.SignatureAgent, uid))
+		s.writeError(w, r, middleware.Fail(middleware.CodeForbidden, "the signing agent %s may not rotate the keys of %s", a.SignatureAgent, uid))
 		return
 	}
 	vr := r.WithContext(context.WithValue(r.Context(), bodyKeyCtx{}, pk))
@@ -259,19 +248,19 @@ func (s *Server) rotate(ctx context.Context, uid, signingKid string, pk signer.P
 		// other (SQLite: the immediate write transaction is the lock).
 		if err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("uid = ?", uid).Take(&agent).Error; err != nil {
 			if isNotFound(err) {
-				return middleware.Errorf(http.StatusNotFound, "agent_not_found", "agent %s is not registered", uid)
+				return middleware.Fail(middleware.CodeAgentNotFound, "agent %s is not registered", uid)
 			}
 			return err
 		}
 		var signing PublicJWK
 		if err := tx.Where("kid = ? AND agent_uid = ?", signingKid, uid).Take(&signing).Error; err != nil {
 			if isNotFound(err) {
-				return middleware.Errorf(http.StatusUnauthorized, "unknown_key", "key %q is not a key of %s", signingKid, uid)
+				return middleware.Fail(middleware.CodeUnknownKey, "key %q is not a key of %s", signingKid, uid)
 			}
 			return err
 		}
 		if signing.RevokedAt != nil {
-			return middleware.Errorf(http.StatusUnauthorized, "revoked_key", "key %q has been revoked (by a concurrent rotation)", signingKid)
+			return middleware.Fail(middleware.CodeRevokedKey, "key %q has been revoked (by a concurrent rotation)", signingKid)
 		}
 		var n int64
 		if err := tx.Model(&PublicJWK{}).Where("kid = ?", pk.JWK.Kid).Count(&n).Error; err != nil {
@@ -297,7 +286,7 @@ func (s *Server) rotate(ctx context.Context, uid, signingKid string, pk signer.P
 	case errors.As(err, &me):
 		return me
 	case errors.Is(err, errRotateConflict), errors.Is(err, gorm.ErrDuplicatedKey):
-		return middleware.Errorf(http.StatusConflict, "key_conflict", "the new key is already registered; generate a new key")
+		return middleware.Fail(middleware.CodeKeyConflict, "the new key is already registered; generate a new key")
 	}
 	return dbUnavailable(err)
 }
@@ -311,7 +300,7 @@ func (s *Server) whoamiHandler(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if a.UID == "" { // the DB key source accepts only agent-<hex> origins
-		s.writeError(w, r, middleware.Errorf(http.StatusUnauthorized, "untrusted_signature_agent", "the signature agent is not an agent of this service"))
+		s.writeError(w, r, middleware.Fail(middleware.CodeUntrustedAgent, "the signature agent is not an agent of this service"))
 		return
 	}
 	writeJSON(w, http.StatusOK, s.keyResponse(a.UID, a.JWK))

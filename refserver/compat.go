@@ -108,7 +108,7 @@ func (c *vestauthCompat) registerAgent(w http.ResponseWriter, r *http.Request) {
 	}
 	resp, ok := s.proveAndRegister(w, r, pk, c.register, func(a middleware.Agent) error {
 		if a.Tag != signer.DefaultTag && a.Tag != NullTag {
-			return middleware.Errorf(http.StatusUnauthorized, "invalid_signature_input",
+			return middleware.Fail(middleware.CodeInvalidSignatureInput,
 				"no signature has tag=%q (or vestauth's tag=%q)", signer.DefaultTag, NullTag)
 		}
 		return nil
@@ -138,7 +138,7 @@ func (c *vestauthCompat) rotateKey(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if a.UID == "" { // the DB key source accepts only agent-<hex> origins
-		s.writeError(w, r, middleware.Errorf(http.StatusUnauthorized, "untrusted_signature_agent", "the signature agent is not an agent of this service"))
+		s.writeError(w, r, middleware.Fail(middleware.CodeUntrustedAgent, "the signature agent is not an agent of this service"))
 		return
 	}
 	ctx, cancel := s.dbContext(r.Context())

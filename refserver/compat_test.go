@@ -141,7 +141,7 @@ func TestCompatRegister(t *testing.T) {
 		var fetched atomic.Int32
 		lure := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			fetched.Add(1)
-			w.Header().Set("Content-Type", refserver.DirectoryMediaType)
+			w.Header().Set("Content-Type", signer.DirectoryMediaType)
 			fmt.Fprintf(w, `{"keys":[%s]}`, testKey(209).Public.JWK.MarshalPublic())
 		}))
 		defer lure.Close()

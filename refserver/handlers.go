@@ -16,9 +16,6 @@ import (
 	"gorm.io/gorm"
 )
 
-// DirectoryMediaType is the Content-Type of a key directory.
-const DirectoryMediaType = "application/http-message-signatures-directory+json"
-
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -91,7 +88,7 @@ func (s *Server) directory(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
-	h.Set("Content-Type", DirectoryMediaType)
+	h.Set("Content-Type", signer.DirectoryMediaType)
 	h.Set("Content-Length", strconv.Itoa(len(d.body)))
 	w.WriteHeader(http.StatusOK)
 	w.Write(d.body)
@@ -170,7 +167,7 @@ func (s *Server) activeKeys(ctx context.Context, uid string) ([]signer.JWK, erro
 			return nil, dbUnavailable(err)
 		}
 		if n == 0 {
-			return nil, middleware.Errorf(http.StatusNotFound, "agent_not_found", "agent %s is not registered", uid)
+			return nil, middleware.Fail(middleware.CodeAgentNotFound, "agent %s is not registered", uid)
 		}
 	}
 	keys := make([]signer.JWK, 0, len(rows))
@@ -188,7 +185,7 @@ func (s *Server) activeKeys(ctx context.Context, uid string) ([]signer.JWK, erro
 func (p PublicJWK) PublicKey() (signer.PublicKey, error) {
 	pk, err := signer.ParsePublicJWK(p.JWK)
 	if err != nil {
-		return signer.PublicKey{}, &middleware.Error{Status: http.StatusInternalServerError, Code: "internal",
+		return signer.PublicKey{}, &middleware.Error{Code: middleware.CodeInternal,
 			Message: "internal error", Err: errors.New("refserver: stored jwk " + p.Kid + " is invalid: " + err.Error())}
 	}
 	return pk, nil

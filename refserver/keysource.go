@@ -36,10 +36,9 @@ const (
 // entry expires, so a revoked key is refused by every instance within the
 // TTL plus one query. It is safe for concurrent use.
 type DBKeySource struct {
-	db          *gorm.DB
-	scheme      string
-	serviceHost string
-	timeout     time.Duration
+	db      *gorm.DB
+	service signer.ServiceURL
+	timeout time.Duration
 
 	originPrefix string // "<scheme>://"
 	agentSuffix  string // ".<service host>"
@@ -60,16 +59,16 @@ type keyEntry struct {
 // NewDBKeySource returns an uncached key source for the agents of the
 // service at hostname (as Config.Hostname).
 func NewDBKeySource(db *gorm.DB, hostname string) (*DBKeySource, error) {
-	scheme, host, err := ParseHostname(hostname)
+	service, err := ParseHostname(hostname)
 	if err != nil {
 		return nil, err
 	}
-	return newDBKeySource(db, scheme, host, DefaultDBTimeout, 0, time.Now, nil), nil
+	return newDBKeySource(db, service, DefaultDBTimeout, 0, time.Now, nil), nil
 }
 
-func newDBKeySource(db *gorm.DB, scheme, host string, timeout, ttl time.Duration, now func() time.Time, observe func(bool)) *DBKeySource {
-	k := &DBKeySource{db: db, scheme: scheme, serviceHost: host, timeout: timeout, observe: observe,
-		originPrefix: scheme + "://", agentSuffix: "." + host}
+func newDBKeySource(db *gorm.DB, service signer.ServiceURL, timeout, ttl time.Duration, now func() time.Time, observe func(bool)) *DBKeySource {
+	k := &DBKeySource{db: db, service: service, timeout: timeout, observe: observe,
+		originPrefix: service.Scheme + "://", agentSuffix: "." + service.Host}
 	if ttl > 0 {
 		k.cache = newTTLCache[keyEntry](ttl, now)
 	}
@@ -86,9 +85,9 @@ func (k *DBKeySource) Key(ctx context.Context, agent, keyID string) (signer.Publ
 	uid := k.uidOf(agent)
 	if uid == "" {
 		if agent == "" {
-			return signer.PublicKey{}, fmt.Errorf("%w: a Signature-Agent naming %s://<uid>.%s is required", signer.ErrUntrustedAgent, k.scheme, k.serviceHost)
+			return signer.PublicKey{}, fmt.Errorf("%w: a Signature-Agent naming %s://<uid>.%s is required", signer.ErrUntrustedAgent, k.service.Scheme, k.service.Host)
 		}
-		return signer.PublicKey{}, fmt.Errorf("%w: %s is not an agent of %s://%s", signer.ErrUntrustedAgent, agent, k.scheme, k.serviceHost)
+		return signer.PublicKey{}, fmt.Errorf("%w: %s is not an agent of %s", signer.ErrUntrustedAgent, agent, k.service)
 	}
 	if keyID == "" || len(keyID) > 64 {
 		return signer.PublicKey{}, signer.ErrUnknownKey
@@ -185,7 +184,7 @@ func (k *DBKeySource) uidOf(agent string) string {
 		return ""
 	}
 	uid, ok := strings.CutSuffix(host, k.agentSuffix)
-	if !ok || !middleware.ValidUID(uid) {
+	if !ok || !signer.ValidUID(uid) {
 		return ""
 	}
 	return uid

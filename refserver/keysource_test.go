@@ -70,7 +70,7 @@ func TestDBKeySource(t *testing.T) {
 		sqlDB.Close()
 		_, err = ks.Key(context.Background(), e.origin(uid), k2.KeyID())
 		var me *middleware.Error
-		if !errors.As(err, &me) || me.Code != "database_unavailable" || me.Status != 503 {
+		if !errors.As(err, &me) || me.Code != "database_unavailable" || me.Status() != 503 {
 			t.Errorf("Key with the database closed: error = %v, want 503 database_unavailable", err)
 		}
 		if errors.Is(err, signer.ErrUnknownKey) || errors.Is(err, signer.ErrRevokedKey) {

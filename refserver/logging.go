@@ -16,7 +16,7 @@ type requestInfoKey struct{}
 // requestInfo collects what the request log line reports besides the
 // response: the error code and its internal cause (never sent to clients).
 type requestInfo struct {
-	code  string
+	code  middleware.Code
 	cause error
 }
 
@@ -79,7 +79,7 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 			slog.Int64("bytes", sw.bytes),
 		)
 		if info.code != "" {
-			attrs = append(attrs, slog.String("code", info.code))
+			attrs = append(attrs, slog.String("code", string(info.code)))
 		}
 		if sw.status >= 500 && info.cause != nil {
 			attrs = append(attrs, slog.String("cause", info.cause.Error()))
@@ -102,7 +102,7 @@ func (s *Server) recoverPanics(next http.Handler) http.Handler {
 			}
 			s.log.LogAttrs(r.Context(), slog.LevelError, "panic", slog.String("panic", fmt.Sprint(v)), slog.String("stack", string(debug.Stack())))
 			if info := requestInfoFrom(r.Context()); info != nil {
-				info.code = "internal"
+				info.code = middleware.CodeInternal
 			}
 			middleware.WriteError(w, fmt.Errorf("refserver: panic: %v", v))
 		}()

@@ -224,17 +224,17 @@ func TestMalformedRequests(t *testing.T) {
 			{"rotate sig2 by another key", func() *http.Request {
 				req := rotate(uidA, jwkBody(fresh.Public.JWK), "application/json")
 				e.sign(req, keyA, signer.Options{Components: write, SignatureAgent: e.origin(uidA)})
-				return e.sign(req, testKey(65), signer.Options{Label: "sig2", Tag: refserver.PossessionTag, Components: write})
+				return e.sign(req, testKey(65), signer.Options{Label: "sig2", Tag: signer.KeyPossessionTag, Components: write})
 			}, 401, "unknown_key"},
 			{"rotate sig1 by the new key only", func() *http.Request {
 				req := rotate(uidA, jwkBody(fresh.Public.JWK), "application/json")
 				e.sign(req, fresh, signer.Options{Components: write, SignatureAgent: e.origin(uidA)})
-				return e.sign(req, fresh, signer.Options{Label: "sig2", Tag: refserver.PossessionTag, Components: write})
+				return e.sign(req, fresh, signer.Options{Label: "sig2", Tag: signer.KeyPossessionTag, Components: write})
 			}, 401, "unknown_key"},
 			{"rotate another agent", func() *http.Request {
 				req := rotate(uidA, jwkBody(fresh.Public.JWK), "application/json")
 				e.sign(req, keyB, signer.Options{Components: write, SignatureAgent: e.origin(uidB)})
-				return e.sign(req, fresh, signer.Options{Label: "sig2", Tag: refserver.PossessionTag, Components: write})
+				return e.sign(req, fresh, signer.Options{Label: "sig2", Tag: signer.KeyPossessionTag, Components: write})
 			}, 403, "forbidden"},
 			{"rotate to the current key", func() *http.Request { return e.rotateReq(uidA, keyA, keyA) }, 409, "key_conflict"},
 			{"rotate to another agent's key", func() *http.Request { return e.rotateReq(uidA, keyA, keyB) }, 409, "key_conflict"},

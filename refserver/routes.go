@@ -51,7 +51,7 @@ func (s *Server) routes() http.Handler {
 	}
 
 	dir := r.MatcherFunc(s.onAgentHost).Subrouter()
-	dir.Handle(middleware.DirectoryPath, s.byMethod(map[string]http.HandlerFunc{
+	dir.Handle(signer.DirectoryPath, s.byMethod(map[string]http.HandlerFunc{
 		http.MethodGet:     s.directory,
 		http.MethodOptions: s.directoryPreflight,
 	}))
@@ -69,15 +69,15 @@ const (
 
 // classify sorts the request's authority.
 func (s *Server) classify(r *http.Request) (hostKind, string) {
-	h := signer.NormalizeAuthority(s.scheme, r.Host)
-	if h == s.serviceHost {
+	h := signer.NormalizeAuthority(s.service.Scheme, r.Host)
+	if h == s.service.Host {
 		return hostService, ""
 	}
 	label, ok := strings.CutSuffix(h, s.agentSuffix)
 	if !ok || label == "" || strings.Contains(label, ".") {
 		return hostOther, ""
 	}
-	if middleware.ValidUID(label) {
+	if signer.ValidUID(label) {
 		return hostAgent, label
 	}
 	return hostAgentLabel, label
@@ -99,18 +99,18 @@ func (s *Server) onAgentHost(r *http.Request, _ *mux.RouteMatch) bool {
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
 	switch k, _ := s.classify(r); k {
 	case hostOther:
-		s.writeError(w, r, middleware.Errorf(http.StatusMisdirectedRequest, "misdirected_request",
-			"this server answers only for %s and its agent hosts (agent-….%s)", s.serviceHost, s.serviceHost))
+		s.writeError(w, r, middleware.Fail(middleware.CodeMisdirectedRequest,
+			"this server answers only for %s and its agent hosts (agent-….%s)", s.service.Host, s.service.Host))
 	case hostAgentLabel:
-		s.writeError(w, r, middleware.Errorf(http.StatusNotFound, "agent_not_found",
-			"the host does not name an agent (want agent-<24 hex>.%s)", s.serviceHost))
+		s.writeError(w, r, middleware.Fail(middleware.CodeAgentNotFound,
+			"the host does not name an agent (want agent-<24 hex>.%s)", s.service.Host))
 	default:
-		s.writeError(w, r, middleware.Errorf(http.StatusNotFound, "not_found", "no route for %s", r.URL.Path))
+		s.writeError(w, r, middleware.Fail(middleware.CodeNotFound, "no route for %s", r.URL.Path))
 	}
 }
 
 func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
-	s.writeError(w, r, middleware.Errorf(http.StatusMethodNotAllowed, "method_not_allowed",
+	s.writeError(w, r, middleware.Fail(middleware.CodeMethodNotAllowed,
 		"method %s is not allowed on %s", r.Method, r.URL.Path))
 }
 
@@ -153,7 +153,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 
 // dbUnavailable is the answer to any database failure: 503 with no detail.
 func dbUnavailable(err error) *middleware.Error {
-	return &middleware.Error{Status: http.StatusServiceUnavailable, Code: "database_unavailable",
+	return &middleware.Error{Code: middleware.CodeDatabaseUnavailable,
 		Message: "the database is unavailable; try again later", Err: err}
 }
 

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -19,12 +18,8 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultVersion      = "1.0.0"
 	DefaultDBTimeout    = 5 * time.Second
 	DefaultMaxBodyBytes = 64 << 10
-	// PossessionTag is the tag of the rotation request's second signature,
-	// made with the new key to prove its possession.
-	PossessionTag = "agentid-key-possession"
 )
 
 // Config configures a Server. DB and Hostname are required.
@@ -36,7 +31,7 @@ type Config struct {
 	// (lowercase, default port dropped) is the service host; agents' key
 	// directories are served on <uid>.<service host>. Required.
 	Hostname string
-	// Version is reported by the health route. If "", DefaultVersion.
+	// Version is reported by the health route. If "", signer.Version.
 	Version string
 	// Logger receives one line per request (method, path, status, host,
 	// duration, bytes) and the internal cause of 5xx answers. If nil,
@@ -86,7 +81,7 @@ func (c Config) Validate() error {
 	if c.DB == nil {
 		return errors.New("refserver: Config.DB is required")
 	}
-	if _, _, err := ParseHostname(c.Hostname); err != nil {
+	if _, err := ParseHostname(c.Hostname); err != nil {
 		return err
 	}
 	if c.DBTimeout < 0 || c.MaxBodyBytes < 0 {
@@ -100,7 +95,7 @@ func (c Config) Validate() error {
 
 func (c Config) withDefaults() Config {
 	if c.Version == "" {
-		c.Version = DefaultVersion
+		c.Version = signer.Version
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -126,22 +121,15 @@ func (c Config) withDefaults() Config {
 // ParseHostname validates a HOSTNAME value (http or https scheme, a host,
 // no path, query or user info) and returns its scheme and service host
 // (host[:port], lowercase, default port dropped).
-func ParseHostname(hostname string) (scheme, serviceHost string, err error) {
+func ParseHostname(hostname string) (signer.ServiceURL, error) {
 	if !strings.Contains(hostname, "://") {
-		return "", "", fmt.Errorf("refserver: hostname %q must include a scheme, as in http://localhost:3000", hostname)
+		return signer.ServiceURL{}, fmt.Errorf("refserver: hostname %q must include a scheme, as in http://localhost:3000", hostname)
 	}
-	u, err := url.Parse(hostname)
+	u, err := signer.ParseServiceURL(hostname)
 	if err != nil {
-		return "", "", fmt.Errorf("refserver: hostname %q is not a URL", hostname)
+		return signer.ServiceURL{}, fmt.Errorf("refserver: %w", err)
 	}
-	scheme = strings.ToLower(u.Scheme)
-	if scheme != "http" && scheme != "https" {
-		return "", "", fmt.Errorf("refserver: hostname %q: scheme must be http or https", hostname)
-	}
-	if u.Host == "" || u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
-		return "", "", fmt.Errorf("refserver: hostname %q must be scheme://host[:port] only", hostname)
-	}
-	return scheme, signer.NormalizeAuthority(scheme, u.Host), nil
+	return u, nil
 }
 
 // Server is the reference server. Build it with New; it is safe for
@@ -150,9 +138,8 @@ type Server struct {
 	cfg         Config
 	db          *gorm.DB
 	log         *slog.Logger
-	scheme      string
-	serviceHost string
-	agentSuffix string // "." + serviceHost: agent hosts end with it
+	service     signer.ServiceURL
+	agentSuffix string // "." + service host: agent hosts end with it
 	keys        *DBKeySource
 
 	// whoami is the verification middleware of GET/POST /whoami (counted
@@ -176,8 +163,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	cfg = cfg.withDefaults()
 	s := &Server{cfg: cfg, db: cfg.DB, log: cfg.Logger}
-	s.scheme, s.serviceHost, _ = ParseHostname(cfg.Hostname)
-	s.agentSuffix = "." + s.serviceHost
+	s.service, _ = ParseHostname(cfg.Hostname)
+	s.agentSuffix = "." + s.service.Host
 	var observeKey func(bool)
 	if cfg.Metrics != nil {
 		if err := cfg.Metrics.InstrumentGorm(cfg.DB); err != nil {
@@ -185,7 +172,7 @@ func New(cfg Config) (*Server, error) {
 		}
 		observeKey = cfg.Metrics.ObserveKeyCache
 	}
-	s.keys = newDBKeySource(cfg.DB, s.scheme, s.serviceHost, cfg.DBTimeout, cfg.KeyCacheTTL, cfg.Now, observeKey)
+	s.keys = newDBKeySource(cfg.DB, s.service, cfg.DBTimeout, cfg.KeyCacheTTL, cfg.Now, observeKey)
 	if cfg.KeyCacheTTL > 0 {
 		s.dirs = newTTLCache[dirEntry](cfg.KeyCacheTTL, cfg.Now)
 	}
@@ -221,7 +208,7 @@ func New(cfg Config) (*Server, error) {
 	}
 
 	pc := rc
-	pc.Tag = PossessionTag
+	pc.Tag = signer.KeyPossessionTag
 	if s.possession, err = middleware.NewVerifier(pc); err != nil {
 		return nil, err
 	}
@@ -238,14 +225,14 @@ func (s *Server) Handler() http.Handler { return s.handler }
 func (s *Server) KeySource() *DBKeySource { return s.keys }
 
 // ServiceHost returns host[:port] of the configured Hostname.
-func (s *Server) ServiceHost() string { return s.serviceHost }
+func (s *Server) ServiceHost() string { return s.service.Host }
 
 // AgentOrigin returns <scheme>://<uid>.<service host>.
 func (s *Server) AgentOrigin(uid string) string {
-	return s.scheme + "://" + uid + "." + s.serviceHost
+	return s.service.AgentOrigin(uid)
 }
 
 // WellKnownURL returns the URL of uid's key directory.
 func (s *Server) WellKnownURL(uid string) string {
-	return s.AgentOrigin(uid) + middleware.DirectoryPath
+	return s.service.DirectoryURL(uid)
 }

@@ -221,7 +221,7 @@ func (e *testEnv) register(key signer.PrivateKey) string {
 func (e *testEnv) rotateReq(uid string, cur, next signer.PrivateKey) *http.Request {
 	req := e.request(http.MethodPut, e.base+"/agents/"+uid+"/keys", jwkBody(next.Public.JWK))
 	e.sign(req, cur, signer.Options{Components: signer.WriteComponents, SignatureAgent: e.origin(uid)})
-	return e.sign(req, next, signer.Options{Label: "sig2", Tag: refserver.PossessionTag, Components: signer.WriteComponents})
+	return e.sign(req, next, signer.Options{Label: "sig2", Tag: signer.KeyPossessionTag, Components: signer.WriteComponents})
 }
 
 // whoamiReq is a default-profile signed request to /whoami.
@@ -239,7 +239,7 @@ func TestHealth(t *testing.T) {
 			t.Fatalf("GET / status = %d, want 200", resp.status)
 		}
 		got := resp.json(t)
-		want := map[string]any{"service": "agentid", "status": "ok", "version": refserver.DefaultVersion}
+		want := map[string]any{"service": "agentid", "status": "ok", "version": signer.Version}
 		for k, v := range want {
 			if got[k] != v {
 				t.Errorf("health %s = %v, want %v", k, got[k], v)
@@ -615,7 +615,7 @@ func TestReplayAndForgery(t *testing.T) {
 		for _, h := range []string{"Signature", "Signature-Input", "Signature-Agent"} {
 			rot.Header[h] = who.Header[h]
 		}
-		e.sign(rot, attacker, signer.Options{Label: "sig2", Tag: refserver.PossessionTag, Components: signer.WriteComponents})
+		e.sign(rot, attacker, signer.Options{Label: "sig2", Tag: signer.KeyPossessionTag, Components: signer.WriteComponents})
 		check("cross-route replay", e.send(rot), 401, "missing_components")
 
 		// Cross-route with a full write profile signature made for /whoami.
@@ -625,13 +625,13 @@ func TestReplayAndForgery(t *testing.T) {
 		for _, h := range []string{"Signature", "Signature-Input", "Signature-Agent", "Content-Digest"} {
 			rot2.Header[h] = who2.Header[h]
 		}
-		e.sign(rot2, attacker, signer.Options{Label: "sig2", Tag: refserver.PossessionTag, Components: signer.WriteComponents})
+		e.sign(rot2, attacker, signer.Options{Label: "sig2", Tag: signer.KeyPossessionTag, Components: signer.WriteComponents})
 		check("cross-route replay (write profile)", e.send(rot2), 401, "invalid_signature")
 
 		// Cross-host: headers made for another site, replayed with that Host and with ours.
 		foreign, _ := http.NewRequest(http.MethodPut, "https://evil-tool.example/agents/"+uid+"/keys", bytes.NewReader(jwkBody(attacker.Public.JWK)))
 		e.sign(foreign, victim, signer.Options{Components: signer.WriteComponents, SignatureAgent: e.origin(uid)})
-		e.sign(foreign, attacker, signer.Options{Label: "sig2", Tag: refserver.PossessionTag, Components: signer.WriteComponents})
+		e.sign(foreign, attacker, signer.Options{Label: "sig2", Tag: signer.KeyPossessionTag, Components: signer.WriteComponents})
 		for _, host := range []string{"evil-tool.example", e.host} {
 			r := e.request(http.MethodPut, e.base+"/agents/"+uid+"/keys", jwkBody(attacker.Public.JWK))
 			r.Host = host
@@ -705,7 +705,7 @@ func TestReplayAndForgery(t *testing.T) {
 		otherUID := e.register(testKey(45))
 		req = e.request(http.MethodPut, e.base+"/agents/"+uid+"/keys", jwkBody(testKey(46).Public.JWK))
 		e.sign(req, testKey(45), signer.Options{Components: signer.WriteComponents, SignatureAgent: e.origin(otherUID)})
-		e.sign(req, testKey(46), signer.Options{Label: "sig2", Tag: refserver.PossessionTag, Components: signer.WriteComponents})
+		e.sign(req, testKey(46), signer.Options{Label: "sig2", Tag: signer.KeyPossessionTag, Components: signer.WriteComponents})
 		check("rotate another agent", e.send(req), 403, "forbidden")
 	})
 }

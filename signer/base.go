@@ -362,13 +362,17 @@ func NormalizeOrigin(s string) (string, error) {
 		return "", fmt.Errorf("%w: %q is not an origin", ErrInvalidSignatureAgent, truncate(s))
 	}
 	host := NormalizeAuthority(scheme, rest)
-	if !validHostPort(host) {
+	if !ValidAuthority(host) {
 		return "", fmt.Errorf("%w: %q is not an origin", ErrInvalidSignatureAgent, truncate(s))
 	}
 	return scheme + "://" + host, nil
 }
 
-func validHostPort(h string) bool {
+// ValidAuthority reports whether h is a host[:port] authority: a DNS name
+// (letters, digits, '-', '_', '.'), an IPv4 address or a bracketed IPv6
+// address, then at most one port of 1 to 5 digits. "localhost:1:80" and
+// "host:" are not.
+func ValidAuthority(h string) bool {
 	host, port := h, ""
 	if strings.HasPrefix(h, "[") {
 		i := strings.IndexByte(h, ']')

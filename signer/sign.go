@@ -19,9 +19,6 @@ const (
 	DefaultLabel = "sig1"
 	DefaultTag   = "web-bot-auth"
 	DefaultTTL   = 300 * time.Second
-	// KeyPossessionTag is the tag of the second signature that proves
-	// possession of a new key during rotation.
-	KeyPossessionTag = "agentid-key-possession"
 )
 
 // WriteComponents are covered by requests to the service's write routes

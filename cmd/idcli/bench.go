@@ -22,7 +22,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/signer"
 	"github.com/peterbourgon/ff/v3/ffcli"
 	"golang.org/x/sync/errgroup"
@@ -243,7 +242,7 @@ func runBench(ctx context.Context, cfg benchConfig) (benchReport, error) {
 	if err != nil {
 		return benchReport{}, fmt.Errorf("bench: register the bench agent at %s: %w", b.base, err)
 	}
-	if (status != http.StatusCreated && status != http.StatusOK) || !middleware.ValidUID(uid) {
+	if (status != http.StatusCreated && status != http.StatusOK) || !signer.ValidUID(uid) {
 		return benchReport{}, fmt.Errorf("bench: register the bench agent at %s: HTTP %d (uid %q)", b.base, status, uid)
 	}
 	b.uid = uid
@@ -318,7 +317,7 @@ func (b *bench) do(ctx context.Context, target string) (int, error) {
 		}
 		return b.send(req)
 	case benchDirectory:
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.origin+middleware.DirectoryPath, nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.origin+signer.DirectoryPath, nil)
 		if err != nil {
 			return 0, err
 		}

@@ -39,7 +39,7 @@ func newDirectoryCheckCmd(env *cliEnv) *ffcli.Command {
 		ShortUsage: directoryCheckUsage,
 		ShortHelp:  "fetch a key directory and report every problem a verifier would find",
 		LongHelp: "URL is a signature agent origin (https://agent-x.example) or its full\n" +
-			"directory URL (…" + keyfetch.WellKnownPath + ").\n" +
+			"directory URL (…" + signer.DirectoryPath + ").\n" +
 			"The directory is fetched once, without cache, under the same rules as the\n" +
 			"middleware's key fetcher: status, media type, size, JSON shape, each key's\n" +
 			"validity and kid = RFC 7638 thumbprint; cache headers are judged too.\n" +
@@ -67,7 +67,7 @@ func newDirectoryCheckCmd(env *cliEnv) *ffcli.Command {
 			r, cerr := f.Check(ctx, origin)
 			if r == nil {
 				// Refused before any I/O (scheme or host).
-				r = &keyfetch.Report{URL: origin + keyfetch.WellKnownPath, Problems: []string{cerr.Error()}}
+				r = &keyfetch.Report{URL: origin + signer.DirectoryPath, Problems: []string{cerr.Error()}}
 			}
 			hint := directoryHint(cerr)
 			if *asJSON {
@@ -90,13 +90,13 @@ func newDirectoryCheckCmd(env *cliEnv) *ffcli.Command {
 func directoryOrigin(raw string) (origin, host string, err error) {
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
-		return "", "", fmt.Errorf("directory check: invalid URL %q: want https://host or https://host%s", raw, keyfetch.WellKnownPath)
+		return "", "", fmt.Errorf("directory check: invalid URL %q: want https://host or https://host%s", raw, signer.DirectoryPath)
 	}
 	if u.RawQuery != "" || u.Fragment != "" {
 		return "", "", fmt.Errorf("directory check: %q: a directory URL has no query or fragment", raw)
 	}
-	if p := u.EscapedPath(); p != "" && p != "/" && p != keyfetch.WellKnownPath {
-		return "", "", fmt.Errorf("directory check: %q: the path must be empty or %s", raw, keyfetch.WellKnownPath)
+	if p := u.EscapedPath(); p != "" && p != "/" && p != signer.DirectoryPath {
+		return "", "", fmt.Errorf("directory check: %q: the path must be empty or %s", raw, signer.DirectoryPath)
 	}
 	return strings.ToLower(u.Scheme) + "://" + u.Host, u.Host, nil
 }

@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/agentid/agentid/keyfetch"
 	"github.com/agentid/agentid/signer"
 )
 
@@ -23,7 +22,7 @@ type directoryResponse struct {
 // goodDirectoryHeader are the headers agentid's reference server sends.
 func goodDirectoryHeader() map[string]string {
 	return map[string]string{
-		"Content-Type":  keyfetch.MediaType,
+		"Content-Type":  signer.DirectoryMediaType,
 		"Cache-Control": "max-age=60",
 		"ETag":          `"v1"`,
 	}
@@ -50,7 +49,7 @@ func serveDirectory(t *testing.T, resp directoryResponse) (*httptest.Server, *at
 	var hits atomic.Int64
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hits.Add(1)
-		if r.URL.Path != keyfetch.WellKnownPath {
+		if r.URL.Path != signer.DirectoryPath {
 			http.NotFound(w, r)
 			return
 		}
@@ -94,9 +93,9 @@ func TestDirectoryCheck(t *testing.T) {
 		{
 			name:    "good directory by full URL",
 			resp:    directoryResponse{header: goodDirectoryHeader(), body: good},
-			path:    keyfetch.WellKnownPath,
+			path:    signer.DirectoryPath,
 			flags:   local,
-			wantOut: []string{"• GET http://127.0.0.1:", keyfetch.WellKnownPath, "✔ directory OK: 2 keys"},
+			wantOut: []string{"• GET http://127.0.0.1:", signer.DirectoryPath, "✔ directory OK: 2 keys"},
 		},
 		{
 			name: "plain JSON media type is a warning",
@@ -118,14 +117,14 @@ func TestDirectoryCheck(t *testing.T) {
 		},
 		{
 			name:    "missing cache headers",
-			resp:    directoryResponse{header: map[string]string{"Content-Type": keyfetch.MediaType}, body: good},
+			resp:    directoryResponse{header: map[string]string{"Content-Type": signer.DirectoryMediaType}, body: good},
 			flags:   local,
 			wantOut: []string{"Cache-Control (none), ETag (none)", "! no ETag", "! cache lifetime: no max-age: default 5m0s", "✔ directory usable: 2 keys, cached for 5m0s (2 warnings)"},
 		},
 		{
 			name: "no-store",
 			resp: directoryResponse{header: map[string]string{
-				"Content-Type": keyfetch.MediaType, "Cache-Control": "no-store", "ETag": `"v1"`,
+				"Content-Type": signer.DirectoryMediaType, "Cache-Control": "no-store", "ETag": `"v1"`,
 			}, body: good},
 			flags:   local,
 			wantOut: []string{"! cache lifetime: Cache-Control no-store: minimum 30s"},
@@ -216,7 +215,7 @@ func TestDirectoryCheckJSON(t *testing.T) {
 		wantWarnings int
 	}{
 		{"good", directoryResponse{header: goodDirectoryHeader(), body: directoryBody(t, key)}, 0, true, 1, 0, 0},
-		{"missing cache headers", directoryResponse{header: map[string]string{"Content-Type": keyfetch.MediaType}, body: directoryBody(t, key)}, 0, true, 1, 0, 2},
+		{"missing cache headers", directoryResponse{header: map[string]string{"Content-Type": signer.DirectoryMediaType}, body: directoryBody(t, key)}, 0, true, 1, 0, 2},
 		{"not found", directoryResponse{status: http.StatusNotFound}, 1, false, 0, 1, 0},
 	}
 	for _, tt := range tests {
@@ -238,7 +237,7 @@ func TestDirectoryCheckJSON(t *testing.T) {
 			if tt.wantKeys > 0 && got.Keys[0].Kid != key.KeyID() {
 				t.Errorf("keys[0].kid = %q, want %q", got.Keys[0].Kid, key.KeyID())
 			}
-			if want := ts.URL + keyfetch.WellKnownPath; got.URL != want {
+			if want := ts.URL + signer.DirectoryPath; got.URL != want {
 				t.Errorf("url = %q, want %q", got.URL, want)
 			}
 		})

@@ -231,7 +231,7 @@ func TestInteropWebBotAuthSignsAgentidVerifies(t *testing.T) {
 			a, err := v.Verify(r)
 			if tc.wantCode != "" {
 				var me *middleware.Error
-				if !errors.As(err, &me) || me.Code != tc.wantCode {
+				if !errors.As(err, &me) || string(me.Code) != tc.wantCode {
 					t.Fatalf("agentid on web-bot-auth's GET %s (mode %s): got %v, want error %s (%s)", interopURL, tc.mode, err, tc.wantCode, tc.why)
 				}
 				return
@@ -260,7 +260,7 @@ func TestInteropWebBotAuthSignsAgentidVerifies(t *testing.T) {
 
 func iopIsCode(err error, code string) bool {
 	var me *middleware.Error
-	return errors.As(err, &me) && me.Code == code
+	return errors.As(err, &me) && string(me.Code) == code
 }
 
 // Group 2: requests signed by agentid verify with the peers' verifiers.
@@ -802,7 +802,7 @@ func TestInteropVestauthCLIAgainstCompat(t *testing.T) {
 			t.Fatalf("vestauth agent init --hostname %s (POST %s/register): %v\nstdout: %s\nstderr: %s", hostname, hostname, err, out, errOut)
 		}
 		uid := iopEnvValue(t, dir, agent.EnvUID)
-		if !middleware.ValidUID(uid) {
+		if !signer.ValidUID(uid) {
 			t.Fatalf("vestauth agent init wrote AGENT_UID=%q, want agent-<24 hex>", uid)
 		}
 		for _, want := range []string{"✔ agent created (.env/AGENT_UID=" + uid + ")", "⮕ next run: [vestauth agent curl " + hostname + "/whoami]"} {

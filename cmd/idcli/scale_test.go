@@ -106,7 +106,7 @@ func scaleRotateReq(t testing.TB, uid string, cur, next signer.PrivateKey) *http
 	req, _ := http.NewRequest(http.MethodPut, scaleHostname+"/agents/"+uid+"/keys", bytes.NewReader(scaleJWKBody(next)))
 	req.Header.Set("Content-Type", "application/json")
 	scaleSign(t, req, cur, signer.Options{Components: signer.WriteComponents, SignatureAgent: scaleOrigin(uid)})
-	return scaleSign(t, req, next, signer.Options{Label: "sig2", Tag: refserver.PossessionTag, Components: signer.WriteComponents})
+	return scaleSign(t, req, next, signer.Options{Label: "sig2", Tag: signer.KeyPossessionTag, Components: signer.WriteComponents})
 }
 
 // scaleAnswer is a response's status, error code (if any) and uid (if any).

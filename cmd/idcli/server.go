@@ -130,7 +130,7 @@ func resolveServerSettings(env *cliEnv, f serverFlags, needHostname bool) (serve
 			fmt.Fprintf(env.Stderr, "idcli: warning: ignoring HOSTNAME=%q from %s: it has no scheme (want e.g. https://agentid.example)\n", c.value, c.source)
 			continue
 		}
-		if _, _, err := refserver.ParseHostname(c.value); err != nil {
+		if _, err := refserver.ParseHostname(c.value); err != nil {
 			return serverSettings{}, fmt.Errorf("%s: %s", c.source, strings.TrimPrefix(err.Error(), "refserver: "))
 		}
 		s.Hostname = strings.TrimSuffix(c.value, "/")

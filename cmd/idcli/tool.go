@@ -410,7 +410,7 @@ func (tv *toolVerify) printFailure(e *middleware.Error) {
 		detail = e.Err.Error()
 	}
 	if tv.asJSON {
-		_ = writeJSON(tv.env.Stdout, verifyResult{Error: &verifyFailed{Code: e.Code, Status: e.Status, Message: e.Message, Detail: detail}}, true)
+		_ = writeJSON(tv.env.Stdout, verifyResult{Error: &verifyFailed{Code: string(e.Code), Status: e.Status(), Message: e.Message, Detail: detail}}, true)
 		return
 	}
 	fmt.Fprintf(tv.env.Stdout, "✘ %s: %s\n", e.Code, e.Message)

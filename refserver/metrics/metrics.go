@@ -127,7 +127,7 @@ func Outcome(err error) string {
 	if err == nil {
 		return "ok"
 	}
-	return middleware.AsError(err).Code
+	return string(middleware.AsError(err).Code)
 }
 
 // ObserveKeyCache counts one key lookup answered from the cache (hit) or
@@ -316,7 +316,7 @@ func (r *Registry) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if req.Method != http.MethodGet && req.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
-			middleware.WriteError(w, middleware.Errorf(http.StatusMethodNotAllowed, "invalid_request", "use GET"))
+			middleware.WriteError(w, middleware.Fail(middleware.CodeMethodNotAllowed, "use GET"))
 			return
 		}
 		w.Header().Set("Content-Type", ContentType)

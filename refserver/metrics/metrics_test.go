@@ -120,7 +120,7 @@ func TestRequestsByRoute(t *testing.T) {
 	api := r.MatcherFunc(func(*http.Request, *mux.RouteMatch) bool { return true }).Subrouter()
 	api.HandleFunc("/agents/{uid}/keys", func(w http.ResponseWriter, r *http.Request) {}).Methods("PUT")
 	r.HandleFunc("/whoami", func(w http.ResponseWriter, r *http.Request) {
-		middleware.WriteError(w, middleware.Errorf(401, "missing_signature", "no"))
+		middleware.WriteError(w, middleware.Fail(middleware.CodeMissingSignature, "no"))
 	}).Methods("GET")
 	r.HandleFunc("/teapot", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(418); w.WriteHeader(500) })
 	r.NotFoundHandler = reg.Middleware(http.NotFoundHandler())
@@ -216,8 +216,8 @@ func TestOutcome(t *testing.T) {
 		want string
 	}{
 		{nil, "ok"},
-		{middleware.Errorf(401, "expired_signature", "x"), "expired_signature"},
-		{fmt.Errorf("wrapped: %w", middleware.Errorf(503, "key_fetch_failed", "x")), "key_fetch_failed"},
+		{middleware.Fail(middleware.CodeExpiredSignature, "x"), "expired_signature"},
+		{fmt.Errorf("wrapped: %w", middleware.Fail(middleware.CodeKeyFetchFailed, "x")), "key_fetch_failed"},
 		{io.EOF, "internal"},
 	}
 	for _, tt := range tests {

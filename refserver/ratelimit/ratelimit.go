@@ -286,8 +286,7 @@ func (l *Limiter) Middleware(next http.Handler) http.Handler {
 			secs := max(int64(math.Ceil(wait.Seconds())), 1)
 			w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
 			middleware.WriteError(w, &middleware.Error{
-				Status:  http.StatusTooManyRequests,
-				Code:    "rate_limited",
+				Code:    middleware.CodeRateLimited,
 				Message: fmt.Sprintf("too many requests from this address; retry after %d s", secs),
 			})
 			return

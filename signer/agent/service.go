@@ -13,7 +13,6 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/signer"
 )
 
@@ -134,7 +133,7 @@ func send(client *http.Client, req *http.Request, ok ...int) (agentResponse, int
 	if err := json.Unmarshal(body, &ar); err != nil {
 		return agentResponse{}, resp.StatusCode, fmt.Errorf("agent: %s %s: answer is not the expected JSON: %w", req.Method, req.URL.Redacted(), err)
 	}
-	if !middleware.ValidUID(ar.UID) {
+	if !signer.ValidUID(ar.UID) {
 		return agentResponse{}, resp.StatusCode, fmt.Errorf("agent: %s %s: answer has invalid uid %q", req.Method, req.URL.Redacted(), truncate(ar.UID))
 	}
 	return ar, resp.StatusCode, nil
