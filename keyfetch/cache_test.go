@@ -47,7 +47,7 @@ func TestCacheLifetime(t *testing.T) {
 			}
 			for i, s := range steps {
 				clk.Advance(s.advance)
-				if _, err := f.Key(ctx, srv.URL, k.JWK.Kid); err != nil {
+				if _, err := originKey(f, ctx, srv.URL, k.JWK.Kid); err != nil {
 					t.Fatalf("step %d: Key error = %v, want nil", i, err)
 				}
 				if got := srv.hits.Load(); got != s.wantHits {
@@ -95,7 +95,7 @@ func TestETagRevalidation(t *testing.T) {
 	srv.set(serveKeys("max-age=60", `"v2"`, k2))
 	clk.Advance(2 * time.Second)
 	mustKey(t, f, srv.URL, k2)
-	if _, err := f.Key(ctx, srv.URL, k1.JWK.Kid); !errors.Is(err, signer.ErrUnknownKey) {
+	if _, err := originKey(f, ctx, srv.URL, k1.JWK.Kid); !errors.Is(err, signer.ErrUnknownKey) {
 		t.Errorf("Key(removed key) error = %v, want ErrUnknownKey", err)
 	}
 }
@@ -112,7 +112,7 @@ func (r *statusRecorder) WriteHeader(code int) {
 
 func mustKey(t *testing.T, f *keyfetch.Fetcher, agent string, want signer.PublicKey) {
 	t.Helper()
-	pk, err := f.Key(context.Background(), agent, want.JWK.Kid)
+	pk, err := originKey(f, context.Background(), agent, want.JWK.Kid)
 	if err != nil {
 		t.Fatalf("Key(%s) error = %v, want nil", want.JWK.Kid, err)
 	}
@@ -137,7 +137,7 @@ func TestRefreshReplacesKeySet(t *testing.T) {
 	srv.set(serveKeys("max-age=60", "", k1))
 	mustKey(t, f, srv.URL, k2) // still cached
 	clk.Advance(61 * time.Second)
-	if _, err := f.Key(ctx, srv.URL, k2.JWK.Kid); !errors.Is(err, signer.ErrUnknownKey) {
+	if _, err := originKey(f, ctx, srv.URL, k2.JWK.Kid); !errors.Is(err, signer.ErrUnknownKey) {
 		t.Errorf("Key(removed key) error = %v, want ErrUnknownKey", err)
 	}
 	mustKey(t, f, srv.URL, k1)
@@ -166,7 +166,7 @@ func TestConcurrentLookupsShareOneFetch(t *testing.T) {
 		go func() {
 			defer done.Done()
 			started.Done()
-			_, errs[i] = f.Key(context.Background(), srv.URL, k.JWK.Kid)
+			_, errs[i] = originKey(f, context.Background(), srv.URL, k.JWK.Kid)
 		}()
 	}
 	started.Wait()
@@ -197,10 +197,10 @@ func TestCallerGivesUpWithoutCancellingSharedFetch(t *testing.T) {
 
 	ctxA, cancelA := context.WithCancel(context.Background())
 	errA := make(chan error, 1)
-	go func() { _, err := f.Key(ctxA, srv.URL, k.JWK.Kid); errA <- err }()
+	go func() { _, err := originKey(f, ctxA, srv.URL, k.JWK.Kid); errA <- err }()
 	<-entered
 	errB := make(chan error, 1)
-	go func() { _, err := f.Key(context.Background(), srv.URL, k.JWK.Kid); errB <- err }()
+	go func() { _, err := originKey(f, context.Background(), srv.URL, k.JWK.Kid); errB <- err }()
 	cancelA()
 	if err := <-errA; !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled caller error = %v, want context.Canceled", err)
@@ -240,7 +240,7 @@ func TestUnknownKeyForcesOneRefreshPerCooldown(t *testing.T) {
 	}
 	for _, s := range steps {
 		clk.Advance(s.advance)
-		_, err := f.Key(ctx, srv.URL, s.kid)
+		_, err := originKey(f, ctx, srv.URL, s.kid)
 		if got := errKind(err); got != s.want {
 			t.Errorf("%s: Key error kind = %s (%v), want %s", s.name, got, err, s.want)
 		}
@@ -271,9 +271,9 @@ func TestUnknownKeyRefreshDoesNotBlockOthers(t *testing.T) {
 	defer safety.Stop()
 
 	errA := make(chan error, 1)
-	go func() { _, err := f.Key(context.Background(), srv.URL, k2.JWK.Kid); errA <- err }()
+	go func() { _, err := originKey(f, context.Background(), srv.URL, k2.JWK.Kid); errA <- err }()
 	<-entered
-	_, err := f.Key(context.Background(), srv.URL, k3.JWK.Kid)
+	_, err := originKey(f, context.Background(), srv.URL, k3.JWK.Kid)
 	if !errors.Is(err, signer.ErrUnknownKey) {
 		t.Errorf("other unknown key error = %v, want ErrUnknownKey", err)
 	}
@@ -307,7 +307,7 @@ func TestFailuresAreCachedBriefly(t *testing.T) {
 			f := keyfetch.New(cfg)
 			for i, adv := range []time.Duration{0, time.Second, 10 * time.Second} {
 				clk.Advance(adv)
-				_, err := f.Key(context.Background(), srv.URL, testKey(1).JWK.Kid)
+				_, err := originKey(f, context.Background(), srv.URL, testKey(1).JWK.Kid)
 				var fe *keyfetch.FetchError
 				if !errors.As(err, &fe) || fe.StatusCode != http.StatusServiceUnavailable {
 					t.Fatalf("call %d: Key error = %v, want a FetchError with status 503", i, err)
@@ -355,7 +355,7 @@ func TestLastGoodSetServesWhileDirectoryDown(t *testing.T) {
 			}
 			for _, s := range steps {
 				clk.Advance(s.advance)
-				_, err := f.Key(ctx, srv.URL, s.kid)
+				_, err := originKey(f, ctx, srv.URL, s.kid)
 				if got := errKind(err); got != s.want {
 					t.Fatalf("%s: Key error kind = %s (%v), want %s", s.name, got, err, s.want)
 				}
@@ -375,7 +375,7 @@ func TestNoStaleServingWhenDisabled(t *testing.T) {
 	mustKey(t, f, srv.URL, k1)
 	srv.set(serveStatus(http.StatusInternalServerError))
 	clk.Advance(61 * time.Second)
-	if _, err := f.Key(context.Background(), srv.URL, k1.JWK.Kid); errKind(err) != "fetch" {
+	if _, err := originKey(f, context.Background(), srv.URL, k1.JWK.Kid); errKind(err) != "fetch" {
 		t.Errorf("Key error = %v, want a FetchError", err)
 	}
 }

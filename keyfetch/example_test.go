@@ -31,13 +31,16 @@ func Example() {
 	})
 	ctx := context.Background()
 
-	pk, err := keys.Key(ctx, dir.URL, key.JWK.Kid)
+	// The middleware resolves each request's Signature-Agent to a key set.
+	set, _ := signer.ParseKeySetURL(dir.URL)
+	pk, err := keys.Key(ctx, set, key.JWK.Kid)
 	fmt.Println(pk.JWK.Kid, err)
 
-	_, err = keys.Key(ctx, dir.URL, "no-such-kid")
+	_, err = keys.Key(ctx, set, "no-such-kid")
 	fmt.Println(errors.Is(err, signer.ErrUnknownKey))
 
-	_, err = keys.Key(ctx, "https://agent-x.evil.example", key.JWK.Kid)
+	evil, _ := signer.ParseKeySetURL("https://agent-x.evil.example")
+	_, err = keys.Key(ctx, evil, key.JWK.Kid)
 	fmt.Println(errors.Is(err, signer.ErrUntrustedAgent))
 	// Output:
 	// 9ZP03Nu8GrXPAUkbKNxHOKBzxPX83SShgFkRNK-f2lw <nil>

@@ -1,9 +1,11 @@
 package keyfetch_test
 
 import (
+	"context"
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -156,4 +158,15 @@ func errKind(err error) string {
 // newDirServerB starts a directory for a benchmark and returns its origin.
 func newDirServerB(b *testing.B, h http.HandlerFunc) string {
 	return newDirServer(b, h).URL
+}
+
+// originKey looks keyID up in the well-known directory of the signature
+// agent origin agent; a value that is no key-set URL is refused as
+// untrusted, as the middleware would never ask for it.
+func originKey(f *keyfetch.Fetcher, ctx context.Context, agent, keyID string) (signer.PublicKey, error) {
+	set, err := signer.ParseKeySetURL(agent)
+	if err != nil {
+		return signer.PublicKey{}, fmt.Errorf("%w: %v", signer.ErrUntrustedAgent, err)
+	}
+	return f.Key(ctx, set, keyID)
 }

@@ -82,7 +82,11 @@ func TestCacheIsBoundedByMaxOrigins(t *testing.T) {
 	f := New(Config{TrustedHosts: []string{"127.0.0.1", "localhost", "*.localhost"}, AllowHTTP: true, AllowPrivateNetworks: true, MaxOrigins: 2})
 	agents := []string{srv.URL, "http://localhost:" + port, "http://a.localhost:" + port, "http://b.localhost:" + port}
 	for _, a := range agents {
-		_, _ = f.Key(context.Background(), a, "kid")
+		set, err := signer.ParseKeySetURL(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = f.Key(context.Background(), set, "kid")
 	}
 	n := 0
 	f.entries.Range(func(_, _ any) bool { n++; return true })

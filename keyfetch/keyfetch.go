@@ -146,11 +146,18 @@ func (f *Fetcher) DirectoryURL(agent string) (string, error) {
 	return untrusted("host %q is not in TrustedHosts", truncate(host))
 }
 
-// Key returns the key keyID published by the signature agent origin agent
-// ("scheme://host[:port]"). Errors wrap signer.ErrUntrustedAgent (nothing was
-// fetched), signer.ErrUnknownKey (the directory does not list keyID), or are
-// a *FetchError. A cache hit does not allocate.
-func (f *Fetcher) Key(ctx context.Context, agent, keyID string) (signer.PublicKey, error) {
+// Key returns the key keyID published in the key set set. Errors wrap
+// signer.ErrUntrustedAgent (nothing was fetched), signer.ErrUnknownKey (the
+// directory does not list keyID), or are a *FetchError. A cache hit does
+// not allocate.
+func (f *Fetcher) Key(ctx context.Context, set signer.KeySet, keyID string) (signer.PublicKey, error) {
+	if set.IsZero() || set.Kind != signer.KindDirectory || set.Identity() != set.Origin() {
+		return signer.PublicKey{}, fmt.Errorf("keyfetch: %w: only an origin's well-known directory is fetched", signer.ErrUntrustedAgent)
+	}
+	return f.originKey(ctx, set.Origin(), keyID)
+}
+
+func (f *Fetcher) originKey(ctx context.Context, agent, keyID string) (signer.PublicKey, error) {
 	now := f.cfg.Now()
 	e := f.load(agent)
 	if e != nil && now.Before(e.freshUntil) {

@@ -9,30 +9,36 @@ import (
 	"github.com/agentid/agentid/signer"
 )
 
-// KeySource resolves the public key a signature names. agent is the origin of
-// the signature agent (scheme://host[:port], lowercase, no path), or "" when
-// the request carries no Signature-Agent and the configuration allows it.
-// keyID is the signature's keyid parameter.
+// KeySource resolves the public key a signature names. set is the key set
+// the request's Signature-Agent resolves to (its URL, format and identity),
+// or the zero KeySet when the request carries no Signature-Agent and the
+// configuration allows it. keyID is the signature's keyid parameter.
 //
-// Implementations return an error wrapping signer.ErrUnknownKey when the key
-// is not published, signer.ErrRevokedKey when it has been revoked, and any
-// other error when the key could not be looked up (the middleware then answers
-// 503 key_fetch_failed). Implementations must be safe for concurrent use.
+// At the well-known directory of an origin (set.WellKnown) the verifier
+// accepts the key only if its thumbprint equals keyID; elsewhere keyID may
+// be the JWK's kid or its thumbprint. Implementations return an error
+// wrapping signer.ErrUnknownKey when the key is not published,
+// signer.ErrRevokedKey when it has been revoked, signer.ErrUntrustedAgent
+// when they refuse to look at set, and any other error when the key could
+// not be looked up (the middleware then answers 503 key_fetch_failed).
+// Implementations must be safe for concurrent use.
 type KeySource interface {
-	Key(ctx context.Context, agent, keyID string) (signer.PublicKey, error)
+	Key(ctx context.Context, set signer.KeySet, keyID string) (signer.PublicKey, error)
 }
 
 // KeySourceFunc adapts a function to KeySource.
-type KeySourceFunc func(ctx context.Context, agent, keyID string) (signer.PublicKey, error)
+type KeySourceFunc func(ctx context.Context, set signer.KeySet, keyID string) (signer.PublicKey, error)
 
 // Key calls f.
-func (f KeySourceFunc) Key(ctx context.Context, agent, keyID string) (signer.PublicKey, error) {
-	return f(ctx, agent, keyID)
+func (f KeySourceFunc) Key(ctx context.Context, set signer.KeySet, keyID string) (signer.PublicKey, error) {
+	return f(ctx, set, keyID)
 }
 
 // StaticKeys is an in-memory KeySource for keys known out of band, and the
-// fake for tests. It maps an agent origin to its keys; the agent "" holds keys
-// accepted from any (or no) signature agent. It is safe for concurrent use.
+// fake for tests. It maps an agent identity (an origin such as
+// "https://agent.example", or a key-set URL) to its keys; the identity ""
+// holds keys accepted from any (or no) signature agent. It is safe for
+// concurrent use.
 type StaticKeys struct {
 	mu   sync.RWMutex
 	keys map[string]map[string]signer.PublicKey
@@ -43,13 +49,18 @@ func NewStaticKeys() *StaticKeys {
 	return &StaticKeys{keys: map[string]map[string]signer.PublicKey{}}
 }
 
-// Add publishes pk for agent under its kid.
+// Add publishes pk for agent under its kid (and its thumbprint, when the
+// kid is another name).
 func (s *StaticKeys) Add(agent string, pk signer.PublicKey) {
 	s.AddWithID(agent, pk.JWK.Kid, pk)
+	if pk.Thumbprint != "" && pk.Thumbprint != pk.JWK.Kid {
+		s.AddWithID(agent, pk.Thumbprint, pk)
+	}
 }
 
 // AddWithID publishes pk for agent under keyID (for key ids agreed out of
-// band; the verifier accepts them only with Config.AllowAnyKeyID).
+// band; at a well-known directory the verifier accepts them only with
+// Config.AllowAnyKeyID).
 func (s *StaticKeys) AddWithID(agent, keyID string, pk signer.PublicKey) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -68,8 +79,13 @@ func (s *StaticKeys) Remove(agent, keyID string) {
 	delete(s.keys[agent], keyID)
 }
 
-// Key implements KeySource.
-func (s *StaticKeys) Key(_ context.Context, agent, keyID string) (signer.PublicKey, error) {
+// Key implements KeySource: it looks keyID up under set.Identity(), then
+// under "".
+func (s *StaticKeys) Key(_ context.Context, set signer.KeySet, keyID string) (signer.PublicKey, error) {
+	agent := ""
+	if !set.IsZero() {
+		agent = set.Identity()
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if pk, ok := s.keys[agent][keyID]; ok {
@@ -81,11 +97,14 @@ func (s *StaticKeys) Key(_ context.Context, agent, keyID string) (signer.PublicK
 	return signer.PublicKey{}, signer.ErrUnknownKey
 }
 
-// ReplayStore remembers (keyid, nonce) pairs. Seen records key until expiry
-// and reports whether it was already present, atomically: of two concurrent
-// calls with the same key, exactly one returns false. Implementations must be
-// safe for concurrent use. An error means the store could not answer; the
-// request is then rejected.
+// ReplayStore remembers the nonces of verified signatures. Seen records key
+// until expiry and reports whether it was already present, atomically: of
+// two concurrent calls with the same key, exactly one returns false. The
+// verifier's key is the agent identity, keyid and nonce joined by spaces (at
+// most a few hundred bytes, by the length limits); stores keep a fixed-size
+// digest of it, never the key itself. Implementations must be safe for
+// concurrent use. An error means the store could not answer; the request is
+// then refused (503), never let through.
 type ReplayStore interface {
 	Seen(ctx context.Context, key string, expiry time.Time) (bool, error)
 }

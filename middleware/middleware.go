@@ -10,7 +10,7 @@ package middleware
 import (
 	"context"
 	"log/slog"
-
+	"net/http"
 	"time"
 
 	"github.com/agentid/agentid/signer"
@@ -18,16 +18,23 @@ import (
 
 // Agent is the identity behind a verified request.
 type Agent struct {
+	// ID is the agent's identity: the signature agent's origin
+	// (scheme://host[:port]) when its keys are at the origin's well-known
+	// directory, else the key-set URL. Policies and caches key on it.
+	ID string
 	// UID is the agent uid taken from the first label of the signature
 	// agent's host when it has the form agent-<24 hex>; "" otherwise.
 	UID string
-	// KeyID is the keyid that signed, equal to the key's thumbprint.
+	// KeyID is the keyid that signed.
 	KeyID string
+	// Alg is the algorithm that verified (signer.AlgEd25519, …).
+	Alg string
 	// JWK is the public key that verified the signature.
 	JWK signer.JWK
-	// SignatureAgent is the signature agent origin (scheme://host[:port]).
+	// SignatureAgent is the origin (scheme://host[:port]) of the key set.
 	SignatureAgent string
-	// DirectoryURL is SignatureAgent + /.well-known/http-message-signatures-directory.
+	// DirectoryURL is the key-set URL the key was read from (for an origin,
+	// its /.well-known/http-message-signatures-directory).
 	DirectoryURL string
 	// Created and Expires are the signature's validity window.
 	Created, Expires time.Time
@@ -41,36 +48,109 @@ type Agent struct {
 	Bound bool
 }
 
+// Mode says what the middleware does with requests that are not verified.
+type Mode uint8
+
+// Modes. Required is the zero value.
+const (
+	// Required refuses unsigned and badly signed requests.
+	Required Mode = iota
+	// Optional lets unsigned requests through without an identity and
+	// still refuses bad signatures.
+	Optional
+	// Observe lets every request through; handlers read the outcome with
+	// ResultFrom. Nonces are still recorded, so a replay shows as invalid.
+	Observe
+)
+
+func (m Mode) String() string {
+	switch m {
+	case Optional:
+		return "optional"
+	case Observe:
+		return "observe"
+	}
+	return "required"
+}
+
+// Verdict classifies a request's outcome.
+type Verdict string
+
+// Verdicts.
+const (
+	Verified Verdict = "verified"
+	Unsigned Verdict = "unsigned"
+	Invalid  Verdict = "invalid"
+)
+
+// Result is the outcome of verifying one request, given to Config.OnResult
+// and, in handlers that run, available through ResultFrom.
+type Result struct {
+	// Request is the request verified.
+	Request *http.Request
+	// Verdict is Verified (Agent is set), Unsigned (no signature fields;
+	// Err is missing_signature) or Invalid (Err says why).
+	Verdict Verdict
+	// Agent is the identity when Verdict is Verified.
+	Agent Agent
+	// Err is the typed failure, nil when Verified.
+	Err *Error
+	// Passed reports whether the request went on to the handler.
+	Passed bool
+}
+
+// Defaults of the limits checked before anything else; each is far above
+// what real signers send.
+const (
+	DefaultMaxWindow                = 10 * time.Minute
+	DefaultSkew                     = 60 * time.Second
+	DefaultMaxBodyBytes             = 1 << 20
+	DefaultMaxSignatures            = 8
+	DefaultMaxComponents            = 32
+	DefaultMaxSignatureAgentMembers = 8
+	DefaultMaxNonceLength           = 256
+	DefaultMaxKeyIDLength           = 256
+	DefaultMaxHeaderBytes           = 8 << 10
+)
+
 // Config configures a Verifier and the middleware. The zero value of each
 // field is the strict web-bot-auth default.
 type Config struct {
-	// Keys resolves (signature agent, keyid) to a public key. Required.
+	// Keys resolves (key set, keyid) to a public key. Required.
 	Keys KeySource
 	// Now is the clock. If nil, time.Now is used.
 	Now func() time.Time
-	// Optional lets unsigned requests through without an identity. Requests
-	// that carry a signature are still verified and rejected when bad.
-	Optional bool
-	// Replay remembers (keyid, nonce) pairs until the signature's expiry
+	// Mode is Required (the zero value), Optional or Observe.
+	Mode Mode
+	// OnResult, if set, receives every outcome — verified, unsigned or
+	// invalid — before the response is written or the handler runs. It is
+	// where metrics, logs and proxies read outcomes. It must be safe for
+	// concurrent use and should not block.
+	OnResult func(Result)
+	// Replay remembers (identity, keyid, nonce) until the signature's expiry
 	// plus Skew. If nil, an in-memory store on the Now clock is used
 	// (NewMemoryReplayStoreWithClock); several instances need a shared store.
 	Replay ReplayStore
-	// Tag is the required tag parameter. If "", "web-bot-auth".
+	// Tag is the required tag parameter. If "", "web-bot-auth". Signatures
+	// with another tag are ignored.
 	Tag string
 	// AnyTag accepts a signature without the required tag when it is the
 	// only signature in the request (plain RFC 9421 use).
 	AnyTag bool
+	// Algorithms lists the accepted algorithms. If nil, signer.AlgEd25519,
+	// signer.AlgRSAPSSSHA512 and signer.AlgECDSAP256SHA256.
+	Algorithms []string
 	// AllowMissingExpires accepts signatures without an expires parameter.
 	AllowMissingExpires bool
 	// AllowMissingNonce accepts signatures without a nonce (no replay check
 	// is then possible for them).
 	AllowMissingNonce bool
 	// AllowMissingSignatureAgent accepts requests without Signature-Agent;
-	// the key source is then asked with agent "".
+	// the key source is then asked with the zero signer.KeySet.
 	AllowMissingSignatureAgent bool
-	// AllowAnyKeyID accepts a keyid that is not the RFC 7638 thumbprint of
-	// the key (plain RFC 9421 with key ids agreed out of band). By default
-	// the key's thumbprint must equal keyid.
+	// AllowAnyKeyID accepts, at a well-known directory, a keyid that is not
+	// the RFC 7638 thumbprint of the key (plain RFC 9421 with key ids
+	// agreed out of band). By default the thumbprint must equal keyid there.
 	AllowAnyKeyID bool
 	// RequireBound rejects signatures that do not cover Signature-Agent.
 	RequireBound bool
@@ -81,23 +161,66 @@ type Config struct {
 	// RequiredComponents must all be covered (e.g. "@method", "@path",
 	// "content-digest"), in addition to @authority or @target-uri. A bare
 	// name matches the component with any parameters; a serialized item
-	// (`"signature-agent";key="sig1"`) must be covered exactly.
+	// (`"signature-agent";key="sig1"`) must be covered exactly. A required
+	// content-digest counts only because the digest is then checked.
 	RequiredComponents []string
 	// MaxBodyBytes caps the body read to check Content-Digest. If 0, 1 MiB.
 	MaxBodyBytes int64
+	// RefusalStatus is the status of refusals that would be 401
+	// (Accept-Signature is sent with them). If 0, 401; 403 answers as
+	// web-bot-auth protocol-01 describes. Other statuses are kept.
+	RefusalStatus int
+
+	// Limits, checked before any parsing beyond them (so refusing an
+	// oversized request costs time linear in its size). Zero means the
+	// default; each refusal has its own code.
+
+	// MaxHeaderBytes bounds each of Signature-Input, Signature and
+	// Signature-Agent, all lines joined (signature_too_large,
+	// signature_agent_too_large). If 0, 8 KiB.
+	MaxHeaderBytes int
+	// MaxSignatures bounds the labels of Signature-Input
+	// (too_many_signatures). If 0, 8.
+	MaxSignatures int
+	// MaxComponents bounds the components one signature covers
+	// (too_many_components). If 0, 32.
+	MaxComponents int
+	// MaxSignatureAgentMembers bounds the members of Signature-Agent
+	// (signature_agent_too_large). If 0, 8.
+	MaxSignatureAgentMembers int
+	// MaxNonceLength bounds the nonce (nonce_too_long). If 0, 256.
+	MaxNonceLength int
+	// MaxKeyIDLength bounds the keyid (keyid_too_long). If 0, 256.
+	MaxKeyIDLength int
+
 	// Logger receives one debug line per rejection. If nil, discard.
 	Logger *slog.Logger
 }
 
-type agentKey struct{}
+// resultKey is the context key of the *Result the middleware stores.
+type resultKey struct{}
 
 // AgentFrom returns the verified agent stored in ctx by the middleware.
 func AgentFrom(ctx context.Context) (Agent, bool) {
-	a, ok := ctx.Value(agentKey{}).(Agent)
-	return a, ok
+	r, ok := ctx.Value(resultKey{}).(*Result)
+	if !ok || r.Verdict != Verified {
+		return Agent{}, false
+	}
+	return r.Agent, true
 }
 
-// WithAgent returns ctx carrying a; handler tests use it to skip signing.
+// WithAgent returns ctx carrying a as a verified agent; handler tests use
+// it to skip signing.
 func WithAgent(ctx context.Context, a Agent) context.Context {
-	return context.WithValue(ctx, agentKey{}, a)
+	return context.WithValue(ctx, resultKey{}, &Result{Verdict: Verified, Agent: a, Passed: true})
+}
+
+// ResultFrom returns the verification outcome of the request whose context
+// is ctx, in every mode where the handler runs.
+func ResultFrom(ctx context.Context) (Result, bool) {
+	r, ok := ctx.Value(resultKey{}).(*Result)
+	if !ok {
+		return Result{}, false
+	}
+	return *r, true
 }

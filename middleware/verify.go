@@ -1,38 +1,27 @@
 package middleware
 
 import (
-	"bytes"
 	"context"
-	"crypto/ed25519"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/agentid/agentid/signer"
-	"github.com/dunglas/httpsfv"
-)
-
-// Defaults of the web-bot-auth verification policy (DESIGN §4).
-const (
-	DefaultMaxWindow    = 10 * time.Minute
-	DefaultSkew         = 60 * time.Second
-	DefaultMaxBodyBytes = 1 << 20
 )
 
 // Verifier checks signed requests against a policy. It is safe for
 // concurrent use; build it once with NewVerifier.
 type Verifier struct {
 	cfg             Config
+	limits          signer.Limits
 	required        []signer.Component
 	acceptSignature string
-
-	agents      agentCache      // parsed Signature-Agent values
-	thumbprints thumbprintCache // RFC 7638 thumbprints of keys seen
 }
 
 // Validate reports a configuration that cannot work.
@@ -42,6 +31,25 @@ func (c Config) Validate() error {
 	}
 	if c.MaxBodyBytes < 0 {
 		return errors.New("middleware: Config.MaxBodyBytes must not be negative")
+	}
+	for _, n := range []int{c.MaxHeaderBytes, c.MaxSignatures, c.MaxComponents, c.MaxSignatureAgentMembers, c.MaxNonceLength, c.MaxKeyIDLength} {
+		if n < 0 {
+			return errors.New("middleware: Config limits must not be negative")
+		}
+	}
+	if c.Mode > Observe {
+		return fmt.Errorf("middleware: Config.Mode %d is not Required, Optional or Observe", c.Mode)
+	}
+	if c.RefusalStatus != 0 && c.RefusalStatus != http.StatusUnauthorized && c.RefusalStatus != http.StatusForbidden {
+		return fmt.Errorf("middleware: Config.RefusalStatus %d is not 401 or 403", c.RefusalStatus)
+	}
+	for _, a := range c.Algorithms {
+		if a != signer.AlgEd25519 && a != signer.AlgRSAPSSSHA512 && a != signer.AlgECDSAP256SHA256 {
+			return fmt.Errorf("middleware: Config.Algorithms: %q is not supported", a)
+		}
+	}
+	if c.Algorithms != nil && len(c.Algorithms) == 0 {
+		return errors.New("middleware: Config.Algorithms is empty (nil means the default list)")
 	}
 	for _, n := range c.RequiredComponents {
 		if _, err := signer.ParseComponent(n); err != nil {
@@ -66,6 +74,9 @@ func (c Config) withDefaults() Config {
 	if c.Tag == "" {
 		c.Tag = signer.DefaultTag
 	}
+	if c.Algorithms == nil {
+		c.Algorithms = []string{signer.AlgEd25519, signer.AlgRSAPSSSHA512, signer.AlgECDSAP256SHA256}
+	}
 	if c.MaxWindow == 0 {
 		c.MaxWindow = DefaultMaxWindow
 	}
@@ -77,10 +88,25 @@ func (c Config) withDefaults() Config {
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	if c.RefusalStatus == 0 {
+		c.RefusalStatus = http.StatusUnauthorized
+	}
+	setDefault(&c.MaxHeaderBytes, DefaultMaxHeaderBytes)
+	setDefault(&c.MaxSignatures, DefaultMaxSignatures)
+	setDefault(&c.MaxComponents, DefaultMaxComponents)
+	setDefault(&c.MaxSignatureAgentMembers, DefaultMaxSignatureAgentMembers)
+	setDefault(&c.MaxNonceLength, DefaultMaxNonceLength)
+	setDefault(&c.MaxKeyIDLength, DefaultMaxKeyIDLength)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	return c
+}
+
+func setDefault(p *int, def int) {
+	if *p == 0 {
+		*p = def
+	}
 }
 
 // NewVerifier validates cfg and returns a Verifier.
@@ -89,60 +115,55 @@ func NewVerifier(cfg Config) (*Verifier, error) {
 		return nil, err
 	}
 	v := &Verifier{cfg: cfg.withDefaults()}
-	v.agents.m = map[string]signer.SignatureAgent{}
-	v.thumbprints.m = map[[ed25519.PublicKeySize]byte]string{}
+	v.limits = signer.Limits{
+		MaxSignatures: v.cfg.MaxSignatures,
+		MaxComponents: v.cfg.MaxComponents,
+		MaxFieldBytes: v.cfg.MaxHeaderBytes,
+		Tag:           v.cfg.Tag,
+	}
 	for _, n := range cfg.RequiredComponents {
 		c, _ := signer.ParseComponent(n)
 		v.required = append(v.required, c)
 	}
-	as, err := acceptSignature(v.cfg, v.required)
-	if err != nil {
-		return nil, err
-	}
-	v.acceptSignature = as
+	v.acceptSignature = acceptSignature(v.cfg, v.required)
 	return v, nil
 }
 
-// acceptSignature builds the Accept-Signature field (RFC 9421 §5.1) that 401
-// responses carry: the components and parameters this verifier requires.
-func acceptSignature(cfg Config, required []signer.Component) (string, error) {
+// acceptSignature builds the Accept-Signature field (RFC 9421 §5.1) that
+// refusals carry: the components and parameters this verifier requires,
+// and alg when only one algorithm is accepted.
+func acceptSignature(cfg Config, required []signer.Component) string {
 	ids := []string{`"@authority"`}
 	add := func(id string) {
-		for _, x := range ids {
-			if x == id {
-				return
-			}
+		if !slices.Contains(ids, id) {
+			ids = append(ids, id)
 		}
-		ids = append(ids, id)
 	}
 	for _, c := range required {
 		add(c.ID())
 	}
 	if cfg.RequireBound {
-		add(`"signature-agent";key="sig1"`)
+		add(`"signature-agent";key="` + signer.DefaultLabel + `"`)
 	}
-	il := httpsfv.InnerList{Params: httpsfv.NewParams()}
-	for _, id := range ids {
-		it, err := httpsfv.UnmarshalItem([]string{id})
-		if err != nil {
-			return "", fmt.Errorf("middleware: Accept-Signature: %w", err)
-		}
-		il.Items = append(il.Items, it)
+	var b strings.Builder
+	b.WriteString(signer.DefaultLabel + "=(" + strings.Join(ids, " ") + ")")
+	if len(cfg.Algorithms) == 1 {
+		b.WriteString(`;alg="` + cfg.Algorithms[0] + `"`)
 	}
-	il.Params.Add("alg", "ed25519")
-	il.Params.Add("keyid", true)
-	il.Params.Add("created", true)
+	b.WriteString(";keyid;created")
 	if !cfg.AllowMissingExpires {
-		il.Params.Add("expires", true)
+		b.WriteString(";expires")
 	}
 	if !cfg.AllowMissingNonce {
-		il.Params.Add("nonce", true)
+		b.WriteString(";nonce")
 	}
-	il.Params.Add("tag", cfg.Tag)
-	d := httpsfv.NewDictionary()
-	d.Add(signer.DefaultLabel, il)
-	return httpsfv.Marshal(d)
+	b.WriteString(";tag=" + strconv.Quote(cfg.Tag))
+	return b.String()
 }
+
+// AcceptSignature returns the Accept-Signature field value sent with
+// refusals.
+func (v *Verifier) AcceptSignature() string { return v.acceptSignature }
 
 // New returns the verification middleware. It panics if cfg is invalid;
 // call cfg.Validate first to report that cleanly.
@@ -154,39 +175,80 @@ func New(cfg Config) func(http.Handler) http.Handler {
 	return v.Middleware
 }
 
-// Middleware verifies each request before next runs. A verified request's
-// context carries the Agent (AgentFrom). Failures get the JSON error body;
-// 401s also carry Accept-Signature.
+// Middleware verifies each request before next runs, and acts on the
+// outcome by Config.Mode: a verified request always goes on, with its Agent
+// in the context (AgentFrom); Required refuses every other request,
+// Optional lets unsigned ones through, Observe lets everything through. The
+// outcome goes to Config.OnResult and, for requests that go on, into the
+// context (ResultFrom). Refusals get the JSON error body and
+// Accept-Signature.
 func (v *Verifier) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if v.cfg.Optional && len(r.Header.Values("Signature")) == 0 && len(r.Header.Values("Signature-Input")) == 0 {
-			next.ServeHTTP(w, r)
+		res := v.Check(r)
+		if !res.Passed {
+			v.WriteError(w, res.Err)
 			return
 		}
-		a, err := v.Verify(r)
-		if err != nil {
-			v.WriteError(w, err)
-			return
-		}
-		next.ServeHTTP(w, r.WithContext(WithAgent(r.Context(), a)))
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), resultKey{}, res)))
 	})
 }
 
-// WriteError writes a verification failure: the JSON error body, plus
-// Accept-Signature on 401.
-func (v *Verifier) WriteError(w http.ResponseWriter, err error) {
-	e := AsError(err)
-	if e.Status() == http.StatusUnauthorized {
-		w.Header().Set("Accept-Signature", v.acceptSignature)
+// Check verifies r, decides by Config.Mode whether it may go on
+// (Result.Passed), and reports the outcome to Config.OnResult. Handlers
+// that answer by themselves (a proxy, a route with its own error shape)
+// call it instead of Middleware.
+func (v *Verifier) Check(r *http.Request) *Result {
+	res := &Result{Request: r}
+	a, err := v.verify(r)
+	switch {
+	case err == nil:
+		res.Verdict, res.Agent = Verified, a
+	case err.Code == CodeMissingSignature:
+		res.Verdict, res.Err = Unsigned, err
+	default:
+		res.Verdict, res.Err = Invalid, err
 	}
-	WriteError(w, e)
+	switch v.cfg.Mode {
+	case Observe:
+		res.Passed = true
+	case Optional:
+		res.Passed = res.Verdict != Invalid
+	default:
+		res.Passed = res.Verdict == Verified
+	}
+	if v.cfg.OnResult != nil {
+		v.cfg.OnResult(*res)
+	}
+	return res
 }
 
-// Verify checks r against the policy of DESIGN §4, cheapest step first, and
-// returns the verified identity or an *Error with the code of DESIGN §6.
-// The nonce is recorded only after the signature (and digest) verified.
+// WriteError writes a verification failure: the JSON error body, with
+// Accept-Signature on refusals (401, or 403 by RefusalStatus).
+func (v *Verifier) WriteError(w http.ResponseWriter, err error) {
+	e := AsError(err)
+	status := e.Status()
+	if status == http.StatusUnauthorized {
+		status = v.cfg.RefusalStatus
+	}
+	if status == http.StatusUnauthorized || status == http.StatusForbidden {
+		w.Header().Set("Accept-Signature", v.acceptSignature)
+	}
+	writeErrorStatus(w, e, status)
+}
+
+// Verify checks r against the policy, cheapest step first, and returns the
+// verified identity or an *Error with a stable Code. The nonce is recorded
+// only after the signature (and digest) verified.
 func (v *Verifier) Verify(r *http.Request) (Agent, error) {
 	a, err := v.verify(r)
+	if err != nil {
+		return Agent{}, err
+	}
+	return a, nil
+}
+
+func (v *Verifier) verify(r *http.Request) (Agent, *Error) {
+	a, err := v.verifyRequest(r)
 	if err != nil && v.cfg.Logger.Enabled(r.Context(), slog.LevelDebug) {
 		v.cfg.Logger.LogAttrs(r.Context(), slog.LevelDebug, "signature rejected",
 			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("error", err.Error()))
@@ -194,9 +256,14 @@ func (v *Verifier) Verify(r *http.Request) (Agent, error) {
 	return a, err
 }
 
-func (v *Verifier) verify(r *http.Request) (Agent, error) {
+// verifyRequest runs the policy. Its order keeps the cost of refusing any
+// request linear in the request's size: field sizes and counts first (while
+// parsing), then each candidate signature's parameters and window, then its
+// signature agent and key, and only then the signature base, the signature,
+// the body digest and, last, the replay store.
+func (v *Verifier) verifyRequest(r *http.Request) (Agent, *Error) {
 	cfg := &v.cfg
-	in, sv := r.Header.Values("Signature-Input"), r.Header.Values("Signature")
+	in, sv := r.Header["Signature-Input"], r.Header["Signature"]
 	if len(in) == 0 && len(sv) == 0 {
 		return Agent{}, Fail(CodeMissingSignature, "the request is not signed: Signature and Signature-Input are required")
 	}
@@ -204,31 +271,80 @@ func (v *Verifier) verify(r *http.Request) (Agent, error) {
 		return Agent{}, Fail(CodeInvalidSignatureInput, "Signature and Signature-Input must both be present")
 	}
 
-	// 1. Parse and pick the signature by tag.
-	sigs, err := signer.ParseSignatures(in, sv)
-	if err != nil {
-		return Agent{}, &Error{Code: CodeInvalidSignatureInput, Message: trimPrefix(err), Err: err}
+	// 1. Sizes, counts and syntax; the candidates are the signatures with
+	// the configured tag (others are not even validated).
+	sigs, perr := signer.ParseSignaturesLimited(in, sv, v.limits)
+	if perr != nil {
+		return Agent{}, parseError(perr)
 	}
-	var sig *signer.Signature
+	cands := sigs[:0:0]
 	for i := range sigs {
 		if sigs[i].Params.Tag == cfg.Tag {
-			if sig != nil {
-				return Agent{}, Fail(CodeInvalidSignatureInput, "more than one signature has tag=%q", cfg.Tag)
-			}
-			sig = &sigs[i]
+			cands = append(cands, sigs[i])
 		}
 	}
-	if sig == nil {
+	if len(cands) == 0 {
 		if !cfg.AnyTag || len(sigs) != 1 {
 			return Agent{}, Fail(CodeInvalidSignatureInput, "no signature has tag=%q", cfg.Tag)
 		}
-		sig = &sigs[0]
+		cands = sigs
 	}
+
+	// 2–8 for each candidate in order; the first that passes decides.
+	st := requestState{}
+	var first *Error
+	for i := range cands {
+		a, err := v.candidate(r, &cands[i], &st)
+		if err == nil {
+			// 9. Replay, only for a signature that verified.
+			if err := v.replay(r, &a, cands[i].Params.HasExpires); err != nil {
+				return Agent{}, err
+			}
+			return a, nil
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	return Agent{}, first
+}
+
+// parseError maps a parse failure to its code.
+func parseError(err error) *Error {
+	msg := trimPrefix(err)
+	switch {
+	case errors.Is(err, signer.ErrFieldTooLarge):
+		return &Error{Code: CodeSignatureTooLarge, Message: msg, Err: err}
+	case errors.Is(err, signer.ErrTooManySignatures):
+		return &Error{Code: CodeTooManySignatures, Message: msg, Err: err}
+	case errors.Is(err, signer.ErrTooManyComponents):
+		return &Error{Code: CodeTooManyComponents, Message: msg, Err: err}
+	case errors.Is(err, signer.ErrDuplicateComponent):
+		return &Error{Code: CodeDuplicateComponent, Message: msg, Err: err}
+	}
+	return &Error{Code: CodeInvalidSignatureInput, Message: msg, Err: err}
+}
+
+// requestState is what the candidates of one request share: the parsed
+// Signature-Agent and the body read for Content-Digest.
+type requestState struct {
+	agent     signer.SignatureAgent
+	agentErr  *Error
+	agentDone bool
+	body      []byte
+	bodyErr   *Error
+	bodyDone  bool
+}
+
+// basePool holds signature-base buffers.
+var basePool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+// candidate runs steps 2–8 for one signature.
+func (v *Verifier) candidate(r *http.Request, sig *signer.Signature, st *requestState) (Agent, *Error) {
+	cfg := &v.cfg
 	p := &sig.Params
 
-	// 2. Covered components: @authority or @target-uri, the required ones,
-	// each present in the request (building the base checks presence and
-	// re-serializes @signature-params from the parsed inner list).
+	// 2. Covered components: @authority or @target-uri and the required ones.
 	if !sig.Covers(`"@authority"`) && !sig.Covers(`"@target-uri"`) {
 		return Agent{}, Fail(CodeMissingComponents, "the signature must cover @authority or @target-uri")
 	}
@@ -237,17 +353,16 @@ func (v *Verifier) verify(r *http.Request) (Agent, error) {
 			return Agent{}, Fail(CodeMissingComponents, "the signature must cover %s", v.required[i].ID())
 		}
 	}
-	base, err := sig.Base(r)
-	if err != nil {
-		if errors.Is(err, signer.ErrMissingComponent) {
-			return Agent{}, &Error{Code: CodeMissingComponents, Message: trimPrefix(err), Err: err}
-		}
-		return Agent{}, &Error{Code: CodeInvalidSignatureInput, Message: trimPrefix(err), Err: err}
-	}
 
 	// 3. Parameters.
-	if p.Alg != "" && p.Alg != "ed25519" {
-		return Agent{}, Fail(CodeUnsupportedAlgorithm, "alg %q is not supported, want \"ed25519\"", p.Alg)
+	if len(p.KeyID) > cfg.MaxKeyIDLength {
+		return Agent{}, Fail(CodeKeyIDTooLong, "the keyid is %d bytes, more than %d", len(p.KeyID), cfg.MaxKeyIDLength)
+	}
+	if len(p.Nonce) > cfg.MaxNonceLength {
+		return Agent{}, Fail(CodeNonceTooLong, "the nonce is %d bytes, more than %d", len(p.Nonce), cfg.MaxNonceLength)
+	}
+	if p.Alg != "" && !slices.Contains(cfg.Algorithms, p.Alg) {
+		return Agent{}, Fail(CodeUnsupportedAlgorithm, "alg %q is not accepted (accepted: %s)", truncate(p.Alg), strings.Join(cfg.Algorithms, ", "))
 	}
 	if !p.HasCreated {
 		return Agent{}, Fail(CodeInvalidSignatureInput, "the created parameter is required")
@@ -282,61 +397,63 @@ func (v *Verifier) verify(r *http.Request) (Agent, error) {
 		return Agent{}, Fail(CodeWindowTooLong, "expires-created is %s, at most %s is accepted", expires.Sub(created), cfg.MaxWindow)
 	}
 
-	// 5. Signature agent.
-	agent, bound, err := v.signatureAgent(r, sig)
+	// The signature base: linear in the request (each component's value
+	// computed once, the query parsed once), built before any key lookup so
+	// that a request missing a covered component costs no key fetch.
+	bp := basePool.Get().(*[]byte)
+	defer basePool.Put(bp)
+	base, berr := sig.AppendBase((*bp)[:0], r)
+	if berr != nil {
+		return Agent{}, baseError(berr)
+	}
+	*bp = base
+
+	// 5. Signature agent → key set.
+	set, bound, err := v.keySet(r, sig, st)
 	if err != nil {
 		return Agent{}, err
 	}
 
-	// 6. Key.
-	pk, err := cfg.Keys.Key(r.Context(), agent, p.KeyID)
-	if err != nil {
-		return Agent{}, keyError(err, agent, p.KeyID)
+	// 6. Key. At a well-known directory (or with no key set at all) the
+	// keyid must be the key's thumbprint.
+	pk, kerr := cfg.Keys.Key(r.Context(), set, p.KeyID)
+	if kerr != nil {
+		return Agent{}, keyError(kerr, set, p.KeyID)
 	}
-	if len(pk.Key) != ed25519.PublicKeySize || !cfg.AllowAnyKeyID && v.thumbprints.get(pk.Key) != p.KeyID {
-		return Agent{}, Fail(CodeUnknownKey, "key %q is not the thumbprint of the published key", p.KeyID)
-	}
-
-	// 7. Ed25519 over the rebuilt base.
-	if !ed25519.Verify(pk.Key, base, sig.Value) {
-		return Agent{}, Fail(CodeInvalidSignature, "the signature does not verify with key %q", p.KeyID)
-	}
-
-	// 8. Content-Digest.
-	if sig.Covers(`"content-digest"`) {
-		body, err := readBody(r, cfg.MaxBodyBytes)
-		if err != nil {
-			if errors.Is(err, signer.ErrBodyTooLarge) {
-				return Agent{}, Fail(CodePayloadTooLarge, "the body is larger than %d bytes", cfg.MaxBodyBytes)
-			}
-			return Agent{}, &Error{Code: CodeInvalidRequest, Message: "the body could not be read", Err: err}
-		}
-		if err := signer.VerifyContentDigest(r.Header.Values("Content-Digest"), body); err != nil {
-			return Agent{}, &Error{Code: CodeDigestMismatch, Message: "Content-Digest does not match the body", Err: err}
-		}
+	alg := pk.Algorithm()
+	switch {
+	case alg == "":
+		return Agent{}, Fail(CodeUnknownKey, "key %q is not usable", truncate(p.KeyID))
+	case (set.WellKnown || set.IsZero()) && !cfg.AllowAnyKeyID && pk.Thumbprint != p.KeyID:
+		return Agent{}, Fail(CodeUnknownKey, "key %q is not the thumbprint of the published key", truncate(p.KeyID))
+	case p.Alg != "" && p.Alg != alg:
+		return Agent{}, Fail(CodeUnsupportedAlgorithm, "alg %q does not match key %q (%s)", p.Alg, truncate(p.KeyID), alg)
+	case !slices.Contains(cfg.Algorithms, alg):
+		return Agent{}, Fail(CodeUnsupportedAlgorithm, "key %q is for %s, which is not accepted", truncate(p.KeyID), alg)
 	}
 
-	// 9. Replay.
-	if p.Nonce != "" {
-		seen, err := cfg.Replay.Seen(r.Context(), p.KeyID+" "+p.Nonce, expires.Add(cfg.Skew))
-		if err != nil {
-			return Agent{}, &Error{Code: CodeDatabaseUnavailable, Message: "the replay store is unavailable", Err: fmt.Errorf("%w: %w", ErrReplayStore, err)}
-		}
-		if seen {
-			return Agent{}, Fail(CodeReplayedNonce, "nonce already used with key %q", p.KeyID)
+	// 7. The signature over the rebuilt base.
+	if pk.Verify(alg, base, sig.Value) != nil {
+		return Agent{}, Fail(CodeInvalidSignature, "the signature does not verify with key %q", truncate(p.KeyID))
+	}
+
+	// 8. Content-Digest, whenever any form of it is covered.
+	if _, ok := sig.CoversName("content-digest"); ok {
+		if err := v.checkDigest(r, st); err != nil {
+			return Agent{}, err
 		}
 	}
 
 	a := Agent{
-		KeyID:          p.KeyID,
-		JWK:            pk.JWK.Public(),
-		SignatureAgent: agent,
-		Created:        created,
-		Nonce:          p.Nonce,
-		Label:          sig.Label,
-		Tag:            p.Tag,
-		Bound:          bound,
-		Components:     make([]string, len(sig.Components)),
+		KeyID:      p.KeyID,
+		Alg:        alg,
+		JWK:        pk.JWK.Public(),
+		Created:    created,
+		Nonce:      p.Nonce,
+		Label:      sig.Label,
+		Tag:        p.Tag,
+		Bound:      bound,
+		Components: make([]string, len(sig.Components)),
 	}
 	if p.HasExpires {
 		a.Expires = expires
@@ -344,63 +461,143 @@ func (v *Verifier) verify(r *http.Request) (Agent, error) {
 	for i, c := range sig.Components {
 		a.Components[i] = c.ID()
 	}
-	if agent != "" {
-		a.DirectoryURL = agent + signer.DirectoryPath
-		a.UID = signer.UIDFromOrigin(agent)
+	if !set.IsZero() {
+		a.ID = set.Identity()
+		a.SignatureAgent = set.Origin()
+		a.DirectoryURL = set.URL
+		a.UID = signer.UIDFromOrigin(a.SignatureAgent)
 	}
 	return a, nil
 }
 
-// signatureAgent picks the Signature-Agent origin that applies to sig
-// (DESIGN §4 step 5) and reports whether it is covered.
-func (v *Verifier) signatureAgent(r *http.Request, sig *signer.Signature) (string, bool, error) {
-	vals := r.Header.Values("Signature-Agent")
-	if len(vals) == 0 {
-		if v.cfg.AllowMissingSignatureAgent {
-			return "", false, nil
-		}
-		return "", false, Fail(CodeInvalidSignatureAgent, "the Signature-Agent header is required")
+// baseError maps a failure to build the signature base.
+func baseError(err error) *Error {
+	msg := trimPrefix(err)
+	switch {
+	case errors.Is(err, signer.ErrInvalidAuthority):
+		return &Error{Code: CodeInvalidAuthority, Message: msg, Err: err}
+	case errors.Is(err, signer.ErrMissingComponent):
+		return &Error{Code: CodeMissingComponents, Message: msg, Err: err}
 	}
-	sa, err := v.agents.parse(vals)
+	return &Error{Code: CodeInvalidSignatureInput, Message: msg, Err: err}
+}
+
+// checkDigest reads the body (capped, then put back for the handler) once
+// per request and compares it with Content-Digest.
+func (v *Verifier) checkDigest(r *http.Request, st *requestState) *Error {
+	if !st.bodyDone {
+		st.bodyDone = true
+		body, err := signer.ReadBody(r, v.cfg.MaxBodyBytes)
+		switch {
+		case errors.Is(err, signer.ErrBodyTooLarge):
+			st.bodyErr = Fail(CodePayloadTooLarge, "the body is larger than %d bytes", v.cfg.MaxBodyBytes)
+		case err != nil:
+			st.bodyErr = &Error{Code: CodeInvalidRequest, Message: "the body could not be read", Err: err}
+		}
+		st.body = body
+	}
+	if st.bodyErr != nil {
+		return st.bodyErr
+	}
+	if err := signer.VerifyContentDigest(r.Header["Content-Digest"], st.body); err != nil {
+		return &Error{Code: CodeDigestMismatch, Message: "Content-Digest does not match the body", Err: err}
+	}
+	return nil
+}
+
+// replay records the nonce of a verified signature (step 9).
+func (v *Verifier) replay(r *http.Request, a *Agent, hasExpires bool) *Error {
+	if a.Nonce == "" {
+		return nil
+	}
+	cfg := &v.cfg
+	expires := a.Expires
+	if !hasExpires {
+		expires = a.Created.Add(max(cfg.MaxWindow, 0))
+	}
+	var buf [512]byte
+	key := append(append(append(append(buf[:0], a.ID...), ' '), a.KeyID...), ' ')
+	key = append(key, a.Nonce...)
+	seen, err := cfg.Replay.Seen(r.Context(), string(key), expires.Add(cfg.Skew))
 	if err != nil {
-		return "", false, &Error{Code: CodeInvalidSignatureAgent, Message: trimPrefix(err), Err: err}
+		return &Error{Code: CodeDatabaseUnavailable, Message: "the replay store is unavailable", Err: fmt.Errorf("%w: %w", ErrReplayStore, err)}
+	}
+	if seen {
+		return Fail(CodeReplayedNonce, "nonce already used with key %q", truncate(a.KeyID))
+	}
+	return nil
+}
+
+// keySet resolves the Signature-Agent member that applies to sig (the one
+// named by the covered `"signature-agent";key=…`, else the one keyed by the
+// label, else the only one) and reports whether it is covered.
+func (v *Verifier) keySet(r *http.Request, sig *signer.Signature, st *requestState) (signer.KeySet, bool, *Error) {
+	cfg := &v.cfg
+	vals := r.Header["Signature-Agent"]
+	if len(vals) == 0 {
+		if cfg.AllowMissingSignatureAgent {
+			return signer.KeySet{}, false, nil
+		}
+		return signer.KeySet{}, false, Fail(CodeInvalidSignatureAgent, "the Signature-Agent header is required")
+	}
+	if !st.agentDone {
+		st.agentDone = true
+		sa, err := signer.ParseSignatureAgentLimited(vals, cfg.MaxSignatureAgentMembers, cfg.MaxHeaderBytes)
+		switch {
+		case errors.Is(err, signer.ErrFieldTooLarge) || errors.Is(err, signer.ErrTooManyAgents):
+			st.agentErr = &Error{Code: CodeSignatureAgentTooLarge, Message: trimPrefix(err), Err: err}
+		case err != nil:
+			st.agentErr = &Error{Code: CodeInvalidSignatureAgent, Message: trimPrefix(err), Err: err}
+		}
+		st.agent = sa
+	}
+	if st.agentErr != nil {
+		return signer.KeySet{}, false, st.agentErr
 	}
 	var (
-		origin string
-		ok     bool
-		bound  bool
+		m     signer.AgentMember
+		ok    bool
+		bound bool
 	)
 	c, covered := sig.CoversName("signature-agent")
 	switch {
 	case covered && c.Key != "":
 		// The covered `"signature-agent";key=…` names the member.
 		bound = true
-		origin, ok = sa.Member(c.Key)
+		m, ok = st.agent.Member(c.Key)
 	default:
 		// The whole field is covered (web-bot-auth 0.1.3), or nothing is:
 		// the member keyed by the label, else the only one.
 		bound = covered
-		if origin, ok = sa.Member(sig.Label); !ok {
-			origin, ok = sa.Only()
+		if m, ok = st.agent.Member(sig.Label); !ok {
+			m, ok = st.agent.Only()
 		}
 	}
 	if !ok {
-		return "", false, Fail(CodeInvalidSignatureAgent, "Signature-Agent has no member for signature %q", sig.Label)
+		return signer.KeySet{}, false, Fail(CodeInvalidSignatureAgent, "Signature-Agent has no member for signature %q", sig.Label)
 	}
-	if v.cfg.RequireBound && !bound {
-		return "", false, Fail(CodeMissingComponents, `the signature must cover "signature-agent"`)
+	if cfg.RequireBound && !bound {
+		return signer.KeySet{}, false, Fail(CodeMissingComponents, `the signature must cover "signature-agent"`)
 	}
-	return origin, bound, nil
+	set, err := m.KeySet()
+	if err != nil {
+		return signer.KeySet{}, false, &Error{Code: CodeInvalidSignatureAgent, Message: trimPrefix(err), Err: err}
+	}
+	return set, bound, nil
 }
 
-func keyError(err error, agent, keyID string) *Error {
+func keyError(err error, set signer.KeySet, keyID string) *Error {
+	where := "the key source"
+	if !set.IsZero() {
+		where = set.Identity()
+	}
 	switch {
 	case errors.Is(err, signer.ErrUnknownKey):
-		return &Error{Code: CodeUnknownKey, Message: fmt.Sprintf("key %q is not published by %s", keyID, orNone(agent)), Err: err}
+		return &Error{Code: CodeUnknownKey, Message: fmt.Sprintf("key %q is not published by %s", truncate(keyID), where), Err: err}
 	case errors.Is(err, signer.ErrRevokedKey):
-		return &Error{Code: CodeRevokedKey, Message: fmt.Sprintf("key %q has been revoked", keyID), Err: err}
+		return &Error{Code: CodeRevokedKey, Message: fmt.Sprintf("key %q has been revoked", truncate(keyID)), Err: err}
 	case errors.Is(err, signer.ErrUntrustedAgent):
-		return &Error{Code: CodeUntrustedAgent, Message: fmt.Sprintf("signature agent %s is not trusted", orNone(agent)), Err: err}
+		return &Error{Code: CodeUntrustedAgent, Message: fmt.Sprintf("signature agent %s is not trusted", where), Err: err}
 	case errors.Is(err, context.Canceled):
 		return &Error{Code: CodeKeyFetchFailed, Message: "the request was cancelled while fetching the key", Err: err}
 	}
@@ -408,139 +605,27 @@ func keyError(err error, agent, keyID string) *Error {
 	if errors.As(err, &e) {
 		return e
 	}
-	return &Error{Code: CodeKeyFetchFailed, Message: fmt.Sprintf("the key directory of %s could not be fetched", orNone(agent)), Err: err}
+	return &Error{Code: CodeKeyFetchFailed, Message: fmt.Sprintf("the key directory of %s could not be fetched", where), Err: err}
 }
 
-func orNone(agent string) string {
-	if agent == "" {
-		return "the key source"
-	}
-	return agent
-}
-
-// trimPrefix drops the "signer: " package prefix for client messages.
+// trimPrefix drops the "signer: " package prefixes for client messages.
 func trimPrefix(err error) string {
-	return strings.TrimPrefix(err.Error(), "signer: ")
+	return strings.ReplaceAll(err.Error(), "signer: ", "")
+}
+
+func truncate(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
 }
 
 // covers reports whether sig covers the required component c: the same
 // identifier, or the same name when c carries no parameters.
 func covers(sig *signer.Signature, c *signer.Component) bool {
-	if c.Key == "" && !c.SF && c.Param == "" {
+	if c.Key == "" && !c.SF && !c.BS && c.Param == "" {
 		_, ok := sig.CoversName(c.Name)
 		return ok
 	}
 	return sig.Covers(c.ID())
 }
-
-// agentCacheSize bounds the cache of parsed Signature-Agent values; when it
-// is full it is emptied. agentCacheMaxLen is the longest value cached.
-const (
-	agentCacheSize   = 1024
-	agentCacheMaxLen = 512
-)
-
-// agentCache remembers parsed Signature-Agent fields by their text: an
-// agent sends the same value on every request, so parsing is done once.
-// A SignatureAgent is read-only after parsing, so sharing it is safe.
-type agentCache struct {
-	mu sync.RWMutex
-	m  map[string]signer.SignatureAgent
-}
-
-func (c *agentCache) parse(vals []string) (signer.SignatureAgent, error) {
-	if len(vals) != 1 || len(vals[0]) > agentCacheMaxLen {
-		return signer.ParseSignatureAgent(vals)
-	}
-	c.mu.RLock()
-	sa, ok := c.m[vals[0]]
-	c.mu.RUnlock()
-	if ok {
-		return sa, nil
-	}
-	sa, err := signer.ParseSignatureAgent(vals)
-	if err != nil {
-		return sa, err
-	}
-	c.mu.Lock()
-	if len(c.m) >= agentCacheSize {
-		clear(c.m)
-	}
-	c.m[vals[0]] = sa
-	c.mu.Unlock()
-	return sa, nil
-}
-
-// thumbprintCacheSize bounds the cache of key thumbprints.
-const thumbprintCacheSize = 4096
-
-// thumbprintCache remembers the RFC 7638 thumbprint of each public key, so
-// the keyid check costs a map lookup instead of a SHA-256 and two encodings.
-type thumbprintCache struct {
-	mu sync.RWMutex
-	m  map[[ed25519.PublicKeySize]byte]string
-}
-
-// get returns the thumbprint of pub, which must be 32 bytes long.
-func (c *thumbprintCache) get(pub ed25519.PublicKey) string {
-	k := [ed25519.PublicKeySize]byte(pub)
-	c.mu.RLock()
-	t, ok := c.m[k]
-	c.mu.RUnlock()
-	if ok {
-		return t
-	}
-	t = signer.Thumbprint(pub)
-	c.mu.Lock()
-	if len(c.m) >= thumbprintCacheSize {
-		clear(c.m)
-	}
-	c.m[k] = t
-	c.mu.Unlock()
-	return t
-}
-
-// readBody reads r's body, at most limit bytes, and puts back a reader over
-// the bytes read so the handler sees the same body. The original body is
-// closed. A body longer than limit gives signer.ErrBodyTooLarge (and an
-// empty body for the handler). It is signer.ReadBody with one buffer sized
-// from Content-Length, so the common case allocates twice.
-func readBody(r *http.Request, limit int64) ([]byte, error) {
-	if r.Body == nil || r.Body == http.NoBody {
-		return nil, nil
-	}
-	defer r.Body.Close()
-	size := int64(512)
-	if n := r.ContentLength; n >= 0 && n < limit {
-		size = n + 1 // room to see EOF without growing
-	}
-	buf := make([]byte, 0, size)
-	for {
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
-		}
-		n, err := r.Body.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if int64(len(buf)) > limit {
-			r.Body = http.NoBody
-			return nil, signer.ErrBodyTooLarge
-		}
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			r.Body = http.NoBody
-			return nil, fmt.Errorf("middleware: read body: %w", err)
-		}
-	}
-	rb := &restoredBody{}
-	rb.Reset(buf)
-	r.Body = rb
-	r.ContentLength = int64(len(buf))
-	return buf, nil
-}
-
-// restoredBody is the request body put back after the digest check.
-type restoredBody struct{ bytes.Reader }
-
-func (*restoredBody) Close() error { return nil }

@@ -46,9 +46,9 @@ type countingKeys struct {
 	calls atomic.Int32
 }
 
-func (c *countingKeys) Key(ctx context.Context, agent, keyID string) (signer.PublicKey, error) {
+func (c *countingKeys) Key(ctx context.Context, set signer.KeySet, keyID string) (signer.PublicKey, error) {
 	c.calls.Add(1)
-	return c.KeySource.Key(ctx, agent, keyID)
+	return c.KeySource.Key(ctx, set, keyID)
 }
 
 // staticKeys publishes keyA for testOrigin.
@@ -192,16 +192,16 @@ var (
 // source, and no rejection records a nonce.
 func TestVerifyPolicy(t *testing.T) {
 	t.Parallel()
-	untrusted := middleware.KeySourceFunc(func(context.Context, string, string) (signer.PublicKey, error) {
+	untrusted := middleware.KeySourceFunc(func(context.Context, signer.KeySet, string) (signer.PublicKey, error) {
 		return signer.PublicKey{}, fmt.Errorf("keyfetch: host not trusted: %w", signer.ErrUntrustedAgent)
 	})
-	revoked := middleware.KeySourceFunc(func(context.Context, string, string) (signer.PublicKey, error) {
+	revoked := middleware.KeySourceFunc(func(context.Context, signer.KeySet, string) (signer.PublicKey, error) {
 		return signer.PublicKey{}, fmt.Errorf("refserver: %w", signer.ErrRevokedKey)
 	})
-	down := middleware.KeySourceFunc(func(context.Context, string, string) (signer.PublicKey, error) {
+	down := middleware.KeySourceFunc(func(context.Context, signer.KeySet, string) (signer.PublicKey, error) {
 		return signer.PublicKey{}, errors.New("keyfetch: dial tcp 192.0.2.1:443: connection refused")
 	})
-	wrongKey := middleware.KeySourceFunc(func(context.Context, string, string) (signer.PublicKey, error) {
+	wrongKey := middleware.KeySourceFunc(func(context.Context, signer.KeySet, string) (signer.PublicKey, error) {
 		return keyB.Public, nil // published under keyA's kid, but it is keyB
 	})
 	def := func(t testing.TB) *http.Request { return signedRequest(t, keyA, signOpts(nil)) }
@@ -233,11 +233,25 @@ func TestVerifyPolicy(t *testing.T) {
 		{"mismatched labels", middleware.Config{}, edit(def, func(r *http.Request) {
 			r.Header.Set("Signature", strings.Replace(r.Header.Get("Signature"), "sig1=", "sig2=", 1))
 		}), 401, "invalid_signature_input", 1},
-		{"two web-bot-auth signatures", middleware.Config{}, edit(def, func(r *http.Request) {
+		{"two web-bot-auth signatures: the first decides", middleware.Config{}, edit(def, func(r *http.Request) {
 			if err := signer.Sign(r, keyA, signOpts(func(o *signer.Options) { o.Label = "sig2" })); err != nil {
 				panic(err)
 			}
-		}), 401, "invalid_signature_input", 1},
+		}), 200, "", 0},
+		{"two web-bot-auth signatures: the second passes when the first fails", middleware.Config{}, func(t testing.TB) *http.Request {
+			r := signedRequest(t, keyB, signOpts(nil)) // keyB is not published
+			if err := signer.Sign(r, keyA, signOpts(func(o *signer.Options) { o.Label = "sig2"; o.SignatureAgent = "" })); err != nil {
+				t.Fatal(err)
+			}
+			return r
+		}, 200, "", 0},
+		{"two web-bot-auth signatures that fail: the first one's error", middleware.Config{}, func(t testing.TB) *http.Request {
+			r := signedRequest(t, keyB, signOpts(nil))
+			if err := signer.Sign(r, keyA, signOpts(func(o *signer.Options) { o.Label = "sig2"; o.Created = testNow.Add(-time.Hour) })); err != nil {
+				t.Fatal(err)
+			}
+			return r
+		}, 401, "unknown_key", 6},
 		{"no web-bot-auth tag", middleware.Config{}, with(func(o *signer.Options) { o.Tag = "other" }), 401, "invalid_signature_input", 1},
 		{"AnyTag accepts the only signature", middleware.Config{AnyTag: true}, with(func(o *signer.Options) { o.Tag = "other" }), 200, "", 0},
 		{"second signature with another tag ignored", middleware.Config{}, edit(def, func(r *http.Request) {
@@ -247,7 +261,7 @@ func TestVerifyPolicy(t *testing.T) {
 		}), 200, "", 0},
 		{"duplicate component", middleware.Config{}, edit(def, func(r *http.Request) {
 			r.Header.Set("Signature-Input", strings.Replace(r.Header.Get("Signature-Input"), `("@authority")`, `("@authority" "@authority")`, 1))
-		}), 401, "invalid_signature_input", 1},
+		}), 401, "duplicate_component", 1},
 
 		// Step 2: covered components.
 		{"no @authority nor @target-uri", middleware.Config{}, with(func(o *signer.Options) { o.Components = []string{"@method", "@path"} }), 401, "missing_components", 2},
@@ -268,7 +282,10 @@ func TestVerifyPolicy(t *testing.T) {
 		}, func(r *http.Request) { r.Header.Del("X-Tenant") }), 401, "missing_components", 2},
 
 		// Step 3: parameters (validly signed, so only the policy rejects).
-		{"unsupported algorithm", middleware.Config{}, raw(`("@authority");created={created};keyid="{kid}";alg="rsa-pss-sha512";expires={expires};nonce="n1";tag="web-bot-auth"`), 401, "unsupported_algorithm", 3},
+		{"unsupported algorithm", middleware.Config{}, raw(`("@authority");created={created};keyid="{kid}";alg="hmac-sha256";expires={expires};nonce="n1";tag="web-bot-auth"`), 401, "unsupported_algorithm", 3},
+		{"algorithm narrowed by Config", middleware.Config{Algorithms: []string{"rsa-pss-sha512"}}, def, 401, "unsupported_algorithm", 3},
+		{"alg of another key type", middleware.Config{}, raw(`("@authority");created={created};keyid="{kid}";alg="rsa-pss-sha512";expires={expires};nonce="n1";tag="web-bot-auth"`), 401, "unsupported_algorithm", 6},
+		{"Ed25519 key refused when only RSA is accepted (alg absent)", middleware.Config{Algorithms: []string{"rsa-pss-sha512"}}, raw(`("@authority");created={created};keyid="{kid}";expires={expires};nonce="n1";tag="web-bot-auth"`), 401, "unsupported_algorithm", 6},
 		{"alg absent accepted", middleware.Config{}, raw(`("@authority");created={created};keyid="{kid}";expires={expires};nonce="n1";tag="web-bot-auth"`), 200, "", 0},
 		{"created missing", middleware.Config{}, raw(`("@authority");keyid="{kid}";alg="ed25519";expires={expires};nonce="n1";tag="web-bot-auth"`), 401, "invalid_signature_input", 3},
 		{"expires missing", middleware.Config{}, raw(`("@authority");created={created};keyid="{kid}";alg="ed25519";nonce="n1";tag="web-bot-auth"`), 401, "invalid_signature_input", 3},
@@ -306,7 +323,9 @@ func TestVerifyPolicy(t *testing.T) {
 			r.Header.Set("Signature-Agent", `a="`+testOrigin+`", b="https://other.example"`)
 		}), 401, "invalid_signature_agent", 5},
 		{"signature-agent ftp scheme", middleware.Config{}, edit(def, func(r *http.Request) { r.Header.Set("Signature-Agent", `sig1="ftp://`+testUID+`.agentid.example"`) }), 401, "invalid_signature_agent", 5},
-		{"signature-agent with a path", middleware.Config{}, edit(def, func(r *http.Request) { r.Header.Set("Signature-Agent", `sig1="`+testOrigin+`/keys"`) }), 401, "invalid_signature_agent", 5},
+		{"signature-agent with a path names another key set", middleware.Config{}, edit(def, func(r *http.Request) { r.Header.Set("Signature-Agent", `sig1="`+testOrigin+`/keys"`) }), 401, "unknown_key", 6},
+		{"signature-agent with a fragment", middleware.Config{}, edit(def, func(r *http.Request) { r.Header.Set("Signature-Agent", `sig1="`+testOrigin+`/keys#k"`) }), 401, "invalid_signature_agent", 5},
+		{"signature-agent of an unknown type", middleware.Config{}, edit(def, func(r *http.Request) { r.Header.Set("Signature-Agent", `sig1="`+testOrigin+`";type=x509`) }), 401, "invalid_signature_agent", 5},
 		{"RequireBound rejects an unbound agent", middleware.Config{RequireBound: true}, def, 401, "missing_components", 5},
 		{"RequireBound accepts the standards profile", middleware.Config{RequireBound: true}, with(func(o *signer.Options) { o.Standards = true }), 200, "", 0},
 
@@ -380,7 +399,7 @@ func TestVerifyPolicy(t *testing.T) {
 // earliest step of DESIGN §4 decides the code.
 func TestVerifyOrder(t *testing.T) {
 	t.Parallel()
-	down := middleware.KeySourceFunc(func(context.Context, string, string) (signer.PublicKey, error) {
+	down := middleware.KeySourceFunc(func(context.Context, signer.KeySet, string) (signer.PublicKey, error) {
 		return signer.PublicKey{}, errors.New("unreachable")
 	})
 	tests := []struct {
@@ -560,7 +579,7 @@ func TestErrorResponse(t *testing.T) {
 			httptest.NewRequest("GET", testURL, nil), 401, "missing_signature", true, `"content-digest"`},
 		{"401 lists the bound agent", middleware.Config{RequireBound: true}, httptest.NewRequest("GET", testURL, nil), 401, "missing_signature", true, `"signature-agent";key="sig1"`},
 		{"401 expired", middleware.Config{}, signedRequest(t, keyA, signOpts(func(o *signer.Options) { o.Created = testNow.Add(-time.Hour) })), 401, "expired_signature", true, `"@authority"`},
-		{"503 has no Accept-Signature", middleware.Config{Keys: middleware.KeySourceFunc(func(context.Context, string, string) (signer.PublicKey, error) {
+		{"503 has no Accept-Signature", middleware.Config{Keys: middleware.KeySourceFunc(func(context.Context, signer.KeySet, string) (signer.PublicKey, error) {
 			return signer.PublicKey{}, errors.New("boom")
 		})}, signedRequest(t, keyA, signOpts(nil)), 503, "key_fetch_failed", false, ""},
 		{"413 has no Accept-Signature", middleware.Config{MaxBodyBytes: 1}, signedPost(t, "too long"), 413, "payload_too_large", false, ""},
@@ -631,7 +650,7 @@ func TestErrorResponse(t *testing.T) {
 // are verified; bad signatures are still rejected.
 func TestOptional(t *testing.T) {
 	t.Parallel()
-	cfg := middleware.Config{Optional: true}
+	cfg := middleware.Config{Mode: middleware.Optional}
 	tests := []struct {
 		name       string
 		req        *http.Request
@@ -686,7 +705,7 @@ func TestAgentIdentity(t *testing.T) {
 	}
 	a := res.agent
 	want := middleware.Agent{
-		UID: testUID, KeyID: keyA.KeyID(), JWK: keyA.Public.JWK, SignatureAgent: testOrigin,
+		ID: testOrigin, UID: testUID, KeyID: keyA.KeyID(), Alg: "ed25519", JWK: keyA.Public.JWK, SignatureAgent: testOrigin,
 		DirectoryURL: testOrigin + "/.well-known/http-message-signatures-directory",
 		Created:      testNow, Expires: testNow.Add(300 * time.Second), Nonce: "nonce-1", Label: "sig1", Tag: "web-bot-auth",
 		Components: []string{`"@method"`, `"@authority"`, `"@path"`, `"content-digest"`, `"signature-agent";key="sig1"`},

@@ -38,7 +38,7 @@ type bodyKeyCtx struct{}
 // bodyKey is the KeySource of the proof-of-possession verifiers: the key is
 // the public_jwk of the request body (put in the context by the handler),
 // and the signature's keyid must be its thumbprint.
-func bodyKey(ctx context.Context, _ string, keyID string) (signer.PublicKey, error) {
+func bodyKey(ctx context.Context, _ signer.KeySet, keyID string) (signer.PublicKey, error) {
 	pk, ok := ctx.Value(bodyKeyCtx{}).(signer.PublicKey)
 	if !ok {
 		return signer.PublicKey{}, errors.New("refserver: no body key in context")

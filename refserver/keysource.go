@@ -81,7 +81,11 @@ func newDBKeySource(db *gorm.DB, service signer.ServiceURL, timeout, ttl time.Du
 // active key of that uid (else signer.ErrUnknownKey, or signer.ErrRevokedKey
 // for a revoked one). A database failure is a *middleware.Error with 503
 // database_unavailable.
-func (k *DBKeySource) Key(ctx context.Context, agent, keyID string) (signer.PublicKey, error) {
+func (k *DBKeySource) Key(ctx context.Context, set signer.KeySet, keyID string) (signer.PublicKey, error) {
+	agent := ""
+	if !set.IsZero() {
+		agent = set.Identity()
+	}
 	uid := k.uidOf(agent)
 	if uid == "" {
 		if agent == "" {

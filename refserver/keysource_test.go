@@ -52,7 +52,13 @@ func TestDBKeySource(t *testing.T) {
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
-				pk, err := ks.Key(context.Background(), tt.agent, tt.kid)
+				var set signer.KeySet
+				if tt.agent != "" {
+					if set, err = signer.ParseKeySetURL(tt.agent); err != nil {
+						t.Fatal(err)
+					}
+				}
+				pk, err := ks.Key(context.Background(), set, tt.kid)
 				if tt.wantErr == nil {
 					if err != nil || pk.JWK.Kid != tt.kid {
 						t.Errorf("Key = %v, %v; want kid %s", pk.JWK.Kid, err, tt.kid)
@@ -68,7 +74,8 @@ func TestDBKeySource(t *testing.T) {
 		// A database failure is 503 database_unavailable, not a missing key.
 		sqlDB, _ := db.DB()
 		sqlDB.Close()
-		_, err = ks.Key(context.Background(), e.origin(uid), k2.KeyID())
+		set, _ := signer.ParseKeySetURL(e.origin(uid))
+		_, err = ks.Key(context.Background(), set, k2.KeyID())
 		var me *middleware.Error
 		if !errors.As(err, &me) || me.Code != "database_unavailable" || me.Status() != 503 {
 			t.Errorf("Key with the database closed: error = %v, want 503 database_unavailable", err)

@@ -1,12 +1,13 @@
 package signer
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/dunglas/httpsfv"
 )
@@ -28,6 +29,11 @@ type Component struct {
 	Key string
 	// SF is the ;sf parameter: re-serialize the field as a structured field.
 	SF bool
+	// BS is the ;bs parameter: wrap each field line as a byte sequence.
+	BS bool
+	// Req is the ;req parameter: in a response signature, the component is
+	// taken from the request that caused the response.
+	Req bool
 	// Param is the ;name= parameter of @query-param.
 	Param string
 	// id is the serialized identifier, e.g. `"signature-agent";key="sig1"`.
@@ -50,57 +56,74 @@ var derived = map[string]bool{
 // ("@authority", "Content-Digest") or as a serialized sf-item
 // (`"signature-agent";key="sig1"`).
 func ParseComponent(s string) (Component, error) {
-	if strings.HasPrefix(s, `"`) {
-		it, err := httpsfv.UnmarshalItem([]string{s})
-		if err != nil {
-			return Component{}, fmt.Errorf("%w %s: %v", ErrInvalidComponent, s, err)
-		}
-		return componentFromItem(it)
+	if !strings.HasPrefix(s, `"`) {
+		return newComponent(strings.ToLower(s), nil)
 	}
-	return componentFromItem(httpsfv.Item{Value: strings.ToLower(s), Params: httpsfv.NewParams()})
+	p := fastScanner{s: s}
+	if name, ok := p.str(); ok {
+		if ps, ok := p.params(nil); ok && p.eof() {
+			return newComponent(name, ps)
+		}
+	}
+	it, err := httpsfv.UnmarshalItem([]string{s})
+	if err != nil {
+		return Component{}, fmt.Errorf("%w %s: %v", ErrInvalidComponent, s, err)
+	}
+	return componentFromItem(it)
 }
 
-// componentFromItem validates an inner-list item of Signature-Input.
+// componentFromItem validates an inner-list item parsed by httpsfv.
 func componentFromItem(it httpsfv.Item) (Component, error) {
 	name, ok := it.Value.(string)
 	if !ok {
 		return Component{}, fmt.Errorf("%w: identifier is not a string", ErrInvalidComponent)
 	}
-	if name == "" || name != strings.ToLower(name) {
+	ps, ok := paramsFromHTTPSFV(it.Params)
+	if !ok {
+		return Component{}, fmt.Errorf("%w %q: parameters do not serialize", ErrInvalidComponent, name)
+	}
+	return newComponent(name, ps)
+}
+
+// newComponent validates a component name and its parameters and computes
+// its serialized identifier.
+func newComponent(name string, ps []param) (Component, error) {
+	if name == "" || name != lower(name) {
 		return Component{}, fmt.Errorf("%w %q: names must be lowercase and non-empty", ErrInvalidComponent, name)
 	}
 	c := Component{Name: name}
-	var pnames []string
-	if it.Params != nil {
-		pnames = it.Params.Names()
-	}
-	for _, p := range pnames {
-		v, _ := it.Params.Get(p)
-		switch p {
+	isDerived := name[0] == '@'
+	for _, p := range ps {
+		v := p.val
+		switch p.key {
 		case "key":
-			s, ok := v.(string)
-			if !ok || name[0] == '@' {
+			if v.kind != kindString || isDerived {
 				return Component{}, fmt.Errorf("%w %q: bad key parameter", ErrInvalidComponent, name)
 			}
-			c.Key = s
-		case "sf":
-			b, ok := v.(bool)
-			if !ok || name[0] == '@' {
-				return Component{}, fmt.Errorf("%w %q: bad sf parameter", ErrInvalidComponent, name)
+			c.Key = v.s
+		case "sf", "bs", "req":
+			if v.kind != kindBoolean || (isDerived && p.key != "req") {
+				return Component{}, fmt.Errorf("%w %q: bad %s parameter", ErrInvalidComponent, name, p.key)
 			}
-			c.SF = b
+			switch p.key {
+			case "sf":
+				c.SF = v.t
+			case "bs":
+				c.BS = v.t
+			case "req":
+				c.Req = v.t
+			}
 		case "name":
-			s, ok := v.(string)
-			if !ok || name != "@query-param" {
+			if v.kind != kindString || name != "@query-param" {
 				return Component{}, fmt.Errorf("%w %q: bad name parameter", ErrInvalidComponent, name)
 			}
-			c.Param = s
+			c.Param = v.s
 		default:
-			// bs, req, tr and unknown parameters are not supported.
-			return Component{}, fmt.Errorf("%w %q: parameter %q is not supported", ErrUnknownComponent, name, p)
+			// tr (trailers) and unknown parameters are not supported.
+			return Component{}, fmt.Errorf("%w %q: parameter %q is not supported", ErrUnknownComponent, name, p.key)
 		}
 	}
-	if name[0] == '@' {
+	if isDerived {
 		if !derived[name] {
 			return Component{}, fmt.Errorf("%w %q", ErrUnknownComponent, name)
 		}
@@ -110,10 +133,10 @@ func componentFromItem(it httpsfv.Item) (Component, error) {
 	} else if !validFieldName(name) {
 		return Component{}, fmt.Errorf("%w %q: not a field name", ErrInvalidComponent, name)
 	}
-	if c.Key != "" && c.SF {
-		return Component{}, fmt.Errorf("%w %q: key and sf together", ErrInvalidComponent, name)
+	if c.Key != "" && c.SF || c.BS && (c.SF || c.Key != "") {
+		return Component{}, fmt.Errorf("%w %q: key, sf and bs exclude each other", ErrInvalidComponent, name)
 	}
-	if len(pnames) == 0 {
+	if len(ps) == 0 {
 		// The name is a validated field name or derived component name, so
 		// it needs no escaping: the identifier is the name in quotes.
 		if id, ok := knownIDs[name]; ok {
@@ -123,11 +146,13 @@ func componentFromItem(it httpsfv.Item) (Component, error) {
 		}
 		return c, nil
 	}
-	id, err := marshalItem(it)
-	if err != nil {
-		return Component{}, fmt.Errorf("%w %q: %v", ErrInvalidComponent, name, err)
+	var buf [96]byte
+	b, _ := appendBare(buf[:0], bareItem{kind: kindString, s: name})
+	b, ok := appendParams(b, ps)
+	if !ok {
+		return Component{}, fmt.Errorf("%w %q: parameters do not serialize", ErrInvalidComponent, name)
 	}
-	c.id = id
+	c.id = string(b)
 	return c, nil
 }
 
@@ -136,44 +161,6 @@ func componentFromItem(it httpsfv.Item) (Component, error) {
 var canonicalNames = map[string]string{
 	"content-digest": "Content-Digest", "content-type": "Content-Type", "content-length": "Content-Length",
 	"signature-agent": "Signature-Agent", "date": "Date", "authorization": "Authorization",
-}
-
-// memberCache remembers the re-serialized dictionary member of a field value
-// (the `;key=` component value, RFC 9421 §2.1.2): an agent sends the same
-// Signature-Agent on every request, so it is parsed once. It is bounded
-// (emptied when full) and holds only short values and successful results.
-type memberCache struct {
-	mu sync.RWMutex
-	m  map[[2]string]string
-}
-
-const (
-	memberCacheSize   = 1024
-	memberCacheMaxLen = 512
-)
-
-var members = memberCache{m: map[[2]string]string{}}
-
-func (c *memberCache) get(field, key string) (string, bool) {
-	if len(field) > memberCacheMaxLen {
-		return "", false
-	}
-	c.mu.RLock()
-	s, ok := c.m[[2]string{field, key}]
-	c.mu.RUnlock()
-	return s, ok
-}
-
-func (c *memberCache) put(field, key, member string) {
-	if len(field) > memberCacheMaxLen {
-		return
-	}
-	c.mu.Lock()
-	if len(c.m) >= memberCacheSize {
-		clear(c.m)
-	}
-	c.m[[2]string{field, key}] = member
-	c.mu.Unlock()
 }
 
 // knownIDs holds the serialized identifiers of common components, so
@@ -187,20 +174,6 @@ var knownIDs = func() map[string]string {
 	}
 	return m
 }()
-
-func (c Component) item() httpsfv.Item {
-	p := httpsfv.NewParams()
-	if c.Key != "" {
-		p.Add("key", c.Key)
-	}
-	if c.SF {
-		p.Add("sf", true)
-	}
-	if c.Param != "" {
-		p.Add("name", c.Param)
-	}
-	return httpsfv.Item{Value: c.Name, Params: p}
-}
 
 func validFieldName(s string) bool {
 	for i := 0; i < len(s); i++ {
@@ -224,14 +197,34 @@ func Scheme(r *http.Request) string {
 	return "http"
 }
 
+// ErrInvalidAuthority means a request's Host is not a valid host[:port]
+// (two ports, an empty port, characters a host cannot hold).
+var ErrInvalidAuthority = errors.New("signer: invalid authority")
+
 // Authority returns the @authority value of r: the host (r.Host, else the
-// URL's host), lowercase, with the scheme's default port removed (RFC 9421 §2.2.3).
+// URL's host), lowercase, with the scheme's default port removed (RFC 9421
+// §2.2.3). A malformed host is returned as NormalizeAuthority leaves it;
+// ParseAuthority refuses it.
 func Authority(r *http.Request) string {
-	host := r.Host
-	if host == "" && r.URL != nil {
-		host = r.URL.Host
+	return NormalizeAuthority(Scheme(r), requestHost(r))
+}
+
+func requestHost(r *http.Request) string {
+	if r.Host == "" && r.URL != nil {
+		return r.URL.Host
 	}
-	return NormalizeAuthority(Scheme(r), host)
+	return r.Host
+}
+
+// ParseAuthority validates host (ValidAuthority, before anything is
+// dropped, so "localhost:3000:80" is refused rather than read as
+// "localhost:3000") and returns it normalized as NormalizeAuthority does.
+func ParseAuthority(scheme, host string) (string, error) {
+	h := lower(host)
+	if !ValidAuthority(h) {
+		return "", fmt.Errorf("%w: %w: %q is not host[:port]", ErrInvalidAuthority, ErrInvalidComponent, truncate(host))
+	}
+	return NormalizeAuthority(scheme, h), nil
 }
 
 // NormalizeAuthority lowercases host and drops the default port of scheme.
@@ -267,74 +260,130 @@ func escapedPath(r *http.Request) string {
 	return p
 }
 
-func requestTarget(r *http.Request) string {
-	p := escapedPath(r)
-	if r.URL != nil && (r.URL.RawQuery != "" || r.URL.ForceQuery) {
-		return p + "?" + r.URL.RawQuery
-	}
-	return p
+// message is the request a signature base is built from, with what is
+// computed at most once per base: the parsed query.
+type message struct {
+	r        *http.Request
+	query    map[string][]string // re-encoded name → re-encoded values
+	queryErr error
+	parsed   bool
 }
 
 // Value returns the component's value in r (RFC 9421 §2.1–§2.2). It fails
-// with ErrMissingComponent when the request lacks it and ErrInvalidComponent
-// when the value cannot be represented (non-ASCII, bad structured field).
+// with ErrMissingComponent when the request lacks it, ErrInvalidAuthority
+// for a malformed Host, and ErrInvalidComponent when the value cannot be
+// represented (non-ASCII, bad structured field).
 func (c Component) Value(r *http.Request) (string, error) {
-	var v string
-	switch c.Name {
-	case "@method":
-		v = r.Method
-		if v == "" {
-			v = http.MethodGet
-		}
-	case "@authority":
-		v = Authority(r)
-	case "@scheme":
-		v = Scheme(r)
-	case "@target-uri":
-		v = Scheme(r) + "://" + Authority(r) + requestTarget(r)
-	case "@request-target":
-		v = requestTarget(r)
-	case "@path":
-		v = escapedPath(r)
-	case "@query":
-		v = "?"
-		if r.URL != nil {
-			v += r.URL.RawQuery
-		}
-	case "@query-param":
-		return queryParam(r, c.Param)
-	default:
-		return c.fieldValue(r)
-	}
-	if !printableASCII(v) {
-		return "", fmt.Errorf("%w %s: value is not printable ASCII", ErrInvalidComponent, c.id)
-	}
-	return v, nil
+	m := message{r: r}
+	b, err := c.appendValue(nil, &m)
+	return string(b), err
 }
 
-func queryParam(r *http.Request, name string) (string, error) {
-	if r.URL == nil {
-		return "", fmt.Errorf("%w @query-param %q", ErrMissingComponent, name)
+// appendValue appends the component's value in m to b.
+func (c *Component) appendValue(b []byte, m *message) ([]byte, error) {
+	r := m.r
+	if c.Req {
+		return nil, fmt.Errorf("%w %s: req applies to response signatures only", ErrInvalidComponent, c.id)
 	}
-	q, err := url.ParseQuery(r.URL.RawQuery)
-	if err != nil {
-		return "", fmt.Errorf("%w @query-param: %v", ErrInvalidComponent, err)
+	start := len(b)
+	switch c.Name {
+	case "@method":
+		if r.Method == "" {
+			b = append(b, http.MethodGet...)
+		} else {
+			b = append(b, r.Method...)
+		}
+	case "@authority":
+		a, err := ParseAuthority(Scheme(r), requestHost(r))
+		if err != nil {
+			return nil, err
+		}
+		b = append(b, a...)
+	case "@scheme":
+		b = append(b, Scheme(r)...)
+	case "@target-uri":
+		scheme := Scheme(r)
+		a, err := ParseAuthority(scheme, requestHost(r))
+		if err != nil {
+			return nil, err
+		}
+		b = append(b, scheme...)
+		b = append(b, "://"...)
+		b = append(b, a...)
+		b = appendRequestTarget(b, r)
+	case "@request-target":
+		b = appendRequestTarget(b, r)
+	case "@path":
+		b = append(b, escapedPath(r)...)
+	case "@query":
+		b = append(b, '?')
+		if r.URL != nil {
+			b = append(b, r.URL.RawQuery...)
+		}
+	case "@query-param":
+		v, err := m.queryParam(c.Param)
+		if err != nil {
+			return nil, err
+		}
+		return append(b, v...), nil
+	default:
+		return c.appendFieldValue(b, r)
 	}
-	// The name parameter is the re-encoded name (RFC 9421 §2.2.8), so
-	// compare it with each decoded name re-encoded the same way.
-	var vals []string
-	for k, vs := range q {
-		if formEncode(k) == name {
-			vals = append(vals, vs...)
+	if !printableASCII(b[start:]) {
+		return nil, fmt.Errorf("%w %s: value is not printable ASCII", ErrInvalidComponent, c.id)
+	}
+	return b, nil
+}
+
+func appendRequestTarget(b []byte, r *http.Request) []byte {
+	b = append(b, escapedPath(r)...)
+	if r.URL != nil && (r.URL.RawQuery != "" || r.URL.ForceQuery) {
+		b = append(b, '?')
+		b = append(b, r.URL.RawQuery...)
+	}
+	return b
+}
+
+// queryParam returns the re-encoded value of the query parameter whose
+// re-encoded name is name (RFC 9421 §2.2.8). The query is parsed once per
+// message, so covering many parameters costs time linear in the query.
+func (m *message) queryParam(name string) (string, error) {
+	if !m.parsed {
+		m.parsed = true
+		if m.r.URL != nil {
+			m.query, m.queryErr = parseQuery(m.r.URL.RawQuery)
 		}
 	}
+	if m.queryErr != nil {
+		return "", fmt.Errorf("%w @query-param: %v", ErrInvalidComponent, m.queryErr)
+	}
+	vals := m.query[name]
 	switch {
 	case len(vals) == 0:
 		return "", fmt.Errorf("%w @query-param %q", ErrMissingComponent, name)
 	case len(vals) > 1:
 		return "", fmt.Errorf("%w @query-param %q: occurs more than once", ErrInvalidComponent, name)
 	}
-	return formEncode(vals[0]), nil
+	return vals[0], nil
+}
+
+// parseQuery decodes a query as application/x-www-form-urlencoded and
+// re-encodes each name and value (RFC 9421 §2.2.8).
+func parseQuery(raw string) (map[string][]string, error) {
+	q, err := url.ParseQuery(raw)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string][]string, len(q))
+	for k, vs := range q {
+		enc := make([]string, len(vs))
+		for i, v := range vs {
+			enc[i] = formEncode(v)
+		}
+		ek := formEncode(k)
+		out[ek] = append(out[ek], enc...)
+	}
+	return out, nil
 }
 
 // formEncoder turns url.QueryEscape's output into the application/
@@ -344,7 +393,10 @@ var formEncoder = strings.NewReplacer("+", "%20", "~", "%7E", "%2A", "*")
 
 func formEncode(s string) string { return formEncoder.Replace(url.QueryEscape(s)) }
 
-func (c Component) fieldValue(r *http.Request) (string, error) {
+// appendFieldValue appends the value of an HTTP field component (RFC 9421
+// §2.1): the field lines trimmed and joined with ", ", or the member named
+// by ;key, or the lines re-serialized (;sf) or wrapped (;bs).
+func (c *Component) appendFieldValue(b []byte, r *http.Request) ([]byte, error) {
 	var vals []string
 	switch c.Name {
 	case "host":
@@ -358,60 +410,56 @@ func (c Component) fieldValue(r *http.Request) (string, error) {
 			vals = r.Header.Values(c.Name)
 		}
 		if len(vals) == 0 && c.Name == "content-length" && r.ContentLength > 0 {
-			vals = []string{fmt.Sprint(r.ContentLength)}
+			vals = []string{strconv.FormatInt(r.ContentLength, 10)}
 		}
 	}
 	if len(vals) == 0 {
-		return "", fmt.Errorf("%w %s", ErrMissingComponent, c.id)
+		return nil, fmt.Errorf("%w %s", ErrMissingComponent, c.id)
 	}
-	var v string
-	if len(vals) == 1 {
-		v = strings.TrimSpace(vals[0])
-	} else {
-		trimmed := make([]string, len(vals))
-		for i, s := range vals {
-			trimmed[i] = strings.TrimSpace(s)
+	if c.BS {
+		for i, v := range vals {
+			if i > 0 {
+				b = append(b, ", "...)
+			}
+			b = append(b, ':')
+			b = base64.StdEncoding.AppendEncode(b, []byte(strings.TrimSpace(v)))
+			b = append(b, ':')
 		}
-		v = strings.Join(trimmed, ", ")
+		return b, nil
 	}
-	if !printableASCII(v) {
-		return "", fmt.Errorf("%w %s: value is not printable ASCII", ErrInvalidComponent, c.id)
+	start := len(b)
+	for i, v := range vals {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, strings.Trim(v, " \t")...)
+	}
+	if !printableASCII(b[start:]) {
+		return nil, fmt.Errorf("%w %s: value is not printable ASCII", ErrInvalidComponent, c.id)
 	}
 	switch {
 	case c.Key != "":
-		if s, ok := members.get(v, c.Key); ok {
-			return s, nil
-		}
-		d, err := httpsfv.UnmarshalDictionary([]string{v})
+		ms, err := parseDict(string(b[start:]), 0)
 		if err != nil {
-			return "", fmt.Errorf("%w %s: not a dictionary: %v", ErrInvalidComponent, c.id, err)
+			return nil, fmt.Errorf("%w %s: not a dictionary: %v", ErrInvalidComponent, c.id, err)
 		}
-		m, ok := d.Get(c.Key)
+		m := findMember(ms, c.Key)
+		if m == nil {
+			return nil, fmt.Errorf("%w %s", ErrMissingComponent, c.id)
+		}
+		out, ok := appendMemberValue(b[:start], m)
 		if !ok {
-			return "", fmt.Errorf("%w %s", ErrMissingComponent, c.id)
+			return nil, fmt.Errorf("%w %s: the member does not serialize", ErrInvalidComponent, c.id)
 		}
-		var s string
-		switch m := m.(type) {
-		case httpsfv.Item:
-			s, err = marshalItem(m)
-		case httpsfv.InnerList:
-			s, err = marshalInnerList(m)
-		default:
-			s, err = httpsfv.Marshal(m)
-		}
-		if err != nil {
-			return "", fmt.Errorf("%w %s: %v", ErrInvalidComponent, c.id, err)
-		}
-		members.put(v, c.Key, s)
-		return s, nil
+		return out, nil
 	case c.SF:
-		s, err := reserializeSF(v)
+		s, err := reserializeSF(string(b[start:]))
 		if err != nil {
-			return "", fmt.Errorf("%w %s: %v", ErrInvalidComponent, c.id, err)
+			return nil, fmt.Errorf("%w %s: %v", ErrInvalidComponent, c.id, err)
 		}
-		return s, nil
+		return append(b[:start], s...), nil
 	}
-	return v, nil
+	return b, nil
 }
 
 // reserializeSF parses v as an item, a list or a dictionary (in that order)
@@ -430,9 +478,9 @@ func reserializeSF(v string) (string, error) {
 	return httpsfv.Marshal(d)
 }
 
-func printableASCII(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c > 0x7e {
+func printableASCII(b []byte) bool {
+	for _, c := range b {
+		if c < 0x20 || c > 0x7e {
 			if c != '\t' {
 				return false
 			}

@@ -9,8 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-
-	"github.com/dunglas/httpsfv"
 )
 
 // Content-Digest errors (RFC 9530).
@@ -38,35 +36,30 @@ func ContentDigest(body []byte, alg string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	dict := httpsfv.NewDictionary()
-	dict.Add(alg, httpsfv.Item{Value: d, Params: httpsfv.NewParams()})
-	return httpsfv.Marshal(dict)
+	b := append([]byte(alg), '=')
+	b, _ = appendBare(b, bareItem{kind: kindBytes, b: d})
+	return string(b), nil
 }
 
 // VerifyContentDigest checks body against a Content-Digest field. Every
 // sha-256 and sha-512 member must match and at least one must be present;
 // other algorithms are ignored.
 func VerifyContentDigest(values []string, body []byte) error {
-	d, err := httpsfv.UnmarshalDictionary(values)
+	ms, err := parseDict(joinLines(values), 0)
 	if err != nil {
 		return fmt.Errorf("%w: Content-Digest does not parse: %v", ErrDigestMismatch, err)
 	}
 	checked := 0
-	for _, alg := range d.Names() {
+	for i := range ms {
+		alg := ms[i].key
 		if alg != "sha-256" && alg != "sha-512" {
 			continue
 		}
-		m, _ := d.Get(alg)
-		it, ok := m.(httpsfv.Item)
-		if !ok {
-			return fmt.Errorf("%w: %s is not a byte sequence", ErrDigestMismatch, alg)
-		}
-		want, ok := it.Value.([]byte)
-		if !ok {
+		if ms[i].inner || ms[i].item.val.kind != kindBytes {
 			return fmt.Errorf("%w: %s is not a byte sequence", ErrDigestMismatch, alg)
 		}
 		got, _ := digest(alg, body)
-		if subtle.ConstantTimeCompare(got, want) != 1 {
+		if subtle.ConstantTimeCompare(got, ms[i].item.val.b) != 1 {
 			return fmt.Errorf("%w: %s", ErrDigestMismatch, alg)
 		}
 		checked++
@@ -80,28 +73,48 @@ func VerifyContentDigest(values []string, body []byte) error {
 // ErrBodyTooLarge is returned by ReadBody when the body exceeds the limit.
 var ErrBodyTooLarge = errors.New("signer: body too large")
 
-// ReadBody reads r's body up to limit bytes (no limit if limit <= 0) and
-// restores it so it can be read again. The original body is closed.
+// ReadBody reads r's body, at most limit bytes (no limit if limit <= 0),
+// and puts back a reader over the bytes read so the body can be read again
+// (GetBody too). The original body is closed. A body longer than limit gives
+// ErrBodyTooLarge and leaves an empty body. The buffer is sized from
+// Content-Length, so a well-described body is read with one allocation.
 func ReadBody(r *http.Request, limit int64) ([]byte, error) {
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, nil
 	}
-	var src io.Reader = r.Body
-	if limit > 0 {
-		src = io.LimitReader(r.Body, limit+1)
+	defer r.Body.Close()
+	size := int64(512)
+	if n := r.ContentLength; n >= 0 && (limit <= 0 || n < limit) && n < 64<<20 {
+		size = n + 1 // room to see EOF without growing
 	}
-	b, err := io.ReadAll(src)
-	r.Body.Close()
-	if err != nil {
-		r.Body = http.NoBody
-		return nil, fmt.Errorf("signer: read body: %w", err)
+	buf := make([]byte, 0, size)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if limit > 0 && int64(len(buf)) > limit {
+			r.Body = http.NoBody
+			return nil, ErrBodyTooLarge
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			r.Body = http.NoBody
+			return nil, fmt.Errorf("signer: read body: %w", err)
+		}
 	}
-	if limit > 0 && int64(len(b)) > limit {
-		r.Body = http.NoBody
-		return nil, ErrBodyTooLarge
-	}
-	r.Body = io.NopCloser(bytes.NewReader(b))
-	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
-	r.ContentLength = int64(len(b))
-	return b, nil
+	rb := &restoredBody{}
+	rb.Reset(buf)
+	r.Body = rb
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf)), nil }
+	r.ContentLength = int64(len(buf))
+	return buf, nil
 }
+
+// restoredBody is a body put back after reading.
+type restoredBody struct{ bytes.Reader }
+
+func (*restoredBody) Close() error { return nil }

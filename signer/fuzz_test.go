@@ -194,36 +194,43 @@ func FuzzParseSignatureAgent(f *testing.F) {
 		if err != nil {
 			return
 		}
-		var origins []string
-		if o, ok := sa.Only(); ok {
-			origins = append(origins, o)
-		} else if sa.Legacy() {
-			t.Fatalf("legacy field %q has no single origin", values)
+		var ms []signer.AgentMember
+		if m, ok := sa.Only(); ok {
+			ms = append(ms, m)
+		} else if sa.Item() {
+			t.Fatalf("item field %q has no single member", values)
 		}
-		if d, err := httpsfv.UnmarshalDictionary(values); err == nil && !sa.Legacy() {
+		if d, err := httpsfv.UnmarshalDictionary(values); err == nil && !sa.Item() {
 			for _, name := range d.Names() {
-				o, ok := sa.Member(name)
+				m, ok := sa.Member(name)
 				if !ok {
 					t.Fatalf("member %q of %q missing", name, values)
 				}
-				origins = append(origins, o)
+				ms = append(ms, m)
 			}
 		}
-		for _, o := range origins {
-			if !strings.HasPrefix(o, "https://") && !strings.HasPrefix(o, "http://") {
-				t.Fatalf("origin %q of %q has no http(s) scheme", o, values)
-			}
-			again, err := signer.NormalizeOrigin(o)
-			if err != nil || again != o {
-				t.Fatalf("NormalizeOrigin(%q) = %q, %v; want it unchanged", o, again, err)
-			}
-			// What Sign writes parses back to the same origin.
-			sa2, err := signer.ParseSignatureAgent([]string{`sig1="` + o + `"`})
+		for _, m := range ms {
+			ks, err := m.KeySet()
 			if err != nil {
-				t.Fatalf("re-parsing %q: %v", o, err)
+				continue
 			}
-			if got, _ := sa2.Member("sig1"); got != o {
-				t.Fatalf("re-parsed %q, want %q", got, o)
+			if !strings.HasPrefix(ks.URL, "https://") && !strings.HasPrefix(ks.URL, "http://") {
+				t.Fatalf("key set %q of %q has no http(s) scheme", ks.URL, values)
+			}
+			if !strings.HasPrefix(ks.URL, ks.Origin()) || !strings.HasPrefix(ks.Identity(), ks.Origin()) {
+				t.Fatalf("key set %q: origin %q, identity %q", ks.URL, ks.Origin(), ks.Identity())
+			}
+			// What Sign writes (the identity) resolves to the same key set.
+			again, err := signer.ParseKeySetURL(ks.Identity())
+			if err != nil || (m.Type == "" && again != ks) {
+				t.Fatalf("ParseKeySetURL(%q) = %+v, %v; want %+v", ks.Identity(), again, err, ks)
+			}
+			sa2, err := signer.ParseSignatureAgent([]string{`sig1="` + ks.Identity() + `"`})
+			if err != nil {
+				t.Fatalf("re-parsing %q: %v", ks.Identity(), err)
+			}
+			if got, _ := sa2.Member("sig1"); got.Value != ks.Identity() {
+				t.Fatalf("re-parsed %q, want %q", got.Value, ks.Identity())
 			}
 		}
 	})

@@ -2,8 +2,10 @@ package signer
 
 import (
 	"bytes"
+	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
@@ -12,22 +14,36 @@ import (
 	"io"
 )
 
-// JWK is an Ed25519 key in JSON Web Key form (RFC 8037). A public JWK has
-// Kty, Crv, X and Kid; a private JWK adds D, the 32-byte seed. D is never
-// printed by String and never marshalled by PublicJWK.
+// JWK is a key in JSON Web Key form. An Ed25519 key (RFC 8037) has Kty
+// "OKP", Crv and X; a private one adds D, the 32-byte seed. Keys read from
+// key sets may also be RSA (N, E) or P-256 EC (Crv, X, Y) public keys, with
+// the Alg they were published with. D is never printed by String and never
+// marshalled by MarshalPublic.
 type JWK struct {
 	Kty string `json:"kty"`
-	Crv string `json:"crv"`
-	X   string `json:"x"`
+	Crv string `json:"crv,omitempty"`
+	X   string `json:"x,omitempty"`
+	Y   string `json:"y,omitempty"`
+	N   string `json:"n,omitempty"`
+	E   string `json:"e,omitempty"`
 	Kid string `json:"kid,omitempty"`
+	Alg string `json:"alg,omitempty"`
 	D   string `json:"d,omitempty"`
 }
 
-// PublicKey is a validated Ed25519 public key together with its public JWK,
-// whose Kid is the RFC 7638 thumbprint.
+// PublicKey is a validated public key with its public JWK. Key holds an
+// Ed25519 key; RSA or ECDSA hold the others (ParseKeySetJWK). Thumbprint is
+// the key's RFC 7638 thumbprint, which is also JWK.Kid unless a key set
+// published another kid.
 type PublicKey struct {
-	Key ed25519.PublicKey
-	JWK JWK
+	Key        ed25519.PublicKey
+	JWK        JWK
+	Thumbprint string
+	RSA        *rsa.PublicKey
+	ECDSA      *ecdsa.PublicKey
+	// ed is the verification backend's precomputed form of Key (nil when
+	// it could not be computed; Verify then falls back).
+	ed *edPublicKey
 }
 
 // PrivateKey is a validated Ed25519 private key with its public half.
@@ -77,10 +93,13 @@ func ThumbprintX(x string) string {
 	return b64url.EncodeToString(sum[:])
 }
 
-// NewPublicKey wraps an Ed25519 public key; its JWK carries the thumbprint as kid.
+// NewPublicKey wraps an Ed25519 public key; its JWK carries the thumbprint
+// as kid. The verification backend's precomputation is done here, once per
+// key, so that keys kept by key sources verify faster.
 func NewPublicKey(pub ed25519.PublicKey) PublicKey {
 	x := b64url.EncodeToString(pub)
-	return PublicKey{Key: pub, JWK: JWK{Kty: "OKP", Crv: "Ed25519", X: x, Kid: ThumbprintX(x)}}
+	tp := ThumbprintX(x)
+	return PublicKey{Key: pub, JWK: JWK{Kty: "OKP", Crv: "Ed25519", X: x, Kid: tp}, Thumbprint: tp, ed: newEdPublicKey(pub)}
 }
 
 // NewPrivateKey wraps an Ed25519 private key.
@@ -140,10 +159,11 @@ func (j JWK) GoString() string { return j.String() }
 // Format prints String for every verb, so no fmt verb can print d.
 func (j JWK) Format(f fmt.State, _ rune) { io.WriteString(f, j.String()) }
 
-// Public returns the public members of j: kty, crv, x, kid.
+// Public returns j without its private member d.
 func (j JWK) Public() JWK { j.D = ""; return j }
 
-// MarshalPublic returns the JSON of the four public members only.
+// MarshalPublic returns the JSON of the public members only (for an
+// Ed25519 key: kty, crv, x, kid).
 func (j JWK) MarshalPublic() []byte {
 	b, _ := json.Marshal(j.Public())
 	return b

@@ -160,3 +160,51 @@ func (s ServiceURL) UIDOfHost(host string) string {
 	}
 	return ""
 }
+
+// ValidAuthority reports whether h is a host[:port] authority: a DNS name
+// (letters, digits, '-', '_', '.'), an IPv4 address or a bracketed IPv6
+// address, then at most one port of 1 to 5 digits. "localhost:1:80" and
+// "host:" are not.
+func ValidAuthority(h string) bool {
+	host, port := h, ""
+	if strings.HasPrefix(h, "[") {
+		i := strings.IndexByte(h, ']')
+		if i < 0 {
+			return false
+		}
+		host, port = h[1:i], strings.TrimPrefix(h[i+1:], ":")
+		if h[i+1:] != "" && !strings.HasPrefix(h[i+1:], ":") {
+			return false
+		}
+		for _, c := range host {
+			if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c == ':' || c == '.') {
+				return false
+			}
+		}
+	} else {
+		if i := strings.LastIndexByte(h, ':'); i >= 0 {
+			host, port = h[:i], h[i+1:]
+			if port == "" {
+				return false
+			}
+		}
+		if host == "" || len(host) > 253 {
+			return false
+		}
+		for i := 0; i < len(host); i++ {
+			c := host[i]
+			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '.' || c == '_') {
+				return false
+			}
+		}
+	}
+	if len(port) > 5 {
+		return false
+	}
+	for i := 0; i < len(port); i++ {
+		if port[i] < '0' || port[i] > '9' {
+			return false
+		}
+	}
+	return true
+}

@@ -10,8 +10,6 @@ import (
 	"net/http"
 	"strings"
 	"time"
-
-	"github.com/dunglas/httpsfv"
 )
 
 // Defaults of the web-bot-auth profile (DESIGN §3).
@@ -103,13 +101,12 @@ func Sign(req *http.Request, key PrivateKey, opts Options) error {
 	}
 	o := opts.withDefaults()
 	if o.SignatureAgent != "" {
-		origin, err := NormalizeOrigin(o.SignatureAgent)
+		ks, err := ParseKeySetURL(o.SignatureAgent)
 		if err != nil {
 			return err
 		}
-		if err := setDictMember(req.Header, "Signature-Agent", o.Label, httpsfv.Item{Value: origin, Params: httpsfv.NewParams()}); err != nil {
-			return err
-		}
+		v, _ := appendBare(nil, bareItem{kind: kindString, s: ks.Identity()})
+		setDictMember(req.Header, "Signature-Agent", o.Label, string(v))
 	}
 	names := o.Components
 	if o.Standards && o.SignatureAgent != "" {
@@ -134,6 +131,9 @@ func Sign(req *http.Request, key PrivateKey, opts Options) error {
 		}
 		comps = append(comps, c)
 	}
+	if err := checkDuplicates(comps); err != nil {
+		return err
+	}
 	created := o.Created
 	if created.IsZero() {
 		created = o.Now()
@@ -154,16 +154,20 @@ func Sign(req *http.Request, key PrivateKey, opts Options) error {
 	if o.NoNonce {
 		p.Nonce = ""
 	}
-	sig := Signature{Label: o.Label, Components: comps, Params: p, inner: newInner(comps, p)}
+	sig := newSignature(o.Label, comps, p)
 	base, err := sig.Base(req)
 	if err != nil {
 		return err
 	}
 	value := ed25519.Sign(key.Key, base)
-	if err := setDictMember(req.Header, "Signature-Input", o.Label, sig.inner); err != nil {
+	sp, err := sig.SignatureParams()
+	if err != nil {
 		return err
 	}
-	return setDictMember(req.Header, "Signature", o.Label, httpsfv.Item{Value: value, Params: httpsfv.NewParams()})
+	setDictMember(req.Header, "Signature-Input", o.Label, sp)
+	sv, _ := appendBare(nil, bareItem{kind: kindBytes, b: value})
+	setDictMember(req.Header, "Signature", o.Label, string(sv))
+	return nil
 }
 
 func containsString(ss []string, s string) bool {
@@ -175,22 +179,48 @@ func containsString(ss []string, s string) bool {
 	return false
 }
 
-// setDictMember sets member key of the dictionary field name, keeping the
-// other members when the existing field parses as a dictionary.
-func setDictMember(h http.Header, name, key string, m httpsfv.Member) error {
-	d := httpsfv.NewDictionary()
+// setDictMember sets member key of the dictionary field name to the
+// serialized value, keeping the other members (in place when key exists)
+// when the existing field parses as a dictionary; otherwise the field is
+// replaced.
+func setDictMember(h http.Header, name, key, value string) {
+	var b []byte
+	replaced := false
 	if vals := h.Values(name); len(vals) > 0 {
-		if old, err := httpsfv.UnmarshalDictionary(vals); err == nil {
-			d = old
+		if ms, err := parseDict(joinLines(vals), 0); err == nil {
+			for i := range ms {
+				if len(b) > 0 {
+					b = append(b, ", "...)
+				}
+				b = append(b, ms[i].key...)
+				if ms[i].key == key {
+					b = append(b, '=')
+					b = append(b, value...)
+					replaced = true
+					continue
+				}
+				if !ms[i].inner && ms[i].item.val.kind == kindBoolean && ms[i].item.val.t {
+					b, _ = appendParams(b, ms[i].item.params)
+					continue
+				}
+				b = append(b, '=')
+				var ok bool
+				if b, ok = appendMemberValue(b, &ms[i]); !ok {
+					b, replaced = nil, false
+					break
+				}
+			}
 		}
 	}
-	d.Add(key, m)
-	v, err := httpsfv.Marshal(d)
-	if err != nil {
-		return fmt.Errorf("signer: %s: %w", name, err)
+	if !replaced {
+		if len(b) > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, key...)
+		b = append(b, '=')
+		b = append(b, value...)
 	}
-	h.Set(name, v)
-	return nil
+	h.Set(name, string(b))
 }
 
 // SignatureHeaders are the three headers of a signed request, as printed by

@@ -152,8 +152,8 @@ func TestWebBotAuthE21(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, ok := sa.Member("agent2"); !ok || got != "https://signature-agent.test" {
-		t.Errorf("member agent2 = %q, %v", got, ok)
+	if got, ok := sa.Member("agent2"); !ok || got.Value != "https://signature-agent.test" {
+		t.Errorf("member agent2 = %+v, %v", got, ok)
 	}
 }
 
@@ -179,8 +179,8 @@ func TestWebBotAuthE22(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, ok := sa.Only(); !ok || !sa.Legacy() || got != "https://signature-agent.test" {
-		t.Errorf("legacy signature agent = %q, %v", got, ok)
+	if got, ok := sa.Only(); !ok || !sa.Item() || got.Value != "https://signature-agent.test" {
+		t.Errorf("string signature agent = %+v, %v", got, ok)
 	}
 }
 

@@ -15,7 +15,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dunglas/httpsfv"
 	"github.com/peterbourgon/ff/v3/ffcli"
 
 	"github.com/agentid/agentid/keyfetch"
@@ -286,24 +285,13 @@ func signatureAgentHosts(vals []string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	var origins []string
-	if sa.Legacy() {
-		o, _ := sa.Only()
-		origins = append(origins, o)
-	} else {
-		d, err := httpsfv.UnmarshalDictionary(vals)
-		if err != nil {
-			return nil, err
-		}
-		for _, name := range d.Names() {
-			if o, ok := sa.Member(name); ok {
-				origins = append(origins, o)
-			}
-		}
-	}
 	var hosts []string
-	for _, o := range origins {
-		u, err := url.Parse(o)
+	for _, m := range sa.Members() {
+		set, err := m.KeySet()
+		if err != nil {
+			continue
+		}
+		u, err := url.Parse(set.Origin())
 		if err != nil || u.Host == "" {
 			continue
 		}

@@ -177,8 +177,8 @@ func (f *fakeService) rotate(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, 401, "invalid_signature_agent", err.Error())
 		return
 	}
-	if o, _ := sa.Member("sig1"); o != f.origin(uid) {
-		writeErr(w, 403, "forbidden", fmt.Sprintf("signature agent %q is not %q", o, f.origin(uid)))
+	if o, _ := sa.Member("sig1"); o.Value != f.origin(uid) {
+		writeErr(w, 403, "forbidden", fmt.Sprintf("signature agent %q is not %q", o.Value, f.origin(uid)))
 		return
 	}
 	s1, err := verifyLabel(r, "sig1", cur.Key)
@@ -215,12 +215,12 @@ func (f *fakeService) whoami(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	o, _ := sa.Member("sig1")
-	uid, _, _ := strings.Cut(strings.TrimPrefix(o, "http://"), ".")
+	uid, _, _ := strings.Cut(strings.TrimPrefix(o.Value, "http://"), ".")
 	f.mu.Lock()
 	cur, ok := f.keys[uid]
 	f.mu.Unlock()
-	if !ok || o != f.origin(uid) {
-		writeErr(w, 401, "unknown_key", "unknown agent "+o)
+	if !ok || o.Value != f.origin(uid) {
+		writeErr(w, 401, "unknown_key", "unknown agent "+o.Value)
 		return
 	}
 	if _, err := verifyLabel(r, "sig1", cur.Key); err != nil {

@@ -1,0 +1,237 @@
+package signer
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/sha512"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+)
+
+// Algorithms of RFC 9421 §3.3 that a verifier accepts. Signing stays
+// Ed25519.
+const (
+	AlgEd25519         = "ed25519"
+	AlgRSAPSSSHA512    = "rsa-pss-sha512"
+	AlgECDSAP256SHA256 = "ecdsa-p256-sha256"
+)
+
+// MinRSABits is the smallest RSA modulus accepted.
+const MinRSABits = 2048
+
+// Errors of PublicKey.Verify.
+var (
+	// ErrAlgorithmMismatch means the signature's alg does not fit the key.
+	ErrAlgorithmMismatch = errors.New("signer: algorithm does not match the key")
+	// ErrBadSignature means the signature does not verify.
+	ErrBadSignature = errors.New("signer: signature does not verify")
+)
+
+// Algorithm returns the RFC 9421 algorithm the key verifies: AlgEd25519,
+// AlgRSAPSSSHA512 or AlgECDSAP256SHA256 ("" for the zero PublicKey).
+func (k PublicKey) Algorithm() string {
+	switch {
+	case len(k.Key) == ed25519.PublicKeySize:
+		return AlgEd25519
+	case k.RSA != nil:
+		return AlgRSAPSSSHA512
+	case k.ECDSA != nil:
+		return AlgECDSAP256SHA256
+	}
+	return ""
+}
+
+// Verify checks sig over msg with alg ("" means the key's own algorithm).
+// It returns nil, ErrAlgorithmMismatch or ErrBadSignature. Ed25519 accepts
+// exactly what crypto/ed25519.Verify accepts; RSA is RSASSA-PSS with
+// SHA-512 and a 64-byte salt; ECDSA P-256 takes r‖s (64 bytes) over SHA-256.
+func (k PublicKey) Verify(alg string, msg, sig []byte) error {
+	own := k.Algorithm()
+	if own == "" || alg != "" && alg != own {
+		return ErrAlgorithmMismatch
+	}
+	ok := false
+	switch own {
+	case AlgEd25519:
+		ok = verifyEd25519(&k, msg, sig)
+	case AlgRSAPSSSHA512:
+		h := sha512.Sum512(msg)
+		ok = rsa.VerifyPSS(k.RSA, crypto.SHA512, h[:], sig, &rsa.PSSOptions{SaltLength: sha512.Size}) == nil
+	case AlgECDSAP256SHA256:
+		if len(sig) == 64 {
+			h := sha256.Sum256(msg)
+			r, s := new(big.Int).SetBytes(sig[:32]), new(big.Int).SetBytes(sig[32:])
+			ok = ecdsa.Verify(k.ECDSA, h[:], r, s)
+		}
+	}
+	if !ok {
+		return ErrBadSignature
+	}
+	return nil
+}
+
+// ParseKeySetJWK parses one public key of a key set (a directory, a JWKS
+// or a Signature Agent Card): an Ed25519 OKP key, an RSA key of at least
+// MinRSABits bits, or a P-256 EC key. A private member (d, p, q, …) is
+// refused. The kid, if any, is kept as published (JWK.Kid; the thumbprint
+// when absent) and the RFC 7638 thumbprint is computed (Thumbprint). An
+// "alg" member, when present, must name the key's own algorithm
+// ("Ed25519" or "EdDSA" for OKP, "PS512" for RSA, "ES256" for EC): a key
+// marked for another algorithm is refused, so it is never used for this one.
+func ParseKeySetJWK(data []byte) (PublicKey, error) {
+	m, err := decodeJWKObject(data)
+	if err != nil {
+		return PublicKey{}, err
+	}
+	kty, err := stringMember(m, "kty", true)
+	if err != nil {
+		return PublicKey{}, err
+	}
+	for _, private := range []string{"d", "p", "q", "dp", "dq", "qi", "oth", "k"} {
+		if _, ok := m[private]; ok {
+			return PublicKey{}, &JWKError{Member: private, Reason: "a public JWK must not carry private key material"}
+		}
+	}
+	kid, err := stringMember(m, "kid", false)
+	if err != nil {
+		return PublicKey{}, err
+	}
+	alg, err := stringMember(m, "alg", false)
+	if err != nil {
+		return PublicKey{}, err
+	}
+	var pk PublicKey
+	switch kty {
+	case "OKP":
+		if alg != "" && alg != "Ed25519" && alg != "EdDSA" {
+			return PublicKey{}, &JWKError{Member: "alg", Reason: fmt.Sprintf("%q is not an Ed25519 algorithm", truncate(alg))}
+		}
+		crv, err := stringMember(m, "crv", true)
+		if err != nil {
+			return PublicKey{}, err
+		}
+		if crv != "Ed25519" {
+			return PublicKey{}, &JWKError{Member: "crv", Reason: fmt.Sprintf("%q is not supported, want \"Ed25519\"", truncate(crv))}
+		}
+		x, err := stringMember(m, "x", true)
+		if err != nil {
+			return PublicKey{}, err
+		}
+		xb, err := decode32("x", x)
+		if err != nil {
+			return PublicKey{}, err
+		}
+		pk = NewPublicKey(ed25519.PublicKey(xb))
+	case "RSA":
+		if alg != "" && alg != "PS512" {
+			return PublicKey{}, &JWKError{Member: "alg", Reason: fmt.Sprintf("%q is not supported for RSA, want \"PS512\"", truncate(alg))}
+		}
+		if pk, err = parseRSA(m); err != nil {
+			return PublicKey{}, err
+		}
+	case "EC":
+		if alg != "" && alg != "ES256" {
+			return PublicKey{}, &JWKError{Member: "alg", Reason: fmt.Sprintf("%q is not supported for EC, want \"ES256\"", truncate(alg))}
+		}
+		if pk, err = parseEC(m); err != nil {
+			return PublicKey{}, err
+		}
+	default:
+		return PublicKey{}, &JWKError{Member: "kty", Reason: fmt.Sprintf("%q is not supported, want \"OKP\", \"RSA\" or \"EC\"", truncate(kty))}
+	}
+	pk.JWK.Alg = alg
+	if kid != "" {
+		pk.JWK.Kid = kid
+	}
+	return pk, nil
+}
+
+// bigMember decodes a base64url unsigned integer member without leading
+// zero bytes (RFC 7518 §2).
+func bigMember(m map[string]json.RawMessage, name string) (*big.Int, string, error) {
+	s, err := stringMember(m, name, true)
+	if err != nil {
+		return nil, "", err
+	}
+	b, err := b64url.DecodeString(s)
+	if err != nil || len(b) == 0 {
+		return nil, "", &JWKError{Member: name, Reason: "not unpadded base64url"}
+	}
+	if b[0] == 0 {
+		return nil, "", &JWKError{Member: name, Reason: "has a leading zero byte"}
+	}
+	return new(big.Int).SetBytes(b), s, nil
+}
+
+func parseRSA(m map[string]json.RawMessage) (PublicKey, error) {
+	n, ns, err := bigMember(m, "n")
+	if err != nil {
+		return PublicKey{}, err
+	}
+	e, es, err := bigMember(m, "e")
+	if err != nil {
+		return PublicKey{}, err
+	}
+	if n.BitLen() < MinRSABits || n.Bit(0) == 0 {
+		return PublicKey{}, &JWKError{Member: "n", Reason: fmt.Sprintf("a %d-bit modulus is refused (at least %d bits, odd)", n.BitLen(), MinRSABits)}
+	}
+	if !e.IsInt64() || e.Int64() < 3 || e.Int64() > 1<<31-1 || e.Bit(0) == 0 {
+		return PublicKey{}, &JWKError{Member: "e", Reason: "must be an odd exponent between 3 and 2^31-1"}
+	}
+	tp := thumbprintOf(`{"e":"` + es + `","kty":"RSA","n":"` + ns + `"}`)
+	return PublicKey{
+		RSA:        &rsa.PublicKey{N: n, E: int(e.Int64())},
+		JWK:        JWK{Kty: "RSA", N: ns, E: es, Kid: tp},
+		Thumbprint: tp,
+	}, nil
+}
+
+func parseEC(m map[string]json.RawMessage) (PublicKey, error) {
+	crv, err := stringMember(m, "crv", true)
+	if err != nil {
+		return PublicKey{}, err
+	}
+	if crv != "P-256" {
+		return PublicKey{}, &JWKError{Member: "crv", Reason: fmt.Sprintf("%q is not supported, want \"P-256\"", truncate(crv))}
+	}
+	xs, err := stringMember(m, "x", true)
+	if err != nil {
+		return PublicKey{}, err
+	}
+	ys, err := stringMember(m, "y", true)
+	if err != nil {
+		return PublicKey{}, err
+	}
+	x, err := decode32("x", xs)
+	if err != nil {
+		return PublicKey{}, err
+	}
+	y, err := decode32("y", ys)
+	if err != nil {
+		return PublicKey{}, err
+	}
+	// The uncompressed point; ecdsa.ParseUncompressedPublicKey checks that
+	// it is on the curve.
+	pt := append(append([]byte{4}, x...), y...)
+	pub, err := ecdsa.ParseUncompressedPublicKey(elliptic.P256(), pt)
+	if err != nil {
+		return PublicKey{}, &JWKError{Member: "x", Reason: "not a point on P-256"}
+	}
+	tp := thumbprintOf(`{"crv":"P-256","kty":"EC","x":"` + xs + `","y":"` + ys + `"}`)
+	return PublicKey{
+		ECDSA:      pub,
+		JWK:        JWK{Kty: "EC", Crv: "P-256", X: xs, Y: ys, Kid: tp},
+		Thumbprint: tp,
+	}, nil
+}
+
+func thumbprintOf(canonical string) string {
+	sum := sha256.Sum256([]byte(canonical))
+	return b64url.EncodeToString(sum[:])
+}
