@@ -94,6 +94,14 @@ func (s *Signature) AppendBase(dst []byte, r *http.Request) ([]byte, error) {
 	return s.appendBase(dst, &m)
 }
 
+// AppendResponseBase appends the signature base of a response signature
+// (RFC 9421 §2.4): fields and @status from resp, components marked ;req
+// from resp.Request. Key directories sign their responses this way.
+func (s *Signature) AppendResponseBase(dst []byte, resp *http.Response) ([]byte, error) {
+	m := message{r: resp.Request, resp: resp}
+	return s.appendBase(dst, &m)
+}
+
 func (s *Signature) appendBase(b []byte, m *message) ([]byte, error) {
 	var err error
 	for i := range s.Components {

@@ -50,6 +50,7 @@ func (c Component) String() string { return c.id }
 var derived = map[string]bool{
 	"@method": true, "@authority": true, "@scheme": true, "@target-uri": true,
 	"@request-target": true, "@path": true, "@query": true, "@query-param": true,
+	"@status": true, // responses only
 }
 
 // ParseComponent parses a component given either as a bare name
@@ -260,10 +261,11 @@ func escapedPath(r *http.Request) string {
 	return p
 }
 
-// message is the request a signature base is built from, with what is
-// computed at most once per base: the parsed query.
+// message is the request (or response) a signature base is built from,
+// with what is computed at most once per base: the parsed query.
 type message struct {
 	r        *http.Request
+	resp     *http.Response      // set for a response signature; r is then its request
 	query    map[string][]string // re-encoded name → re-encoded values
 	queryErr error
 	parsed   bool
@@ -282,8 +284,19 @@ func (c Component) Value(r *http.Request) (string, error) {
 // appendValue appends the component's value in m to b.
 func (c *Component) appendValue(b []byte, m *message) ([]byte, error) {
 	r := m.r
-	if c.Req {
+	switch {
+	case m.resp == nil && c.Req:
 		return nil, fmt.Errorf("%w %s: req applies to response signatures only", ErrInvalidComponent, c.id)
+	case m.resp == nil && c.Name == "@status":
+		return nil, fmt.Errorf("%w %s: @status applies to response signatures only", ErrInvalidComponent, c.id)
+	case m.resp != nil && c.Name == "@status":
+		return strconv.AppendInt(b, int64(m.resp.StatusCode), 10), nil
+	case m.resp != nil && !c.Req && c.Name[0] == '@':
+		return nil, fmt.Errorf("%w %s: a response signature takes request components with ;req", ErrInvalidComponent, c.id)
+	case m.resp != nil && !c.Req:
+		return c.appendFieldLines(b, m.resp.Header[http.CanonicalHeaderKey(c.Name)])
+	case m.resp != nil && r == nil:
+		return nil, fmt.Errorf("%w %s: the response has no request", ErrMissingComponent, c.id)
 	}
 	start := len(b)
 	switch c.Name {
@@ -393,9 +406,7 @@ var formEncoder = strings.NewReplacer("+", "%20", "~", "%7E", "%2A", "*")
 
 func formEncode(s string) string { return formEncoder.Replace(url.QueryEscape(s)) }
 
-// appendFieldValue appends the value of an HTTP field component (RFC 9421
-// §2.1): the field lines trimmed and joined with ", ", or the member named
-// by ;key, or the lines re-serialized (;sf) or wrapped (;bs).
+// appendFieldValue appends the value of an HTTP field component of r.
 func (c *Component) appendFieldValue(b []byte, r *http.Request) ([]byte, error) {
 	var vals []string
 	switch c.Name {
@@ -413,6 +424,13 @@ func (c *Component) appendFieldValue(b []byte, r *http.Request) ([]byte, error) 
 			vals = []string{strconv.FormatInt(r.ContentLength, 10)}
 		}
 	}
+	return c.appendFieldLines(b, vals)
+}
+
+// appendFieldLines appends the value of an HTTP field component (RFC 9421
+// §2.1) from its field lines: trimmed and joined with ", ", or the member
+// named by ;key, or the lines re-serialized (;sf) or wrapped (;bs).
+func (c *Component) appendFieldLines(b []byte, vals []string) ([]byte, error) {
 	if len(vals) == 0 {
 		return nil, fmt.Errorf("%w %s", ErrMissingComponent, c.id)
 	}

@@ -220,7 +220,7 @@ func TestComponentErrors(t *testing.T) {
 	}{
 		{"unknown derived", plain, "@foo", signer.ErrUnknownComponent, nil},
 		{"unknown derived quoted", plain, `"@signature-params"`, signer.ErrUnknownComponent, nil},
-		{"@status on a request", plain, "@status", signer.ErrUnknownComponent, nil},
+		{"@status on a request", plain, "@status", nil, signer.ErrInvalidComponent},
 		{"bs with sf", plain, `"x-dict";bs;sf`, signer.ErrInvalidComponent, nil},
 		{"bs with key", plain, `"x-dict";bs;key="a"`, signer.ErrInvalidComponent, nil},
 		{"bs on a derived component", plain, `"@method";bs`, signer.ErrInvalidComponent, nil},
