@@ -212,7 +212,7 @@ func ParseSignaturesLimited(signatureInput, signature []string, lim Limits) ([]S
 		if v.inner || v.item.val.kind != kindBytes {
 			return nil, fmt.Errorf("%w: Signature %s is not a byte sequence", ErrInvalidSignatureInput, in[i].key)
 		}
-		s.Value = v.item.val.b
+		s.Value = v.item.val.bytes()
 		out = append(out, s)
 	}
 	return out, nil

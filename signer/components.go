@@ -62,7 +62,7 @@ func ParseComponent(s string) (Component, error) {
 	}
 	p := fastScanner{s: s}
 	if name, ok := p.str(); ok {
-		if ps, ok := p.params(nil); ok && p.eof() {
+		if ps, ok := p.params(); ok && p.eof() {
 			return newComponent(name, ps)
 		}
 	}

@@ -37,7 +37,7 @@ func ContentDigest(body []byte, alg string) (string, error) {
 		return "", err
 	}
 	b := append([]byte(alg), '=')
-	b, _ = appendBare(b, bareItem{kind: kindBytes, b: d})
+	b, _ = appendBare(b, bytesItem(d))
 	return string(b), nil
 }
 
@@ -59,7 +59,7 @@ func VerifyContentDigest(values []string, body []byte) error {
 			return fmt.Errorf("%w: %s is not a byte sequence", ErrDigestMismatch, alg)
 		}
 		got, _ := digest(alg, body)
-		if subtle.ConstantTimeCompare(got, ms[i].item.val.b) != 1 {
+		if subtle.ConstantTimeCompare(got, ms[i].item.val.bytes()) != 1 {
 			return fmt.Errorf("%w: %s", ErrDigestMismatch, alg)
 		}
 		checked++

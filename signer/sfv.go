@@ -1,6 +1,7 @@
 package signer
 
 import (
+	"bytes"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -33,13 +34,26 @@ const (
 	kindOther // decimal, date, display string: kept serialized
 )
 
-// bareItem is a parsed bare item (RFC 8941 §3.3).
+// bareItem is a parsed bare item (RFC 8941 §3.3), kept small: a byte
+// sequence's decoded bytes are held in s too (see bytesItem).
 type bareItem struct {
 	kind itemKind
-	s    string // string and token value; the serialization for kindOther
-	n    int64  // integer
 	t    bool   // boolean
-	b    []byte // byte sequence
+	n    int64  // integer
+	s    string // string and token value; decoded bytes; the serialization for kindOther
+}
+
+// bytesItem makes a byte-sequence item from b, which the item then owns:
+// the caller must not modify b afterwards.
+func bytesItem(b []byte) bareItem {
+	return bareItem{kind: kindBytes, s: unsafe.String(unsafe.SliceData(b), len(b))}
+}
+
+// bytes returns the bytes of a byte-sequence item, without a copy. Only the
+// caller that consumes the parse result (and drops the item) may keep or
+// modify them.
+func (v bareItem) bytes() []byte {
+	return unsafe.Slice(unsafe.StringData(v.s), len(v.s))
 }
 
 // param is one parameter, in order (RFC 8941 §3.1.2).
@@ -93,7 +107,7 @@ func appendBare(b []byte, v bareItem) ([]byte, bool) {
 		return append(b, "?0"...), true
 	case kindBytes:
 		b = append(b, ':')
-		b = base64.StdEncoding.AppendEncode(b, v.b)
+		b = base64.StdEncoding.AppendEncode(b, v.bytes())
 		return append(b, ':'), true
 	case kindOther:
 		return append(b, v.s...), true
@@ -133,7 +147,7 @@ func fromHTTPSFV(v any) (bareItem, bool) {
 	case bool:
 		return bareItem{kind: kindBoolean, t: v}, true
 	case []byte:
-		return bareItem{kind: kindBytes, b: v}, true
+		return bytesItem(bytes.Clone(v)), true
 	}
 	s, err := httpsfv.Marshal(httpsfv.Item{Value: v, Params: httpsfv.NewParams()})
 	if err != nil {
@@ -216,6 +230,11 @@ func isTokenChar(c byte) bool { return tokenChars[c] }
 type fastScanner struct {
 	s string
 	i int
+	// ps and its are arenas: the parameters and inner-list items of every
+	// member are cut from them (with their capacity capped), so a field
+	// costs a few allocations however many members and parameters it has.
+	ps  []param
+	its []sfItem
 }
 
 func (p *fastScanner) eof() bool { return p.i >= len(p.s) }
@@ -286,7 +305,7 @@ func (p *fastScanner) bare() (bareItem, bool) {
 	switch {
 	case c == ':':
 		b, ok := p.bytes(nil)
-		return bareItem{kind: kindBytes, b: b}, ok
+		return bytesItem(b), ok
 	case c == '"':
 		s, ok := p.str()
 		return bareItem{kind: kindString, s: s}, ok
@@ -367,9 +386,16 @@ func (p *fastScanner) bytes(dst []byte) ([]byte, bool) {
 	return dst[:m], true
 }
 
-// params parses parameters into dst. Duplicate keys decline (httpsfv keeps
-// the last value in the first position; real signers never repeat one).
-func (p *fastScanner) params(dst []param) ([]param, bool) {
+// params parses parameters. Duplicate keys decline (httpsfv keeps the
+// last value in the first position; real signers never repeat one).
+func (p *fastScanner) params() ([]param, bool) {
+	if p.peek() != ';' {
+		return nil, true
+	}
+	if p.ps == nil {
+		p.ps = make([]param, 0, strings.Count(p.s[p.i:], ";"))
+	}
+	start := len(p.ps)
 	for p.peek() == ';' {
 		p.i++
 		p.skipSP()
@@ -377,8 +403,8 @@ func (p *fastScanner) params(dst []param) ([]param, bool) {
 		if !ok {
 			return nil, false
 		}
-		for i := range dst {
-			if dst[i].key == k {
+		for _, q := range p.ps[start:] {
+			if q.key == k {
 				return nil, false
 			}
 		}
@@ -389,9 +415,9 @@ func (p *fastScanner) params(dst []param) ([]param, bool) {
 				return nil, false
 			}
 		}
-		dst = append(dst, param{key: k, val: v})
+		p.ps = append(p.ps, param{key: k, val: v})
 	}
-	return dst, true
+	return p.ps[start:len(p.ps):len(p.ps)], true
 }
 
 // next moves past the separator after a dictionary member. It reports
@@ -478,7 +504,7 @@ func parseDictFast(s string, maxMembers int) ([]member, parseStatus) {
 		case p.peek() != '=':
 			// A bare key is the boolean true with parameters.
 			m.item.val = bareItem{kind: kindBoolean, t: true}
-			if m.item.params, ok = p.params(nil); !ok {
+			if m.item.params, ok = p.params(); !ok {
 				return nil, declined
 			}
 		case p.i+1 < len(p.s) && p.s[p.i+1] == '(':
@@ -487,7 +513,7 @@ func parseDictFast(s string, maxMembers int) ([]member, parseStatus) {
 			if m.items, ok = p.innerItems(); !ok {
 				return nil, declined
 			}
-			if m.params, ok = p.params(nil); !ok {
+			if m.params, ok = p.params(); !ok {
 				return nil, declined
 			}
 		default:
@@ -495,7 +521,7 @@ func parseDictFast(s string, maxMembers int) ([]member, parseStatus) {
 			if m.item.val, ok = p.bare(); !ok {
 				return nil, declined
 			}
-			if m.item.params, ok = p.params(nil); !ok {
+			if m.item.params, ok = p.params(); !ok {
 				return nil, declined
 			}
 		}
@@ -517,22 +543,25 @@ func parseDictFast(s string, maxMembers int) ([]member, parseStatus) {
 // innerItems parses the items of an inner list after its "(" up to and
 // including ")".
 func (p *fastScanner) innerItems() ([]sfItem, bool) {
-	var items []sfItem
+	if p.its == nil {
+		p.its = make([]sfItem, 0, 4)
+	}
+	start := len(p.its)
 	for {
 		p.skipSP()
 		if p.peek() == ')' {
 			p.i++
-			return items, true
+			return p.its[start:len(p.its):len(p.its)], true
 		}
 		v, ok := p.bare()
 		if !ok {
 			return nil, false
 		}
 		it := sfItem{val: v}
-		if it.params, ok = p.params(nil); !ok {
+		if it.params, ok = p.params(); !ok {
 			return nil, false
 		}
-		items = append(items, it)
+		p.its = append(p.its, it)
 		if c := p.peek(); c != ' ' && c != ')' {
 			return nil, false
 		}
@@ -548,7 +577,7 @@ func parseItemFast(s string) (sfItem, bool) {
 		return sfItem{}, false
 	}
 	it := sfItem{val: v}
-	if it.params, ok = p.params(nil); !ok {
+	if it.params, ok = p.params(); !ok {
 		return sfItem{}, false
 	}
 	p.skipSP()

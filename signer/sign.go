@@ -165,7 +165,7 @@ func Sign(req *http.Request, key PrivateKey, opts Options) error {
 		return err
 	}
 	setDictMember(req.Header, "Signature-Input", o.Label, sp)
-	sv, _ := appendBare(nil, bareItem{kind: kindBytes, b: value})
+	sv, _ := appendBare(nil, bytesItem(value))
 	setDictMember(req.Header, "Signature", o.Label, string(sv))
 	return nil
 }

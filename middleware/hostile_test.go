@@ -1,0 +1,301 @@
+package middleware_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/signer"
+)
+
+// hostileShape is a request built to cost the verifier as much as possible
+// with no valid key: the shapes of the attacks that cost quadratic CPU
+// before the limits came first.
+type hostileShape struct {
+	name string
+	// code is the refusal wanted with the default limits.
+	code string
+	req  func(t testing.TB) *http.Request
+}
+
+// hostileParams is a Signature-Input inner list with the given component
+// identifiers and nonce, otherwise well-formed and current.
+func hostileParams(ids []string, nonce string, created time.Time) string {
+	return "(" + strings.Join(ids, " ") + ");created=" + strconv.FormatInt(created.Unix(), 10) +
+		`;keyid="` + keyA.KeyID() + `";alg="ed25519";expires=` + strconv.FormatInt(created.Unix()+300, 10) +
+		`;nonce="` + nonce + `";tag="web-bot-auth"`
+}
+
+// hostileRequest is a GET to url carrying one signature (label sig1) over
+// params, with a signature value that does not verify.
+func hostileRequest(url, params string) *http.Request {
+	r := httptest.NewRequest(http.MethodGet, url, nil)
+	r.Header.Set("Signature-Agent", `sig1="`+testOrigin+`"`)
+	r.Header.Set("Signature-Input", "sig1="+params)
+	r.Header.Set("Signature", "sig1=:"+strings.Repeat("AAAA", 21)+"AA==:")
+	return r
+}
+
+var hostileShapes = []hostileShape{
+	{"2000 @query-param components on a 400-parameter URL", "signature_too_large", func(testing.TB) *http.Request {
+		var q []string
+		for i := range 400 {
+			q = append(q, fmt.Sprintf("p%d=v%d", i, i))
+		}
+		var ids []string
+		for i := range 2000 {
+			ids = append(ids, fmt.Sprintf(`"@query-param";name="p%d"`, i%400+i/400*1000))
+		}
+		return hostileRequest(testURL+"&"+strings.Join(q, "&"), hostileParams(ids, "n", testNow))
+	}},
+	{"3000 duplicate components", "signature_too_large", func(testing.TB) *http.Request {
+		return hostileRequest(testURL, hostileParams(strings.Split(strings.Repeat(`"@authority" `, 3000)[:13*3000-1], " "), "n", testNow))
+	}},
+	{"4000 labels", "signature_too_large", func(testing.TB) *http.Request {
+		r := hostileRequest(testURL, hostileParams([]string{`"@authority"`}, "n", testNow))
+		var in, sig []string
+		for i := range 4000 {
+			in = append(in, fmt.Sprintf(`s%d=("@authority");created=1`, i))
+			sig = append(sig, fmt.Sprintf(`s%d=:AAAA:`, i))
+		}
+		r.Header.Set("Signature-Input", strings.Join(in, ", "))
+		r.Header.Set("Signature", strings.Join(sig, ", "))
+		return r
+	}},
+	{"4000-member Signature-Agent", "signature_agent_too_large", func(testing.TB) *http.Request {
+		r := hostileRequest(testURL, hostileParams([]string{`"@authority"`}, "n", testNow))
+		var m []string
+		for i := range 4000 {
+			m = append(m, fmt.Sprintf(`a%d="https://a%d.example"`, i, i))
+		}
+		r.Header.Set("Signature-Agent", strings.Join(m, ", "))
+		return r
+	}},
+	{"60 KB nonce", "signature_too_large", func(testing.TB) *http.Request {
+		return hostileRequest(testURL, hostileParams([]string{`"@authority"`}, strings.Repeat("n", 60<<10), testNow))
+	}},
+	{"expired signature covering 2000 components", "signature_too_large", func(testing.TB) *http.Request {
+		var ids []string
+		for i := range 2000 {
+			ids = append(ids, fmt.Sprintf(`"x-h%d"`, i))
+		}
+		return hostileRequest(testURL, hostileParams(ids, "n", testNow.Add(-time.Hour)))
+	}},
+}
+
+// TestHostileShapes: each hostile shape is refused with a 4xx and its own
+// code under the default limits, without consulting the key source or the
+// replay store; with the size limit raised, the count limits refuse them
+// instead.
+func TestHostileShapes(t *testing.T) {
+	t.Parallel()
+	raised := map[string]string{
+		"2000 @query-param components on a 400-parameter URL": "too_many_components",
+		"3000 duplicate components":                           "too_many_components",
+		"4000 labels":                                         "too_many_signatures",
+		"4000-member Signature-Agent":                         "signature_agent_too_large",
+		"60 KB nonce":                                         "nonce_too_long",
+		"expired signature covering 2000 components":          "too_many_components",
+	}
+	for _, hs := range hostileShapes {
+		t.Run(hs.name, func(t *testing.T) {
+			t.Parallel()
+			for _, c := range []struct {
+				cfg  middleware.Config
+				want string
+			}{
+				{middleware.Config{}, hs.code},
+				{middleware.Config{MaxHeaderBytes: 1 << 20}, raised[hs.name]},
+			} {
+				res := serve(t, c.cfg, hs.req(t))
+				if res.status < 400 || res.status >= 500 || res.code != c.want {
+					t.Errorf("MaxHeaderBytes %d: status, code = %d %q, want 4xx %q", c.cfg.MaxHeaderBytes, res.status, res.code, c.want)
+				}
+				if res.keyLook != 0 || res.stored != 0 {
+					t.Errorf("key lookups %d, nonces stored %d; want none", res.keyLook, res.stored)
+				}
+			}
+		})
+	}
+}
+
+// TestLimitsEachHaveACode checks the limits one by one just past their
+// value, so each refusal has its own code, and just within it.
+func TestLimitsEachHaveACode(t *testing.T) {
+	t.Parallel()
+	within := func(mod func(*signer.Options)) func(testing.TB) *http.Request {
+		return func(t testing.TB) *http.Request { return signedRequest(t, keyA, signOpts(mod)) }
+	}
+	tests := []struct {
+		name string
+		cfg  middleware.Config
+		req  func(testing.TB) *http.Request
+		code string
+	}{
+		{"nonce at the limit", middleware.Config{MaxNonceLength: 10}, within(func(o *signer.Options) { o.Nonce = strings.Repeat("n", 10) }), ""},
+		{"nonce past the limit", middleware.Config{MaxNonceLength: 10}, within(func(o *signer.Options) { o.Nonce = strings.Repeat("n", 11) }), "nonce_too_long"},
+		{"default nonce limit", middleware.Config{}, within(func(o *signer.Options) { o.Nonce = strings.Repeat("n", 257) }), "nonce_too_long"},
+		{"keyid past the limit", middleware.Config{MaxKeyIDLength: 42}, within(nil), "keyid_too_long"},
+		{"keyid at the limit", middleware.Config{MaxKeyIDLength: 43}, within(nil), ""},
+		{"components past the limit", middleware.Config{MaxComponents: 2}, within(func(o *signer.Options) { o.Components = []string{"@method", "@authority", "@path"} }), "too_many_components"},
+		{"components at the limit", middleware.Config{MaxComponents: 3}, within(func(o *signer.Options) { o.Components = []string{"@method", "@authority", "@path"} }), ""},
+		{"signatures past the limit", middleware.Config{MaxSignatures: 1}, func(t testing.TB) *http.Request {
+			r := signedRequest(t, keyA, signOpts(nil))
+			if err := signer.Sign(r, keyB, signOpts(func(o *signer.Options) { o.Label = "sig2"; o.Tag = "other" })); err != nil {
+				t.Fatal(err)
+			}
+			return r
+		}, "too_many_signatures"},
+		{"signature-agent members past the limit", middleware.Config{MaxSignatureAgentMembers: 1}, func(t testing.TB) *http.Request {
+			r := signedRequest(t, keyA, signOpts(nil))
+			r.Header.Set("Signature-Agent", `sig1="`+testOrigin+`", x="https://x.example"`)
+			return r
+		}, "signature_agent_too_large"},
+		{"header past the byte limit", middleware.Config{MaxHeaderBytes: 100}, within(nil), "signature_too_large"},
+		{"signature-agent past the byte limit", middleware.Config{MaxHeaderBytes: 400}, func(t testing.TB) *http.Request {
+			r := signedRequest(t, keyA, signOpts(nil))
+			r.Header.Set("Signature-Agent", `sig1="`+testOrigin+`", x="https://`+strings.Repeat("x", 400)+`.example"`)
+			return r
+		}, "signature_agent_too_large"},
+		{"host with two ports", middleware.Config{}, func(t testing.TB) *http.Request {
+			r := signedRequest(t, keyA, signOpts(nil))
+			r.Host = "api.example.com:443:80"
+			return r
+		}, "invalid_authority"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			res := serve(t, tt.cfg, tt.req(t))
+			if res.code != tt.code || (tt.code == "" && res.status != 200) {
+				t.Errorf("status, code = %d %q, want %q", res.status, res.code, tt.code)
+			}
+		})
+	}
+}
+
+// TestContentDigestEveryForm: Content-Digest is checked whenever the
+// signature covers it in any form (bare, ;sf, ;key=, ;bs), so a body swapped
+// under a valid signature is refused; and a RequiredComponents
+// "content-digest" is satisfied by those forms only because they are checked.
+func TestContentDigestEveryForm(t *testing.T) {
+	t.Parallel()
+	for _, form := range []string{`"content-digest"`, `"content-digest";sf`, `"content-digest";key="sha-256"`, `"content-digest";bs`} {
+		for _, cfg := range []middleware.Config{{}, {RequiredComponents: []string{"content-digest"}}} {
+			t.Run(form+fmt.Sprint(cfg.RequiredComponents), func(t *testing.T) {
+				t.Parallel()
+				sign := func() *http.Request {
+					r := httptest.NewRequest(http.MethodPost, testURL, strings.NewReader(`{"public_jwk":"mine"}`))
+					if err := signer.Sign(r, keyA, signOpts(func(o *signer.Options) {
+						o.Components = []string{"@method", "@authority", "@path", form}
+					})); err != nil {
+						t.Fatal(err)
+					}
+					return r
+				}
+				if res := serve(t, cfg, sign()); res.status != 200 || res.body != `{"public_jwk":"mine"}` {
+					t.Fatalf("untouched: status %d (%s), body %q", res.status, res.code, res.body)
+				}
+				swapped := sign()
+				swapped.Body = http.NoBody
+				swapped.Body = httptest.NewRequest(http.MethodPost, testURL, strings.NewReader(`{"public_jwk":"attacker"}`)).Body
+				res := serve(t, cfg, swapped)
+				if res.status != 401 || res.code != "content_digest_mismatch" || res.stored != 0 {
+					t.Errorf("swapped body: status, code = %d %q (stored %d), want 401 content_digest_mismatch", res.status, res.code, res.stored)
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkHostile measures each hostile shape, refused, against one valid
+// verification in the same iteration (x-valid is the ratio). The target is
+// at most 10× with the default limits. The raised-limits variants show the
+// cost stays linear when an operator lifts the byte limit.
+func BenchmarkHostile(b *testing.B) {
+	for _, limits := range []struct {
+		name string
+		cfg  middleware.Config
+	}{{"default-limits", middleware.Config{}}, {"byte-limit-raised", middleware.Config{MaxHeaderBytes: 1 << 20}}} {
+		for _, hs := range hostileShapes {
+			b.Run(limits.name+"/"+strings.ReplaceAll(hs.name, " ", "-"), func(b *testing.B) {
+				cfg := limits.cfg
+				cfg.Keys, cfg.Now = staticKeys(), clock
+				v, err := middleware.NewVerifier(cfg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				hostile := hs.req(b)
+				valid := make([]*http.Request, b.N)
+				for i := range valid {
+					valid[i] = signedRequest(b, keyA, signOpts(func(o *signer.Options) { o.Nonce = fmt.Sprintf("bench-%d", i) }))
+				}
+				var good, bad time.Duration
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := range b.N {
+					t0 := time.Now()
+					_, gerr := v.Verify(valid[i])
+					t1 := time.Now()
+					_, herr := v.Verify(hostile)
+					t2 := time.Now()
+					if gerr != nil || herr == nil {
+						b.Fatalf("valid: %v; hostile: %v", gerr, herr)
+					}
+					if s := middleware.AsError(herr).Status(); s < 400 || s >= 500 {
+						b.Fatalf("hostile refused with %d", s)
+					}
+					good += t1.Sub(t0)
+					bad += t2.Sub(t1)
+				}
+				b.ReportMetric(float64(bad.Nanoseconds())/float64(b.N), "hostile-ns/op")
+				b.ReportMetric(float64(good.Nanoseconds())/float64(b.N), "valid-ns/op")
+				b.ReportMetric(float64(bad)/float64(good), "x-valid")
+			})
+		}
+	}
+}
+
+// FuzzVerifyRequest feeds the verifier whole hostile requests — the three
+// signature fields, the Host and the query — and checks it never panics and
+// always refuses with a typed 4xx (the replay store, the only other failure,
+// is never reached without a valid signature).
+func FuzzVerifyRequest(f *testing.F) {
+	for _, hs := range hostileShapes {
+		r := hs.req(f)
+		if len(r.Header.Get("Signature-Input")) < 4096 && len(r.Header.Get("Signature-Agent")) < 4096 {
+			f.Add(r.Header.Get("Signature-Input"), r.Header.Get("Signature"), r.Header.Get("Signature-Agent"), r.Host, r.URL.RawQuery)
+		}
+	}
+	valid := signedRequest(f, keyA, signOpts(func(o *signer.Options) { o.Standards = true }))
+	f.Add(valid.Header.Get("Signature-Input"), valid.Header.Get("Signature"), valid.Header.Get("Signature-Agent"), valid.Host, valid.URL.RawQuery)
+	f.Add(`sig1=("@query-param";name="a" "@query-param";name="a");created=1;keyid="k";nonce="n";tag="web-bot-auth"`, `sig1=:AAAA:`, `"https://a.example/keys";type=jwks_uri`, "h:1:2", "a=1&a=2&%zz")
+	f.Add(`sig1=("content-digest";bs "x";sf "y";key="k");created=1;expires=2;keyid="k";nonce="n";tag="web-bot-auth"`, `sig1=:AAAA:`, `sig1=https://duckduckgo.com`, "[::1]:443", "")
+	v, err := middleware.NewVerifier(middleware.Config{Keys: staticKeys(), Now: clock, AllowMissingSignatureAgent: true})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, in, sig, agent, host, query string) {
+		r := httptest.NewRequest(http.MethodGet, testURL, nil)
+		r.Host = host
+		r.URL.RawQuery = query
+		for name, val := range map[string]string{"Signature-Input": in, "Signature": sig, "Signature-Agent": agent} {
+			if val != "" {
+				r.Header[name] = []string{val}
+			}
+		}
+		_, err := v.Verify(r)
+		if err == nil {
+			return // only the valid seed, once: its nonce is then spent
+		}
+		e := middleware.AsError(err)
+		if e.Code == middleware.CodeInternal || e.Status() < 400 || e.Status() >= 500 {
+			t.Fatalf("refused with %d %s: %v", e.Status(), e.Code, err)
+		}
+	})
+}
