@@ -10,10 +10,10 @@ import (
 
 // MemoryReplayStore is an in-process ReplayStore on go-cache. Entries are
 // kept until their expiry (the signature's expires plus the allowed skew)
-// and purged every minute. Each key is held as the first 16 bytes of its
-// SHA-256 (a nonce is 86 characters plus the keyid), which keeps memory per
-// remembered nonce small at high request rates. It suits a single instance; several instances
-// need a shared store (PostgreSQL or Redis).
+// and purged every minute. Keys are held at a fixed size: the Verifier's
+// keys (ReplayKey) are 32-byte digests and are kept as they are; any longer
+// key is replaced by its SHA-256. It suits a single instance; several
+// instances need a shared store (PostgreSQL or Redis).
 type MemoryReplayStore struct {
 	c   *cache.Cache
 	now func() time.Time
@@ -42,8 +42,11 @@ func (s *MemoryReplayStore) Seen(_ context.Context, key string, expiry time.Time
 	if ttl < time.Second {
 		ttl = time.Second
 	}
-	sum := sha256.Sum256([]byte(key))
-	if err := s.c.Add(string(sum[:16]), struct{}{}, ttl); err != nil {
+	if len(key) > sha256.Size {
+		sum := sha256.Sum256([]byte(key))
+		key = string(sum[:])
+	}
+	if err := s.c.Add(key, struct{}{}, ttl); err != nil {
 		return true, nil
 	}
 	return false, nil

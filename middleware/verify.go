@@ -2,6 +2,8 @@ package middleware
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -22,6 +24,7 @@ type Verifier struct {
 	limits          signer.Limits
 	required        []signer.Component
 	acceptSignature string
+	agents          agentCache
 }
 
 // Validate reports a configuration that cannot work.
@@ -277,17 +280,10 @@ func (v *Verifier) verifyRequest(r *http.Request) (Agent, *Error) {
 	if perr != nil {
 		return Agent{}, parseError(perr)
 	}
-	cands := sigs[:0:0]
-	for i := range sigs {
-		if sigs[i].Params.Tag == cfg.Tag {
-			cands = append(cands, sigs[i])
-		}
-	}
-	if len(cands) == 0 {
-		if !cfg.AnyTag || len(sigs) != 1 {
-			return Agent{}, Fail(CodeInvalidSignatureInput, "no signature has tag=%q", cfg.Tag)
-		}
-		cands = sigs
+	// The parser returns only the signatures with the tag when any has it.
+	cands := sigs
+	if sigs[0].Params.Tag != cfg.Tag && (!cfg.AnyTag || len(sigs) != 1) {
+		return Agent{}, Fail(CodeInvalidSignatureInput, "no signature has tag=%q", cfg.Tag)
 	}
 
 	// 2–8 for each candidate in order; the first that passes decides.
@@ -328,8 +324,7 @@ func parseError(err error) *Error {
 // requestState is what the candidates of one request share: the parsed
 // Signature-Agent and the body read for Content-Digest.
 type requestState struct {
-	agent     signer.SignatureAgent
-	agentErr  *Error
+	agent     *agentField
 	agentDone bool
 	body      []byte
 	bodyErr   *Error
@@ -515,10 +510,7 @@ func (v *Verifier) replay(r *http.Request, a *Agent, hasExpires bool) *Error {
 	if !hasExpires {
 		expires = a.Created.Add(max(cfg.MaxWindow, 0))
 	}
-	var buf [512]byte
-	key := append(append(append(append(buf[:0], a.ID...), ' '), a.KeyID...), ' ')
-	key = append(key, a.Nonce...)
-	seen, err := cfg.Replay.Seen(r.Context(), string(key), expires.Add(cfg.Skew))
+	seen, err := cfg.Replay.Seen(r.Context(), ReplayKey(a.ID, a.KeyID, a.Nonce), expires.Add(cfg.Skew))
 	if err != nil {
 		return &Error{Code: CodeDatabaseUnavailable, Message: "the replay store is unavailable", Err: fmt.Errorf("%w: %w", ErrReplayStore, err)}
 	}
@@ -526,6 +518,21 @@ func (v *Verifier) replay(r *http.Request, a *Agent, hasExpires bool) *Error {
 		return Fail(CodeReplayedNonce, "nonce already used with key %q", truncate(a.KeyID))
 	}
 	return nil
+}
+
+// ReplayKey is the key a Verifier records in its ReplayStore for a
+// verified signature: the SHA-256 digest (32 bytes, as a string) of the
+// agent identity, keyid and nonce, each length-prefixed so that no two
+// triples share a key.
+func ReplayKey(identity, keyID, nonce string) string {
+	var buf [512]byte
+	b := buf[:0]
+	for _, s := range [3]string{identity, keyID, nonce} {
+		b = binary.BigEndian.AppendUint32(b, uint32(len(s)))
+		b = append(b, s...)
+	}
+	sum := sha256.Sum256(b)
+	return string(sum[:])
 }
 
 // keySet resolves the Signature-Agent member that applies to sig (the one
@@ -542,21 +549,14 @@ func (v *Verifier) keySet(r *http.Request, sig *signer.Signature, st *requestSta
 	}
 	if !st.agentDone {
 		st.agentDone = true
-		sa, err := signer.ParseSignatureAgentLimited(vals, cfg.MaxSignatureAgentMembers, cfg.MaxHeaderBytes)
-		switch {
-		case errors.Is(err, signer.ErrFieldTooLarge) || errors.Is(err, signer.ErrTooManyAgents):
-			st.agentErr = &Error{Code: CodeSignatureAgentTooLarge, Message: trimPrefix(err), Err: err}
-		case err != nil:
-			st.agentErr = &Error{Code: CodeInvalidSignatureAgent, Message: trimPrefix(err), Err: err}
-		}
-		st.agent = sa
+		st.agent = v.agents.resolve(vals, cfg.MaxSignatureAgentMembers, cfg.MaxHeaderBytes)
 	}
-	if st.agentErr != nil {
-		return signer.KeySet{}, false, st.agentErr
+	f := st.agent
+	if f.err != nil {
+		return signer.KeySet{}, false, f.err
 	}
 	var (
-		m     signer.AgentMember
-		ok    bool
+		i     = -1
 		bound bool
 	)
 	c, covered := sig.CoversName("signature-agent")
@@ -564,26 +564,99 @@ func (v *Verifier) keySet(r *http.Request, sig *signer.Signature, st *requestSta
 	case covered && c.Key != "":
 		// The covered `"signature-agent";key=…` names the member.
 		bound = true
-		m, ok = st.agent.Member(c.Key)
+		i = f.member(c.Key)
 	default:
 		// The whole field is covered (web-bot-auth 0.1.3), or nothing is:
 		// the member keyed by the label, else the only one.
 		bound = covered
-		if m, ok = st.agent.Member(sig.Label); !ok {
-			m, ok = st.agent.Only()
+		if i = f.member(sig.Label); i < 0 && len(f.sets) == 1 {
+			i = 0
 		}
 	}
-	if !ok {
+	if i < 0 {
 		return signer.KeySet{}, false, Fail(CodeInvalidSignatureAgent, "Signature-Agent has no member for signature %q", sig.Label)
 	}
 	if cfg.RequireBound && !bound {
 		return signer.KeySet{}, false, Fail(CodeMissingComponents, `the signature must cover "signature-agent"`)
 	}
-	set, err := m.KeySet()
-	if err != nil {
-		return signer.KeySet{}, false, &Error{Code: CodeInvalidSignatureAgent, Message: trimPrefix(err), Err: err}
+	if f.errs[i] != nil {
+		return signer.KeySet{}, false, f.errs[i]
 	}
-	return set, bound, nil
+	return f.sets[i], bound, nil
+}
+
+// agentField is a Signature-Agent value resolved: its members' keys and
+// key sets (or why each cannot be used), or why the field is refused. It is
+// immutable once made, so the cache shares it between requests.
+type agentField struct {
+	err  *Error
+	keys []string
+	sets []signer.KeySet
+	errs []*Error
+}
+
+func (f *agentField) member(key string) int {
+	for i, k := range f.keys {
+		if k == key {
+			return i
+		}
+	}
+	return -1
+}
+
+func resolveAgentField(vals []string, maxMembers, maxBytes int) *agentField {
+	sa, err := signer.ParseSignatureAgentLimited(vals, maxMembers, maxBytes)
+	switch {
+	case errors.Is(err, signer.ErrFieldTooLarge) || errors.Is(err, signer.ErrTooManyAgents):
+		return &agentField{err: &Error{Code: CodeSignatureAgentTooLarge, Message: trimPrefix(err), Err: err}}
+	case err != nil:
+		return &agentField{err: &Error{Code: CodeInvalidSignatureAgent, Message: trimPrefix(err), Err: err}}
+	}
+	ms := sa.Members()
+	f := &agentField{keys: make([]string, len(ms)), sets: make([]signer.KeySet, len(ms)), errs: make([]*Error, len(ms))}
+	for i, m := range ms {
+		f.keys[i] = m.Key
+		if f.sets[i], err = m.KeySet(); err != nil {
+			f.errs[i] = &Error{Code: CodeInvalidSignatureAgent, Message: trimPrefix(err), Err: err}
+		}
+	}
+	return f
+}
+
+// agentCacheSize bounds the cache of resolved Signature-Agent values; when
+// it is full it is emptied. agentCacheMaxLen is the longest value cached.
+const (
+	agentCacheSize   = 1024
+	agentCacheMaxLen = 512
+)
+
+// agentCache remembers resolved Signature-Agent values by their text: an
+// agent sends the same value on every request, so it is parsed and
+// resolved once. Values the limits refuse are resolved again each time
+// (cheaply: the limits refuse them first).
+type agentCache struct {
+	mu sync.RWMutex
+	m  map[string]*agentField
+}
+
+func (c *agentCache) resolve(vals []string, maxMembers, maxBytes int) *agentField {
+	if len(vals) != 1 || len(vals[0]) > agentCacheMaxLen {
+		return resolveAgentField(vals, maxMembers, maxBytes)
+	}
+	c.mu.RLock()
+	f, ok := c.m[vals[0]]
+	c.mu.RUnlock()
+	if ok {
+		return f
+	}
+	f = resolveAgentField(vals, maxMembers, maxBytes)
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= agentCacheSize {
+		c.m = make(map[string]*agentField, agentCacheSize)
+	}
+	c.m[vals[0]] = f
+	c.mu.Unlock()
+	return f
 }
 
 func keyError(err error, set signer.KeySet, keyID string) *Error {

@@ -187,7 +187,7 @@ var (
 	reKeyID   = regexp.MustCompile(`;keyid="[^"]*"`)
 )
 
-// TestVerifyPolicy walks DESIGN §4 step by step: each case breaks one rule
+// TestVerifyPolicy walks the verification policy step by step (docs/security.md): each case breaks one rule
 // and expects its code. Rejections before step 6 never consult the key
 // source, and no rejection records a nonce.
 func TestVerifyPolicy(t *testing.T) {
@@ -221,7 +221,7 @@ func TestVerifyPolicy(t *testing.T) {
 		req        func(t testing.TB) *http.Request
 		wantStatus int
 		wantCode   string
-		step       int // DESIGN §4 step that rejects (0: accepted)
+		step       int // the policy step that rejects (0: accepted)
 	}{
 		{"default profile accepted", middleware.Config{}, def, 200, "", 0},
 
@@ -396,7 +396,7 @@ func TestVerifyPolicy(t *testing.T) {
 }
 
 // TestVerifyOrder checks that when a request breaks several rules, the
-// earliest step of DESIGN §4 decides the code.
+// earliest step of the policy decides the code.
 func TestVerifyOrder(t *testing.T) {
 	t.Parallel()
 	down := middleware.KeySourceFunc(func(context.Context, signer.KeySet, string) (signer.PublicKey, error) {
@@ -562,7 +562,7 @@ func TestConcurrentReplay(t *testing.T) {
 	}
 }
 
-// TestErrorResponse checks the JSON body of DESIGN §6 and Accept-Signature.
+// TestErrorResponse checks the JSON error body and Accept-Signature.
 func TestErrorResponse(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -787,7 +787,7 @@ func TestSignatureAgentForms(t *testing.T) {
 }
 
 // TestVestauthAttacks replays, at the middleware level, the weaknesses of
-// vestauth listed in PEERS.md that a verifier must stop.
+// vestauth (docs/security.md) that a verifier must stop.
 func TestVestauthAttacks(t *testing.T) {
 	t.Parallel()
 	t.Run("created far in the future without expires", func(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// Defaults of the web-bot-auth profile (DESIGN §3).
+// Defaults of the web-bot-auth signing profile.
 const (
 	DefaultLabel = "sig1"
 	DefaultTag   = "web-bot-auth"
