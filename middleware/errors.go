@@ -50,6 +50,7 @@ const (
 	CodeRateLimited            Code = "rate_limited"
 	CodeInternal               Code = "internal"
 	CodeKeyFetchFailed         Code = "key_fetch_failed"
+	CodeUpstreamUnavailable    Code = "upstream_unavailable"
 	CodeDatabaseUnavailable    Code = "database_unavailable"
 )
 
@@ -92,6 +93,7 @@ var statuses = map[Code]int{
 	CodeRateLimited:            http.StatusTooManyRequests,
 	CodeInternal:               http.StatusInternalServerError,
 	CodeKeyFetchFailed:         http.StatusServiceUnavailable,
+	CodeUpstreamUnavailable:    http.StatusBadGateway,
 	CodeDatabaseUnavailable:    http.StatusServiceUnavailable,
 }
 
