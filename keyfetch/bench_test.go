@@ -10,7 +10,7 @@ import (
 	"github.com/agentid/agentid/signer"
 )
 
-// BenchmarkKeyCacheHit measures Key for a cached origin and keyid, with the
+// BenchmarkKeyCacheHit measures Key for a cached key set and keyid, with the
 // real clock. Compare with BenchmarkBaselineRWMutexMap, the floor for any
 // concurrent cache lookup.
 func BenchmarkKeyCacheHit(b *testing.B) {
@@ -18,13 +18,14 @@ func BenchmarkKeyCacheHit(b *testing.B) {
 	srv := newDirServerB(b, serveKeys("max-age=3600", "", k))
 	f := keyfetch.New(keyfetch.Config{TrustedHosts: []string{"127.0.0.1"}, AllowHTTP: true, AllowPrivateNetworks: true})
 	ctx := context.Background()
-	if _, err := originKey(f, ctx, srv, k.JWK.Kid); err != nil {
+	set := agentSet(b, srv)
+	if _, err := f.Key(ctx, set, k.JWK.Kid); err != nil {
 		b.Fatal(err)
 	}
 	b.Run("serial", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := originKey(f, ctx, srv, k.JWK.Kid); err != nil {
+			if _, err := f.Key(ctx, set, k.JWK.Kid); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -33,7 +34,7 @@ func BenchmarkKeyCacheHit(b *testing.B) {
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				if _, err := originKey(f, ctx, srv, k.JWK.Kid); err != nil {
+				if _, err := f.Key(ctx, set, k.JWK.Kid); err != nil {
 					b.Fatal(err)
 				}
 			}

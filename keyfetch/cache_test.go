@@ -47,7 +47,7 @@ func TestCacheLifetime(t *testing.T) {
 			}
 			for i, s := range steps {
 				clk.Advance(s.advance)
-				if _, err := originKey(f, ctx, srv.URL, k.JWK.Kid); err != nil {
+				if _, err := f.Key(ctx, agentSet(t, srv.URL), k.JWK.Kid); err != nil {
 					t.Fatalf("step %d: Key error = %v, want nil", i, err)
 				}
 				if got := srv.hits.Load(); got != s.wantHits {
@@ -95,7 +95,7 @@ func TestETagRevalidation(t *testing.T) {
 	srv.set(serveKeys("max-age=60", `"v2"`, k2))
 	clk.Advance(2 * time.Second)
 	mustKey(t, f, srv.URL, k2)
-	if _, err := originKey(f, ctx, srv.URL, k1.JWK.Kid); !errors.Is(err, signer.ErrUnknownKey) {
+	if _, err := f.Key(ctx, agentSet(t, srv.URL), k1.JWK.Kid); !errors.Is(err, signer.ErrUnknownKey) {
 		t.Errorf("Key(removed key) error = %v, want ErrUnknownKey", err)
 	}
 }
@@ -112,7 +112,7 @@ func (r *statusRecorder) WriteHeader(code int) {
 
 func mustKey(t *testing.T, f *keyfetch.Fetcher, agent string, want signer.PublicKey) {
 	t.Helper()
-	pk, err := originKey(f, context.Background(), agent, want.JWK.Kid)
+	pk, err := f.Key(context.Background(), agentSet(t, agent), want.JWK.Kid)
 	if err != nil {
 		t.Fatalf("Key(%s) error = %v, want nil", want.JWK.Kid, err)
 	}
@@ -129,20 +129,20 @@ func TestRefreshReplacesKeySet(t *testing.T) {
 	f := keyfetch.New(testConfig(clk))
 	ctx := context.Background()
 	mustKey(t, f, srv.URL, k2)
-	dir, err := f.Directory(ctx, srv.URL)
+	dir, err := f.Keys(ctx, agentSet(t, srv.URL))
 	if err != nil || len(dir) != 2 || dir[0].JWK.Kid != k1.JWK.Kid {
-		t.Fatalf("Directory = %d keys, %v; want [k1 k2], nil", len(dir), err)
+		t.Fatalf("Keys = %d keys, %v; want [k1 k2], nil", len(dir), err)
 	}
 
 	srv.set(serveKeys("max-age=60", "", k1))
 	mustKey(t, f, srv.URL, k2) // still cached
 	clk.Advance(61 * time.Second)
-	if _, err := originKey(f, ctx, srv.URL, k2.JWK.Kid); !errors.Is(err, signer.ErrUnknownKey) {
+	if _, err := f.Key(ctx, agentSet(t, srv.URL), k2.JWK.Kid); !errors.Is(err, signer.ErrUnknownKey) {
 		t.Errorf("Key(removed key) error = %v, want ErrUnknownKey", err)
 	}
 	mustKey(t, f, srv.URL, k1)
-	if dir, _ := f.Directory(ctx, srv.URL); len(dir) != 1 {
-		t.Errorf("Directory = %d keys, want 1", len(dir))
+	if dir, _ := f.Keys(ctx, agentSet(t, srv.URL)); len(dir) != 1 {
+		t.Errorf("Keys = %d keys, want 1", len(dir))
 	}
 }
 
@@ -157,6 +157,7 @@ func TestConcurrentLookupsShareOneFetch(t *testing.T) {
 	})
 	f := keyfetch.New(testConfig(newClock()))
 
+	set := agentSet(t, srv.URL)
 	const n = 200
 	var started, done sync.WaitGroup
 	errs := make([]error, n)
@@ -166,7 +167,7 @@ func TestConcurrentLookupsShareOneFetch(t *testing.T) {
 		go func() {
 			defer done.Done()
 			started.Done()
-			_, errs[i] = originKey(f, context.Background(), srv.URL, k.JWK.Kid)
+			_, errs[i] = f.Key(context.Background(), set, k.JWK.Kid)
 		}()
 	}
 	started.Wait()
@@ -195,12 +196,13 @@ func TestCallerGivesUpWithoutCancellingSharedFetch(t *testing.T) {
 	})
 	f := keyfetch.New(testConfig(newClock()))
 
+	set := agentSet(t, srv.URL)
 	ctxA, cancelA := context.WithCancel(context.Background())
 	errA := make(chan error, 1)
-	go func() { _, err := originKey(f, ctxA, srv.URL, k.JWK.Kid); errA <- err }()
+	go func() { _, err := f.Key(ctxA, set, k.JWK.Kid); errA <- err }()
 	<-entered
 	errB := make(chan error, 1)
-	go func() { _, err := originKey(f, context.Background(), srv.URL, k.JWK.Kid); errB <- err }()
+	go func() { _, err := f.Key(context.Background(), set, k.JWK.Kid); errB <- err }()
 	cancelA()
 	if err := <-errA; !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled caller error = %v, want context.Canceled", err)
@@ -240,7 +242,7 @@ func TestUnknownKeyForcesOneRefreshPerCooldown(t *testing.T) {
 	}
 	for _, s := range steps {
 		clk.Advance(s.advance)
-		_, err := originKey(f, ctx, srv.URL, s.kid)
+		_, err := f.Key(ctx, agentSet(t, srv.URL), s.kid)
 		if got := errKind(err); got != s.want {
 			t.Errorf("%s: Key error kind = %s (%v), want %s", s.name, got, err, s.want)
 		}
@@ -270,10 +272,11 @@ func TestUnknownKeyRefreshDoesNotBlockOthers(t *testing.T) {
 	safety := time.AfterFunc(5*time.Second, release) // unblocks a broken implementation
 	defer safety.Stop()
 
+	set := agentSet(t, srv.URL)
 	errA := make(chan error, 1)
-	go func() { _, err := originKey(f, context.Background(), srv.URL, k2.JWK.Kid); errA <- err }()
+	go func() { _, err := f.Key(context.Background(), set, k2.JWK.Kid); errA <- err }()
 	<-entered
-	_, err := originKey(f, context.Background(), srv.URL, k3.JWK.Kid)
+	_, err := f.Key(context.Background(), set, k3.JWK.Kid)
 	if !errors.Is(err, signer.ErrUnknownKey) {
 		t.Errorf("other unknown key error = %v, want ErrUnknownKey", err)
 	}
@@ -307,7 +310,7 @@ func TestFailuresAreCachedBriefly(t *testing.T) {
 			f := keyfetch.New(cfg)
 			for i, adv := range []time.Duration{0, time.Second, 10 * time.Second} {
 				clk.Advance(adv)
-				_, err := originKey(f, context.Background(), srv.URL, testKey(1).JWK.Kid)
+				_, err := f.Key(context.Background(), agentSet(t, srv.URL), testKey(1).JWK.Kid)
 				var fe *keyfetch.FetchError
 				if !errors.As(err, &fe) || fe.StatusCode != http.StatusServiceUnavailable {
 					t.Fatalf("call %d: Key error = %v, want a FetchError with status 503", i, err)
@@ -355,7 +358,7 @@ func TestLastGoodSetServesWhileDirectoryDown(t *testing.T) {
 			}
 			for _, s := range steps {
 				clk.Advance(s.advance)
-				_, err := originKey(f, ctx, srv.URL, s.kid)
+				_, err := f.Key(ctx, agentSet(t, srv.URL), s.kid)
 				if got := errKind(err); got != s.want {
 					t.Fatalf("%s: Key error kind = %s (%v), want %s", s.name, got, err, s.want)
 				}
@@ -375,7 +378,7 @@ func TestNoStaleServingWhenDisabled(t *testing.T) {
 	mustKey(t, f, srv.URL, k1)
 	srv.set(serveStatus(http.StatusInternalServerError))
 	clk.Advance(61 * time.Second)
-	if _, err := originKey(f, context.Background(), srv.URL, k1.JWK.Kid); errKind(err) != "fetch" {
+	if _, err := f.Key(context.Background(), agentSet(t, srv.URL), k1.JWK.Kid); errKind(err) != "fetch" {
 		t.Errorf("Key error = %v, want a FetchError", err)
 	}
 }

@@ -31,20 +31,20 @@ const (
 // safe default; the zero Config itself is valid but trusts no host, so every
 // lookup is refused with signer.ErrUntrustedAgent.
 type Config struct {
-	// TrustedHosts lists the signature agent hosts whose directories may be
-	// fetched. An entry is an exact host ("agents.example.com",
+	// TrustedHosts lists the hosts whose key sets may be fetched (the
+	// key-set URL's host, and a card's jwks_uri host). An entry is an exact host ("agents.example.com",
 	// "127.0.0.1", "[::1]") or a wildcard "*.suffix" that matches any host
 	// ending in ".suffix" on a label boundary: "*.example.com" matches
 	// "a.example.com" and "a.b.example.com" but not "example.com" nor
 	// "evilexample.com". A wildcard never matches an IP address. Matching
 	// is case-insensitive. An entry without a port matches the host on any
 	// port; "host:port" matches only that port (the scheme's default port
-	// when the agent names none). The check happens before any network I/O.
+	// when the URL names none). The check happens before any network I/O.
 	// If empty, no host is trusted and every lookup is refused.
 	TrustedHosts []string
 
-	// AllowHTTP permits http:// signature agents. If false, only https://
-	// agents are fetched; others are refused as untrusted without I/O.
+	// AllowHTTP permits http:// key-set URLs. If false, only https:// URLs
+	// are fetched; others are refused as untrusted without I/O.
 	// Turn it on only for tests and local development.
 	AllowHTTP bool
 
@@ -67,44 +67,46 @@ type Config struct {
 	// below bounds each fetch.
 	HTTPClient *http.Client
 
-	// Timeout bounds one directory fetch from dial to the last body byte.
-	// If 0, 5 seconds.
+	// Timeout bounds one key-set fetch from dial to the last body byte (a
+	// card and its jwks_uri together). If 0, 5 seconds.
 	Timeout time.Duration
 
-	// MaxBodyBytes caps the directory body; a larger body is a fetch
+	// MaxBodyBytes caps each document's body; a larger body is a fetch
 	// failure. If 0, 64 KiB.
 	MaxBodyBytes int64
 
-	// MaxKeys caps the number of entries in a directory's "keys" array; a
-	// directory with more entries is a fetch failure (it is not truncated,
-	// so the accepted set never depends on key order). If 0, 64.
+	// MaxKeys caps the number of entries in a key set's "keys" array; a
+	// set with more entries is a fetch failure (it is not truncated, so the
+	// accepted set never depends on key order). If 0, 64.
 	MaxKeys int
 
 	// MinTTL and MaxTTL clamp the lifetime taken from Cache-Control
 	// max-age. If 0, 30 seconds and 1 hour. MinTTL must not exceed MaxTTL.
 	MinTTL, MaxTTL time.Duration
 
-	// DefaultTTL is the lifetime used when the directory sends no usable
+	// DefaultTTL is the lifetime used when a response sends no usable
 	// max-age. If 0, 5 minutes clamped to [MinTTL, MaxTTL].
 	DefaultTTL time.Duration
 
 	// RefreshCooldown limits refreshes forced by an unknown keyid on a
-	// fresh cache entry to one per origin per cooldown. If 0, 30 seconds;
+	// fresh cache entry to one per key set per cooldown. If 0, 30 seconds;
 	// negative: an unknown keyid never forces a refresh.
 	RefreshCooldown time.Duration
 
 	// NegativeTTL is how long a fetch failure is remembered (no new fetch
-	// for that origin meanwhile), and how long a 404 or 410 directory
-	// counts as empty. If 0, 10 seconds; negative: failures are not cached.
+	// of that key set meanwhile), and how long a 404 or 410 key set counts
+	// as empty. If 0, 10 seconds; negative: failures are not cached.
 	NegativeTTL time.Duration
 
-	// MaxStale is how long past its expiry the last good key set keeps
-	// serving while refreshes fail. If 0, 1 hour; negative: never serve
-	// stale keys.
+	// MaxStale is the stale window: how long past its expiry the last good
+	// key set keeps serving while refreshes fail. A failed refresh never
+	// drops the set; the next successful one replaces it. If 0, 1 hour;
+	// negative: never serve stale keys.
 	MaxStale time.Duration
 
-	// MaxOrigins caps the number of origins held in the cache; beyond it
-	// expired entries, then arbitrary ones, are evicted. If 0, 10000.
+	// MaxOrigins caps the number of key sets held in the cache; beyond it
+	// entries with nothing left to serve (past their stale window, no
+	// failure to remember), then arbitrary ones, are evicted. If 0, 10000.
 	MaxOrigins int
 
 	// Now is the clock for cache lifetimes. If nil, time.Now is used.

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// ErrPrivateAddress is wrapped by the fetch error when a directory host
+// ErrPrivateAddress is wrapped by the fetch error when a key-set host
 // resolves to a loopback, private, link-local or otherwise non-public address
 // and Config.AllowPrivateNetworks is off.
 var ErrPrivateAddress = errors.New("keyfetch: refusing to connect to a non-public address")
@@ -106,7 +106,7 @@ func newHTTPClient(allowPrivate bool, timeout time.Duration) *http.Client {
 		d.Control = dialControl
 	}
 	t := &http.Transport{
-		Proxy:                  nil, // a proxy would be dialed instead of the directory host
+		Proxy:                  nil, // a proxy would be dialed instead of the key-set host
 		DialContext:            d.DialContext,
 		ForceAttemptHTTP2:      true,
 		MaxIdleConns:           100,

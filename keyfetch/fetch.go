@@ -16,16 +16,24 @@ import (
 	"github.com/agentid/agentid/signer"
 )
 
-// JSONMediaType is accepted for a key directory beside
-// signer.DirectoryMediaType.
-const JSONMediaType = "application/json"
+// Media types accepted beside signer.DirectoryMediaType.
+const (
+	// JWKSetMediaType is the media type of a JSON Web Key Set (RFC 7517).
+	JWKSetMediaType = "application/jwk-set+json"
+	// JSONMediaType is accepted for every kind of key set.
+	JSONMediaType = "application/json"
+)
 
-// FetchError reports that a key directory could not be fetched or was
-// unusable: network failure, timeout, a non-public address, an unexpected
-// status (including any redirect), a wrong media type, an oversized or
-// malformed body. The middleware answers 503 key_fetch_failed for it.
+// FetchError reports that a key set could not be fetched or was unusable:
+// network failure, timeout, a non-public address, an unexpected status
+// (including any redirect), a wrong media type, an oversized or malformed
+// body, a card whose jwks_uri is refused. The middleware answers 503
+// key_fetch_failed for it (401 untrusted_signature_agent when it wraps
+// signer.ErrUntrustedAgent: a card naming a jwks_uri outside the trust
+// policy).
 type FetchError struct {
-	// URL is the directory URL.
+	// URL is the URL whose fetch failed: the key-set URL, or the jwks_uri
+	// a card named.
 	URL string
 	// StatusCode is the HTTP status received, or 0 if no response arrived.
 	StatusCode int
@@ -41,30 +49,65 @@ func (e *FetchError) Error() string {
 // errors.Is(err, ErrPrivateAddress) work.
 func (e *FetchError) Unwrap() error { return e.Err }
 
-// result is everything one fetch learned, for the cache and for Check.
-type result struct {
+// response is what one GET learned.
+type response struct {
+	url          string
 	status       int
 	contentType  string
 	cacheControl string
 	etag         string
 	ttl          time.Duration
 	ttlNote      string // why ttl is what it is, for Check
-	ttlExact     bool   // ttl is the directory's own max-age
+	ttlExact     bool   // ttl is the response's own max-age
 	notModified  bool   // 304 answering our If-None-Match
-	notFound     bool   // 404 or 410: the directory does not exist
-	keys         []signer.PublicKey
-	problems     []string // keys skipped, and why
+	notFound     bool   // 404 or 410: the document does not exist
+	body         []byte
+	resp         *http.Response // headers and our request (body consumed)
 }
 
-// fetch GETs the directory at url. With etag non-empty it revalidates. It
-// returns a *FetchError on failure; res is non-nil whenever a response arrived.
-func (f *Fetcher) fetch(ctx context.Context, url, etag string) (*result, error) {
-	fail := func(status int, err error) error { return &FetchError{URL: url, StatusCode: status, Err: err} }
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+// accepts returns the Accept header sent for a kind of document and
+// reports whether media type mt is accepted for it.
+func accepts(kind signer.KeySetKind, mt string) bool {
+	switch kind {
+	case signer.KindCard:
+		return mt == JSONMediaType || strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")
+	default:
+		return mt == signer.DirectoryMediaType || mt == JWKSetMediaType || mt == JSONMediaType
+	}
+}
+
+func acceptHeader(kind signer.KeySetKind) string {
+	switch kind {
+	case signer.KindCard:
+		return JSONMediaType
+	case signer.KindJWKS:
+		return JWKSetMediaType + ", " + JSONMediaType + ";q=0.9"
+	}
+	return signer.DirectoryMediaType + ", " + JWKSetMediaType + ";q=0.9, " + JSONMediaType + ";q=0.8"
+}
+
+func mediaTypes(kind signer.KeySetKind) string {
+	if kind == signer.KindCard {
+		return JSONMediaType + " or application/*+json"
+	}
+	return signer.DirectoryMediaType + ", " + JWKSetMediaType + " or " + JSONMediaType
+}
+
+// fetch GETs rawURL, a document of the given kind, exactly as given (no
+// redirect followed). With etag non-empty it revalidates. The trust policy
+// is checked first: an error wrapping signer.ErrUntrustedAgent means
+// nothing was sent. Other failures are a *FetchError; the response is
+// non-nil whenever one arrived.
+func (f *Fetcher) fetch(ctx context.Context, rawURL, etag string, kind signer.KeySetKind) (*response, error) {
+	if err := f.TrustURL(rawURL); err != nil {
+		return nil, err
+	}
+	fail := func(status int, err error) error { return &FetchError{URL: rawURL, StatusCode: status, Err: err} }
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
 	if err != nil {
 		return nil, fail(0, err)
 	}
-	req.Header.Set("Accept", signer.DirectoryMediaType+", "+JSONMediaType+";q=0.9")
+	req.Header.Set("Accept", acceptHeader(kind))
 	req.Header.Set("User-Agent", f.cfg.UserAgent)
 	if etag != "" {
 		req.Header.Set("If-None-Match", etag)
@@ -78,88 +121,224 @@ func (f *Fetcher) fetch(ctx context.Context, url, etag string) (*result, error) 
 		return nil, fail(0, err)
 	}
 	defer resp.Body.Close()
-	res := &result{
+	r := &response{
+		url:          rawURL,
 		status:       resp.StatusCode,
 		contentType:  resp.Header.Get("Content-Type"),
 		cacheControl: strings.Join(resp.Header.Values("Cache-Control"), ", "),
 		etag:         resp.Header.Get("ETag"),
+		resp:         resp,
 	}
-	res.ttl, res.ttlNote = f.ttl(res.cacheControl)
-	res.ttlExact = res.ttlNote == fmt.Sprintf("max-age %v", res.ttl)
+	r.ttl, r.ttlNote = f.ttl(r.cacheControl)
+	r.ttlExact = r.ttlNote == fmt.Sprintf("max-age %v", r.ttl)
 	discard := func() { _, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10)) }
 	switch {
 	case resp.StatusCode == http.StatusOK:
 	case resp.StatusCode == http.StatusNotModified && etag != "":
-		res.notModified = true
+		r.notModified = true
 		discard()
-		return res, nil
+		return r, nil
 	case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusGone:
-		res.notFound = true
+		r.notFound = true
 		discard()
-		return res, nil
+		return r, nil
 	case resp.StatusCode >= 300 && resp.StatusCode < 400:
 		discard()
-		return res, fail(resp.StatusCode, fmt.Errorf("status %d: redirect to %q not followed", resp.StatusCode, truncate(resp.Header.Get("Location"))))
+		return r, fail(resp.StatusCode, fmt.Errorf("status %d: redirect to %q not followed", resp.StatusCode, truncate(resp.Header.Get("Location"))))
 	default:
 		discard()
-		return res, fail(resp.StatusCode, fmt.Errorf("unexpected status %d", resp.StatusCode))
+		return r, fail(resp.StatusCode, fmt.Errorf("unexpected status %d", resp.StatusCode))
 	}
-	mt, _, err := mime.ParseMediaType(res.contentType)
-	if err != nil || (mt != signer.DirectoryMediaType && mt != JSONMediaType) {
+	mt, _, err := mime.ParseMediaType(r.contentType)
+	if err != nil || !accepts(kind, mt) {
 		discard()
-		return res, fail(resp.StatusCode, fmt.Errorf("media type %q is not %s or %s", truncate(res.contentType), signer.DirectoryMediaType, JSONMediaType))
+		return r, fail(resp.StatusCode, fmt.Errorf("media type %q is not %s", truncate(r.contentType), mediaTypes(kind)))
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, f.cfg.MaxBodyBytes+1))
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
 			err = fmt.Errorf("%w: %v", cerr, err)
 		}
-		return res, fail(resp.StatusCode, fmt.Errorf("reading body: %w", err))
+		return r, fail(resp.StatusCode, fmt.Errorf("reading body: %w", err))
 	}
 	if int64(len(body)) > f.cfg.MaxBodyBytes {
-		return res, fail(resp.StatusCode, fmt.Errorf("body exceeds %d bytes", f.cfg.MaxBodyBytes))
+		return r, fail(resp.StatusCode, fmt.Errorf("body exceeds %d bytes", f.cfg.MaxBodyBytes))
 	}
-	res.keys, res.problems, err = parseDirectory(body, f.cfg.MaxKeys)
-	if err != nil {
-		return res, fail(resp.StatusCode, err)
-	}
-	return res, nil
+	r.body = body
+	return r, nil
 }
 
-// parseDirectory decodes {"keys":[...]} and keeps the valid, public,
-// Ed25519 keys whose kid (if any) is their RFC 7638 thumbprint. The others
-// are skipped and described in problems. It fails when the document is not
-// such an object or has more than maxKeys entries.
-func parseDirectory(body []byte, maxKeys int) (keys []signer.PublicKey, problems []string, err error) {
-	var doc struct {
-		Keys json.RawMessage `json:"keys"`
+// outcome is what resolving a key set learned, for the cache and for Check.
+type outcome struct {
+	doc         *response // the key-set URL's response (nil if none arrived)
+	jwks        *response // the response of a card's jwks_uri (nil otherwise)
+	jwksURL     string    // a card's jwks_uri
+	kept        bool      // 304: the cached keys stay
+	notFound    int       // 404 or 410: an authoritative empty set
+	notFoundURL string
+	keys        []signer.PublicKey
+	problems    []string // keys skipped, and why
+	notes       []string // accepted but worth fixing, for Check
+	ttl         time.Duration
+}
+
+// resolve fetches the key set set: its URL, and for a card that names its
+// keys by jwks_uri, that URL too (one hop: a JWKS names no further URL).
+// prev, when it holds a set, supplies the validators of conditional
+// requests. The outcome is non-nil whenever a response arrived; the error
+// is a *FetchError, or wraps signer.ErrUntrustedAgent when set.URL itself
+// is refused.
+func (f *Fetcher) resolve(ctx context.Context, set signer.KeySet, prev *entry) (*outcome, error) {
+	o := &outcome{}
+	var etag, prevJWKS, jwksETag string
+	if prev != nil && prev.has && prev.notFound == 0 {
+		etag, prevJWKS, jwksETag = prev.etag, prev.jwksURL, prev.jwksETag
 	}
+	r, err := f.fetch(ctx, set.URL, etag, set.Kind)
+	if r == nil {
+		return nil, err
+	}
+	o.doc, o.ttl = r, r.ttl
+	if err != nil {
+		return o, err
+	}
+	fail := func(r *response, err error) (*outcome, error) {
+		return o, &FetchError{URL: r.url, StatusCode: r.status, Err: err}
+	}
+	if r.notFound {
+		o.notFound, o.notFoundURL = r.status, r.url
+		return o, nil
+	}
+	what := "directory"
+	if set.Kind == signer.KindJWKS {
+		what = "JWKS"
+	}
+	var doc []byte
+	switch {
+	case r.notModified && (set.Kind != signer.KindCard || prevJWKS == ""):
+		o.kept = true
+		o.jwksURL = prevJWKS
+		return o, nil
+	case r.notModified:
+		o.jwksURL = prevJWKS
+	case set.Kind == signer.KindCard:
+		inline, uri, err := parseCard(r.body)
+		if err != nil {
+			return fail(r, err)
+		}
+		doc, o.jwksURL, what = inline, uri, `card "jwks"`
+		if inline != nil && uri != "" {
+			o.notes = append(o.notes, `the card has both "jwks" and "jwks_uri": the inline "jwks" is used`)
+			o.jwksURL = ""
+		}
+	default:
+		doc = r.body
+	}
+	keysResp := r
+	if o.jwksURL != "" {
+		je := ""
+		if o.jwksURL == prevJWKS {
+			je = jwksETag
+		}
+		jr, err := f.fetch(ctx, o.jwksURL, je, signer.KindJWKS)
+		if jr == nil {
+			if fe := (*FetchError)(nil); errors.As(err, &fe) {
+				return o, err
+			}
+			return fail(r, fmt.Errorf("card jwks_uri: %w", err)) // refused by the trust policy
+		}
+		o.jwks = jr
+		o.ttl = min(o.ttl, jr.ttl)
+		if err != nil {
+			return o, err
+		}
+		switch {
+		case jr.notFound:
+			o.notFound, o.notFoundURL = jr.status, jr.url
+			return o, nil
+		case jr.notModified:
+			o.kept = true
+			return o, nil
+		}
+		doc, keysResp, what = jr.body, jr, "JWKS"
+	}
+	o.keys, o.problems, err = parseKeySet(doc, f.cfg.MaxKeys, what)
+	if err != nil {
+		return fail(keysResp, err)
+	}
+	return o, nil
+}
+
+// parseCard decodes a Signature Agent Card: a JSON object whose "jwks"
+// member holds a key set or whose "jwks_uri" member names one.
+func parseCard(body []byte) (jwks json.RawMessage, jwksURI string, err error) {
+	var card map[string]json.RawMessage
+	if err := decodeOne(body, &card); err != nil || card == nil {
+		return nil, "", fmt.Errorf("card is not a JSON object: %v", err)
+	}
+	if raw, ok := card["jwks_uri"]; ok && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &jwksURI); err != nil || jwksURI == "" {
+			return nil, "", errors.New(`card "jwks_uri" is not a non-empty string`)
+		}
+	}
+	if raw, ok := card["jwks"]; ok && string(raw) != "null" {
+		jwks = raw
+	}
+	if jwks == nil && jwksURI == "" {
+		return nil, "", errors.New(`card has neither "jwks" nor "jwks_uri"`)
+	}
+	return jwks, jwksURI, nil
+}
+
+// decodeOne decodes exactly one JSON value from body into v.
+func decodeOne(body []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(&doc); err != nil {
-		return nil, nil, fmt.Errorf("directory is not a JSON object: %v", err)
+	if err := dec.Decode(v); err != nil {
+		return err
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return nil, nil, errors.New("trailing data after the directory object")
+		return errors.New("trailing data after the JSON value")
 	}
-	if len(doc.Keys) == 0 || string(doc.Keys) == "null" {
-		return nil, nil, errors.New(`directory has no "keys" array`)
+	return nil
+}
+
+// parseKeySet decodes a key set {"keys":[JWK…]} (or, leniently, a document
+// that is itself one JWK: a one-key set) and keeps the valid public keys
+// signer.ParseKeySetJWK accepts, each kid once. The others are skipped and
+// described in problems. It fails when the document is no such object or
+// has more than maxKeys entries (the set is never truncated, so what is
+// accepted does not depend on key order). what names the document in
+// messages.
+func parseKeySet(body []byte, maxKeys int, what string) (keys []signer.PublicKey, problems []string, err error) {
+	var doc map[string]json.RawMessage
+	if err := decodeOne(body, &doc); err != nil || doc == nil {
+		if err == nil {
+			err = errors.New("null")
+		}
+		return nil, nil, fmt.Errorf("%s is not a JSON object: %v", what, err)
 	}
 	var raws []json.RawMessage
-	if err := json.Unmarshal(doc.Keys, &raws); err != nil {
-		return nil, nil, errors.New(`directory "keys" is not an array`)
+	if k, ok := doc["keys"]; ok && string(k) != "null" {
+		if err := json.Unmarshal(k, &raws); err != nil {
+			return nil, nil, fmt.Errorf(`%s "keys" is not an array`, what)
+		}
+	} else if _, isJWK := doc["kty"]; isJWK {
+		raws = []json.RawMessage{body}
+	} else {
+		return nil, nil, fmt.Errorf(`%s has no "keys" array`, what)
 	}
 	if len(raws) > maxKeys {
-		return nil, nil, fmt.Errorf("directory has %d keys, more than the limit of %d", len(raws), maxKeys)
+		return nil, nil, fmt.Errorf("%s has %d keys, more than the limit of %d", what, len(raws), maxKeys)
 	}
 	seen := make(map[string]int, len(raws))
 	for i, raw := range raws {
-		pk, err := signer.ParsePublicJWK(raw)
+		pk, err := signer.ParseKeySetJWK(raw)
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("keys[%d] skipped: %v", i, err))
 			continue
 		}
 		if j, dup := seen[pk.JWK.Kid]; dup {
-			problems = append(problems, fmt.Sprintf("keys[%d] skipped: duplicate of keys[%d]", i, j))
+			problems = append(problems, fmt.Sprintf("keys[%d] skipped: kid %q already names keys[%d]", i, truncate(pk.JWK.Kid), j))
 			continue
 		}
 		seen[pk.JWK.Kid] = i

@@ -36,11 +36,16 @@ func TestKeyDirectoryValidation(t *testing.T) {
 		{name: "json with charset", contentType: "application/json; charset=utf-8", body: dir(withKid(k1)), kid: k1.JWK.Kid, want: "ok"},
 		{name: "media type with parameters", contentType: signer.DirectoryMediaType + `; foo="bar"`, body: dir(withKid(k1)), kid: k1.JWK.Kid, want: "ok"},
 		{name: "text/html refused", contentType: "text/html", body: dir(withKid(k1)), kid: k1.JWK.Kid, want: "fetch"},
-		{name: "jwk-set media type refused", contentType: "application/jwk-set+json", body: dir(withKid(k1)), kid: k1.JWK.Kid, want: "fetch"},
+		{name: "jwk-set media type", contentType: "application/jwk-set+json", body: dir(withKid(k1)), kid: k1.JWK.Kid, want: "ok"},
+		{name: "other json media type refused", contentType: "application/problem+json", body: dir(withKid(k1)), kid: k1.JWK.Kid, want: "fetch"},
 		{name: "missing media type refused", contentType: "", body: dir(withKid(k1)), kid: k1.JWK.Kid, want: "fetch"},
 		{name: "body over 64 KiB refused", contentType: signer.DirectoryMediaType, body: big, kid: k1.JWK.Kid, want: "fetch"},
 		{name: "not json", contentType: signer.DirectoryMediaType, body: `<html>`, kid: k1.JWK.Kid, want: "fetch"},
 		{name: "top level array", contentType: signer.DirectoryMediaType, body: `[` + withKid(k1) + `]`, kid: k1.JWK.Kid, want: "fetch"},
+		{name: "null document", contentType: signer.DirectoryMediaType, body: `null`, kid: k1.JWK.Kid, want: "fetch"},
+		{name: "single bare JWK is a one-key set", contentType: "application/json", body: withKid(k1), kid: k1.JWK.Kid, want: "ok"},
+		{name: "single bare JWK without kid", contentType: "application/json", body: jwk(k1, ""), kid: k1.JWK.Kid, want: "ok"},
+		{name: "single unusable JWK", contentType: "application/json", body: `{"kty":"OKP","crv":"Ed25519","x":"AAAA"}`, kid: k1.JWK.Kid, want: "unknown"},
 		{name: "no keys member", contentType: signer.DirectoryMediaType, body: `{"jwks":[]}`, kid: k1.JWK.Kid, want: "fetch"},
 		{name: "keys not an array", contentType: signer.DirectoryMediaType, body: `{"keys":{}}`, kid: k1.JWK.Kid, want: "fetch"},
 		{name: "trailing data", contentType: signer.DirectoryMediaType, body: dir(withKid(k1)) + `{}`, kid: k1.JWK.Kid, want: "fetch"},
@@ -48,12 +53,14 @@ func TestKeyDirectoryValidation(t *testing.T) {
 		{name: "exactly MaxKeys", contentType: signer.DirectoryMediaType, body: dir(withKid(k1), withKid(k2)), maxKeys: 2, kid: k2.JWK.Kid, want: "ok"},
 		{name: "empty keys", contentType: signer.DirectoryMediaType, body: `{"keys":[]}`, kid: k1.JWK.Kid, want: "unknown"},
 		{name: "key without kid indexed by thumbprint", contentType: signer.DirectoryMediaType, body: dir(jwk(k1, "")), kid: k1.JWK.Kid, want: "ok"},
-		{name: "kid not the thumbprint skipped (claimed kid)", contentType: signer.DirectoryMediaType, body: dir(jwk(k1, `,"kid":"mine"`)), kid: "mine", want: "unknown"},
-		{name: "kid not the thumbprint skipped (real kid)", contentType: signer.DirectoryMediaType, body: dir(jwk(k1, fmt.Sprintf(`,"kid":%q`, k2.JWK.Kid))), kid: k1.JWK.Kid, want: "unknown"},
+		{name: "a kid that is not the thumbprint is ignored here", contentType: signer.DirectoryMediaType, body: dir(jwk(k1, `,"kid":"mine"`)), kid: "mine", want: "unknown"},
+		{name: "key with another kid found by thumbprint", contentType: signer.DirectoryMediaType, body: dir(jwk(k1, `,"kid":"mine"`)), kid: k1.JWK.Kid, want: "ok"},
 		{name: "kid of another key does not find that key", contentType: signer.DirectoryMediaType, body: dir(jwk(k1, fmt.Sprintf(`,"kid":%q`, k2.JWK.Kid))), kid: k2.JWK.Kid, want: "unknown"},
+		{name: "duplicate kid: the first key is kept", contentType: signer.DirectoryMediaType, body: dir(jwk(k1, `,"kid":"a"`), jwk(k2, `,"kid":"a"`)), kid: k2.JWK.Kid, want: "unknown"},
 		{name: "private key skipped", contentType: signer.DirectoryMediaType, body: dir(jwk(k1, `,"d":"AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE"`)), kid: k1.JWK.Kid, want: "unknown"},
 		{name: "bad x skipped", contentType: signer.DirectoryMediaType, body: dir(`{"kty":"OKP","crv":"Ed25519","x":"AAAA"}`, withKid(k2)), kid: k2.JWK.Kid, want: "ok"},
-		{name: "rsa key skipped, next key used", contentType: signer.DirectoryMediaType, body: dir(`{"kty":"RSA","n":"AQAB","e":"AQAB","kid":"r"}`, withKid(k2)), kid: k2.JWK.Kid, want: "ok"},
+		{name: "short rsa key skipped, next key used", contentType: signer.DirectoryMediaType, body: dir(`{"kty":"RSA","n":"AQAB","e":"AQAB","kid":"r"}`, withKid(k2)), kid: k2.JWK.Kid, want: "ok"},
+		{name: "key marked for another algorithm skipped", contentType: signer.DirectoryMediaType, body: dir(jwk(k1, `,"alg":"ES256"`)), kid: k1.JWK.Kid, want: "unknown"},
 		{name: "x25519 skipped", contentType: signer.DirectoryMediaType, body: dir(fmt.Sprintf(`{"kty":"OKP","crv":"X25519","x":%q}`, k1.JWK.X)), kid: k1.JWK.Kid, want: "unknown"},
 		{name: "extra members allowed", contentType: signer.DirectoryMediaType, body: dir(jwk(k1, `,"use":"sig","alg":"EdDSA","nbf":1`)), kid: k1.JWK.Kid, want: "ok"},
 		{name: "status 500", status: http.StatusInternalServerError, kid: k1.JWK.Kid, want: "fetch"},
@@ -72,12 +79,12 @@ func TestKeyDirectoryValidation(t *testing.T) {
 			cfg := testConfig(newClock())
 			cfg.MaxKeys = tt.maxKeys
 			f := keyfetch.New(cfg)
-			pk, err := originKey(f, context.Background(), srv.URL, tt.kid)
+			pk, err := f.Key(context.Background(), agentSet(t, srv.URL), tt.kid)
 			if got := errKind(err); got != tt.want {
 				t.Fatalf("Key error kind = %s (%v), want %s", got, err, tt.want)
 			}
-			if err == nil && pk.JWK.Kid != tt.kid {
-				t.Errorf("Key kid = %q, want %q", pk.JWK.Kid, tt.kid)
+			if err == nil && pk.Thumbprint != tt.kid {
+				t.Errorf("Key thumbprint = %q, want %q", pk.Thumbprint, tt.kid)
 			}
 			if err == nil && pk.JWK.D != "" {
 				t.Errorf("Key returned a private member")
@@ -97,18 +104,20 @@ func TestUntrustedAgentMakesNoConnection(t *testing.T) {
 	tests := []struct {
 		name  string
 		cfg   func(*keyfetch.Config)
-		agent string
+		agent string // a Signature-Agent value; set when it is no key-set URL
+		set   signer.KeySet
 	}{
 		{name: "empty TrustedHosts trusts nothing", cfg: func(c *keyfetch.Config) { c.TrustedHosts = nil }, agent: srv.URL},
 		{name: "host not listed", cfg: func(c *keyfetch.Config) { c.TrustedHosts = []string{"example.com"} }, agent: srv.URL},
+		{name: "host not listed, key-set URL with a path", cfg: func(c *keyfetch.Config) { c.TrustedHosts = []string{"example.com"} }, agent: srv.URL + "/keys.json?v=1"},
 		{name: "wildcard does not match an IP", cfg: func(c *keyfetch.Config) { c.TrustedHosts = []string{"*.0.0.1"} }, agent: srv.URL},
 		{name: "port pattern mismatch", cfg: func(c *keyfetch.Config) { c.TrustedHosts = []string{"127.0.0.1:1"} }, agent: srv.URL},
 		{name: "http without AllowHTTP", cfg: func(c *keyfetch.Config) { c.AllowHTTP = false }, agent: srv.URL},
-		{name: "other scheme", agent: "ftp://127.0.0.1:" + port},
-		{name: "path is not an origin", agent: srv.URL + "/x"},
-		{name: "query is not an origin", agent: srv.URL + "?a=b"},
-		{name: "userinfo refused", agent: "http://user@127.0.0.1:" + port},
-		{name: "empty agent", agent: ""},
+		{name: "other scheme", agent: "ftp://127.0.0.1:" + port, set: signer.KeySet{URL: "ftp://127.0.0.1:" + port + "/keys"}},
+		{name: "userinfo refused", agent: "http://user@127.0.0.1:" + port, set: signer.KeySet{URL: "http://user@127.0.0.1:" + port + "/keys"}},
+		{name: "fragment refused", agent: srv.URL + "/keys#k", set: signer.KeySet{URL: srv.URL + "/keys#k"}},
+		{name: "relative URL refused", agent: "/keys", set: signer.KeySet{URL: "/keys"}},
+		{name: "no key set", agent: ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -117,13 +126,23 @@ func TestUntrustedAgentMakesNoConnection(t *testing.T) {
 				tt.cfg(&cfg)
 			}
 			f := keyfetch.New(cfg)
+			set := tt.set
+			if set.IsZero() && tt.agent != "" {
+				set = agentSet(t, tt.agent)
+			}
 			before := srv.accepts.Load()
-			_, err := originKey(f, context.Background(), tt.agent, testKey(1).JWK.Kid)
+			_, err := f.Key(context.Background(), set, testKey(1).JWK.Kid)
 			if !errors.Is(err, signer.ErrUntrustedAgent) {
 				t.Errorf("Key error = %v, want ErrUntrustedAgent", err)
 			}
-			if _, err := f.Check(context.Background(), tt.agent); !errors.Is(err, signer.ErrUntrustedAgent) {
-				t.Errorf("Check error = %v, want ErrUntrustedAgent", err)
+			if _, err := f.Keys(context.Background(), set); !errors.Is(err, signer.ErrUntrustedAgent) {
+				t.Errorf("Keys error = %v, want ErrUntrustedAgent", err)
+			}
+			if r, err := f.Check(context.Background(), tt.agent); !errors.Is(err, signer.ErrUntrustedAgent) || r != nil {
+				t.Errorf("Check = %v, %v; want nil, ErrUntrustedAgent", r, err)
+			}
+			if r, err := f.CheckKeySet(context.Background(), set); !errors.Is(err, signer.ErrUntrustedAgent) || r != nil {
+				t.Errorf("CheckKeySet = %v, %v; want nil, ErrUntrustedAgent", r, err)
 			}
 			if got := srv.accepts.Load() - before; got != 0 {
 				t.Errorf("accepted connections = %d, want 0", got)
@@ -132,7 +151,7 @@ func TestUntrustedAgentMakesNoConnection(t *testing.T) {
 	}
 	// The same server is reachable when trusted, so the counter can move.
 	f := keyfetch.New(testConfig(newClock()))
-	if _, err := originKey(f, context.Background(), srv.URL, testKey(1).JWK.Kid); err != nil {
+	if _, err := f.Key(context.Background(), agentSet(t, srv.URL), testKey(1).JWK.Kid); err != nil {
 		t.Fatalf("trusted Key error = %v, want nil", err)
 	}
 	if got := srv.accepts.Load(); got == 0 {
@@ -144,41 +163,46 @@ func TestTrustedHostPatterns(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		patterns []string
-		agent    string
-		want     string // directory URL, "" when untrusted
+		url      string
+		want     bool
 	}{
-		{[]string{"*.example.com"}, "https://a.example.com", "https://a.example.com" + signer.DirectoryPath},
-		{[]string{"*.example.com"}, "https://a.b.example.com", "https://a.b.example.com" + signer.DirectoryPath},
-		{[]string{"*.example.com"}, "https://example.com", ""},
-		{[]string{"*.example.com"}, "https://evilexample.com", ""},
-		{[]string{"*.example.com"}, "https://a.evilexample.com", ""},
-		{[]string{"*.example.com"}, "https://example.com.evil.net", ""},
-		{[]string{"*.example.com"}, "https://a.example.com:8443", "https://a.example.com:8443" + signer.DirectoryPath},
-		{[]string{"*.Example.COM"}, "https://A.example.com", "https://a.example.com" + signer.DirectoryPath},
-		{[]string{"example.com"}, "https://example.com", "https://example.com" + signer.DirectoryPath},
-		{[]string{"example.com"}, "https://a.example.com", ""},
-		{[]string{"example.com"}, "https://example.com.", ""},
-		{[]string{"example.com"}, "https://exampleXcom", ""},
-		{[]string{"example.com:8443"}, "https://example.com:8443", "https://example.com:8443" + signer.DirectoryPath},
-		{[]string{"example.com:8443"}, "https://example.com", ""},
-		{[]string{"example.com:443"}, "https://example.com", "https://example.com" + signer.DirectoryPath},
-		{[]string{"example.com:443"}, "http://example.com", ""},
-		{[]string{"*.localhost"}, "http://agent-x.localhost:3000", "http://agent-x.localhost:3000" + signer.DirectoryPath},
-		{[]string{"[::1]"}, "http://[::1]:8080", "http://[::1]:8080" + signer.DirectoryPath},
-		{[]string{"[::1]:8080"}, "http://[::1]:9090", ""},
-		{[]string{"a.com", "*.b.com"}, "https://x.b.com/", "https://x.b.com" + signer.DirectoryPath},
-		{[]string{"*.example.com"}, "https://a..example.com", ""},
-		{[]string{"*.example.com"}, "https://a%2e.example.com", ""},
+		{[]string{"*.example.com"}, "https://a.example.com", true},
+		{[]string{"*.example.com"}, "https://a.b.example.com" + signer.DirectoryPath, true},
+		{[]string{"*.example.com"}, "https://a.example.com/keys/jwks.json?v=2", true},
+		{[]string{"*.example.com"}, "https://example.com", false},
+		{[]string{"*.example.com"}, "https://evilexample.com", false},
+		{[]string{"*.example.com"}, "https://a.evilexample.com", false},
+		{[]string{"*.example.com"}, "https://example.com.evil.net", false},
+		{[]string{"*.example.com"}, "https://a.example.com:8443", true},
+		{[]string{"*.Example.COM"}, "https://A.example.com", true},
+		{[]string{"example.com"}, "https://example.com", true},
+		{[]string{"example.com"}, "https://a.example.com", false},
+		{[]string{"example.com"}, "https://example.com.", false},
+		{[]string{"example.com"}, "https://exampleXcom", false},
+		{[]string{"example.com"}, "https://example.com:", false},
+		{[]string{"example.com"}, "https://example.com/keys#frag", false},
+		{[]string{"example.com"}, "https://user@example.com/keys", false},
+		{[]string{"example.com"}, "//example.com/keys", false},
+		{[]string{"example.com:8443"}, "https://example.com:8443", true},
+		{[]string{"example.com:8443"}, "https://example.com", false},
+		{[]string{"example.com:443"}, "https://example.com", true},
+		{[]string{"example.com:443"}, "http://example.com", false},
+		{[]string{"*.localhost"}, "http://agent-x.localhost:3000", true},
+		{[]string{"[::1]"}, "http://[::1]:8080", true},
+		{[]string{"[::1]:8080"}, "http://[::1]:9090", false},
+		{[]string{"a.com", "*.b.com"}, "https://x.b.com/", true},
+		{[]string{"*.example.com"}, "https://a..example.com", false},
+		{[]string{"*.example.com"}, "https://a%2e.example.com", false},
 	}
 	for _, tt := range tests {
-		t.Run(strings.Join(tt.patterns, ",")+" "+tt.agent, func(t *testing.T) {
+		t.Run(strings.Join(tt.patterns, ",")+" "+tt.url, func(t *testing.T) {
 			t.Parallel()
 			f := keyfetch.New(keyfetch.Config{TrustedHosts: tt.patterns, AllowHTTP: true})
-			got, err := f.DirectoryURL(tt.agent)
-			if got != tt.want {
-				t.Errorf("DirectoryURL = %q (%v), want %q", got, err, tt.want)
+			err := f.TrustURL(tt.url)
+			if got := err == nil; got != tt.want {
+				t.Errorf("TrustURL = %v, want trusted %v", err, tt.want)
 			}
-			if tt.want == "" && !errors.Is(err, signer.ErrUntrustedAgent) {
+			if err != nil && !errors.Is(err, signer.ErrUntrustedAgent) {
 				t.Errorf("error = %v, want ErrUntrustedAgent", err)
 			}
 		})
@@ -202,7 +226,7 @@ func TestRedirectNotFollowed(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := testConfig(newClock())
 			cfg.HTTPClient = tt.client
-			_, err := originKey(keyfetch.New(cfg), context.Background(), src.URL, testKey(1).JWK.Kid)
+			_, err := keyfetch.New(cfg).Key(context.Background(), agentSet(t, src.URL), testKey(1).JWK.Kid)
 			var fe *keyfetch.FetchError
 			if !errors.As(err, &fe) || fe.StatusCode != http.StatusFound {
 				t.Fatalf("Key error = %v, want a FetchError with status 302", err)
@@ -232,7 +256,7 @@ func TestPrivateAddressRefusedAtDial(t *testing.T) {
 				AllowHTTP:    true,
 			})
 			before := srv.accepts.Load()
-			_, err := originKey(f, context.Background(), tt.agent, testKey(1).JWK.Kid)
+			_, err := f.Key(context.Background(), agentSet(t, tt.agent), testKey(1).JWK.Kid)
 			var fe *keyfetch.FetchError
 			if !errors.As(err, &fe) {
 				t.Fatalf("Key error = %v, want a *FetchError", err)
@@ -259,7 +283,7 @@ func TestFetchTimeout(t *testing.T) {
 	t.Cleanup(func() { close(release) })
 	cfg := testConfig(newClock())
 	cfg.Timeout = 100 * time.Millisecond
-	_, err := originKey(keyfetch.New(cfg), context.Background(), srv.URL, testKey(1).JWK.Kid)
+	_, err := keyfetch.New(cfg).Key(context.Background(), agentSet(t, srv.URL), testKey(1).JWK.Kid)
 	var fe *keyfetch.FetchError
 	if !errors.As(err, &fe) {
 		t.Fatalf("Key error = %v, want a *FetchError", err)
@@ -315,8 +339,8 @@ func TestConfigValidate(t *testing.T) {
 func TestCheck(t *testing.T) {
 	t.Parallel()
 	k1 := testKey(1)
-	body := fmt.Sprintf(`{"keys":[{"kty":"OKP","crv":"Ed25519","x":%q,"kid":%q},{"kty":"OKP","crv":"Ed25519","x":%q,"kid":"wrong"}]}`,
-		k1.JWK.X, k1.JWK.Kid, testKey(2).JWK.X)
+	body := fmt.Sprintf(`{"keys":[{"kty":"OKP","crv":"Ed25519","x":%q,"kid":%q},{"kty":"OKP","crv":"Ed25519","x":%q,"kid":"wrong"},{"kty":"OKP","crv":"X25519","x":%q}]}`,
+		k1.JWK.X, k1.JWK.Kid, testKey(2).JWK.X, k1.JWK.X)
 	tests := []struct {
 		name         string
 		h            http.HandlerFunc
@@ -332,11 +356,11 @@ func TestCheck(t *testing.T) {
 			wantProblems: nil,
 		},
 		{
-			name:         "generic media type, no cache headers, bad kid",
+			name:         "generic media type, no cache headers, kid not the thumbprint, unusable key",
 			h:            serveBody("application/json", "", "", body),
-			wantKeys:     1,
-			wantProblems: []string{"keys[1] skipped"},
-			wantWarnings: []string{"media type", "no ETag", "no max-age"},
+			wantKeys:     2,
+			wantProblems: []string{"keys[2] skipped"},
+			wantWarnings: []string{"media type", "no ETag", "no max-age", `kid "wrong" is not the RFC 7638 thumbprint`},
 		},
 		{
 			name:         "max-age clamped",

@@ -1,11 +1,9 @@
 package keyfetch_test
 
 import (
-	"context"
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -61,27 +59,31 @@ func (l countingListener) Accept() (net.Conn, error) {
 	return c, err
 }
 
-// dirServer is a key directory on loopback whose behaviour a test swaps.
+// dirServer serves key sets on loopback: the well-known directory and any
+// other path a test adds, each with a handler the test swaps.
 type dirServer struct {
 	*httptest.Server
 	accepts atomic.Int64
 	hits    atomic.Int64
 	mu      sync.Mutex
-	h       http.HandlerFunc
+	routes  map[string]http.HandlerFunc
 }
 
 func newDirServer(t testing.TB, h http.HandlerFunc) *dirServer {
 	t.Helper()
-	s := &dirServer{h: h}
+	s := &dirServer{routes: map[string]http.HandlerFunc{signer.DirectoryPath: h}}
 	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.hits.Add(1)
-		if r.URL.Path != signer.DirectoryPath {
+		s.mu.Lock()
+		h := s.routes[r.URL.RequestURI()]
+		if h == nil {
+			h = s.routes[r.URL.Path]
+		}
+		s.mu.Unlock()
+		if h == nil {
 			http.NotFound(w, r)
 			return
 		}
-		s.mu.Lock()
-		h := s.h
-		s.mu.Unlock()
 		h(w, r)
 	}))
 	s.Listener = countingListener{Listener: s.Listener, accepts: &s.accepts}
@@ -90,10 +92,15 @@ func newDirServer(t testing.TB, h http.HandlerFunc) *dirServer {
 	return s
 }
 
-func (s *dirServer) set(h http.HandlerFunc) {
+// set swaps the handler of the well-known directory.
+func (s *dirServer) set(h http.HandlerFunc) { s.handle(signer.DirectoryPath, h) }
+
+// handle serves h at target: a path, or a path with its query (matched
+// first, exactly).
+func (s *dirServer) handle(target string, h http.HandlerFunc) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.h = h
+	s.routes[target] = h
 }
 
 // serveKeys answers with a directory of keys, honouring If-None-Match when etag is set.
@@ -160,13 +167,24 @@ func newDirServerB(b *testing.B, h http.HandlerFunc) string {
 	return newDirServer(b, h).URL
 }
 
-// originKey looks keyID up in the well-known directory of the signature
-// agent origin agent; a value that is no key-set URL is refused as
-// untrusted, as the middleware would never ask for it.
-func originKey(f *keyfetch.Fetcher, ctx context.Context, agent, keyID string) (signer.PublicKey, error) {
+// agentSet returns the key set of the Signature-Agent value agent (an
+// origin means its well-known directory).
+func agentSet(t testing.TB, agent string) signer.KeySet {
+	t.Helper()
 	set, err := signer.ParseKeySetURL(agent)
 	if err != nil {
-		return signer.PublicKey{}, fmt.Errorf("%w: %v", signer.ErrUntrustedAgent, err)
+		t.Fatalf("ParseKeySetURL(%q): %v", agent, err)
 	}
-	return f.Key(ctx, set, keyID)
+	return set
+}
+
+// keySet returns the key set of a Signature-Agent member with the given
+// value and ;type parameter ("" for none).
+func keySet(t testing.TB, value, typ string) signer.KeySet {
+	t.Helper()
+	set, err := signer.AgentMember{Value: value, Type: typ}.KeySet()
+	if err != nil {
+		t.Fatalf("KeySet(%q;type=%q): %v", value, typ, err)
+	}
+	return set
 }

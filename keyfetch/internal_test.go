@@ -81,19 +81,21 @@ func TestCacheIsBoundedByMaxOrigins(t *testing.T) {
 	port := srv.URL[strings.LastIndex(srv.URL, ":")+1:]
 	f := New(Config{TrustedHosts: []string{"127.0.0.1", "localhost", "*.localhost"}, AllowHTTP: true, AllowPrivateNetworks: true, MaxOrigins: 2})
 	agents := []string{srv.URL, "http://localhost:" + port, "http://a.localhost:" + port, "http://b.localhost:" + port}
+	var last signer.KeySet
 	for _, a := range agents {
 		set, err := signer.ParseKeySetURL(a)
 		if err != nil {
 			t.Fatal(err)
 		}
 		_, _ = f.Key(context.Background(), set, "kid")
+		last = set
 	}
 	n := 0
 	f.entries.Range(func(_, _ any) bool { n++; return true })
 	if n > 2 || f.count.Load() != int64(n) {
 		t.Errorf("cached origins = %d (count %d), want at most 2 and equal", n, f.count.Load())
 	}
-	if f.load(agents[len(agents)-1]) == nil {
-		t.Errorf("the newest origin was evicted, want it kept")
+	if f.load(keyOf(last)) == nil {
+		t.Errorf("the newest key set was evicted, want it kept")
 	}
 }

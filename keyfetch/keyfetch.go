@@ -1,29 +1,76 @@
-// Package keyfetch fetches, validates and caches signature agents' key
-// directories (/.well-known/http-message-signatures-directory) without
-// letting a request steer the server into its own network (SSRF-safe).
+// Package keyfetch fetches, validates and caches signature agents' key sets
+// without letting a request steer the server into its own network
+// (SSRF-safe).
 //
 //	keys := keyfetch.New(keyfetch.Config{TrustedHosts: []string{"*.agentid.example"}})
-//	pk, err := keys.Key(ctx, "https://agent-x.agentid.example", kid)
+//	set, _ := signer.ParseKeySetURL("https://agent-x.agentid.example")
+//	pk, err := keys.Key(ctx, set, keyid)
 //	// errors.Is(err, signer.ErrUntrustedAgent): host not trusted, nothing was sent
-//	// errors.Is(err, signer.ErrUnknownKey): the directory does not list kid
-//	// errors.As(err, new(*keyfetch.FetchError)): the directory could not be fetched
+//	// errors.Is(err, signer.ErrUnknownKey): the key set does not hold keyid
+//	// errors.As(err, new(*keyfetch.FetchError)): the key set could not be fetched
 //
 // A *Fetcher satisfies middleware.KeySource.
 //
+// # Key sets
+//
+// A key set (signer.KeySet, resolved from a Signature-Agent member) is a URL
+// and a kind. Its URL is fetched exactly as given: path and query kept,
+// nothing appended, no redirect followed (a 3xx answer is a fetch failure;
+// some published directories answer with a redirect to their www. host,
+// and those are not followed). The kinds:
+//
+//   - signer.KindDirectory (an origin's well-known
+//     /.well-known/http-message-signatures-directory, or a direct key-set
+//     URL) and signer.KindJWKS (;type=jwks_uri): a JSON object
+//     {"keys":[JWK…]} served as signer.DirectoryMediaType, JWKSetMediaType
+//     or JSONMediaType. A document that is itself one JWK is a one-key set,
+//     as some published directories are.
+//   - signer.KindCard (;type=cimd): a Signature Agent Card
+//     (draft-meunier-webbotauth-registry), a JSON object whose "jwks"
+//     member holds {"keys":[…]} or whose "jwks_uri" member names a JWKS URL,
+//     which is fetched too under the same trust policy and limits (one
+//     hop: a JWKS names no further URL).
+//
+// Keys are parsed by signer.ParseKeySetJWK (Ed25519, RSA of at least 2048
+// bits, P-256; a kid is kept as published; a key marked for another
+// algorithm is refused). An unusable key is skipped, and so is a key whose
+// kid an earlier key of the set already has; the rest of the set is used. A
+// document with more than MaxKeys keys or larger than MaxBodyBytes is a
+// fetch failure.
+//
+// At an origin's well-known directory (set.WellKnown) a keyid finds the key
+// whose RFC 7638 thumbprint it is, and nothing else: a published kid that
+// is not the thumbprint is ignored there (web-bot-auth protocol-01). At any
+// other key-set URL a keyid finds the key with that kid, else the key with
+// that thumbprint.
+//
+// # Trust
+//
+// Every URL is checked against the trust policy before any network I/O:
+// its host must match TrustedHosts, its scheme must be https (or http with
+// AllowHTTP), and, unless AllowPrivateNetworks is set, the addresses it
+// resolves to must be public (checked when dialing, so DNS rebinding cannot
+// bypass it). This holds for a card's jwks_uri as for the key-set URL
+// itself. Untrusted key sets are never fetched and never cached.
+//
 // # Cache behaviour
 //
-// Each origin's key set is cached for the Cache-Control max-age of the
-// directory response, clamped to [MinTTL, MaxTTL] (DefaultTTL without
-// max-age; MinTTL for no-store or no-cache). An expired set is revalidated
-// with If-None-Match when the directory sent an ETag; a 304 renews it. A
-// successful refresh replaces the whole set, so a key removed upstream stops
-// verifying after the next refresh. Concurrent lookups of an origin share
-// one fetch. A keyid absent from a fresh set forces one refresh per origin
-// per RefreshCooldown; other lookups meanwhile get signer.ErrUnknownKey at
-// once. A failed fetch is remembered for NegativeTTL; while fetches fail the
-// last good set keeps serving for up to MaxStale past its expiry. A 404 or
-// 410 directory is an authoritative empty set (signer.ErrUnknownKey), not a
-// failure. Untrusted origins are never fetched and never cached.
+// Each key set is cached under its URL and kind for the Cache-Control
+// max-age of its response, clamped to [MinTTL, MaxTTL] (DefaultTTL without
+// max-age; MinTTL for no-store or no-cache); a card with a jwks_uri lives as
+// long as the shorter of its two responses. An expired set is revalidated
+// with If-None-Match when its response sent an ETag (a card and its
+// jwks_uri each with their own); a 304 renews it. A successful refresh
+// replaces the whole set, so a key removed upstream stops verifying after
+// the next refresh. Concurrent lookups of a key set share one fetch. A
+// keyid absent from a fresh set forces one refresh per key set per
+// RefreshCooldown; other lookups meanwhile get signer.ErrUnknownKey at
+// once. A failed fetch is remembered for NegativeTTL. The stale window:
+// while refreshes fail, the last good set keeps serving for up to MaxStale
+// past its expiry; it is replaced by the next successful fetch and never
+// evicted because a fetch failed (when more than MaxOrigins key sets are
+// cached, entries with nothing left to serve go first). A 404 or 410 is an
+// authoritative empty set (signer.ErrUnknownKey), not a failure.
 package keyfetch
 
 import (
@@ -42,26 +89,39 @@ import (
 	"github.com/agentid/agentid/signer"
 )
 
-// Fetcher resolves (signature agent origin, keyid) to a public key by
-// fetching the origin's key directory. It is safe for concurrent use.
+// Fetcher resolves (key set, keyid) to a public key by fetching the key
+// set's URL. It is safe for concurrent use.
 type Fetcher struct {
 	cfg    settings
 	client *http.Client
 
-	entries sync.Map // origin string → *entry (immutable once stored)
+	entries sync.Map // cacheKey → *entry (immutable once stored)
 	count   atomic.Int64
 	mu      sync.Mutex // serialises writers of entries
 	group   singleflight.Group
 }
 
-// entry is one origin's cache state. Entries are never mutated after being
+// cacheKey identifies a cached key set: the same URL read as a directory
+// and as a Signature Agent Card are two entries.
+type cacheKey struct {
+	kind signer.KeySetKind
+	url  string
+}
+
+func keyOf(set signer.KeySet) cacheKey { return cacheKey{kind: set.Kind, url: set.URL} }
+
+// entry is one key set's cache state. Entries are never mutated after being
 // stored; writers store a modified copy under Fetcher.mu.
 type entry struct {
 	url        string
-	keys       map[string]signer.PublicKey // nil until a fetch succeeded
-	list       []signer.PublicKey          // keys in directory order
+	has        bool                        // a fetch succeeded: the fields below hold a set
+	byThumb    map[string]signer.PublicKey // RFC 7638 thumbprint → key
+	byID       map[string]signer.PublicKey // kid, else thumbprint → key
+	list       []signer.PublicKey          // keys in document order
 	etag       string
-	notFound   int       // status (404 or 410) when the directory does not exist
+	jwksURL    string // a card's jwks_uri, "" when the keys are inline
+	jwksETag   string
+	notFound   int       // status (404 or 410) when the key set does not exist
 	freshUntil time.Time // keys are used without refetching until then
 	staleUntil time.Time // keys may serve while fetches fail until then
 	err        error     // last fetch failure, nil after a success
@@ -87,170 +147,182 @@ func New(cfg Config) *Fetcher {
 	return f
 }
 
-// DirectoryURL returns the key directory URL of the signature agent origin
-// agent, or an error wrapping signer.ErrUntrustedAgent if the origin is
-// malformed, uses a disallowed scheme or names an untrusted host.
-func (f *Fetcher) DirectoryURL(agent string) (string, error) {
-	untrusted := func(format string, args ...any) (string, error) {
-		return "", fmt.Errorf("keyfetch: %w: "+format, append([]any{signer.ErrUntrustedAgent}, args...)...)
+// TrustURL reports whether the trust policy lets f fetch rawURL: nil, or an
+// error wrapping signer.ErrUntrustedAgent that says why not (scheme, a
+// malformed URL, a host outside TrustedHosts). It does no I/O; Key, Keys
+// and Check apply it to every URL before fetching it.
+func (f *Fetcher) TrustURL(rawURL string) error {
+	untrusted := func(format string, args ...any) error {
+		return fmt.Errorf("keyfetch: %w: "+format, append([]any{signer.ErrUntrustedAgent}, args...)...)
 	}
-	u, err := url.Parse(agent)
-	if err != nil || u.Opaque != "" || u.User != nil || (u.Path != "" && u.Path != "/") ||
-		u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.Host == "" {
-		return untrusted("%q is not an origin (scheme://host[:port])", truncate(agent))
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Opaque != "" || u.User != nil || u.Fragment != "" || u.Host == "" {
+		return untrusted("%q is not an absolute http(s) URL without user information or fragment", truncate(rawURL))
 	}
-	scheme := strings.ToLower(u.Scheme)
-	defPort := ""
-	switch {
+	switch scheme := strings.ToLower(u.Scheme); {
 	case scheme == "https":
-		defPort = "443"
 	case scheme == "http" && f.cfg.AllowHTTP:
-		defPort = "80"
 	case scheme == "http":
-		return untrusted("http scheme refused (AllowHTTP is off) for %q", truncate(agent))
+		return untrusted("http scheme refused (AllowHTTP is off) for %q", truncate(rawURL))
 	default:
 		return untrusted("scheme %q refused", truncate(u.Scheme))
 	}
-	host := strings.ToLower(u.Hostname())
-	port := u.Port()
 	if strings.HasSuffix(u.Host, ":") {
-		return untrusted("%q has an empty port", truncate(agent))
+		return untrusted("%q has an empty port", truncate(rawURL))
 	}
+	host := strings.ToLower(u.Hostname())
 	a, ipErr := netip.ParseAddr(host)
 	isIP := ipErr == nil
 	if isIP && a.Zone() != "" {
-		return untrusted("%q: zoned addresses are refused", truncate(agent))
+		return untrusted("%q: zoned addresses are refused", truncate(rawURL))
 	}
 	if !isIP && !validHostname(host) {
-		return untrusted("%q has an invalid host name", truncate(agent))
+		return untrusted("%q has an invalid host name", truncate(rawURL))
 	}
 	if isIP != strings.HasPrefix(u.Host, "[") && a.Is6() {
-		return untrusted("%q: IPv6 must be bracketed", truncate(agent))
+		return untrusted("%q: IPv6 must be bracketed", truncate(rawURL))
 	}
-	effPort := port
-	if effPort == "" {
-		effPort = defPort
+	port := u.Port()
+	if port == "" {
+		port = "443"
+		if strings.EqualFold(u.Scheme, "http") {
+			port = "80"
+		}
 	}
 	for _, p := range f.cfg.patterns {
-		if p.match(host, effPort, isIP) {
-			hostport := host
-			if isIP && a.Is6() {
-				hostport = "[" + host + "]"
-			}
-			if port != "" {
-				hostport += ":" + port
-			}
-			return scheme + "://" + hostport + signer.DirectoryPath, nil
+		if p.match(host, port, isIP) {
+			return nil
 		}
 	}
 	return untrusted("host %q is not in TrustedHosts", truncate(host))
 }
 
-// Key returns the key keyID published in the key set set. Errors wrap
-// signer.ErrUntrustedAgent (nothing was fetched), signer.ErrUnknownKey (the
-// directory does not list keyID), or are a *FetchError. A cache hit does
-// not allocate.
-func (f *Fetcher) Key(ctx context.Context, set signer.KeySet, keyID string) (signer.PublicKey, error) {
-	if set.IsZero() || set.Kind != signer.KindDirectory || set.Identity() != set.Origin() {
-		return signer.PublicKey{}, fmt.Errorf("keyfetch: %w: only an origin's well-known directory is fetched", signer.ErrUntrustedAgent)
+// trustSet checks set before anything is cached or fetched for it.
+func (f *Fetcher) trustSet(set signer.KeySet) error {
+	switch {
+	case set.IsZero():
+		return fmt.Errorf("keyfetch: %w: no key set (the request has no Signature-Agent)", signer.ErrUntrustedAgent)
+	case set.Kind > signer.KindCard:
+		return fmt.Errorf("keyfetch: %w: unknown key-set kind %d", signer.ErrUntrustedAgent, set.Kind)
 	}
-	return f.originKey(ctx, set.Origin(), keyID)
+	return f.TrustURL(set.URL)
 }
 
-func (f *Fetcher) originKey(ctx context.Context, agent, keyID string) (signer.PublicKey, error) {
+// Key returns the key keyID published in the key set set: at a well-known
+// directory (set.WellKnown) the key whose RFC 7638 thumbprint is keyID,
+// elsewhere the key whose kid is keyID, else the one whose thumbprint is.
+// Errors wrap signer.ErrUntrustedAgent (nothing was fetched),
+// signer.ErrUnknownKey (the set does not hold keyID), or are a
+// *FetchError. A cache hit does not allocate.
+func (f *Fetcher) Key(ctx context.Context, set signer.KeySet, keyID string) (signer.PublicKey, error) {
+	k := keyOf(set)
 	now := f.cfg.Now()
-	e := f.load(agent)
+	e := f.load(k)
 	if e != nil && now.Before(e.freshUntil) {
-		if pk, ok := e.keys[keyID]; ok {
+		if pk, ok := e.find(keyID, set.WellKnown); ok {
 			return pk, nil
 		}
-		return f.unknownOnFresh(ctx, agent, keyID, now)
+		return f.unknownOnFresh(ctx, set, keyID, now)
 	}
-	e, err := f.current(ctx, agent, e, now)
+	e, err := f.current(ctx, set, e, now)
 	if err != nil {
 		return signer.PublicKey{}, err
 	}
-	return e.lookup(keyID, f.cfg.Now())
+	return e.lookup(keyID, set.WellKnown, f.cfg.Now())
 }
 
-// Directory returns the keys currently published by agent, through the
-// cache (fetching if needed), in directory order. The slice must not be
-// modified.
-func (f *Fetcher) Directory(ctx context.Context, agent string) ([]signer.PublicKey, error) {
+// Keys returns the keys currently published in set, through the cache
+// (fetching if needed), in document order. The slice must not be modified.
+func (f *Fetcher) Keys(ctx context.Context, set signer.KeySet) ([]signer.PublicKey, error) {
 	now := f.cfg.Now()
-	e := f.load(agent)
+	e := f.load(keyOf(set))
 	if e == nil || !now.Before(e.freshUntil) {
 		var err error
-		if e, err = f.current(ctx, agent, e, now); err != nil {
+		if e, err = f.current(ctx, set, e, now); err != nil {
 			return nil, err
 		}
 	}
 	now = f.cfg.Now()
-	if e.err == nil || (e.keys != nil && now.Before(e.staleUntil)) {
+	if e.err == nil || (e.has && now.Before(e.staleUntil)) {
 		return e.list, nil
 	}
 	return nil, e.err
 }
 
-// current returns a usable entry for agent whose cached entry e is missing
+// current returns a usable entry for set whose cached entry e is missing
 // or expired: the negatively cached failure, or the result of a (shared)
 // refresh.
-func (f *Fetcher) current(ctx context.Context, agent string, e *entry, now time.Time) (*entry, error) {
+func (f *Fetcher) current(ctx context.Context, set signer.KeySet, e *entry, now time.Time) (*entry, error) {
 	if e == nil {
-		if _, err := f.DirectoryURL(agent); err != nil {
+		if err := f.trustSet(set); err != nil {
 			return nil, err
 		}
 	} else if e.err != nil && now.Before(e.errUntil) {
 		return e, nil
 	}
-	return f.refresh(ctx, agent, e)
+	return f.refresh(ctx, set, e)
 }
 
 // unknownOnFresh handles a keyid missing from a fresh entry: at most one
 // caller per cooldown refreshes; the others get ErrUnknownKey at once.
-func (f *Fetcher) unknownOnFresh(ctx context.Context, agent, keyID string, now time.Time) (signer.PublicKey, error) {
+func (f *Fetcher) unknownOnFresh(ctx context.Context, set signer.KeySet, keyID string, now time.Time) (signer.PublicKey, error) {
 	if f.cfg.RefreshCooldown < 0 {
-		return signer.PublicKey{}, f.unknown(agent, keyID)
+		return signer.PublicKey{}, f.unknown(set, keyID)
 	}
+	k := keyOf(set)
 	f.mu.Lock()
-	e := f.load(agent)
+	e := f.load(k)
 	if e == nil { // evicted meanwhile
 		f.mu.Unlock()
-		return signer.PublicKey{}, f.unknown(agent, keyID)
+		return signer.PublicKey{}, f.unknown(set, keyID)
 	}
-	if pk, ok := e.keys[keyID]; ok { // a refresh landed meanwhile
+	if pk, ok := e.find(keyID, set.WellKnown); ok { // a refresh landed meanwhile
 		f.mu.Unlock()
 		return pk, nil
 	}
 	if !e.forcedAt.IsZero() && now.Sub(e.forcedAt) < f.cfg.RefreshCooldown {
 		f.mu.Unlock()
-		return signer.PublicKey{}, f.unknown(agent, keyID)
+		return signer.PublicKey{}, f.unknown(set, keyID)
 	}
 	ne := *e
 	ne.forcedAt = now
-	f.entries.Store(agent, &ne)
+	f.entries.Store(k, &ne)
 	f.mu.Unlock()
 	f.cfg.Logger.Debug("keyfetch: unknown keyid forces a refresh", "url", e.url, "kid", keyID)
-	e2, err := f.refresh(ctx, agent, &ne)
+	e2, err := f.refresh(ctx, set, &ne)
 	if err != nil {
 		return signer.PublicKey{}, err
 	}
-	return e2.lookup(keyID, f.cfg.Now())
+	return e2.lookup(keyID, set.WellKnown, f.cfg.Now())
 }
 
-func (f *Fetcher) unknown(agent, keyID string) error {
-	return fmt.Errorf("keyfetch: %w: %q in the directory of %s", signer.ErrUnknownKey, truncate(keyID), agent)
+func (f *Fetcher) unknown(set signer.KeySet, keyID string) error {
+	return fmt.Errorf("keyfetch: %w: %q is not in %s", signer.ErrUnknownKey, truncate(keyID), set.URL)
+}
+
+// find looks keyID up: by thumbprint only at a well-known directory, else
+// by kid, then by thumbprint.
+func (e *entry) find(keyID string, wellKnown bool) (signer.PublicKey, bool) {
+	if wellKnown {
+		pk, ok := e.byThumb[keyID]
+		return pk, ok
+	}
+	pk, ok := e.byID[keyID]
+	return pk, ok
 }
 
 // lookup finds keyID in e, serving stale keys while the last fetch failed.
-func (e *entry) lookup(keyID string, now time.Time) (signer.PublicKey, error) {
-	if e.err == nil || (e.keys != nil && now.Before(e.staleUntil)) {
-		if pk, ok := e.keys[keyID]; ok {
+func (e *entry) lookup(keyID string, wellKnown bool, now time.Time) (signer.PublicKey, error) {
+	if e.err == nil || (e.has && now.Before(e.staleUntil)) {
+		if pk, ok := e.find(keyID, wellKnown); ok {
 			return pk, nil
 		}
 		if e.err == nil {
 			if e.notFound != 0 {
-				return signer.PublicKey{}, fmt.Errorf("keyfetch: %w: %q (directory %s answered %d)", signer.ErrUnknownKey, truncate(keyID), e.url, e.notFound)
+				return signer.PublicKey{}, fmt.Errorf("keyfetch: %w: %q (%s answered %d)", signer.ErrUnknownKey, truncate(keyID), e.url, e.notFound)
+			}
+			if wellKnown {
+				return signer.PublicKey{}, fmt.Errorf("keyfetch: %w: no key of %s has the thumbprint %q", signer.ErrUnknownKey, e.url, truncate(keyID))
 			}
 			return signer.PublicKey{}, fmt.Errorf("keyfetch: %w: %q is not in %s", signer.ErrUnknownKey, truncate(keyID), e.url)
 		}
@@ -258,22 +330,23 @@ func (e *entry) lookup(keyID string, now time.Time) (signer.PublicKey, error) {
 	return signer.PublicKey{}, e.err
 }
 
-func (f *Fetcher) load(agent string) *entry {
-	v, ok := f.entries.Load(agent)
+func (f *Fetcher) load(k cacheKey) *entry {
+	v, ok := f.entries.Load(k)
 	if !ok {
 		return nil
 	}
 	return v.(*entry)
 }
 
-// refresh fetches agent's directory once for all concurrent callers and
-// stores the outcome. seen is the entry the caller found (nil if none): if
-// another flight stored a usable entry since, that one is returned without
-// fetching again. The fetch runs detached from ctx with its own timeout; ctx
-// only bounds this caller's wait.
-func (f *Fetcher) refresh(ctx context.Context, agent string, seen *entry) (*entry, error) {
-	ch := f.group.DoChan(agent, func() (any, error) {
-		if cur := f.load(agent); cur != nil && cur != seen {
+// refresh fetches set once for all concurrent callers and stores the
+// outcome. seen is the entry the caller found (nil if none): if another
+// flight stored a usable entry since, that one is returned without fetching
+// again. The fetch runs detached from ctx with its own timeout; ctx only
+// bounds this caller's wait.
+func (f *Fetcher) refresh(ctx context.Context, set signer.KeySet, seen *entry) (*entry, error) {
+	k := keyOf(set)
+	ch := f.group.DoChan(set.Kind.String()+" "+set.URL, func() (any, error) {
+		if cur := f.load(k); cur != nil && cur != seen {
 			now := f.cfg.Now()
 			if now.Before(cur.freshUntil) || (cur.err != nil && now.Before(cur.errUntil)) {
 				return cur, nil
@@ -281,7 +354,7 @@ func (f *Fetcher) refresh(ctx context.Context, agent string, seen *entry) (*entr
 		}
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.cfg.Timeout)
 		defer cancel()
-		return f.fetchAndStore(fctx, agent)
+		return f.fetchAndStore(fctx, set)
 	})
 	select {
 	case r := <-ch:
@@ -290,35 +363,32 @@ func (f *Fetcher) refresh(ctx context.Context, agent string, seen *entry) (*entr
 		}
 		return r.Val.(*entry), nil
 	case <-ctx.Done():
-		u, _ := f.DirectoryURL(agent)
-		return nil, &FetchError{URL: u, Err: fmt.Errorf("gave up waiting: %w", ctx.Err())}
+		return nil, &FetchError{URL: set.URL, Err: fmt.Errorf("gave up waiting: %w", ctx.Err())}
 	}
 }
 
-func (f *Fetcher) fetchAndStore(ctx context.Context, agent string) (*entry, error) {
-	u, err := f.DirectoryURL(agent)
-	if err != nil {
+func (f *Fetcher) fetchAndStore(ctx context.Context, set signer.KeySet) (*entry, error) {
+	if err := f.trustSet(set); err != nil {
 		return nil, err
 	}
-	etag := ""
-	if prev := f.load(agent); prev != nil && prev.keys != nil && prev.notFound == 0 {
-		etag = prev.etag
-	}
-	res, ferr := f.fetch(ctx, u, etag)
+	k := keyOf(set)
+	prev := f.load(k)
+	o, ferr := f.resolve(ctx, set, prev)
 	now := f.cfg.Now()
 	c := &f.cfg
 
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	cur := f.load(agent)
-	ne := &entry{url: u}
+	cur := f.load(k)
+	ne := &entry{url: set.URL}
 	if cur != nil {
 		ne.forcedAt = cur.forcedAt
 	}
 	keep := func() { // carry the last good set over
-		if cur != nil {
-			ne.keys, ne.list, ne.etag, ne.notFound = cur.keys, cur.list, cur.etag, cur.notFound
-			ne.freshUntil, ne.staleUntil = cur.freshUntil, cur.staleUntil
+		if cur != nil && cur.has {
+			forced := ne.forcedAt
+			*ne = *cur
+			ne.forcedAt, ne.err, ne.errUntil = forced, nil, time.Time{}
 		}
 	}
 	setTTL := func(ttl time.Duration) {
@@ -329,61 +399,87 @@ func (f *Fetcher) fetchAndStore(ctx context.Context, agent string) (*entry, erro
 		}
 	}
 	switch {
-	case ferr == nil && res.notModified && cur != nil && cur.keys != nil:
+	case ferr == nil && o.kept && cur != nil && cur.has && cur.notFound == 0:
 		keep()
-		if res.etag != "" {
-			ne.etag = res.etag
+		if o.doc.etag != "" {
+			ne.etag = o.doc.etag
 		}
-		setTTL(res.ttl)
-		c.Logger.Debug("keyfetch: directory not modified", "url", u, "ttl", res.ttl)
-	case ferr == nil && res.notModified:
-		ferr = &FetchError{URL: u, StatusCode: res.status, Err: fmt.Errorf("status 304 without a cached copy")}
-	case ferr == nil && res.notFound:
-		ne.keys, ne.notFound = map[string]signer.PublicKey{}, res.status
+		if o.jwks != nil && o.jwks.etag != "" {
+			ne.jwksETag = o.jwks.etag
+		}
+		setTTL(o.ttl)
+		c.Logger.Debug("keyfetch: key set not modified", "url", set.URL, "ttl", o.ttl)
+	case ferr == nil && o.kept:
+		ferr = &FetchError{URL: set.URL, StatusCode: http.StatusNotModified, Err: fmt.Errorf("status 304 without a cached copy")}
+	case ferr == nil && o.notFound != 0:
+		ne.has, ne.notFound = true, o.notFound
 		ne.freshUntil = now.Add(max(c.NegativeTTL, 0))
 		ne.staleUntil = ne.freshUntil
-		c.Logger.Debug("keyfetch: directory not found", "url", u, "status", res.status)
+		c.Logger.Debug("keyfetch: key set not found", "url", o.notFoundURL, "status", o.notFound)
 	case ferr == nil:
-		ne.keys = make(map[string]signer.PublicKey, len(res.keys))
-		for _, k := range res.keys {
-			ne.keys[k.JWK.Kid] = k
+		ne.has = true
+		ne.list = o.keys
+		ne.byThumb, ne.byID = index(o.keys)
+		ne.etag, ne.jwksURL = o.doc.etag, o.jwksURL
+		if o.jwks != nil {
+			ne.jwksETag = o.jwks.etag
 		}
-		ne.list, ne.etag = res.keys, res.etag
-		setTTL(res.ttl)
-		for _, p := range res.problems {
-			c.Logger.Warn("keyfetch: "+p, "url", u)
+		setTTL(o.ttl)
+		for _, p := range o.problems {
+			c.Logger.Warn("keyfetch: "+p, "url", set.URL)
 		}
-		c.Logger.Debug("keyfetch: directory fetched", "url", u, "keys", len(res.keys), "ttl", res.ttl)
+		c.Logger.Debug("keyfetch: key set fetched", "url", set.URL, "keys", len(o.keys), "ttl", o.ttl)
 	}
 	if ferr != nil {
 		keep()
 		ne.err = ferr
 		ne.errUntil = now.Add(max(c.NegativeTTL, 0))
-		c.Logger.Warn("keyfetch: directory fetch failed", "url", u, "err", ferr)
+		c.Logger.Warn("keyfetch: key set fetch failed", "url", set.URL, "err", ferr)
 	}
-	f.storeLocked(agent, ne, cur == nil, now)
+	f.storeLocked(k, ne, cur == nil, now)
 	return ne, nil
+}
+
+// index builds the lookup maps of a key set: by thumbprint (the first key
+// with it wins) and by kid, then thumbprint (a kid wins over another key's
+// thumbprint).
+func index(keys []signer.PublicKey) (byThumb, byID map[string]signer.PublicKey) {
+	byThumb = make(map[string]signer.PublicKey, len(keys))
+	byID = make(map[string]signer.PublicKey, 2*len(keys))
+	for _, k := range keys {
+		if _, ok := byThumb[k.Thumbprint]; !ok {
+			byThumb[k.Thumbprint] = k
+		}
+		byID[k.JWK.Kid] = k // kids are unique: parseKeySet skips duplicates
+	}
+	for _, k := range keys {
+		if _, ok := byID[k.Thumbprint]; !ok {
+			byID[k.Thumbprint] = k
+		}
+	}
+	return byThumb, byID
 }
 
 // storeLocked stores e, evicting entries when the cache is over MaxOrigins.
 // f.mu must be held.
-func (f *Fetcher) storeLocked(agent string, e *entry, isNew bool, now time.Time) {
-	f.entries.Store(agent, e)
+func (f *Fetcher) storeLocked(k cacheKey, e *entry, isNew bool, now time.Time) {
+	f.entries.Store(k, e)
 	if !isNew {
 		return
 	}
 	if f.count.Add(1) <= int64(f.cfg.MaxOrigins) {
 		return
 	}
-	// Over the cap: drop dead entries first, then arbitrary others.
+	// Over the cap: drop dead entries first (no set left to serve, no
+	// failure to remember), then arbitrary others.
 	for pass := 0; pass < 2 && f.count.Load() > int64(f.cfg.MaxOrigins); pass++ {
-		f.entries.Range(func(k, v any) bool {
-			if k == agent {
+		f.entries.Range(func(key, v any) bool {
+			if key == k {
 				return true
 			}
 			old := v.(*entry)
 			if pass == 1 || (!now.Before(old.staleUntil) && !now.Before(old.errUntil)) {
-				f.entries.Delete(k)
+				f.entries.Delete(key)
 				f.count.Add(-1)
 			}
 			return f.count.Load() > int64(f.cfg.MaxOrigins)
