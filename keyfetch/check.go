@@ -33,6 +33,14 @@ type Report struct {
 	// has its algorithm (PublicKey.Algorithm), its published kid (JWK.Kid;
 	// the thumbprint when none was published) and its RFC 7638 Thumbprint.
 	Keys []signer.PublicKey
+	// Signed reports that the response holding the keys carried a
+	// signature tagged DirectorySignatureTag; Verified, that every such
+	// signature (the card's own too, for a card naming a jwks_uri)
+	// verified. SignedBy lists the thumbprints of the keys whose directory
+	// signatures verified. A signature that fails is a problem: the
+	// response would not be used.
+	Signed, Verified bool
+	SignedBy         []string
 	// Problems make the key set (or some of its keys) unusable: the fetch
 	// error, and each skipped key with the reason.
 	Problems []string
@@ -81,6 +89,7 @@ func (f *Fetcher) CheckKeySet(ctx context.Context, set signer.KeySet) (*Report, 
 			r.TTLNote = "jwks_uri " + o.jwks.ttlNote
 		}
 		r.Keys = o.keys
+		r.Signed, r.Verified, r.SignedBy = o.signed, o.verified, o.signedBy
 		r.Problems = append(r.Problems, o.problems...)
 		r.Warnings = append(r.Warnings, o.notes...)
 		if o.notFound != 0 {

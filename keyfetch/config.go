@@ -24,6 +24,7 @@ const (
 	DefaultNegativeTTL     = 10 * time.Second
 	DefaultMaxStale        = time.Hour
 	DefaultMaxOrigins      = 10000
+	DefaultSkew            = 60 * time.Second
 	DefaultUserAgent       = "agentid-keyfetch/1"
 )
 
@@ -109,7 +110,20 @@ type Config struct {
 	// failure to remember), then arbitrary ones, are evicted. If 0, 10000.
 	MaxOrigins int
 
-	// Now is the clock for cache lifetimes. If nil, time.Now is used.
+	// RequireSignedDirectories refuses a key-set response that carries no
+	// signature tagged DirectorySignatureTag (a fetch failure: the last
+	// good set keeps serving). If false, unsigned responses are accepted.
+	// Either way a response whose directory signature is present but does
+	// not verify is refused.
+	RequireSignedDirectories bool
+
+	// Skew is the clock skew allowed when checking the created and expires
+	// parameters of a directory signature. If 0, 60 seconds; negative:
+	// none.
+	Skew time.Duration
+
+	// Now is the clock for cache lifetimes and directory signatures. If
+	// nil, time.Now is used.
 	Now func() time.Time
 
 	// Logger receives debug lines about fetches and warnings about skipped
@@ -185,6 +199,9 @@ func (c Config) withDefaults() (settings, error) {
 	}
 	if c.MaxOrigins == 0 {
 		c.MaxOrigins = DefaultMaxOrigins
+	}
+	if c.Skew == 0 {
+		c.Skew = DefaultSkew
 	}
 	if c.Now == nil {
 		c.Now = time.Now

@@ -180,6 +180,9 @@ type outcome struct {
 	problems    []string // keys skipped, and why
 	notes       []string // accepted but worth fixing, for Check
 	ttl         time.Duration
+	signed      bool     // the response holding the keys carries a directory signature
+	verified    bool     // every directory signature of the responses verified
+	signedBy    []string // thumbprints of the keys whose directory signatures verified
 }
 
 // resolve fetches the key set set: its URL, and for a card that names its
@@ -266,7 +269,7 @@ func (f *Fetcher) resolve(ctx context.Context, set signer.KeySet, prev *entry) (
 	if err != nil {
 		return fail(keysResp, err)
 	}
-	return o, nil
+	return o, f.signatures(o, keysResp)
 }
 
 // parseCard decodes a Signature Agent Card: a JSON object whose "jwks"

@@ -44,6 +44,21 @@
 // other key-set URL a keyid finds the key with that kid, else the key with
 // that thumbprint.
 //
+// # Signed directories
+//
+// A key-set response may carry its own RFC 9421 response signature, tagged
+// DirectorySignatureTag (web-bot-auth protocol-01). When it does, the
+// signature is verified against the set the response delivered: it must
+// cover `"@authority";req` (the authority this fetch asked for), its keyid
+// must be the RFC 7638 thumbprint of a key of the set, its created and
+// expires must hold the current time (Skew allowed), and it must verify.
+// A response whose directory signature fails is not used: the fetch fails
+// (ErrDirectorySignature) and the last good set keeps serving. Unsigned
+// responses are accepted unless RequireSignedDirectories is set
+// (ErrUnsignedDirectory). Signatures with other tags are ignored. Such a
+// signature covers the authority, not the body: it shows that the holder of
+// a key of the set vouches for the host serving it.
+//
 // # Trust
 //
 // Every URL is checked against the trust policy before any network I/O:
