@@ -56,6 +56,15 @@ type Config struct {
 	// refused when the connection is dialed (net.Dialer.Control), after DNS
 	// resolution, so DNS rebinding cannot bypass the check. Only applies to
 	// the client New builds; see HTTPClient.
+	//
+	// For local development, with AllowPrivateNetworks that client also
+	// resolves "localhost" and every name under ".localhost" to loopback
+	// itself (RFC 6761), 127.0.0.1 and then ::1, without asking the system
+	// resolver (which may not know *.localhost): an agent registered on a
+	// reference server at http://localhost:3000 signs with
+	// Signature-Agent "http://<uid>.localhost:3000", and TrustedHosts
+	// "*.localhost" with AllowHTTP lets it verify. Without
+	// AllowPrivateNetworks such names are refused before any connection.
 	AllowPrivateNetworks bool
 
 	// HTTPClient performs the fetches. If nil, New builds a client whose

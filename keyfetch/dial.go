@@ -1,11 +1,13 @@
 package keyfetch
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -99,7 +101,42 @@ func dialControl(network, address string, _ syscall.RawConn) error {
 	return nil
 }
 
-// newHTTPClient builds the default client: no proxy, a guarded dialer, no redirects.
+// isLocalhost reports whether host is "localhost" or a name under
+// ".localhost", which RFC 6761 §6.3 reserves for loopback.
+func isLocalhost(host string) bool {
+	h := strings.ToLower(strings.TrimSuffix(host, "."))
+	return h == "localhost" || strings.HasSuffix(h, ".localhost")
+}
+
+// localDialer dials through d, except that it answers the loopback names
+// itself (isLocalhost) instead of asking the system resolver, which may not
+// know *.localhost: 127.0.0.1, then ::1 if that fails. Without
+// allowPrivate such names are refused before any resolution or connection.
+type localDialer struct {
+	d            *net.Dialer
+	allowPrivate bool
+}
+
+func (l localDialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || !isLocalhost(host) {
+		return l.d.DialContext(ctx, network, addr)
+	}
+	if !l.allowPrivate {
+		return nil, fmt.Errorf("%w: %s is a loopback name (RFC 6761)", ErrPrivateAddress, host)
+	}
+	c, err := l.d.DialContext(ctx, network, net.JoinHostPort("127.0.0.1", port))
+	if err == nil || ctx.Err() != nil {
+		return c, err
+	}
+	if c6, err6 := l.d.DialContext(ctx, network, net.JoinHostPort("::1", port)); err6 == nil {
+		return c6, nil
+	}
+	return nil, err
+}
+
+// newHTTPClient builds the default client: no proxy, a guarded dialer that
+// resolves the loopback names itself, no redirects.
 func newHTTPClient(allowPrivate bool, timeout time.Duration) *http.Client {
 	d := &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}
 	if !allowPrivate {
@@ -107,7 +144,7 @@ func newHTTPClient(allowPrivate bool, timeout time.Duration) *http.Client {
 	}
 	t := &http.Transport{
 		Proxy:                  nil, // a proxy would be dialed instead of the key-set host
-		DialContext:            d.DialContext,
+		DialContext:            localDialer{d: d, allowPrivate: allowPrivate}.DialContext,
 		ForceAttemptHTTP2:      true,
 		MaxIdleConns:           100,
 		MaxIdleConnsPerHost:    2,

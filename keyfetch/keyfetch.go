@@ -68,6 +68,20 @@
 // bypass it). This holds for a card's jwks_uri as for the key-set URL
 // itself. Untrusted key sets are never fetched and never cached.
 //
+// # Local development
+//
+// With AllowPrivateNetworks, the client New builds resolves "localhost" and
+// every name under ".localhost" to loopback itself (RFC 6761): 127.0.0.1,
+// then ::1, never asking the system resolver, which often does not know
+// *.localhost. So an agent registered on a reference server at
+// http://localhost:3000, signing with Signature-Agent
+// "http://agent-….localhost:3000", verifies with
+//
+//	keyfetch.Config{TrustedHosts: []string{"*.localhost"}, AllowHTTP: true, AllowPrivateNetworks: true}
+//
+// Without AllowPrivateNetworks those names are refused before any
+// connection (ErrPrivateAddress).
+//
 // # Cache behaviour
 //
 // Each key set is cached under its URL and kind for the Cache-Control
