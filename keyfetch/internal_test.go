@@ -7,7 +7,10 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/agentid/agentid/signer"
 )
@@ -96,6 +99,59 @@ func TestCacheIsBoundedByMaxOrigins(t *testing.T) {
 		t.Errorf("cached origins = %d (count %d), want at most 2 and equal", n, f.count.Load())
 	}
 	if f.load(keyOf(last)) == nil {
+		t.Errorf("the newest key set was evicted, want it kept")
+	}
+}
+
+// TestEvictionKeepsStaleSets fills a two-entry cache with a set whose
+// refresh failed (its last good keys still serving) and a dead entry
+// (nothing to serve, failure forgotten): a third key set evicts the dead
+// one, never the stale set.
+func TestEvictionKeepsStaleSets(t *testing.T) {
+	t.Parallel()
+	var failing atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if failing.Load() || r.URL.Path == "/dead" {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		w.Header().Set("Content-Type", signer.DirectoryMediaType)
+		w.Header().Set("Cache-Control", "max-age=60")
+		_, _ = w.Write([]byte(`{"keys":[]}`))
+	}))
+	defer srv.Close()
+	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	f := New(Config{TrustedHosts: []string{"127.0.0.1"}, AllowHTTP: true, AllowPrivateNetworks: true, MaxOrigins: 2, Now: clock})
+	set := func(path string) signer.KeySet {
+		s, err := signer.ParseKeySetURL(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	stale, dead, newer := set(""), set("/dead"), set("/newer")
+	ctx := context.Background()
+	_, _ = f.Key(ctx, stale, "kid")
+	_, _ = f.Key(ctx, dead, "kid")
+	failing.Store(true)
+	mu.Lock()
+	now = now.Add(2 * time.Minute) // stale expired, dead's failure forgotten
+	mu.Unlock()
+	_, _ = f.Key(ctx, stale, "kid") // the refresh fails: the last good set stays
+	if e := f.load(keyOf(stale)); e == nil || e.err == nil || !e.has {
+		t.Fatalf("stale entry = %+v, want a failed refresh keeping its set", e)
+	}
+	failing.Store(false)
+	_, _ = f.Key(ctx, newer, "kid")
+	if f.load(keyOf(dead)) != nil {
+		t.Errorf("the dead entry was kept, want it evicted")
+	}
+	if f.load(keyOf(stale)) == nil {
+		t.Errorf("the stale set was evicted, want it kept")
+	}
+	if f.load(keyOf(newer)) == nil {
 		t.Errorf("the newest key set was evicted, want it kept")
 	}
 }
