@@ -65,8 +65,8 @@ type response struct {
 	resp         *http.Response // headers and our request (body consumed)
 }
 
-// accepts returns the Accept header sent for a kind of document and
-// reports whether media type mt is accepted for it.
+// accepts reports whether media type mt is accepted for a document of the
+// given kind.
 func accepts(kind signer.KeySetKind, mt string) bool {
 	switch kind {
 	case signer.KindCard:
@@ -76,6 +76,7 @@ func accepts(kind signer.KeySetKind, mt string) bool {
 	}
 }
 
+// acceptHeader is the Accept header sent for a document of the given kind.
 func acceptHeader(kind signer.KeySetKind) string {
 	switch kind {
 	case signer.KindCard:
@@ -86,6 +87,7 @@ func acceptHeader(kind signer.KeySetKind) string {
 	return signer.DirectoryMediaType + ", " + JWKSetMediaType + ";q=0.9, " + JSONMediaType + ";q=0.8"
 }
 
+// mediaTypes lists the accepted media types of a kind, for messages.
 func mediaTypes(kind signer.KeySetKind) string {
 	if kind == signer.KindCard {
 		return JSONMediaType + " or application/*+json"
