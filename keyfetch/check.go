@@ -93,7 +93,11 @@ func (f *Fetcher) CheckKeySet(ctx context.Context, set signer.KeySet) (*Report, 
 		r.Problems = append(r.Problems, o.problems...)
 		r.Warnings = append(r.Warnings, o.notes...)
 		if o.notFound != 0 {
-			ferr = &FetchError{URL: o.notFoundURL, StatusCode: o.notFound, Err: fmt.Errorf("status %d: no key set (lookups get unknown_key)", o.notFound)}
+			noun := map[signer.KeySetKind]string{signer.KindDirectory: "directory", signer.KindJWKS: "JWKS", signer.KindCard: "card"}[set.Kind]
+			if o.notFoundURL != set.URL {
+				noun = "JWKS"
+			}
+			ferr = &FetchError{URL: o.notFoundURL, StatusCode: o.notFound, Err: fmt.Errorf("status %d: no %s (lookups get unknown_key)", o.notFound, noun)}
 		}
 	}
 	if ferr != nil {

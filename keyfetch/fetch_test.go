@@ -378,7 +378,7 @@ func TestCheck(t *testing.T) {
 			name:         "not found",
 			h:            serveStatus(http.StatusNotFound),
 			wantErr:      true,
-			wantProblems: []string{"status 404"},
+			wantProblems: []string{"status 404: no directory"},
 		},
 	}
 	for _, tt := range tests {
