@@ -86,7 +86,7 @@ func TestDemo(t *testing.T) {
 		{name: "default", args: []string{"demo"}},
 		{name: "caller's agent credentials ignored", args: []string{"demo"}, environ: hostile},
 		{name: "verbose", args: []string{"demo", "--verbose"},
-			wantStderr: []string{"CreateAgentsTable: migrated", "msg=request", "path=/whoami", "keyfetch: directory fetched", "keyfetch: unknown keyid forces a refresh"}},
+			wantStderr: []string{"CreateAgentsTable: migrated", "msg=request", "path=/whoami", "keyfetch: key set fetched", "keyfetch: unknown keyid forces a refresh"}},
 		{name: "cancelled after rotation", args: []string{"demo"}, cancelAfter: "✔ keys rotated", wantErr: exitCode(130),
 			wantStdout: []string{"✘ old key at the server: interrupted (context canceled)", "✔ servers stopped, temporary folder removed"}},
 	}
