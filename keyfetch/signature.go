@@ -13,7 +13,7 @@ import (
 // DirectorySignatureTag is the tag of the signature a key directory puts on
 // its own responses (web-bot-auth protocol-01), covering the authority of
 // the request it answers.
-const DirectorySignatureTag = "http-message-signatures-directory"
+const DirectorySignatureTag = signer.DirectoryTag
 
 // Errors wrapped by a *FetchError when a response's directory signature is
 // refused.

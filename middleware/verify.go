@@ -678,7 +678,7 @@ func keyError(err error, set signer.KeySet, keyID string) *Error {
 	if errors.As(err, &e) {
 		return e
 	}
-	return &Error{Code: CodeKeyFetchFailed, Message: fmt.Sprintf("the key directory of %s could not be fetched", where), Err: err}
+	return &Error{Code: CodeKeyFetchFailed, Message: fmt.Sprintf("the key set of %s could not be fetched", where), Err: err}
 }
 
 // trimPrefix drops the "signer: " package prefixes for client messages.

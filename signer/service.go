@@ -24,6 +24,10 @@ const (
 	// DirectoryMediaType is the media type of a key directory.
 	DirectoryMediaType = "application/http-message-signatures-directory+json"
 
+	// DirectoryTag is the tag of the signature a key directory puts on its
+	// own responses (web-bot-auth protocol-01).
+	DirectoryTag = "http-message-signatures-directory"
+
 	// KeyPossessionTag is the tag of the second signature of a key
 	// rotation, made with the new key to prove its possession.
 	KeyPossessionTag = "agentid-key-possession"

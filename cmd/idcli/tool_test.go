@@ -167,7 +167,7 @@ func TestToolVerify(t *testing.T) {
 			name:     "loopback without --allow-private",
 			args:     append(sigArgs(h), "--allow-http", "--now", at),
 			wantExit: 1,
-			wantOut:  []string{"✘ key_fetch_failed: the key directory of " + ts.URL + " could not be fetched", "non-public address", "hint: the key directory is on a private address"},
+			wantOut:  []string{"✘ key_fetch_failed: the key set of " + ts.URL + " could not be fetched", "non-public address", "hint: the key directory is on a private address"},
 		},
 		{
 			name:     "no Signature-Agent",
