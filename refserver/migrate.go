@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentid/agentid/refserver/replaypg"
 	"github.com/go-gormigrate/gormigrate/v2"
 	"gorm.io/gorm"
 )
@@ -34,7 +33,8 @@ const MigrationsTable = "schema_migrations"
 var migrations = []Migration{
 	{ID: "20260223204000", Name: "CreateAgentsTable", Migrate: createAgentsTable},
 	{ID: "20260223205500", Name: "CreatePublicJwksTable", Migrate: createPublicJwksTable},
-	{ID: replaypg.MigrationID, Name: replaypg.MigrationName, Migrate: replaypg.CreateTable},
+	{ID: "20260301120000", Name: "CreateReplayNoncesTable", Migrate: createReplayNoncesTable},
+	{ID: "20261125120000", Name: "HashReplayNonceKeys", Migrate: hashReplayNonceKeys},
 }
 
 // Migrations returns the schema migrations in order.
@@ -80,6 +80,51 @@ func createPublicJwksTable(tx *gorm.DB) error {
 		return nil
 	}
 	return tx.Migrator().CreateTable(&migrationV1PublicJWK{})
+}
+
+// migrationV1ReplayNonce is replay_nonces as created by 20260301120000: one
+// row per replay key (keyid and nonce, as text) seen, kept until ExpiresAt.
+type migrationV1ReplayNonce struct {
+	Key       string    `gorm:"column:key;type:text;primaryKey"`
+	ExpiresAt time.Time `gorm:"column:expires_at;not null;index:idx_replay_nonces_expires_at"`
+}
+
+func (migrationV1ReplayNonce) TableName() string { return "replay_nonces" }
+
+func createReplayNoncesTable(tx *gorm.DB) error {
+	if tx.Migrator().HasTable(&migrationV1ReplayNonce{}) {
+		return nil
+	}
+	return tx.Migrator().CreateTable(&migrationV1ReplayNonce{})
+}
+
+// migrationV2ReplayNonce is replay_nonces as recreated by 20261125120000:
+// the primary key is the SHA-256 digest of the replay key (32 bytes, bytea
+// on PostgreSQL, blob on SQLite), so a row has one size whatever the length
+// of the nonce a client sent.
+type migrationV2ReplayNonce struct {
+	KeyHash   []byte    `gorm:"column:key_hash;primaryKey"`
+	ExpiresAt time.Time `gorm:"column:expires_at;not null;index:idx_replay_nonces_expires_at"`
+}
+
+func (migrationV2ReplayNonce) TableName() string { return "replay_nonces" }
+
+// hashReplayNonceKeys replaces replay_nonces (text keys) with the digest
+// table. The old rows are dropped rather than converted: each expires
+// within minutes of being written (the signature's window plus the skew),
+// and the verifier's replay key changes in the same release, so no old row
+// could match a new key anyway. It is a no-op when key_hash exists.
+func hashReplayNonceKeys(tx *gorm.DB) error {
+	m := tx.Migrator()
+	if m.HasColumn(&migrationV2ReplayNonce{}, "key_hash") {
+		return nil
+	}
+	if m.HasTable(&migrationV1ReplayNonce{}) {
+		if err := m.DropTable(&migrationV1ReplayNonce{}); err != nil {
+			return err
+		}
+	}
+	return m.CreateTable(&migrationV2ReplayNonce{})
 }
 
 // Migrate applies the pending migrations in order, in one transaction (both

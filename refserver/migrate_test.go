@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/refserver/dbtest"
@@ -95,4 +96,57 @@ func TestMigrationsOrdered(t *testing.T) {
 			t.Errorf("migration %s is not after %s", m.ID, ms[i-1].ID)
 		}
 	}
+}
+
+// TestReplayNoncesMigration: the server's own migrations create
+// replay_nonces, and 20261125120000 replaces a text-keyed table (rows
+// included: they expire within minutes) with one keyed by a 32-byte digest.
+func TestReplayNoncesMigration(t *testing.T) {
+	t.Parallel()
+	ids := map[string]string{}
+	for _, m := range refserver.Migrations() {
+		ids[m.ID] = m.Name
+	}
+	for id, name := range map[string]string{"20260301120000": "CreateReplayNoncesTable", "20261125120000": "HashReplayNonceKeys"} {
+		if ids[id] != name {
+			t.Errorf("migration %s = %q, want %s", id, ids[id], name)
+		}
+	}
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		// A database migrated before 20261125120000, with a remembered nonce.
+		if err := db.Exec(`CREATE TABLE replay_nonces ("key" text PRIMARY KEY, expires_at timestamp NOT NULL)`).Error; err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Exec(`INSERT INTO replay_nonces ("key", expires_at) VALUES ('kid nonce', ?)`, time.Now().Add(time.Minute)).Error; err != nil {
+			t.Fatal(err)
+		}
+		if err := refserver.Migrate(ctx, db, nil); err != nil {
+			t.Fatalf("Migrate: %v", err)
+		}
+		mig := db.Migrator()
+		cols, err := mig.ColumnTypes("replay_nonces")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, c := range cols {
+			names = append(names, c.Name())
+		}
+		if got := strings.Join(names, ","); got != "key_hash,expires_at" {
+			t.Errorf("replay_nonces columns = %s, want key_hash,expires_at", got)
+		}
+		if !mig.HasIndex("replay_nonces", "idx_replay_nonces_expires_at") {
+			t.Errorf("index idx_replay_nonces_expires_at missing")
+		}
+		var n int64
+		if err := db.Table("replay_nonces").Count(&n).Error; err != nil || n != 0 {
+			t.Errorf("rows after the upgrade = %d, %v; want 0 (old rows dropped)", n, err)
+		}
+		// A 32-byte digest fits.
+		row := map[string]any{"key_hash": make([]byte, 32), "expires_at": time.Now()}
+		if err := db.Table("replay_nonces").Create(row).Error; err != nil {
+			t.Errorf("insert a digest: %v", err)
+		}
+	})
 }

@@ -7,12 +7,16 @@
 //	defer stop()
 //	mw := middleware.New(middleware.Config{Keys: keys, Replay: store})
 //
-// The table comes from Migration (ID 20260301120000), which the server
-// appends to its ordered migration list.
+// The table comes from the reference server's own migrations
+// (refserver.Migrate). Each row holds the SHA-256 digest of a replay key
+// (32 bytes) and its expiry, never the key itself, so a row has one size
+// whatever the length of the nonce.
 package replaypg
 
 import (
 	"context"
+	"crypto/sha256"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -21,16 +25,12 @@ import (
 	"time"
 
 	"github.com/agentid/agentid/middleware"
-	"github.com/go-gormigrate/gormigrate/v2"
 	"gorm.io/gorm"
 )
 
-// Migration identity and table name.
-const (
-	MigrationID   = "20260301120000"
-	MigrationName = "CreateReplayNoncesTable"
-	TableName     = "replay_nonces"
-)
+// TableName is the table the store uses. The reference server's migrations
+// create it (refserver.Migrate); this package only reads and writes it.
+const TableName = "replay_nonces"
 
 // Defaults applied by New.
 const (
@@ -41,38 +41,6 @@ const (
 	// (or in the past) is moved to now+MinTTL, as the in-memory store does.
 	MinTTL = time.Second
 )
-
-// ReplayNonce is replay_nonces as created by migration 20260301120000: one
-// row per (keyid, nonce) pair seen, kept until ExpiresAt. It is the
-// migration's own copy of the model; later changes need a new migration.
-type ReplayNonce struct {
-	Key       string    `gorm:"column:key;type:text;primaryKey"`
-	ExpiresAt time.Time `gorm:"column:expires_at;not null;index:idx_replay_nonces_expires_at"`
-}
-
-// TableName implements gorm's Tabler.
-func (ReplayNonce) TableName() string { return TableName }
-
-// CreateTable creates replay_nonces and its expires_at index. It is
-// idempotent: an existing table is left alone.
-func CreateTable(tx *gorm.DB) error {
-	if tx.Migrator().HasTable(&ReplayNonce{}) {
-		return nil
-	}
-	return tx.Migrator().CreateTable(&ReplayNonce{})
-}
-
-// DropTable drops replay_nonces (the migration's rollback).
-func DropTable(tx *gorm.DB) error {
-	return tx.Migrator().DropTable(&ReplayNonce{})
-}
-
-// Migration returns the gormigrate migration creating replay_nonces:
-// ID MigrationID ("20260301120000"), named MigrationName
-// ("CreateReplayNoncesTable"), Migrate CreateTable, Rollback DropTable.
-func Migration() *gormigrate.Migration {
-	return &gormigrate.Migration{ID: MigrationID, Migrate: CreateTable, Rollback: DropTable}
-}
 
 // Config configures a Store. The zero value of each field but DB is a
 // working default.
@@ -156,26 +124,42 @@ func New(cfg Config) (*Store, error) {
 	return &Store{cfg: cfg.withDefaults()}, nil
 }
 
-// seenSQL inserts the key, or revives a row whose expiry has passed; an
-// unexpired row is left alone. One statement, so it is atomic on PostgreSQL
-// (the unique index serialises concurrent inserts) and on SQLite (single
-// writer). Both accept this upsert syntax.
-const seenSQL = `INSERT INTO replay_nonces ("key", expires_at) VALUES (?, ?) ` +
-	`ON CONFLICT ("key") DO UPDATE SET expires_at = excluded.expires_at ` +
-	`WHERE replay_nonces.expires_at < ?`
+// insertSQL starts the statement that inserts each key's digest, or revives
+// a row whose expiry has passed; an unexpired row is left alone, and
+// RETURNING names the rows inserted or revived (the keys not seen before).
+// One statement, so it is atomic on PostgreSQL (the primary key serialises
+// concurrent inserts) and on SQLite (single writer); both accept this
+// upsert syntax.
+const (
+	insertSQL     = `INSERT INTO replay_nonces (key_hash, expires_at) VALUES `
+	onConflictSQL = ` ON CONFLICT (key_hash) DO UPDATE SET expires_at = excluded.expires_at ` +
+		`WHERE replay_nonces.expires_at < ? RETURNING key_hash`
+)
 
-// Seen implements middleware.ReplayStore: it records key until expiry and
-// reports whether an unexpired record already existed. Of concurrent calls
-// with one key exactly one reports false. Database errors wrap
-// middleware.ErrReplayStore.
+// digest is the stored form of a replay key.
+type digest = [sha256.Size]byte
+
+// keyHash binds a digest as one bytea/blob value (a bare []byte after "("
+// in a raw statement would be expanded into one value per byte).
+type keyHash digest
+
+// Value implements driver.Valuer.
+func (h keyHash) Value() (driver.Value, error) { return h[:], nil }
+
+// Seen implements middleware.ReplayStore: it records the SHA-256 digest of
+// key until expiry and reports whether an unexpired record already existed.
+// Of concurrent calls with one key exactly one reports false. Database
+// errors wrap middleware.ErrReplayStore.
 //
 // Concurrent calls are grouped: up to MaxFlights statements run at once,
 // each inserting every key waiting at the time it starts (at most
 // MaxBatch), so under load the database sees one statement and one commit
-// per batch instead of per request. A lone call is one statement, as
-// before; nothing waits for a batch to fill.
+// per batch instead of per request. A lone call is one statement; nothing
+// waits for a batch to fill. When a batch's statement fails, each of its
+// keys is tried again alone, so one failing key (or a failure that hit
+// the batch by chance) fails only the calls it belongs to.
 func (s *Store) Seen(ctx context.Context, key string, expiry time.Time) (bool, error) {
-	r := &seenReq{key: key, expiry: expiry.UTC(), done: make(chan seenRes, 1)}
+	r := &seenReq{sum: sha256.Sum256([]byte(key)), expiry: expiry.UTC(), done: make(chan seenRes, 1)}
 	s.mu.Lock()
 	s.pending = append(s.pending, r)
 	if s.flights < s.cfg.MaxFlights {
@@ -192,7 +176,7 @@ func (s *Store) Seen(ctx context.Context, key string, expiry time.Time) (bool, e
 }
 
 type seenReq struct {
-	key    string
+	sum    digest
 	expiry time.Time
 	done   chan seenRes
 }
@@ -220,58 +204,103 @@ func (s *Store) flight() {
 	}
 }
 
-// runBatch inserts the batch's distinct keys in one statement; RETURNING
-// names the keys inserted or revived (not seen). A key twice in one batch
-// is new at most once.
+// runBatch inserts the batch's distinct digests in one statement and
+// answers every call in it. A digest twice in one batch is new at most
+// once. If the statement fails and the batch holds more than one distinct
+// digest, each is inserted again in a statement of its own (within the
+// same deadline), and only the calls whose own statement fails get an
+// error.
 func (s *Store) runBatch(batch []*seenReq) {
 	now := s.cfg.Now().UTC()
-	var sb strings.Builder
-	sb.WriteString(`INSERT INTO replay_nonces ("key", expires_at) VALUES `)
-	args := make([]any, 0, 2*len(batch)+1)
-	first := make(map[string]bool, len(batch))
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
+	defer cancel()
+
+	distinct := make([]*seenReq, 0, len(batch))
+	first := make(map[digest]bool, len(batch))
 	for _, r := range batch {
-		if first[r.key] {
+		if !first[r.sum] {
+			first[r.sum] = true
+			distinct = append(distinct, r)
+		}
+	}
+	fresh, err := s.insert(ctx, now, distinct)
+	if err != nil && len(distinct) > 1 {
+		fresh = make(map[digest]bool, len(distinct))
+		errs := make(map[digest]error)
+		for _, r := range distinct {
+			one, err := s.insert(ctx, now, []*seenReq{r})
+			if err != nil {
+				errs[r.sum] = err
+			}
+			fresh[r.sum] = one[r.sum]
+		}
+		for _, r := range batch {
+			if err := errs[r.sum]; err != nil {
+				r.done <- seenRes{err: err}
+				continue
+			}
+			r.done <- seenRes{seen: !fresh[r.sum]}
+			fresh[r.sum] = false // a second copy in the batch was seen
+		}
+		return
+	}
+	for _, r := range batch {
+		if err != nil {
+			r.done <- seenRes{err: err}
 			continue
 		}
-		first[r.key] = true
+		r.done <- seenRes{seen: !fresh[r.sum]}
+		fresh[r.sum] = false // a second copy in the batch was seen
+	}
+}
+
+// insert runs one upsert of reqs' digests and returns the set of digests
+// inserted or revived. Errors wrap middleware.ErrReplayStore.
+func (s *Store) insert(ctx context.Context, now time.Time, reqs []*seenReq) (map[digest]bool, error) {
+	var sb strings.Builder
+	sb.Grow(len(insertSQL) + 8*len(reqs) + len(onConflictSQL))
+	sb.WriteString(insertSQL)
+	args := make([]any, 0, 2*len(reqs)+1)
+	for i, r := range reqs {
 		expiry := r.expiry
 		if min := now.Add(MinTTL); expiry.Before(min) {
 			expiry = min
 		}
-		if len(args) > 0 {
+		if i > 0 {
 			sb.WriteString(", ")
 		}
 		sb.WriteString("(?, ?)")
-		args = append(args, r.key, expiry)
+		args = append(args, keyHash(r.sum), expiry)
 	}
-	sb.WriteString(` ON CONFLICT ("key") DO UPDATE SET expires_at = excluded.expires_at WHERE replay_nonces.expires_at < ? RETURNING "key"`)
+	sb.WriteString(onConflictSQL)
 	args = append(args, now)
 
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
-	defer cancel()
-	var fresh []string
-	err := s.cfg.DB.WithContext(ctx).Raw(sb.String(), args...).Scan(&fresh).Error
+	rows, err := s.cfg.DB.WithContext(ctx).Raw(sb.String(), args...).Rows()
 	if err != nil {
-		err = fmt.Errorf("%w: replaypg: %w", middleware.ErrReplayStore, err)
-		for _, r := range batch {
-			r.done <- seenRes{err: err}
+		return nil, fmt.Errorf("%w: replaypg: %w", middleware.ErrReplayStore, err)
+	}
+	defer rows.Close()
+	fresh := make(map[digest]bool, len(reqs))
+	for rows.Next() {
+		var b []byte
+		if err := rows.Scan(&b); err != nil {
+			return nil, fmt.Errorf("%w: replaypg: %w", middleware.ErrReplayStore, err)
 		}
-		return
+		if len(b) != sha256.Size {
+			return nil, fmt.Errorf("%w: replaypg: a stored digest has %d bytes, want %d", middleware.ErrReplayStore, len(b), sha256.Size)
+		}
+		fresh[digest(b)] = true
 	}
-	isNew := make(map[string]bool, len(fresh))
-	for _, k := range fresh {
-		isNew[k] = true
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("%w: replaypg: %w", middleware.ErrReplayStore, err)
 	}
-	for _, r := range batch {
-		r.done <- seenRes{seen: !isNew[r.key]}
-		isNew[r.key] = false // a second copy in the batch was seen
-	}
+	return fresh, nil
 }
 
 // purgeSQL deletes at most one batch of expired rows. The subquery form
 // works on PostgreSQL, PostgreSQL-compatible engines and SQLite alike.
-const purgeSQL = `DELETE FROM replay_nonces WHERE "key" IN ` +
-	`(SELECT "key" FROM replay_nonces WHERE expires_at < ? LIMIT ?)`
+const purgeSQL = `DELETE FROM replay_nonces WHERE key_hash IN ` +
+	`(SELECT key_hash FROM replay_nonces WHERE expires_at < ? LIMIT ?)`
 
 // Purge deletes the rows whose expiry has passed, in batches of
 // Config.PurgeBatch rows (so no single statement holds locks for long),

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/refserver/dbtest"
 	"github.com/agentid/agentid/refserver/replaypg"
 	"gorm.io/gorm"
@@ -24,12 +25,12 @@ func newClock(t time.Time) *clock { c := &clock{}; c.Set(t); return c }
 func (c *clock) Now() time.Time   { return time.Unix(0, c.ns.Load()).UTC() }
 func (c *clock) Set(t time.Time)  { c.ns.Store(t.UnixNano()) }
 
+// migrated applies the reference server's migrations, which create
+// replay_nonces.
 func migrated(t *testing.T, db *gorm.DB) {
 	t.Helper()
-	for range 2 { // the migration is idempotent
-		if err := replaypg.CreateTable(db); err != nil {
-			t.Fatalf("CreateTable: %v", err)
-		}
+	if err := refserver.Migrate(context.Background(), db, nil); err != nil {
+		t.Fatalf("Migrate: %v", err)
 	}
 }
 
@@ -50,39 +51,6 @@ func count(t *testing.T, db *gorm.DB) int64 {
 		t.Fatalf("count: %v", err)
 	}
 	return n
-}
-
-func TestMigration(t *testing.T) {
-	m := replaypg.Migration()
-	if m.ID != "20260301120000" || replaypg.MigrationName != "CreateReplayNoncesTable" {
-		t.Errorf("migration = %s %s, want 20260301120000 CreateReplayNoncesTable", m.ID, replaypg.MigrationName)
-	}
-	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
-		if err := m.Migrate(db); err != nil {
-			t.Fatalf("Migrate: %v", err)
-		}
-		if err := m.Migrate(db); err != nil {
-			t.Fatalf("Migrate again: %v", err)
-		}
-		mig := db.Migrator()
-		if !mig.HasTable(replaypg.TableName) {
-			t.Fatalf("table %s missing", replaypg.TableName)
-		}
-		for _, col := range []string{"key", "expires_at"} {
-			if !mig.HasColumn(&replaypg.ReplayNonce{}, col) {
-				t.Errorf("column %s missing", col)
-			}
-		}
-		if !mig.HasIndex(&replaypg.ReplayNonce{}, "idx_replay_nonces_expires_at") {
-			t.Errorf("index idx_replay_nonces_expires_at missing")
-		}
-		if err := m.Rollback(db); err != nil {
-			t.Fatalf("Rollback: %v", err)
-		}
-		if mig.HasTable(replaypg.TableName) {
-			t.Errorf("table %s still present after rollback", replaypg.TableName)
-		}
-	})
 }
 
 func TestSeen(t *testing.T) {

@@ -1,0 +1,155 @@
+package replaypg
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/refserver"
+	"github.com/agentid/agentid/refserver/dbtest"
+	"gorm.io/gorm"
+)
+
+// runOneBatch hands keys to runBatch as one batch (as flight would when
+// the calls arrive together) and returns each call's answer in order.
+func runOneBatch(t *testing.T, s *Store, keys []string, expiry time.Time) []seenRes {
+	t.Helper()
+	batch := make([]*seenReq, len(keys))
+	for i, k := range keys {
+		batch[i] = &seenReq{sum: sha256.Sum256([]byte(k)), expiry: expiry, done: make(chan seenRes, 1)}
+	}
+	s.runBatch(batch)
+	out := make([]seenRes, len(batch))
+	for i, r := range batch {
+		select {
+		case out[i] = <-r.done:
+		default:
+			t.Fatalf("call %d (%.20q) got no answer", i, keys[i])
+		}
+	}
+	return out
+}
+
+func migratedStore(t *testing.T, db *gorm.DB) *Store {
+	t.Helper()
+	if err := refserver.Migrate(context.Background(), db, nil); err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	s, err := New(Config{DB: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// refuseDigest installs a trigger that makes any insert of key's digest
+// fail, on either database.
+func refuseDigest(t *testing.T, db *gorm.DB, key string) {
+	t.Helper()
+	sum := sha256.Sum256([]byte(key))
+	h := hex.EncodeToString(sum[:])
+	var stmts []string
+	if db.Dialector.Name() == "postgres" {
+		stmts = []string{
+			`CREATE FUNCTION refuse_test_digest() RETURNS trigger AS $$ BEGIN ` +
+				`IF NEW.key_hash = decode('` + h + `', 'hex') THEN RAISE EXCEPTION 'forced failure'; END IF; ` +
+				`RETURN NEW; END $$ LANGUAGE plpgsql`,
+			`CREATE TRIGGER refuse_test_digest BEFORE INSERT ON replay_nonces ` +
+				`FOR EACH ROW EXECUTE FUNCTION refuse_test_digest()`,
+		}
+	} else {
+		stmts = []string{`CREATE TRIGGER refuse_test_digest BEFORE INSERT ON replay_nonces ` +
+			`WHEN NEW.key_hash = X'` + h + `' BEGIN SELECT RAISE(ABORT, 'forced failure'); END`}
+	}
+	for _, q := range stmts {
+		if err := db.Exec(q).Error; err != nil {
+			t.Fatalf("install trigger: %v", err)
+		}
+	}
+}
+
+// TestBatchFailureIsolated: a batch whose statement fails because of one
+// key answers every other call in it; only the bad key's call errors.
+func TestBatchFailureIsolated(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		s := migratedStore(t, db)
+		refuseDigest(t, db, "kid bad")
+		exp := time.Now().Add(time.Minute)
+		keys := []string{"kid good-1", "kid bad", "kid good-2", "kid good-1"}
+		got := runOneBatch(t, s, keys, exp)
+		wantSeen := []bool{false, false, false, true}
+		for i, r := range got {
+			if keys[i] == "kid bad" {
+				if !errors.Is(r.err, middleware.ErrReplayStore) {
+					t.Errorf("%s: error = %v, want one wrapping middleware.ErrReplayStore", keys[i], r.err)
+				}
+				continue
+			}
+			if r.err != nil || r.seen != wantSeen[i] {
+				t.Errorf("call %d %s: seen, err = %v, %v; want %v, nil", i, keys[i], r.seen, r.err, wantSeen[i])
+			}
+		}
+		// The good keys were recorded: a second batch sees them.
+		for i, r := range runOneBatch(t, s, []string{"kid good-1", "kid good-2"}, exp) {
+			if r.err != nil || !r.seen {
+				t.Errorf("replay %d: seen, err = %v, %v; want true, nil", i, r.seen, r.err)
+			}
+		}
+	})
+}
+
+// TestLongKeysStoredAsDigests: 3,000-character nonces in one batch with
+// normal ones all succeed (a row is 32 bytes of digest whatever the key
+// length), and only digests reach the table.
+func TestLongKeysStoredAsDigests(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		s := migratedStore(t, db)
+		exp := time.Now().Add(time.Minute)
+		var keys []string
+		for i := range 10 {
+			keys = append(keys, "https://agent-a.example kid-a "+strings.Repeat(string(rune('a'+i)), 3000))
+			keys = append(keys, "https://agent-b.example kid-b nonce-"+string(rune('a'+i)))
+		}
+		for i, r := range runOneBatch(t, s, keys, exp) {
+			if r.err != nil || r.seen {
+				t.Errorf("first use %d (%d chars): seen, err = %v, %v; want false, nil", i, len(keys[i]), r.seen, r.err)
+			}
+		}
+		for i, r := range runOneBatch(t, s, keys, exp) {
+			if r.err != nil || !r.seen {
+				t.Errorf("replay %d (%d chars): seen, err = %v, %v; want true, nil", i, len(keys[i]), r.seen, r.err)
+			}
+		}
+		want := map[string]bool{}
+		for _, k := range keys {
+			sum := sha256.Sum256([]byte(k))
+			want[string(sum[:])] = true
+		}
+		var stored [][]byte
+		rows, err := db.Raw("SELECT key_hash FROM " + TableName).Rows()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var b []byte
+			if err := rows.Scan(&b); err != nil {
+				t.Fatal(err)
+			}
+			stored = append(stored, b)
+		}
+		if len(stored) != len(keys) {
+			t.Errorf("rows = %d, want %d", len(stored), len(keys))
+		}
+		for _, b := range stored {
+			if len(b) != sha256.Size || !want[string(b)] {
+				t.Errorf("stored key_hash %x is not the SHA-256 of a key", b)
+			}
+		}
+	})
+}
