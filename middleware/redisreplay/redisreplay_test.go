@@ -3,10 +3,12 @@ package redisreplay_test
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -72,7 +74,7 @@ func newStore(t *testing.T, c *redis.Client, now func() time.Time) (*redisreplay
 func TestSeen(t *testing.T) {
 	c := testClient(t)
 	ctx := context.Background()
-	s, prefix := newStore(t, c, nil)
+	s, _ := newStore(t, c, nil)
 	exp := time.Now().Add(time.Hour)
 	for i, want := range []bool{false, true, true} {
 		got, err := s.Seen(ctx, "kid nonce-a", exp)
@@ -87,7 +89,7 @@ func TestSeen(t *testing.T) {
 		t.Errorf("Seen(other key) = %v, %v; want false, nil", got, err)
 	}
 	// The key carries the prefix and an expiry at most an hour away.
-	ttl, err := c.PTTL(ctx, prefix+"kid nonce-a").Result()
+	ttl, err := c.PTTL(ctx, s.Key("kid nonce-a")).Result()
 	if err != nil {
 		t.Fatalf("PTTL: %v", err)
 	}
@@ -139,7 +141,7 @@ func TestSeenExpiry(t *testing.T) {
 	t.Run("past expiry is gone at once", func(t *testing.T) {
 		// With a clock two hours behind, an expiry an hour ago is not moved
 		// forward, so Redis receives a PXAT in the past and drops the key.
-		s, prefix := newStore(t, c, func() time.Time { return time.Now().Add(-2 * time.Hour) })
+		s, _ := newStore(t, c, func() time.Time { return time.Now().Add(-2 * time.Hour) })
 		exp := time.Now().Add(-time.Hour)
 		for i := range 2 {
 			got, err := s.Seen(ctx, "kid old", exp)
@@ -150,7 +152,7 @@ func TestSeenExpiry(t *testing.T) {
 				t.Errorf("Seen #%d of an expired key = true, want false", i+1)
 			}
 		}
-		if n, err := c.Exists(ctx, prefix+"kid old").Result(); err != nil || n != 0 {
+		if n, err := c.Exists(ctx, s.Key("kid old")).Result(); err != nil || n != 0 {
 			t.Errorf("Exists = %d, %v; want 0, nil", n, err)
 		}
 	})
@@ -181,11 +183,11 @@ func TestSeenExpiry(t *testing.T) {
 	})
 
 	t.Run("near expiry is kept at least MinTTL", func(t *testing.T) {
-		s, prefix := newStore(t, c, nil)
+		s, _ := newStore(t, c, nil)
 		if _, err := s.Seen(ctx, "kid now", time.Now()); err != nil {
 			t.Fatalf("Seen: %v", err)
 		}
-		ttl, err := c.PTTL(ctx, prefix+"kid now").Result()
+		ttl, err := c.PTTL(ctx, s.Key("kid now")).Result()
 		if err != nil {
 			t.Fatalf("PTTL: %v", err)
 		}
@@ -218,7 +220,43 @@ func TestUnavailable(t *testing.T) {
 }
 
 func TestNewValidates(t *testing.T) {
-	if _, err := redisreplay.New(redisreplay.Config{}); err == nil {
-		t.Errorf("New(Config{}) error = nil, want an error for the missing client")
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer c.Close()
+	for name, cfg := range map[string]redisreplay.Config{
+		"no client":       {},
+		"hash-tag prefix": {Client: c, Prefix: "replay:{x}:"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := redisreplay.New(cfg); err == nil {
+				t.Errorf("New error = nil, want an error")
+			}
+		})
+	}
+}
+
+// TestKeysFixedSize: whatever the replay key's length (a 60 KB nonce
+// here), Redis holds the prefix and 64 hex characters of its SHA-256.
+func TestKeysFixedSize(t *testing.T) {
+	c := testClient(t)
+	ctx := context.Background()
+	s, prefix := newStore(t, c, nil)
+	long := "https://agent.example kid " + strings.Repeat("n", 60_000)
+	if seen, err := s.Seen(ctx, long, time.Now().Add(time.Minute)); err != nil || seen {
+		t.Fatalf("Seen = %v, %v; want false, nil", seen, err)
+	}
+	if seen, err := s.Seen(ctx, long, time.Now().Add(time.Minute)); err != nil || !seen {
+		t.Fatalf("Seen again = %v, %v; want true, nil", seen, err)
+	}
+	sum := sha256.Sum256([]byte(long))
+	want := prefix + hex.EncodeToString(sum[:])
+	keys, err := c.Keys(ctx, prefix+"*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != 1 || keys[0] != want {
+		t.Errorf("stored keys = %.100q, want [%s]", keys, want)
+	}
+	if got := s.Key(long); got != want {
+		t.Errorf("Key = %s, want %s", got, want)
 	}
 }
