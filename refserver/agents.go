@@ -233,7 +233,7 @@ func (s *Server) rotateAgent(ctx context.Context, uid, signingKid string, pk sig
 	err := s.rotate(ctx, uid, signingKid, pk)
 	s.keys.Invalidate(uid)
 	if s.dirs != nil {
-		s.dirs.invalidate(uid)
+		s.dirs.Remove(uid)
 	}
 	return err
 }

@@ -99,11 +99,10 @@ func (s *Server) directory(w http.ResponseWriter, r *http.Request) {
 func (s *Server) renderDirectory(ctx context.Context, uid string) (dirEntry, error) {
 	var gen uint64
 	if s.dirs != nil {
-		d, ok, g := s.dirs.get(uid)
-		if ok {
+		if d, ok := s.dirs.Get(uid); ok {
 			return d, nil
 		}
-		gen = g
+		gen = s.dirs.Generation() // a rotation meanwhile keeps the result out
 	}
 	ch := s.dirGroup.DoChan(uid, func() (any, error) {
 		qctx, cancel := s.dbContext(context.WithoutCancel(ctx))
@@ -117,7 +116,7 @@ func (s *Server) renderDirectory(ctx context.Context, uid string) (dirEntry, err
 		sum := sha256.Sum256(b)
 		d := dirEntry{body: b, etag: `"` + base64.RawURLEncoding.EncodeToString(sum[:16]) + `"`}
 		if s.dirs != nil {
-			s.dirs.put(uid, uid, d, gen)
+			s.dirs.AddIfGeneration(uid, d, gen)
 		}
 		return d, nil
 	})

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentid/agentid/keyfetch/lru"
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/signer"
 	"golang.org/x/sync/singleflight"
@@ -22,6 +23,11 @@ const (
 	// everywhere within 1 s (DESIGN §5).
 	MaxKeyCacheTTL = 500 * time.Millisecond
 )
+
+// maxCacheEntries bounds each of the server's short-lived caches (keys by
+// kid, rendered directories by uid); past it, the least recently used
+// entry makes room.
+const maxCacheEntries = 100_000
 
 // DBKeySource is a middleware.KeySource over the server's database: it
 // resolves the keys of this server's own agents with one indexed query and
@@ -43,8 +49,8 @@ type DBKeySource struct {
 	originPrefix string // "<scheme>://"
 	agentSuffix  string // ".<service host>"
 
-	cache   *ttlCache[keyEntry] // kid → row verdict; nil: no cache
-	observe func(hit bool)      // nil: not counted
+	cache   *lru.Cache[string, keyEntry] // kid → row verdict; nil: no cache
+	observe func(hit bool)               // nil: not counted
 	group   singleflight.Group
 }
 
@@ -70,7 +76,7 @@ func newDBKeySource(db *gorm.DB, service signer.ServiceURL, timeout, ttl time.Du
 	k := &DBKeySource{db: db, service: service, timeout: timeout, observe: observe,
 		originPrefix: service.Scheme + "://", agentSuffix: "." + service.Host}
 	if ttl > 0 {
-		k.cache = newTTLCache[keyEntry](ttl, now)
+		k.cache = lru.New[string, keyEntry](maxCacheEntries, ttl, now)
 	}
 	return k
 }
@@ -114,19 +120,22 @@ func (k *DBKeySource) lookup(ctx context.Context, kid string) (keyEntry, bool, e
 	if k.cache == nil {
 		return k.query(ctx, kid)
 	}
-	e, ok, gen := k.cache.get(kid)
+	e, ok := k.cache.Get(kid)
 	if k.observe != nil {
 		k.observe(ok)
 	}
 	if ok {
 		return e, true, nil
 	}
+	// Read before the query: a rotation committing meanwhile bumps it, and
+	// the (possibly stale) row is then not cached.
+	gen := k.cache.Generation()
 	// One query per kid at a time, on a context that outlives any one
 	// caller; each caller still gives up on its own ctx.
 	ch := k.group.DoChan(kid, func() (any, error) {
 		e, found, err := k.query(context.WithoutCancel(ctx), kid) // query applies k.timeout
 		if err == nil && found {
-			k.cache.put(kid, e.uid, e, gen)
+			k.cache.AddIfGeneration(kid, e, gen)
 		}
 		return lookupResult{e, found}, err
 	})
@@ -169,8 +178,12 @@ func (k *DBKeySource) query(ctx context.Context, kid string) (keyEntry, bool, er
 // this instance sees a rotation at once. The server calls it when a
 // rotation commits.
 func (k *DBKeySource) Invalidate(uid string) {
-	if k.cache != nil {
-		k.cache.invalidate(uid)
+	switch {
+	case k.cache == nil:
+	case uid == "":
+		k.cache.Purge()
+	default:
+		k.cache.RemoveFunc(func(_ string, e keyEntry) bool { return e.uid == uid })
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentid/agentid/keyfetch/lru"
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/refserver/metrics"
 	"github.com/agentid/agentid/refserver/ratelimit"
@@ -150,7 +151,7 @@ type Server struct {
 	current    *middleware.Verifier // sig1 of PUT /agents/{uid}/keys
 	possession *middleware.Verifier // sig2 of PUT /agents/{uid}/keys
 
-	dirs     *ttlCache[dirEntry] // uid → rendered directory; nil: no cache
+	dirs     *lru.Cache[string, dirEntry] // uid → rendered directory; nil: no cache
 	dirGroup singleflight.Group
 
 	handler http.Handler
@@ -174,7 +175,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.keys = newDBKeySource(cfg.DB, s.service, cfg.DBTimeout, cfg.KeyCacheTTL, cfg.Now, observeKey)
 	if cfg.KeyCacheTTL > 0 {
-		s.dirs = newTTLCache[dirEntry](cfg.KeyCacheTTL, cfg.Now)
+		s.dirs = lru.New[string, dirEntry](maxCacheEntries, cfg.KeyCacheTTL, cfg.Now)
 	}
 
 	writeComponents := []string{"@method", "@path", "content-digest"}
