@@ -134,6 +134,7 @@ func (s *Server) proveAndRegister(w http.ResponseWriter, r *http.Request, pk sig
 	ctx, cancel := s.dbContext(r.Context())
 	defer cancel()
 	uid, isNew, err := s.registerKey(ctx, pk)
+	s.keys.known(pk.JWK.Kid) // even on error: a failed commit may have committed
 	if err != nil {
 		s.writeError(w, r, err)
 		return keyResponse{}, false
@@ -227,11 +228,12 @@ func (s *Server) rotateKeys(w http.ResponseWriter, r *http.Request) {
 
 // rotateAgent rotates uid to pk (see rotate) and, whatever the outcome (a
 // failed commit may still have committed), drops this instance's cached
-// keys and directory of uid. PUT /agents/{uid}/keys and the vestauth-compat
+// keys and directory of uid and forgets pk's kid as unknown. PUT /agents/{uid}/keys and the vestauth-compat
 // POST /rotate share it.
 func (s *Server) rotateAgent(ctx context.Context, uid, signingKid string, pk signer.PublicKey) error {
 	err := s.rotate(ctx, uid, signingKid, pk)
 	s.keys.Invalidate(uid)
+	s.keys.known(pk.JWK.Kid)
 	if s.dirs != nil {
 		s.dirs.Remove(uid)
 	}

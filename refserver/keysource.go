@@ -24,10 +24,15 @@ const (
 	MaxKeyCacheTTL = 500 * time.Millisecond
 )
 
-// maxCacheEntries bounds each of the server's short-lived caches (keys by
-// kid, rendered directories by uid); past it, the least recently used
-// entry makes room.
-const maxCacheEntries = 100_000
+// Bounds of the server's short-lived caches; past one, the least recently
+// used entry makes room.
+const (
+	// maxCacheEntries bounds the key cache (by kid) and the rendered
+	// directories (by uid).
+	maxCacheEntries = 100_000
+	// maxUnknownKeys bounds the negative cache of kids no agent holds.
+	maxUnknownKeys = 10_000
+)
 
 // DBKeySource is a middleware.KeySource over the server's database: it
 // resolves the keys of this server's own agents with one indexed query and
@@ -36,11 +41,17 @@ const maxCacheEntries = 100_000
 // Found keys (active or revoked) are cached by kid for a short TTL
 // (Config.KeyCacheTTL, at most 500 ms, measured with the server's clock), so
 // a burst of requests by one agent costs one query per TTL; concurrent
-// lookups of one uncached kid share one query. Unknown kids are never
-// cached. A rotation through this Server drops the agent's cached keys when
-// it commits; a rotation through another instance is seen here once the
-// entry expires, so a revoked key is refused by every instance within the
-// TTL plus one query. It is safe for concurrent use.
+// lookups of one uncached kid share one query. A kid that no agent holds
+// is remembered as unknown for the same TTL (at most 10,000 such kids, least
+// recently used dropped first), so requests with made-up kids cost at most
+// one query per kid per TTL; the lookup is by kid alone (a kid belongs to
+// at most one agent), so one entry answers for every (uid, kid) pair with
+// that kid. A registration or rotation through this Server forgets the
+// new kid's unknown entry and drops the agent's cached keys when it
+// commits; one through another instance is seen here once the entries
+// expire, so a revoked key is refused by every instance within the TTL plus
+// one query, and a newly registered key is known everywhere as quickly.
+// It is safe for concurrent use.
 type DBKeySource struct {
 	db      *gorm.DB
 	service signer.ServiceURL
@@ -50,6 +61,7 @@ type DBKeySource struct {
 	agentSuffix  string // ".<service host>"
 
 	cache   *lru.Cache[string, keyEntry] // kid → row verdict; nil: no cache
+	unknown *lru.Cache[string, struct{}] // kids with no row; nil when cache is nil
 	observe func(hit bool)               // nil: not counted
 	group   singleflight.Group
 }
@@ -77,6 +89,7 @@ func newDBKeySource(db *gorm.DB, service signer.ServiceURL, timeout, ttl time.Du
 		originPrefix: service.Scheme + "://", agentSuffix: "." + service.Host}
 	if ttl > 0 {
 		k.cache = lru.New[string, keyEntry](maxCacheEntries, ttl, now)
+		k.unknown = lru.New[string, struct{}](maxUnknownKeys, ttl, now)
 	}
 	return k
 }
@@ -120,22 +133,31 @@ func (k *DBKeySource) lookup(ctx context.Context, kid string) (keyEntry, bool, e
 	if k.cache == nil {
 		return k.query(ctx, kid)
 	}
-	e, ok := k.cache.Get(kid)
+	e, found := k.cache.Get(kid)
+	hit := found
+	if !found {
+		_, hit = k.unknown.Get(kid)
+	}
 	if k.observe != nil {
-		k.observe(ok)
+		k.observe(hit)
 	}
-	if ok {
-		return e, true, nil
+	if hit {
+		return e, found, nil
 	}
-	// Read before the query: a rotation committing meanwhile bumps it, and
-	// the (possibly stale) row is then not cached.
-	gen := k.cache.Generation()
+	// Read before the query: a registration or rotation committing
+	// meanwhile bumps them, and the (possibly stale) answer is then not
+	// cached.
+	gen, unknownGen := k.cache.Generation(), k.unknown.Generation()
 	// One query per kid at a time, on a context that outlives any one
 	// caller; each caller still gives up on its own ctx.
 	ch := k.group.DoChan(kid, func() (any, error) {
 		e, found, err := k.query(context.WithoutCancel(ctx), kid) // query applies k.timeout
-		if err == nil && found {
+		switch {
+		case err != nil:
+		case found:
 			k.cache.AddIfGeneration(kid, e, gen)
+		default:
+			k.unknown.AddIfGeneration(kid, struct{}{}, unknownGen)
 		}
 		return lookupResult{e, found}, err
 	})
@@ -182,8 +204,17 @@ func (k *DBKeySource) Invalidate(uid string) {
 	case k.cache == nil:
 	case uid == "":
 		k.cache.Purge()
+		k.unknown.Purge()
 	default:
 		k.cache.RemoveFunc(func(_ string, e keyEntry) bool { return e.uid == uid })
+	}
+}
+
+// known forgets that kid was unknown: the server calls it when a
+// registration or rotation adding kid commits (or may have committed).
+func (k *DBKeySource) known(kid string) {
+	if k.unknown != nil {
+		k.unknown.Remove(kid)
 	}
 }
 

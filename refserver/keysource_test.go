@@ -3,6 +3,7 @@ package refserver_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 
 	"github.com/agentid/agentid/middleware"
@@ -82,6 +83,93 @@ func TestDBKeySource(t *testing.T) {
 		}
 		if errors.Is(err, signer.ErrUnknownKey) || errors.Is(err, signer.ErrRevokedKey) {
 			t.Errorf("database failure reported as a key verdict: %v", err)
+		}
+	})
+}
+
+// countKeyQueries counts the statements on public_jwks run through db from
+// now on.
+func countKeyQueries(t *testing.T, db *gorm.DB) *atomic.Int64 {
+	t.Helper()
+	var n atomic.Int64
+	name := "test:count_key_queries_" + dbtest.RandomHex(4)
+	err := db.Callback().Query().After("gorm:query").Register(name, func(tx *gorm.DB) {
+		if tx.Statement.Table == "public_jwks" {
+			n.Add(1)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &n
+}
+
+// TestUnknownKidNegativeCache: lookups of a kid no agent holds cost one
+// query per key-cache TTL (random kids cannot turn into one query per
+// request), and a registration or rotation through this instance makes the
+// kid known at once.
+func TestUnknownKidNegativeCache(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		clock := newTestClock()
+		e := newTestEnvConfig(t, db, "", func(c *refserver.Config) { c.Now = clock.Now })
+		owner := e.register(testKey(81))
+		ks := e.srv.KeySource()
+		queries := countKeyQueries(t, db)
+		ctx := context.Background()
+		set := func(uid string) signer.KeySet {
+			t.Helper()
+			s, err := signer.ParseKeySetURL(e.origin(uid))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}
+
+		unknown := testKey(82)
+		lookups := func(uid, kid string, n int, wantErr error) {
+			t.Helper()
+			for range n {
+				if _, err := ks.Key(ctx, set(uid), kid); !errors.Is(err, wantErr) {
+					t.Fatalf("Key(%s) error = %v, want %v", kid, err, wantErr)
+				}
+			}
+		}
+		lookups(owner, unknown.KeyID(), 50, signer.ErrUnknownKey)
+		if got := queries.Load(); got != 1 {
+			t.Errorf("queries for 50 lookups of one unknown kid = %d, want 1", got)
+		}
+		// The answer is per kid: another uid asking for it costs nothing.
+		lookups("agent-aaaaaaaaaaaaaaaaaaaaaaaa", unknown.KeyID(), 5, signer.ErrUnknownKey)
+		if got := queries.Load(); got != 1 {
+			t.Errorf("queries after lookups by another uid = %d, want 1", got)
+		}
+		// Expired after the TTL: one more query.
+		clock.Advance(refserver.DefaultKeyCacheTTL)
+		lookups(owner, unknown.KeyID(), 10, signer.ErrUnknownKey)
+		if got := queries.Load(); got != 2 {
+			t.Errorf("queries after the TTL = %d, want 2", got)
+		}
+
+		// Registering the kid through this instance makes it known at once
+		// (the clock has not moved).
+		uid := e.register(unknown)
+		before := queries.Load()
+		if _, err := ks.Key(ctx, set(uid), unknown.KeyID()); err != nil {
+			t.Errorf("Key of a kid registered after it was cached as unknown: %v", err)
+		}
+		if queries.Load() == before {
+			t.Errorf("the lookup after registration was answered from the negative cache")
+		}
+
+		// Same for a rotation to a kid cached as unknown.
+		next := testKey(83)
+		lookups(owner, next.KeyID(), 3, signer.ErrUnknownKey)
+		if r := e.send(e.rotateReq(owner, testKey(81), next)); r.status != 200 {
+			t.Fatalf("rotate: %d %s", r.status, r.body)
+		}
+		if _, err := ks.Key(ctx, set(owner), next.KeyID()); err != nil {
+			t.Errorf("Key of a kid rotated in after it was cached as unknown: %v", err)
 		}
 	})
 }

@@ -49,8 +49,9 @@ type Config struct {
 	// MaxBodyBytes caps request bodies (413 payload_too_large above). If 0, 64 KiB.
 	MaxBodyBytes int64
 	// KeyCacheTTL is how long a key read from the database is reused to
-	// verify this server's agents (see DBKeySource), and how long a
-	// rendered key directory is served again. If 0, DefaultKeyCacheTTL
+	// verify this server's agents (see DBKeySource), how long a kid that
+	// no agent holds is remembered as unknown, and how long a rendered key
+	// directory is served again. If 0, DefaultKeyCacheTTL
 	// (250 ms); negative disables both caches. At most MaxKeyCacheTTL
 	// (500 ms), so a key revoked through any instance is refused by every
 	// instance within 1 s. A rotation through this instance drops its

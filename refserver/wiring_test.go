@@ -128,12 +128,18 @@ func TestKeyCacheAcrossInstances(t *testing.T) {
 				t.Fatalf("%s: status %d code %q, want %d %q", st.name, status, code, wantStatus, st.wantCode)
 			}
 		}
-		// Unknown kids are not cached: k3 registered through A works on B
-		// right away.
+		// Unknown kids are cached as unknown for the TTL: k3 registered
+		// through A works on A at once and on B once B's entry expires.
 		uid3 := a.register(k3)
-		r := b.send(b.whoamiReq(http.MethodGet, uid3, k3))
-		if r.status != http.StatusOK {
-			t.Errorf("B with k3 just registered through A: status = %d (%s), want 200", r.status, r.body)
+		if r := a.send(a.whoamiReq(http.MethodGet, uid3, k3)); r.status != http.StatusOK {
+			t.Errorf("A with k3 just registered through A: status = %d (%s), want 200", r.status, r.body)
+		}
+		if r := b.send(b.whoamiReq(http.MethodGet, uid3, k3)); r.status != http.StatusUnauthorized {
+			t.Errorf("B with k3 cached as unknown, within the TTL: status = %d (%s), want 401", r.status, r.body)
+		}
+		clock.Advance(ttl)
+		if r := b.send(b.whoamiReq(http.MethodGet, uid3, k3)); r.status != http.StatusOK {
+			t.Errorf("B with k3 registered through A, once the TTL has passed: status = %d (%s), want 200", r.status, r.body)
 		}
 
 		m := scrape(t, b)
