@@ -240,7 +240,9 @@ func (s *Server) rotateAgent(ctx context.Context, uid, signingKid string, pk sig
 	return err
 }
 
-var errRotateConflict = errors.New("refserver: new key already registered")
+// errKeyRegistered marks a rotation refused because the new key is
+// already registered (to this agent or another, active or revoked).
+var errKeyRegistered = errors.New("refserver: new key already registered")
 
 func (s *Server) rotate(ctx context.Context, uid, signingKid string, pk signer.PublicKey) error {
 	jwk := pk.JWK.MarshalPublic()
@@ -269,7 +271,7 @@ func (s *Server) rotate(ctx context.Context, uid, signingKid string, pk signer.P
 			return err
 		}
 		if n > 0 {
-			return errRotateConflict
+			return errKeyRegistered
 		}
 		now := s.cfg.Now().UTC()
 		if err := tx.Create(&PublicJWK{Kid: pk.JWK.Kid, AgentUID: uid, JWK: JSON(jwk), CreatedAt: now}).Error; err != nil {
@@ -287,8 +289,9 @@ func (s *Server) rotate(ctx context.Context, uid, signingKid string, pk signer.P
 		return nil
 	case errors.As(err, &me):
 		return me
-	case errors.Is(err, errRotateConflict), errors.Is(err, gorm.ErrDuplicatedKey):
-		return middleware.Fail(middleware.CodeKeyConflict, "the new key is already registered; generate a new key")
+	case errors.Is(err, errKeyRegistered), errors.Is(err, gorm.ErrDuplicatedKey):
+		return &middleware.Error{Code: middleware.CodeKeyConflict,
+			Message: "the new key is already registered; generate a new key", Err: errKeyRegistered}
 	}
 	return dbUnavailable(err)
 }

@@ -1,6 +1,7 @@
 package refserver
 
 import (
+	"errors"
 	"net/http"
 	"time"
 
@@ -123,7 +124,11 @@ func (c *vestauthCompat) registerAgent(w http.ResponseWriter, r *http.Request) {
 // (<scheme>://<uid>.<service host>), over @authority, within
 // CompatRotateMaxWindow; the body's public_jwk then replaces the agent's
 // keys exactly as PUT /agents/{uid}/keys does (rotateAgent). There is no
-// proof of possession of the new key: vestauth sends none.
+// proof of possession of the new key: vestauth sends none. So that an
+// unproven key can never be attached to an agent that does not hold it, a
+// key already registered anywhere (another agent's, or this agent's own
+// current or revoked key) is refused with 409 key_in_use, and the
+// database is left unchanged.
 func (c *vestauthCompat) rotateKey(w http.ResponseWriter, r *http.Request) {
 	s := c.s
 	pk, err := c.readCompatKeyBody(w, r)
@@ -144,6 +149,11 @@ func (c *vestauthCompat) rotateKey(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := s.dbContext(r.Context())
 	defer cancel()
 	if err := s.rotateAgent(ctx, a.UID, a.KeyID, pk); err != nil {
+		if errors.Is(err, errKeyRegistered) {
+			err = &middleware.Error{Code: middleware.CodeKeyInUse,
+				Message: "this public key is already registered (to this or another agent); a vestauth rotation cannot prove possession of the new key, so it must be a key never registered before: generate a new key",
+				Err:     err}
+		}
 		s.writeError(w, r, err)
 		return
 	}

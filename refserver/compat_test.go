@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/refserver/dbtest"
 	"github.com/agentid/agentid/refserver/ratelimit"
@@ -303,7 +304,7 @@ func TestCompatRotate(t *testing.T) {
 			{"Signature-Agent names another agent", cur, next, e.origin("agent-0123456789abcdef01234567"), 300, 401, "unknown_key"},
 			{"signed by an unregistered key", testKey(212), next, e.origin(uid), 300, 401, "unknown_key"},
 			{"window over 5 minutes", cur, next, e.origin(uid), 301, 401, "signature_window_too_long"},
-			{"to the current key", cur, cur, e.origin(uid), 300, 409, "key_conflict"},
+			{"to the current key", cur, cur, e.origin(uid), 300, 409, "key_in_use"},
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
@@ -428,8 +429,8 @@ func TestCompatRotateAttacks(t *testing.T) {
 			h := vestauthHeaders(t, e.base+"/rotate", key, "web-bot-auth", e.origin(uid), 300)
 			// Verified, then refused by the transaction: the nonce is spent all the same.
 			r := e.send(e.compatReq(http.MethodPost, e.base+"/rotate", "", h, jwkBody(key.Public.JWK)))
-			if code := r.errorCode(t); r.status != http.StatusConflict || code != "key_conflict" {
-				t.Fatalf("POST /rotate to the current key: %d %s, want 409 key_conflict", r.status, code)
+			if code := r.errorCode(t); r.status != http.StatusConflict || code != "key_in_use" {
+				t.Fatalf("POST /rotate to the current key: %d %s, want 409 key_in_use", r.status, code)
 			}
 			r = e.send(e.compatReq(http.MethodPost, e.base+"/rotate", "", h, jwkBody(attacker.Public.JWK)))
 			if code := r.errorCode(t); r.status != http.StatusUnauthorized || code != "replayed_nonce" {
@@ -482,5 +483,82 @@ func TestCompatRotateAttacks(t *testing.T) {
 			}
 			e.wantOnlyKey(uid, attacker.KeyID())
 		})
+	})
+}
+
+// keyRows is the public_jwks table as (kid, agent uid, revoked) lines,
+// ordered by kid.
+func keyRows(t *testing.T, db *gorm.DB) []string {
+	t.Helper()
+	var rows []refserver.PublicJWK
+	if err := db.Order("kid").Find(&rows).Error; err != nil {
+		t.Fatal(err)
+	}
+	out := make([]string, len(rows))
+	for i, r := range rows {
+		out[i] = fmt.Sprintf("%s %s revoked=%v", r.Kid, r.AgentUID, r.RevokedAt != nil)
+	}
+	return out
+}
+
+// TestCompatRotateKeyInUse: vestauth's /rotate proves nothing about the new
+// key, so a key already registered to any agent (another agent's, or the
+// caller's own current or revoked key) is refused with 409 key_in_use and
+// the database is left as it was. The native rotation, which proves
+// possession, keeps its own answer (key_conflict).
+func TestCompatRotateKeyInUse(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		e := compatEnv(t, db, nil)
+		url := e.base + "/rotate"
+		rotate := func(t *testing.T, uid string, signing, newKey signer.PrivateKey) response {
+			t.Helper()
+			h := vestauthHeaders(t, url, signing, "web-bot-auth", e.origin(uid), 300)
+			return e.send(e.compatReq(http.MethodPost, url, "", h, jwkBody(newKey.Public.JWK)))
+		}
+
+		victimKey, victimOld := testKey(241), testKey(240)
+		victim := e.compatRegister(victimOld)
+		if r := rotate(t, victim, victimOld, victimKey); r.status != http.StatusOK {
+			t.Fatalf("victim rotation: %d %s", r.status, r.body)
+		}
+		callerOld, caller := testKey(242), testKey(243)
+		uid := e.compatRegister(callerOld)
+		if r := rotate(t, uid, callerOld, caller); r.status != http.StatusOK {
+			t.Fatalf("caller rotation: %d %s", r.status, r.body)
+		}
+
+		tests := []struct {
+			name   string
+			newKey signer.PrivateKey
+		}{
+			{"another agent's active key", victimKey},
+			{"another agent's revoked key", victimOld},
+			{"the caller's own current key", caller},
+			{"the caller's own revoked key", callerOld},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				before := keyRows(t, db)
+				r := rotate(t, uid, caller, tt.newKey)
+				if code := r.errorCode(t); r.status != http.StatusConflict || code != string(middleware.CodeKeyInUse) {
+					t.Errorf("POST /rotate to %s: %d %s (%s), want 409 %s", tt.name, r.status, code, r.body, middleware.CodeKeyInUse)
+				}
+				if after := keyRows(t, db); strings.Join(after, "\n") != strings.Join(before, "\n") {
+					t.Errorf("public_jwks changed:\nbefore %v\nafter  %v", before, after)
+				}
+			})
+		}
+		e.wantOnlyKey(uid, caller.KeyID())
+		e.wantOnlyKey(victim, victimKey.KeyID())
+		if r := e.send(e.whoamiReq(http.MethodGet, victim, victimKey)); r.status != http.StatusOK {
+			t.Errorf("whoami of the victim after the refused rotations: %d %s, want 200", r.status, r.body)
+		}
+
+		// The native rotation proves possession of the new key; an already
+		// registered one stays key_conflict there.
+		if r := e.send(e.rotateReq(uid, caller, callerOld)); r.status != http.StatusConflict || r.errorCode(t) != string(middleware.CodeKeyConflict) {
+			t.Errorf("PUT /agents/%s/keys to the caller's revoked key: %d %s, want 409 %s", uid, r.status, r.body, middleware.CodeKeyConflict)
+		}
 	})
 }
