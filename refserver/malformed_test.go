@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/refserver/dbtest"
 	"github.com/agentid/agentid/signer"
@@ -265,6 +266,55 @@ func TestMalformedRequests(t *testing.T) {
 		db.Model(&refserver.PublicJWK{}).Where("revoked_at IS NULL").Count(&keys)
 		if agents != 2 || keys != 2 {
 			t.Errorf("after the malformed requests: %d agents, %d active keys; want 2, 2", agents, keys)
+		}
+	})
+}
+
+// TestInvalidAuthority: a Host that is not one host[:port] is refused with
+// 400 invalid_authority before any route, rather than normalised into the
+// service host (dropping a trailing ":80" from "agentid.test:<port>:80"
+// would leave the service host) or an agent host.
+func TestInvalidAuthority(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		e := newTestEnv(t, db)
+		key := testKey(66)
+		uid := e.register(key)
+		port := e.host[len("agentid.test:"):]
+		tests := []struct {
+			name, url, host string
+			wantStatus      int
+			wantCode        middleware.Code
+		}{
+			{"two ports, the second the default", e.base + "/", e.host + ":80", 400, middleware.CodeInvalidAuthority},
+			{"two ports", e.base + "/", e.host + ":" + port, 400, middleware.CodeInvalidAuthority},
+			{"empty port", e.base + "/", "agentid.test:", 400, middleware.CodeInvalidAuthority},
+			{"port not a number", e.base + "/", "agentid.test:http", 400, middleware.CodeInvalidAuthority},
+			{"port of six digits", e.base + "/", "agentid.test:000080", 400, middleware.CodeInvalidAuthority},
+			{"user info", e.base + "/", "user@" + e.host, 400, middleware.CodeInvalidAuthority},
+			{"agent host with two ports", e.directoryURL(uid), uid + "." + e.host + ":80", 400, middleware.CodeInvalidAuthority},
+			{"whoami with two ports", e.base + "/whoami", e.host + ":80", 400, middleware.CodeInvalidAuthority},
+			// Still served: the same authorities, well formed.
+			{"service host, uppercase", e.base + "/", "AGENTID.TEST:" + port, 200, ""},
+			{"agent host", e.directoryURL(uid), "", 200, ""},
+			{"another port of the service host", e.base + "/", "agentid.test:1", 421, middleware.CodeMisdirectedRequest},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				req := e.request(http.MethodGet, tt.url, nil)
+				if tt.host != "" {
+					req.Host = tt.host
+				}
+				resp := e.send(req)
+				if resp.status != tt.wantStatus {
+					t.Fatalf("Host %q: status = %d, want %d (%s)", tt.host, resp.status, tt.wantStatus, resp.body)
+				}
+				if tt.wantCode != "" {
+					if code := resp.errorCode(t); code != string(tt.wantCode) {
+						t.Errorf("Host %q: code = %s, want %s", tt.host, code, tt.wantCode)
+					}
+				}
+			})
 		}
 	})
 }

@@ -62,13 +62,19 @@ type hostKind int
 
 const (
 	hostOther      hostKind = iota
+	hostInvalid             // not a host[:port] authority (two ports, an empty port, bad characters…)
 	hostService             // the service host
 	hostAgent               // <uid>.<service host> with a well-formed uid
 	hostAgentLabel          // <label>.<service host> where label is not a uid
 )
 
-// classify sorts the request's authority.
+// classify sorts the request's authority. The Host must be a well-formed
+// host[:port] before it is normalised: "localhost:3000:80" is refused, not
+// read as localhost:3000 with its default port dropped.
 func (s *Server) classify(r *http.Request) (hostKind, string) {
+	if !signer.ValidAuthority(strings.ToLower(r.Host)) {
+		return hostInvalid, ""
+	}
 	h := signer.NormalizeAuthority(s.service.Scheme, r.Host)
 	if h == s.service.Host {
 		return hostService, ""
@@ -93,11 +99,15 @@ func (s *Server) onAgentHost(r *http.Request, _ *mux.RouteMatch) bool {
 	return k == hostAgent
 }
 
-// notFound answers unmatched requests: 421 for authorities this server does
-// not serve, 404 agent_not_found on an agent host whose label is not a uid,
+// notFound answers unmatched requests: 400 invalid_authority for a Host
+// that is not a host[:port], 421 for authorities this server does not
+// serve, 404 agent_not_found on an agent host whose label is not a uid,
 // else 404 not_found.
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
 	switch k, _ := s.classify(r); k {
+	case hostInvalid:
+		s.writeError(w, r, middleware.Fail(middleware.CodeInvalidAuthority,
+			"the Host %q is not a host[:port] authority", truncate(r.Host)))
 	case hostOther:
 		s.writeError(w, r, middleware.Fail(middleware.CodeMisdirectedRequest,
 			"this server answers only for %s and its agent hosts (agent-….%s)", s.service.Host, s.service.Host))
