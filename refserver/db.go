@@ -152,15 +152,32 @@ func postgresDSN(databaseURL string) (string, error) {
 	return u.String(), nil
 }
 
-// RedactURL returns databaseURL with any password replaced by "xxxxx", for
-// messages and logs.
+// RedactURL returns databaseURL for messages and logs, with the password
+// of its user info, the value of every query parameter and any fragment
+// replaced by "xxxxx". Every parameter value is hidden, not only known
+// secret names: a connection URL can carry a password, a client key
+// passphrase or a token under any name. Parameter names, scheme, host,
+// port, path and user name are kept. An unparsable URL is "<unparsable url>".
 func RedactURL(databaseURL string) string {
 	u, err := url.Parse(databaseURL)
-	if err != nil || u.User == nil {
-		if err != nil {
-			return "<unparsable url>"
+	if err != nil {
+		return "<unparsable url>"
+	}
+	if u.RawQuery != "" {
+		params := strings.Split(u.RawQuery, "&")
+		for i, p := range params {
+			if name, _, ok := strings.Cut(p, "="); ok {
+				params[i] = name + "=" + redacted
+			}
 		}
-		return databaseURL
+		u.RawQuery = strings.Join(params, "&")
+	}
+	if u.Fragment != "" {
+		u.Fragment, u.RawFragment = redacted, ""
 	}
 	return u.Redacted()
 }
+
+// redacted stands in for a hidden value; it is what url.URL.Redacted puts
+// in place of a password.
+const redacted = "xxxxx"

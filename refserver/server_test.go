@@ -736,6 +736,16 @@ func TestRequestLog(t *testing.T) {
 		if got := strings.Count(logs, "path=/whoami"); got != 1 {
 			t.Errorf("%d log lines for one request, want 1", got)
 		}
+		// Query values never reach the log, whatever the parameter's name.
+		if r := e.send(e.request(http.MethodGet, e.base+"/?password=hunter2&session=s3cret-value", nil)); r.status != 200 {
+			t.Fatalf("GET /?…: %d %s", r.status, r.body)
+		}
+		logs = e.logs.String()
+		for _, secret := range []string{"hunter2", "s3cret-value"} {
+			if strings.Contains(logs, secret) {
+				t.Errorf("log contains the query value %q:\n%s", secret, logs)
+			}
+		}
 	})
 }
 
