@@ -85,15 +85,10 @@ func (s *Server) readKeyBody(w http.ResponseWriter, r *http.Request) (signer.Pub
 	return pk, nil
 }
 
+// writeVerifyError is writeError for a refusal by v (whose error writer
+// adds Accept-Signature).
 func (s *Server) writeVerifyError(w http.ResponseWriter, r *http.Request, v *middleware.Verifier, err error) {
-	e := middleware.AsError(err)
-	if info := requestInfoFrom(r.Context()); info != nil {
-		info.code = e.Code
-		if e.Err != nil {
-			info.cause = e.Err
-		}
-	}
-	v.WriteError(w, e)
+	v.WriteError(w, noteError(r, err))
 }
 
 // registerAgent is POST /agents: register the body's public key, proven by a

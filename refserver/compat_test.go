@@ -352,9 +352,9 @@ func (e *testEnv) compatDo(req *http.Request) (response, error) {
 	return response{status: resp.StatusCode, header: resp.Header, body: b}, err
 }
 
-// The attacks vestauth's own server accepts on /rotate (shared/PEERS.md
-// weaknesses 1, 2 and 4), each rejected here, and the one the compat route
-// cannot stop, pinned so the documentation stays true.
+// The attacks vestauth's own server accepts on /rotate (weaknesses 1, 2
+// and 4 in docs/security.md), each rejected here, and the one the compat
+// route cannot stop, pinned so the documentation stays true.
 func TestCompatRotateAttacks(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {

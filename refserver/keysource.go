@@ -20,7 +20,7 @@ const (
 	DefaultKeyCacheTTL = 250 * time.Millisecond
 	// MaxKeyCacheTTL is the longest KeyCacheTTL accepted: with the lookup
 	// itself it keeps a key revoked through another instance refused
-	// everywhere within 1 s (DESIGN §5).
+	// everywhere within 1 s.
 	MaxKeyCacheTTL = 500 * time.Millisecond
 )
 

@@ -151,6 +151,12 @@ func (s *Server) byMethod(handlers map[string]http.HandlerFunc) http.Handler {
 // writeError writes the JSON error body and hands the internal cause to the
 // request log.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	middleware.WriteError(w, noteError(r, err))
+}
+
+// noteError records err's code and internal cause for r's log line and
+// returns it as a *middleware.Error.
+func noteError(r *http.Request, err error) *middleware.Error {
 	e := middleware.AsError(err)
 	if info := requestInfoFrom(r.Context()); info != nil {
 		info.code = e.Code
@@ -158,7 +164,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 			info.cause = e.Err
 		}
 	}
-	middleware.WriteError(w, e)
+	return e
 }
 
 // dbUnavailable is the answer to any database failure: 503 with no detail.

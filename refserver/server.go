@@ -144,10 +144,7 @@ type Server struct {
 	agentSuffix string // "." + service host: agent hosts end with it
 	keys        *DBKeySource
 
-	// whoami is the verification middleware of GET/POST /whoami (counted
-	// in Metrics when set); verifier is the same policy, called directly.
-	whoami     func(http.Handler) http.Handler
-	verifier   *middleware.Verifier
+	verifier   *middleware.Verifier // GET/POST /whoami
 	register   *middleware.Verifier // proof of possession on POST /agents
 	current    *middleware.Verifier // sig1 of PUT /agents/{uid}/keys
 	possession *middleware.Verifier // sig2 of PUT /agents/{uid}/keys
@@ -189,10 +186,6 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.verifier = v
-	s.whoami = v.Middleware
-	if cfg.Metrics != nil {
-		s.whoami = cfg.Metrics.Verification(v.Middleware)
-	}
 
 	cc := base
 	cc.Keys = s.keys

@@ -8,18 +8,15 @@
 //	router.Handle("/metrics", reg.Handler())
 //
 // Series: agentid_http_requests_total{route,method,status},
-// agentid_verifications_total{outcome} (outcome "ok" or the DESIGN §6 error
-// code), agentid_key_cache_total{result="hit"|"miss"},
+// agentid_verifications_total{outcome} (outcome "ok" or the error code of
+// the JSON error body), agentid_key_cache_total{result="hit"|"miss"},
 // agentid_db_query_duration_seconds (histogram), plus Go runtime memory and
 // goroutine gauges.
 package metrics
 
 import (
 	"bufio"
-	"bytes"
 	"cmp"
-	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -122,7 +119,7 @@ func (r *Registry) ObserveVerification(outcome string) {
 }
 
 // Outcome maps the result of middleware.Verifier.Verify to an outcome
-// label: "ok" for nil, else the error's DESIGN §6 code.
+// label: "ok" for nil, else the error's code (middleware.Code).
 func Outcome(err error) string {
 	if err == nil {
 		return "ok"
@@ -206,71 +203,6 @@ func RouteOf(req *http.Request) string {
 		return t
 	}
 	return rt.GetName()
-}
-
-type reachedKey struct{}
-
-// sniffWriter keeps the start of an error body written by a verification
-// middleware that did not call the next handler.
-type sniffWriter struct {
-	http.ResponseWriter
-	buf bytes.Buffer
-}
-
-func (w *sniffWriter) Write(b []byte) (int, error) {
-	if room := 4096 - w.buf.Len(); room > 0 {
-		w.buf.Write(b[:min(len(b), room)])
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-func (w *sniffWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// Verification wraps a verification middleware (middleware.New(cfg) or
-// (*middleware.Verifier).Middleware) and counts its outcomes: "ok" when it
-// passes the request on with a verified agent, else the error code read
-// from the JSON error body it wrote. Requests passed on without an agent
-// (optional mode, unsigned) are not counted.
-func (r *Registry) Verification(verify func(http.Handler) http.Handler) func(http.Handler) http.Handler {
-	return func(next http.Handler) http.Handler {
-		inner := verify(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-			if p, ok := req.Context().Value(reachedKey{}).(*bool); ok {
-				*p = true
-			}
-			if _, ok := middleware.AgentFrom(req.Context()); ok {
-				r.ObserveVerification("ok")
-			}
-			if sw, ok := w.(*sniffWriter); ok {
-				w = sw.ResponseWriter
-			}
-			next.ServeHTTP(w, req)
-		}))
-		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-			reached := new(bool)
-			sw := &sniffWriter{ResponseWriter: w}
-			inner.ServeHTTP(sw, req.WithContext(contextWithReached(req, reached)))
-			if !*reached {
-				r.ObserveVerification(errorCode(sw.buf.Bytes()))
-			}
-		})
-	}
-}
-
-func contextWithReached(req *http.Request, reached *bool) context.Context {
-	return context.WithValue(req.Context(), reachedKey{}, reached)
-}
-
-// errorCode extracts error.code from a DESIGN §6 body, or "unknown".
-func errorCode(body []byte) string {
-	var e struct {
-		Error struct {
-			Code string `json:"code"`
-		} `json:"error"`
-	}
-	if json.Unmarshal(body, &e) != nil || e.Error.Code == "" || len(e.Error.Code) > 64 {
-		return "unknown"
-	}
-	return e.Error.Code
 }
 
 const startKey = "agentid:metrics:start"
