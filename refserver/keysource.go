@@ -58,7 +58,6 @@ type DBKeySource struct {
 	timeout time.Duration
 
 	originPrefix string // "<scheme>://"
-	agentSuffix  string // ".<service host>"
 
 	cache   *lru.Cache[string, keyEntry] // kid → row verdict; nil: no cache
 	unknown *lru.Cache[string, struct{}] // kids with no row; nil when cache is nil
@@ -86,7 +85,7 @@ func NewDBKeySource(db *gorm.DB, hostname string) (*DBKeySource, error) {
 
 func newDBKeySource(db *gorm.DB, service signer.ServiceURL, timeout, ttl time.Duration, now func() time.Time, observe func(bool)) *DBKeySource {
 	k := &DBKeySource{db: db, service: service, timeout: timeout, observe: observe,
-		originPrefix: service.Scheme + "://", agentSuffix: "." + service.Host}
+		originPrefix: service.Scheme + "://"}
 	if ttl > 0 {
 		k.cache = lru.New[string, keyEntry](maxCacheEntries, ttl, now)
 		k.unknown = lru.New[string, struct{}](maxUnknownKeys, ttl, now)
@@ -231,11 +230,7 @@ func (k *DBKeySource) uidOf(agent string) string {
 	if !ok {
 		return ""
 	}
-	uid, ok := strings.CutSuffix(host, k.agentSuffix)
-	if !ok || !signer.ValidUID(uid) {
-		return ""
-	}
-	return uid
+	return k.service.UIDOfHost(host)
 }
 
 var _ middleware.KeySource = (*DBKeySource)(nil)
