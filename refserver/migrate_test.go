@@ -3,7 +3,11 @@ package refserver_test
 import (
 	"bytes"
 	"context"
+	"go/parser"
+	"go/token"
+	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -149,4 +153,30 @@ func TestReplayNoncesMigration(t *testing.T) {
 			t.Errorf("insert a digest: %v", err)
 		}
 	})
+}
+
+// TestImportDirection: the replay store builds on the server's tables, not
+// the other way round. refserver's own code (its migrations included) does
+// not import refserver/replaypg.
+func TestImportDirection(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, imp := range f.Imports {
+			if p, _ := strconv.Unquote(imp.Path.Value); p == "github.com/agentid/agentid/refserver/replaypg" {
+				t.Errorf("%s imports %s", name, p)
+			}
+		}
+	}
 }
