@@ -12,7 +12,6 @@ import (
 	"strings"
 
 	"github.com/agentid/agentid/middleware"
-	"github.com/agentid/agentid/refserver/metrics"
 	"github.com/agentid/agentid/signer"
 	"github.com/gorilla/mux"
 	"gorm.io/gorm"
@@ -115,13 +114,12 @@ func (s *Server) registerAgent(w http.ResponseWriter, r *http.Request) {
 // with verifier v and the optional extra check), then registers pk. It
 // writes the error response itself and reports false on failure. POST
 // /agents and the vestauth-compat POST /register share it.
-func (s *Server) proveAndRegister(w http.ResponseWriter, r *http.Request, pk signer.PublicKey, v *middleware.Verifier, check func(middleware.Agent) error) (keyResponse, bool) {
+func (s *Server) proveAndRegister(w http.ResponseWriter, r *http.Request, pk signer.PublicKey, v *middleware.Verifier, extra func(middleware.Agent) error) (keyResponse, bool) {
 	vr := r.WithContext(context.WithValue(r.Context(), bodyKeyCtx{}, pk))
-	a, err := v.Verify(vr)
-	if err == nil && check != nil {
-		err = check(a)
+	a, err := check(v, vr)
+	if err == nil && extra != nil {
+		err = extra(a)
 	}
-	s.observeVerification(err)
 	if err != nil {
 		s.writeVerifyError(w, r, v, err)
 		return keyResponse{}, false
@@ -195,8 +193,7 @@ func (s *Server) rotateKeys(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	a, err := s.current.Verify(r)
-	s.observeVerification(err)
+	a, err := check(s.current, r)
 	if err != nil {
 		s.writeVerifyError(w, r, s.current, err)
 		return
@@ -206,8 +203,7 @@ func (s *Server) rotateKeys(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	vr := r.WithContext(context.WithValue(r.Context(), bodyKeyCtx{}, pk))
-	_, err = s.possession.Verify(vr)
-	s.observeVerification(err)
+	_, err = check(s.possession, vr)
 	if err != nil {
 		s.writeVerifyError(w, r, s.possession, err)
 		return
@@ -293,8 +289,7 @@ func (s *Server) rotate(ctx context.Context, uid, signingKid string, pk signer.P
 
 // whoamiHandler is GET/POST /whoami: the agent that signed the request.
 func (s *Server) whoamiHandler(w http.ResponseWriter, r *http.Request) {
-	a, err := s.verifier.Verify(r)
-	s.observeVerification(err)
+	a, err := check(s.verifier, r)
 	if err != nil {
 		s.writeVerifyError(w, r, s.verifier, err)
 		return
@@ -304,13 +299,6 @@ func (s *Server) whoamiHandler(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, s.keyResponse(a.UID, a.JWK))
-}
-
-// observeVerification counts a verification outcome in Metrics, if set.
-func (s *Server) observeVerification(err error) {
-	if m := s.cfg.Metrics; m != nil {
-		m.ObserveVerification(metrics.Outcome(err))
-	}
 }
 
 func truncate(s string) string {

@@ -38,13 +38,8 @@ type vestauthCompat struct {
 }
 
 func newVestauthCompat(s *Server) (*vestauthCompat, error) {
-	base := middleware.Config{
-		Now:                s.cfg.Now,
-		Replay:             s.cfg.Replay,
-		Logger:             s.cfg.Logger,
-		MaxBodyBytes:       s.cfg.MaxBodyBytes,
-		RequiredComponents: []string{"@authority"},
-	}
+	base := s.verifierConfig()
+	base.RequiredComponents = []string{"@authority"}
 	c := &vestauthCompat{s: s}
 
 	rc := base
@@ -136,8 +131,7 @@ func (c *vestauthCompat) rotateKey(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	a, err := c.rotate.Verify(r)
-	s.observeVerification(err)
+	a, err := check(c.rotate, r)
 	if err != nil {
 		s.writeVerifyError(w, r, c.rotate, err)
 		return

@@ -177,7 +177,7 @@ func New(cfg Config) (*Server, error) {
 	}
 
 	writeComponents := []string{"@method", "@path", "content-digest"}
-	base := middleware.Config{Now: cfg.Now, Replay: cfg.Replay, Logger: cfg.Logger, MaxBodyBytes: cfg.MaxBodyBytes}
+	base := s.verifierConfig()
 
 	wc := base
 	wc.Keys = s.keys
@@ -210,6 +210,27 @@ func New(cfg Config) (*Server, error) {
 
 	s.handler = s.logRequests(s.recoverPanics(s.routes()))
 	return s, nil
+}
+
+// verifierConfig is what every verifier of the server shares: the clock,
+// the replay store, the logger, the body cap and, with Metrics, the
+// outcome hook that counts every verification.
+func (s *Server) verifierConfig() middleware.Config {
+	c := middleware.Config{Now: s.cfg.Now, Replay: s.cfg.Replay, Logger: s.cfg.Logger, MaxBodyBytes: s.cfg.MaxBodyBytes}
+	if m := s.cfg.Metrics; m != nil {
+		c.OnResult = m.ObserveResult
+	}
+	return c
+}
+
+// check verifies r with v; the outcome reaches Metrics through the
+// verifier's OnResult hook.
+func check(v *middleware.Verifier, r *http.Request) (middleware.Agent, error) {
+	res := v.Check(r)
+	if res.Verdict != middleware.Verified {
+		return middleware.Agent{}, res.Err
+	}
+	return res.Agent, nil
 }
 
 // Handler returns the server's HTTP handler.

@@ -118,6 +118,17 @@ func (r *Registry) ObserveVerification(outcome string) {
 	counter(&r.verifications, outcome).Add(1)
 }
 
+// ObserveResult counts one verification outcome as middleware's
+// Config.OnResult hook: "ok" for a verified request, else the error code.
+// Install it with middleware.Config{OnResult: reg.ObserveResult}.
+func (r *Registry) ObserveResult(res middleware.Result) {
+	if res.Verdict == middleware.Verified || res.Err == nil {
+		r.ObserveVerification("ok")
+		return
+	}
+	r.ObserveVerification(string(res.Err.Code))
+}
+
 // Outcome maps the result of middleware.Verifier.Verify to an outcome
 // label: "ok" for nil, else the error's code (middleware.Code).
 func Outcome(err error) string {

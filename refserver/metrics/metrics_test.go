@@ -164,14 +164,16 @@ func TestRequestsByRoute(t *testing.T) {
 
 func TestVerificationOutcomes(t *testing.T) {
 	reg := metrics.NewRegistry()
-	for _, err := range []error{
-		nil,
-		middleware.Fail(middleware.CodeReplayedNonce, "x"),
-		middleware.Fail(middleware.CodeMissingSignature, "x"),
-		fmt.Errorf("wrapped: %w", middleware.Fail(middleware.CodeMissingSignature, "x")),
+	// As middleware's OnResult hook…
+	for _, res := range []middleware.Result{
+		{Verdict: middleware.Verified},
+		{Verdict: middleware.Invalid, Err: middleware.Fail(middleware.CodeReplayedNonce, "x")},
+		{Verdict: middleware.Unsigned, Err: middleware.Fail(middleware.CodeMissingSignature, "x")},
 	} {
-		reg.ObserveVerification(metrics.Outcome(err))
+		reg.ObserveResult(res)
 	}
+	// …or from an error.
+	reg.ObserveVerification(metrics.Outcome(fmt.Errorf("wrapped: %w", middleware.Fail(middleware.CodeMissingSignature, "x"))))
 	var b strings.Builder
 	reg.WriteTo(&b)
 	e := parse(t, strings.NewReader(b.String()))
