@@ -168,7 +168,8 @@ func ParseSignaturesLimited(signatureInput, signature []string, lim Limits) ([]S
 			return nil, fmt.Errorf("%w: %w: Signature is %d bytes, more than %d", ErrInvalidSignatureInput, ErrFieldTooLarge, n, lim.MaxFieldBytes)
 		}
 	}
-	in, err := parseDict(joinLines(signatureInput), lim.MaxSignatures)
+	var inBuf, svBuf [2]member
+	in, err := parseDictInto(joinLines(signatureInput), lim.MaxSignatures, inBuf[:0])
 	if err != nil {
 		if errors.Is(err, errTooManyMembers) {
 			return nil, fmt.Errorf("%w: %w: Signature-Input has more than %d labels", ErrInvalidSignatureInput, ErrTooManySignatures, lim.MaxSignatures)
@@ -178,7 +179,7 @@ func ParseSignaturesLimited(signatureInput, signature []string, lim Limits) ([]S
 	if len(in) == 0 {
 		return nil, fmt.Errorf("%w: Signature-Input is empty", ErrInvalidSignatureInput)
 	}
-	sv, err := parseDict(joinLines(signature), len(in))
+	sv, err := parseDictInto(joinLines(signature), len(in), svBuf[:0])
 	if err != nil {
 		if errors.Is(err, errTooManyMembers) {
 			return nil, fmt.Errorf("%w: Signature and Signature-Input name different labels", ErrInvalidSignatureInput)

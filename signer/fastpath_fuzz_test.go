@@ -47,7 +47,7 @@ func FuzzFastPathAgrees(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		if ms, st := parseDictFast(s, 0); st == parsed {
+		if ms, st := parseDictFast(s, 0, nil); st == parsed {
 			d, err := httpsfv.UnmarshalDictionary([]string{s})
 			if err != nil {
 				t.Fatalf("fast path parsed dictionary %q, httpsfv refused it: %v", s, err)

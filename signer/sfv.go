@@ -281,22 +281,29 @@ func (p *fastScanner) str() (string, bool) {
 	if p.peek() != '"' {
 		return "", false
 	}
-	p.i++
-	start := p.i
-	for p.i < len(p.s) {
-		c := p.s[p.i]
-		switch {
-		case c == '"':
-			v := p.s[start:p.i]
-			p.i++
-			return v, true
-		case c == '\\' || c < 0x20 || c > 0x7e:
+	rest := p.s[p.i+1:]
+	j := strings.IndexByte(rest, '"')
+	if j < 0 {
+		return "", false
+	}
+	v := rest[:j]
+	for i := 0; i < len(v); i++ {
+		if !plainStringChars[v[i]] {
 			return "", false
 		}
-		p.i++
 	}
-	return "", false
+	p.i += j + 2
+	return v, true
 }
+
+// plainStringChars marks the characters an sf-string holds without an
+// escape: printable ASCII but the quote and the backslash.
+var plainStringChars = func() (t [256]bool) {
+	for c := 0x20; c <= 0x7e; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 // bare parses a string, token, integer, boolean or byte-sequence bare
 // item. Decimals, dates and display strings decline.
@@ -361,20 +368,13 @@ func (p *fastScanner) bytes(dst []byte) ([]byte, bool) {
 	if p.peek() != ':' {
 		return nil, false
 	}
-	p.i++
-	start := p.i
-	for p.i < len(p.s) && p.s[p.i] != ':' {
-		c := p.s[p.i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '+' || c == '/' || c == '=') {
-			return nil, false
-		}
-		p.i++
-	}
-	if p.eof() {
+	rest := p.s[p.i+1:]
+	j := strings.IndexByte(rest, ':')
+	// base64's decoder skips CR and LF, which httpsfv refuses: decline them.
+	if j < 0 || strings.ContainsAny(rest[:j], "\r\n") {
 		return nil, false
 	}
-	enc := p.s[start:p.i]
-	p.i++
+	enc := rest[:j]
 	n := base64.StdEncoding.DecodedLen(len(enc))
 	if cap(dst) < n {
 		dst = make([]byte, n)
@@ -383,6 +383,7 @@ func (p *fastScanner) bytes(dst []byte) ([]byte, bool) {
 	if err != nil {
 		return nil, false
 	}
+	p.i += j + 2
 	return dst[:m], true
 }
 
@@ -464,15 +465,13 @@ const (
 // comparing with every earlier key; above it, a map is used.
 const maxLinearDup = 16
 
-// parseDictFast parses a dictionary. With maxMembers > 0 it stops and
+// parseDictFast parses a dictionary, appending its members to out (a
+// buffer the caller may keep on its stack). With maxMembers > 0 it stops and
 // reports tooMany as soon as the field has more members than that.
-func parseDictFast(s string, maxMembers int) ([]member, parseStatus) {
+func parseDictFast(s string, maxMembers int, out []member) ([]member, parseStatus) {
 	p := fastScanner{s: s}
 	p.skipSP()
-	var (
-		out  []member
-		seen map[string]struct{}
-	)
+	var seen map[string]struct{}
 	for !p.eof() {
 		if maxMembers > 0 && len(out) == maxMembers {
 			return nil, tooMany
@@ -524,9 +523,6 @@ func parseDictFast(s string, maxMembers int) ([]member, parseStatus) {
 			if m.item.params, ok = p.params(); !ok {
 				return nil, declined
 			}
-		}
-		if out == nil {
-			out = make([]member, 0, 1)
 		}
 		out = append(out, m)
 		done, ok := p.next()
@@ -588,7 +584,12 @@ func parseItemFast(s string) (sfItem, bool) {
 // by httpsfv otherwise. maxMembers > 0 bounds the member count (an error
 // wrapping errTooManyMembers).
 func parseDict(s string, maxMembers int) ([]member, error) {
-	ms, st := parseDictFast(s, maxMembers)
+	return parseDictInto(s, maxMembers, nil)
+}
+
+// parseDictInto is parseDict appending to out (for a caller's stack buffer).
+func parseDictInto(s string, maxMembers int, out []member) ([]member, error) {
+	ms, st := parseDictFast(s, maxMembers, out)
 	switch st {
 	case parsed:
 		return ms, nil
