@@ -177,10 +177,10 @@ func TestAgentCommandsMissingCredentials(t *testing.T) {
 		{name: "headers", args: []string{"agent", "headers", "GET", "https://a.example/"}, wantText: []string{"missing AGENT_UID", "idcli agent init"}},
 		{name: "curl", args: []string{"agent", "curl", "https://a.example/"}, wantText: []string{"missing AGENT_UID"}},
 		{name: "rotate", args: []string{"agent", "rotate"}, wantText: []string{"missing AGENT_UID"}},
-		{name: "no key", args: []string{"agent", "curl", "https://a.example/"}, environ: map[string]string{"AGENT_UID": "agent-x"},
+		{name: "no key", args: []string{"agent", "curl", "https://a.example/"}, environ: map[string]string{"AGENT_UID": "agent-0123456789abcdef01234567"},
 			wantText: []string{"missing AGENT_PRIVATE_JWK", "set AGENT_PRIVATE_JWK"}},
 		{name: "invalid key", args: []string{"agent", "headers", "GET", "https://a.example/"},
-			environ:  map[string]string{"AGENT_UID": "agent-x", "AGENT_PRIVATE_JWK": strings.Replace(string(k.MarshalPrivateJWK()), `"d":"`, `"d":"xx`, 1)},
+			environ:  map[string]string{"AGENT_UID": "agent-0123456789abcdef01234567", "AGENT_PRIVATE_JWK": strings.Replace(string(k.MarshalPrivateJWK()), `"d":"`, `"d":"xx`, 1)},
 			wantText: []string{"invalid AGENT_PRIVATE_JWK"}},
 	}
 	for _, tt := range tests {

@@ -7,6 +7,9 @@
 //	resp, err := creds.Client(nil).Get("https://api.example/whoami")
 //	h, err := agent.Headers("GET", "https://api.example/x", creds, "", "")
 //	rot, err := agent.Rotate(ctx, agent.RotateOptions{})
+//
+// Register and RotateKey are the registration and rotation client itself,
+// for callers that keep keys elsewhere than in a .env file.
 package agent
 
 import (
@@ -57,10 +60,17 @@ func (c Credentials) GoString() string { return c.String() }
 // Origin returns the agent's signature agent origin,
 // "<scheme>://<uid>.<service host[:port]>", the value Signature-Agent names.
 func (c Credentials) Origin() (string, error) {
-	return Origin(c.Hostname, c.UID)
+	svc, err := parseService(c.Hostname)
+	if err != nil {
+		return "", err
+	}
+	if err := checkUID(c.UID); err != nil {
+		return "", err
+	}
+	return svc.AgentOrigin(c.UID), nil
 }
 
-// Options returns the signer options of the default profile (DESIGN §3):
+// Options returns the signer options of the default profile: it
 // covers @authority only, tag web-bot-auth, Signature-Agent sig1="<origin>".
 // It fails when the uid or hostname is unusable.
 func (c Credentials) Options() (signer.Options, error) {
@@ -198,14 +208,14 @@ func (s *source) hostname(explicit string) (string, error) {
 	if h == "" {
 		return DefaultHostname, nil
 	}
-	n, err := ParseHostname(h)
+	u, err := parseService(h)
 	if err != nil {
 		if from != "flag" {
 			return "", fmt.Errorf("%w (from %s %s)", err, EnvHostname, from)
 		}
 		return "", err
 	}
-	return n, nil
+	return u.String(), nil
 }
 
 // parsePrivate parses a private JWK; errors name the variable and the

@@ -47,8 +47,12 @@ func readFile(t *testing.T, path string) string {
 // secret returns the d member of k: the text that must never be printed.
 func secret(k signer.PrivateKey) string { return k.JWK().D }
 
-func TestParseHostname(t *testing.T) {
+// uid returns a valid uid whose hex part repeats c.
+func uid(c string) string { return "agent-" + strings.Repeat(c, 24) }
+
+func TestLoadHostname(t *testing.T) {
 	t.Parallel()
+	priv := string(fixedKey(1).MarshalPrivateJWK())
 	tests := []struct {
 		in, want string
 		wantErr  string
@@ -64,40 +68,45 @@ func TestParseHostname(t *testing.T) {
 		{in: "https://agentid.example#frag", wantErr: "fragment"},
 		{in: "ftp://agentid.example", wantErr: "scheme"},
 		{in: "https://user@agentid.example", wantErr: "user"},
-		{in: "", wantErr: "empty"},
 		{in: "https://", wantErr: "no host"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
-			got, err := agent.ParseHostname(tt.in)
+			t.Parallel()
+			c, err := agent.Load(agent.LoadOptions{Dir: t.TempDir(), Hostname: tt.in,
+				Getenv: envOf(map[string]string{"AGENT_UID": uid("a"), "AGENT_PRIVATE_JWK": priv})})
 			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("ParseHostname(%q) = %q, %v; want error containing %q", tt.in, got, err, tt.wantErr)
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.Is(err, signer.ErrInvalidServiceURL) {
+					t.Fatalf("Load(hostname %q) = %v, %v; want an invalid service URL error containing %q", tt.in, c, err, tt.wantErr)
 				}
 				return
 			}
-			if err != nil || got != tt.want {
-				t.Fatalf("ParseHostname(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
+			if err != nil || c.Hostname != tt.want {
+				t.Fatalf("Load(hostname %q) = %v, %v; want hostname %q", tt.in, c, err, tt.want)
 			}
 		})
 	}
 }
 
-func TestOrigin(t *testing.T) {
+func TestCredentialsOrigin(t *testing.T) {
 	t.Parallel()
+	k := fixedKey(1)
 	tests := []struct {
 		hostname, uid, want, wantErr string
 	}{
 		{hostname: "http://localhost:3000", uid: "agent-0123456789abcdef01234567", want: "http://agent-0123456789abcdef01234567.localhost:3000"},
-		{hostname: "agentid.example", uid: "agent-aa", want: "https://agent-aa.agentid.example"},
-		{hostname: "http://127.0.0.1:4000", uid: "agent-bb", want: "http://agent-bb.127.0.0.1:4000"},
+		{hostname: "agentid.example", uid: uid("a"), want: "https://" + uid("a") + ".agentid.example"},
+		{hostname: "http://127.0.0.1:4000", uid: uid("b"), want: "http://" + uid("b") + ".127.0.0.1:4000"},
 		{hostname: "http://localhost:3000", uid: "agent.evil", wantErr: "invalid AGENT_UID"},
 		{hostname: "http://localhost:3000", uid: "a/b", wantErr: "invalid AGENT_UID"},
+		{hostname: "http://localhost:3000", uid: "agent-aa", wantErr: "invalid AGENT_UID"},
+		{hostname: "http://localhost:3000", uid: "AGENT-" + strings.Repeat("A", 24), wantErr: "invalid AGENT_UID"},
 		{hostname: "http://localhost:3000", uid: "", wantErr: "missing AGENT_UID"},
+		{hostname: "http://localhost:3000/x", uid: uid("a"), wantErr: "path"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.hostname+"/"+tt.uid, func(t *testing.T) {
-			got, err := agent.Origin(tt.hostname, tt.uid)
+			got, err := agent.Credentials{UID: tt.uid, Key: k, Hostname: tt.hostname}.Origin()
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("Origin = %q, %v; want error containing %q", got, err, tt.wantErr)
@@ -115,10 +124,10 @@ func TestLoadPrecedence(t *testing.T) {
 	t.Parallel()
 	fileKey, envKey, flagKey := fixedKey(1), fixedKey(2), fixedKey(3)
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, ".env"), "# agent\nAGENT_UID=agent-file\n"+
+	writeFile(t, filepath.Join(dir, ".env"), "# agent\nAGENT_UID="+uid("f")+"\n"+
 		"AGENT_PRIVATE_JWK='"+string(fileKey.MarshalPrivateJWK())+"'\nAGENT_HOSTNAME=http://file.example:1\n")
 	env := map[string]string{
-		"AGENT_UID":         "agent-env",
+		"AGENT_UID":         uid("e"),
 		"AGENT_PRIVATE_JWK": string(envKey.MarshalPrivateJWK()),
 		"AGENT_HOSTNAME":    "env.example",
 	}
@@ -129,17 +138,17 @@ func TestLoadPrecedence(t *testing.T) {
 		wantKid           string
 	}{
 		{name: "file", opts: agent.LoadOptions{Dir: dir, Getenv: envOf(nil)},
-			wantUID: "agent-file", wantHost: "http://file.example:1", wantKid: fileKey.KeyID()},
+			wantUID: uid("f"), wantHost: "http://file.example:1", wantKid: fileKey.KeyID()},
 		{name: "environment over file", opts: agent.LoadOptions{Dir: dir, Getenv: envOf(env)},
-			wantUID: "agent-env", wantHost: "https://env.example", wantKid: envKey.KeyID()},
+			wantUID: uid("e"), wantHost: "https://env.example", wantKid: envKey.KeyID()},
 		{name: "flags over environment", opts: agent.LoadOptions{Dir: dir, Getenv: envOf(env),
-			UID: "agent-flag", PrivateJWK: string(flagKey.MarshalPrivateJWK()), Hostname: "http://flag.example"},
-			wantUID: "agent-flag", wantHost: "http://flag.example", wantKid: flagKey.KeyID()},
-		{name: "per variable", opts: agent.LoadOptions{Dir: dir, Getenv: envOf(map[string]string{"AGENT_UID": "agent-env"}), Hostname: "flag.example"},
-			wantUID: "agent-env", wantHost: "https://flag.example", wantKid: fileKey.KeyID()},
+			UID: uid("c"), PrivateJWK: string(flagKey.MarshalPrivateJWK()), Hostname: "http://flag.example"},
+			wantUID: uid("c"), wantHost: "http://flag.example", wantKid: flagKey.KeyID()},
+		{name: "per variable", opts: agent.LoadOptions{Dir: dir, Getenv: envOf(map[string]string{"AGENT_UID": uid("e")}), Hostname: "flag.example"},
+			wantUID: uid("e"), wantHost: "https://flag.example", wantKid: fileKey.KeyID()},
 		{name: "default hostname", opts: agent.LoadOptions{Dir: t.TempDir(), Getenv: envOf(map[string]string{
-			"AGENT_UID": "agent-env", "AGENT_PRIVATE_JWK": string(envKey.MarshalPrivateJWK())})},
-			wantUID: "agent-env", wantHost: "http://localhost:3000", wantKid: envKey.KeyID()},
+			"AGENT_UID": uid("e"), "AGENT_PRIVATE_JWK": string(envKey.MarshalPrivateJWK())})},
+			wantUID: uid("e"), wantHost: "http://localhost:3000", wantKid: envKey.KeyID()},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -170,20 +179,20 @@ func TestLoadErrors(t *testing.T) {
 	}{
 		{name: "nothing", env: nil, wantIs: agent.ErrMissing,
 			wantText: []string{"missing AGENT_UID", "idcli agent init", "set AGENT_UID"}},
-		{name: "no key", env: map[string]string{"AGENT_UID": "agent-x"}, wantIs: agent.ErrMissing,
+		{name: "no key", env: map[string]string{"AGENT_UID": uid("d")}, wantIs: agent.ErrMissing,
 			wantText: []string{"missing AGENT_PRIVATE_JWK", "idcli agent init", "set AGENT_PRIVATE_JWK"}},
-		{name: "not JSON", env: map[string]string{"AGENT_UID": "agent-x", "AGENT_PRIVATE_JWK": "{" + secret(k)},
+		{name: "not JSON", env: map[string]string{"AGENT_UID": uid("d"), "AGENT_PRIVATE_JWK": "{" + secret(k)},
 			wantIs: agent.ErrInvalid, wantText: []string{"invalid AGENT_PRIVATE_JWK"}},
-		{name: "d does not match x", env: map[string]string{"AGENT_UID": "agent-x", "AGENT_PRIVATE_JWK": wrongD},
+		{name: "d does not match x", env: map[string]string{"AGENT_UID": uid("d"), "AGENT_PRIVATE_JWK": wrongD},
 			wantIs: agent.ErrInvalid, wantText: []string{"invalid AGENT_PRIVATE_JWK", "does not match"}},
-		{name: "public key only", env: map[string]string{"AGENT_UID": "agent-x", "AGENT_PRIVATE_JWK": noD},
+		{name: "public key only", env: map[string]string{"AGENT_UID": uid("d"), "AGENT_PRIVATE_JWK": noD},
 			wantIs: agent.ErrInvalid, wantText: []string{"invalid AGENT_PRIVATE_JWK", "missing"}},
-		{name: "short d", env: map[string]string{"AGENT_UID": "agent-x", "AGENT_PRIVATE_JWK": shortD},
+		{name: "short d", env: map[string]string{"AGENT_UID": uid("d"), "AGENT_PRIVATE_JWK": shortD},
 			wantIs: agent.ErrInvalid, wantText: []string{"invalid AGENT_PRIVATE_JWK"}},
 		{name: "bad uid", env: map[string]string{"AGENT_UID": "agent.x/y", "AGENT_PRIVATE_JWK": priv},
 			wantIs: agent.ErrInvalid, wantText: []string{"invalid AGENT_UID"}},
-		{name: "bad hostname", env: map[string]string{"AGENT_UID": "agent-x", "AGENT_PRIVATE_JWK": priv, "AGENT_HOSTNAME": "https://h.example/path"},
-			wantText: []string{"invalid hostname", "path", "AGENT_HOSTNAME"}},
+		{name: "bad hostname", env: map[string]string{"AGENT_UID": uid("d"), "AGENT_PRIVATE_JWK": priv, "AGENT_HOSTNAME": "https://h.example/path"},
+			wantText: []string{"invalid service URL", "path", "AGENT_HOSTNAME"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -232,7 +241,7 @@ func TestLoadVestauthFile(t *testing.T) {
 func TestCredentialsNeverPrintKey(t *testing.T) {
 	t.Parallel()
 	k := fixedKey(7)
-	c := agent.Credentials{UID: "agent-x", Key: k, Hostname: agent.DefaultHostname}
+	c := agent.Credentials{UID: uid("d"), Key: k, Hostname: agent.DefaultHostname}
 	for _, format := range []string{"%v", "%+v", "%#v", "%s"} {
 		if got := fmt.Sprintf(format, c); strings.Contains(got, secret(k)) || !strings.Contains(got, k.KeyID()) {
 			t.Errorf("Sprintf(%q) = %q; want the kid and not d", format, got)
@@ -514,7 +523,7 @@ func TestTransportRedirect(t *testing.T) {
 		}
 	}))
 	t.Cleanup(a.Close)
-	c := agent.Credentials{UID: "agent-x", Key: k, Hostname: agent.DefaultHostname}
+	c := agent.Credentials{UID: uid("d"), Key: k, Hostname: agent.DefaultHostname}
 	resp, err := c.Client(nil).Get(a.URL + "/start")
 	if err != nil {
 		t.Fatal(err)

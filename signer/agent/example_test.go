@@ -9,15 +9,16 @@ import (
 	"github.com/agentid/agentid/signer/agent"
 )
 
-func ExampleParseHostname() {
+func ExampleCredentials_Origin() {
+	key := signer.NewPrivateKey(ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize)))
 	for _, h := range []string{"agentid.example", "http://localhost:3000/", "https://agentid.example/api"} {
-		n, err := agent.ParseHostname(h)
-		fmt.Println(n, err)
+		creds := agent.Credentials{UID: "agent-0123456789abcdef01234567", Key: key, Hostname: h}
+		fmt.Println(creds.Origin())
 	}
 	// Output:
-	// https://agentid.example <nil>
-	// http://localhost:3000 <nil>
-	//  agent: invalid hostname "https://agentid.example/api": a path is not allowed (give scheme://host[:port])
+	// https://agent-0123456789abcdef01234567.agentid.example <nil>
+	// http://agent-0123456789abcdef01234567.localhost:3000 <nil>
+	//  signer: invalid service URL "https://agentid.example/api": a path is not allowed (give scheme://host[:port])
 }
 
 func ExampleHeaders() {

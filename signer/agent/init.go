@@ -76,30 +76,13 @@ func Init(ctx context.Context, opts InitOptions) (InitResult, error) {
 	if err != nil {
 		return InitResult{}, err
 	}
-	req, err := newJSONRequest(ctx, http.MethodPost, hostname+"/agents", keyBody(key))
+	cl := &Client{HTTPClient: opts.HTTPClient, Now: opts.Now, Rand: opts.Rand}
+	reg, err := cl.Register(ctx, hostname, key)
 	if err != nil {
 		return InitResult{}, err
-	}
-	if err := signer.Sign(req, key, signer.Options{
-		Components: signer.WriteComponents,
-		Now:        opts.Now,
-		Rand:       opts.Rand,
-	}); err != nil {
-		return InitResult{}, fmt.Errorf("agent: sign registration: %w", err)
-	}
-	ar, status, err := send(opts.HTTPClient, req, http.StatusOK, http.StatusCreated)
-	if err != nil {
-		return InitResult{}, err
-	}
-	if err := ar.checkKey(key); err != nil {
-		return InitResult{}, err
-	}
-	isNew := status == http.StatusCreated
-	if ar.IsNew != nil {
-		isNew = *ar.IsNew
 	}
 	vars := [][2]string{
-		{EnvUID, ar.UID},
+		{EnvUID, reg.UID},
 		{EnvPublicJWK, string(key.Public.JWK.MarshalPublic())},
 		{EnvPrivateJWK, string(key.MarshalPrivateJWK())},
 	}
@@ -111,12 +94,12 @@ func Init(ctx context.Context, opts InitOptions) (InitResult, error) {
 		return InitResult{}, err
 	}
 	return InitResult{
-		UID:          ar.UID,
-		PublicJWK:    key.Public.JWK,
+		UID:          reg.UID,
+		PublicJWK:    reg.PublicJWK,
 		Path:         lo.Path,
-		IsNew:        isNew,
+		IsNew:        reg.IsNew,
 		Hostname:     hostname,
-		WellKnownURL: ar.WellKnownURL,
+		WellKnownURL: reg.WellKnownURL,
 		Warning:      warn,
 	}, nil
 }
@@ -206,10 +189,6 @@ func Rotate(ctx context.Context, opts RotateOptions) (RotateResult, error) {
 	if err != nil {
 		return RotateResult{}, err
 	}
-	origin, err := creds.Origin()
-	if err != nil {
-		return RotateResult{}, err
-	}
 	if err := checkWritable(lo.Path); err != nil {
 		return RotateResult{}, err
 	}
@@ -217,40 +196,10 @@ func Rotate(ctx context.Context, opts RotateOptions) (RotateResult, error) {
 	if err != nil {
 		return RotateResult{}, err
 	}
-	u := creds.Hostname + "/agents/" + url.PathEscape(creds.UID) + "/keys"
-	req, err := newJSONRequest(ctx, http.MethodPut, u, keyBody(next))
+	cl := &Client{HTTPClient: opts.HTTPClient, Tag: opts.Tag, Nonce: opts.Nonce, Now: opts.Now, Rand: opts.Rand}
+	reg, err := cl.RotateKey(ctx, creds.Hostname, creds.UID, creds.Key, next)
 	if err != nil {
 		return RotateResult{}, err
-	}
-	sig1 := append(append([]string(nil), signer.WriteComponents...), `"signature-agent";key="sig1"`)
-	if err := signer.Sign(req, creds.Key, signer.Options{
-		Components:     sig1,
-		Tag:            opts.Tag,
-		Nonce:          opts.Nonce,
-		SignatureAgent: origin,
-		Now:            opts.Now,
-		Rand:           opts.Rand,
-	}); err != nil {
-		return RotateResult{}, fmt.Errorf("agent: sign rotation: %w", err)
-	}
-	if err := signer.Sign(req, next, signer.Options{
-		Label:      "sig2",
-		Tag:        signer.KeyPossessionTag,
-		Components: signer.WriteComponents,
-		Now:        opts.Now,
-		Rand:       opts.Rand,
-	}); err != nil {
-		return RotateResult{}, fmt.Errorf("agent: sign rotation: %w", err)
-	}
-	ar, _, err := send(opts.HTTPClient, req, http.StatusOK)
-	if err != nil {
-		return RotateResult{}, err
-	}
-	if err := ar.checkKey(next); err != nil {
-		return RotateResult{}, err
-	}
-	if ar.UID != creds.UID {
-		return RotateResult{}, fmt.Errorf("agent: the service answered for uid %s, want %s", ar.UID, creds.UID)
 	}
 	warn, err := writeCreds(ctx, src.file, lo.Path, [][2]string{
 		{EnvUID, creds.UID},
@@ -260,7 +209,7 @@ func Rotate(ctx context.Context, opts RotateOptions) (RotateResult, error) {
 	if err != nil {
 		return RotateResult{}, err
 	}
-	return RotateResult{UID: creds.UID, PublicJWK: next.Public.JWK, Path: lo.Path, WellKnownURL: ar.WellKnownURL, Warning: warn}, nil
+	return RotateResult{UID: reg.UID, PublicJWK: reg.PublicJWK, Path: lo.Path, WellKnownURL: reg.WellKnownURL, Warning: warn}, nil
 }
 
 // checkWritable fails early when path (or, if absent, its folder) cannot be
@@ -283,7 +232,7 @@ func checkWritable(path string) error {
 }
 
 // Headers returns the three signature headers for a request to rawURL with
-// method, under the default profile of DESIGN §3: covers @authority only,
+// method, under the default profile: it covers @authority only,
 // Signature-Agent sig1="<scheme>://<uid>.<service host>". tag "" means
 // web-bot-auth; nonce "" means 64 random bytes (base64url).
 func Headers(method, rawURL string, creds Credentials, tag, nonce string) (signer.SignatureHeaders, error) {

@@ -17,7 +17,7 @@ import (
 )
 
 // ServerError is an error answer of the service, carrying the fields of its
-// JSON error body {"error":{"status","code","message"}} (DESIGN §6).
+// JSON error body {"error":{"status","code","message"}}.
 type ServerError struct {
 	// Status is the HTTP status code.
 	Status int
@@ -26,6 +26,9 @@ type ServerError struct {
 	Code string
 	// Message is the server's explanation, or a short excerpt of the body.
 	Message string
+	// Hint says what to check when the answer suggests the request reached
+	// something other than an agentid service ("" otherwise).
+	Hint string
 }
 
 func (e *ServerError) Error() string {
@@ -37,6 +40,9 @@ func (e *ServerError) Error() string {
 	if e.Message != "" {
 		b.WriteString(": " + e.Message)
 	}
+	if e.Hint != "" {
+		b.WriteString(" (" + e.Hint + ")")
+	}
 	return b.String()
 }
 
@@ -44,9 +50,18 @@ func (e *ServerError) Error() string {
 const maxResponse = 1 << 20
 
 // serverError decodes an error answer. The code may be a string (agentid)
-// or a number (vestauth).
-func serverError(resp *http.Response, body []byte) *ServerError {
+// or a number (vestauth). An HTML page (a proxy's or another server's error
+// page) is named as such, with a hint to check the service address.
+func serverError(req *http.Request, resp *http.Response, body []byte) *ServerError {
 	e := &ServerError{Status: resp.StatusCode}
+	if IsHTML(resp.Header.Get("Content-Type"), body) {
+		e.Message = "an HTML page, not agentid's JSON"
+		if t := htmlTitle(body); t != "" {
+			e.Message += " (" + t + ")"
+		}
+		e.Hint = fmt.Sprintf("is %s://%s an agentid service? check --hostname or %s", req.URL.Scheme, req.URL.Host, EnvHostname)
+		return e
+	}
 	var eb struct {
 		Error struct {
 			Code    json.RawMessage `json:"code"`
@@ -72,6 +87,42 @@ func serverError(resp *http.Response, body []byte) *ServerError {
 	}
 	e.Message = msg
 	return e
+}
+
+// IsHTML reports whether a response body is an HTML page rather than JSON:
+// its Content-Type is text/html, or its first non-space byte is '<'.
+func IsHTML(contentType string, body []byte) bool {
+	if mt, _, _ := strings.Cut(contentType, ";"); strings.EqualFold(strings.TrimSpace(mt), "text/html") {
+		return true
+	}
+	b := bytes.TrimSpace(body)
+	return len(b) > 0 && b[0] == '<'
+}
+
+// htmlTitle returns the text of an HTML page's <title> (or first <h1>),
+// shortened, or "".
+func htmlTitle(body []byte) string {
+	lower := strings.ToLower(string(body))
+	for _, tag := range []string{"title", "h1"} {
+		i := strings.Index(lower, "<"+tag)
+		if i < 0 {
+			continue
+		}
+		j := strings.IndexByte(lower[i:], '>')
+		if j < 0 {
+			continue
+		}
+		start := i + j + 1
+		end := strings.Index(lower[start:], "</"+tag)
+		if end < 0 {
+			continue
+		}
+		t := strings.Join(strings.Fields(string(body[start:start+end])), " ")
+		if t != "" {
+			return truncate(t)
+		}
+	}
+	return ""
 }
 
 // agentResponse is the body of POST /agents and PUT /agents/{uid}/keys.
@@ -127,9 +178,12 @@ func send(client *http.Client, req *http.Request, ok ...int) (agentResponse, int
 		good = good || resp.StatusCode == s
 	}
 	if !good {
-		return agentResponse{}, resp.StatusCode, serverError(resp, body)
+		return agentResponse{}, resp.StatusCode, serverError(req, resp, body)
 	}
 	var ar agentResponse
+	if IsHTML(resp.Header.Get("Content-Type"), body) {
+		return agentResponse{}, resp.StatusCode, serverError(req, resp, body)
+	}
 	if err := json.Unmarshal(body, &ar); err != nil {
 		return agentResponse{}, resp.StatusCode, fmt.Errorf("agent: %s %s: answer is not the expected JSON: %w", req.Method, req.URL.Redacted(), err)
 	}
