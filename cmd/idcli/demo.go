@@ -19,7 +19,6 @@ import (
 	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/signer/agent"
 	"github.com/peterbourgon/ff/v3/ffcli"
-	"gorm.io/gorm"
 )
 
 // Tuning of the demo's third-party API: its key cache is short-lived so the
@@ -32,10 +31,12 @@ const (
 	// API to learn the new key.
 	demoRefreshWait = 5 * time.Second
 	demoHTTPTimeout = 10 * time.Second
+	// demoShutdownTimeout bounds the reference server's graceful stop.
+	demoShutdownTimeout = 5 * time.Second
 )
 
 // newDemoCmd is `idcli demo`: the main job, end to end, on loopback with the
-// embedded database, leaving nothing behind (DESIGN §8).
+// embedded database, leaving nothing behind.
 func newDemoCmd(env *cliEnv) *ffcli.Command {
 	fs := newFlagSet("idcli demo", env)
 	verbose := fs.Bool("verbose", false, "also print the server's request log and the third-party API's key fetches (to stderr)")
@@ -67,8 +68,8 @@ type demo struct {
 	log     *slog.Logger // server and third-party logs; discarded unless verbose
 
 	tmp       string          // temporary folder holding the database and the agent's .env
-	db        *gorm.DB        // the embedded database
-	servers   []*http.Server  // the reference server and the third-party API
+	stop      func()          // stops the reference server and waits for it; nil before it runs
+	servers   []*http.Server  // the third-party API
 	transport *http.Transport // every HTTP client of the demo dials through it
 	client    *http.Client    // unsigned client (registration, rotation)
 
@@ -165,7 +166,7 @@ func loopbackDial(ctx context.Context, _, addr string) (net.Conn, error) {
 func (d *demo) listen() (net.Listener, string, error) {
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
-		return nil, "", fmt.Errorf("cannot listen on loopback: %s", netCause(err))
+		return nil, "", fmt.Errorf("cannot listen on loopback: %w", err)
 	}
 	return ln, fmt.Sprintf("http://localhost:%d", ln.Addr().(*net.TCPAddr).Port), nil
 }
@@ -182,51 +183,47 @@ func (d *demo) serve(ln net.Listener, h http.Handler) {
 }
 
 // startServer is step 1: the reference server on a migrated embedded
-// database in a new temporary folder.
+// database in a new temporary folder, built by refserver.Open as
+// `idcli server start` builds it.
 func (d *demo) startServer(ctx context.Context) (string, error) {
 	tmp, err := os.MkdirTemp(d.env.Getenv("TMPDIR"), "agentid-demo-")
 	if err != nil {
-		return "", fmt.Errorf("cannot create a temporary folder: %s", netCause(err))
+		return "", fmt.Errorf("cannot create a temporary folder: %w", err)
 	}
 	d.tmp = tmp
-	databaseURL := "sqlite://" + filepath.Join(tmp, "agentid.db")
-	if d.db, err = refserver.OpenDB(databaseURL); err != nil {
-		return "", dbConnectError(databaseURL, err)
+	ln, _, err := d.listen()
+	if err != nil {
+		return "", err
 	}
 	var migrations io.Writer // the migration lines only with --verbose
 	if d.verbose {
 		migrations = d.env.Stderr
 	}
-	if err := refserver.Migrate(ctx, d.db, migrations); err != nil {
-		return "", fmt.Errorf("migration failed: %s", oneLine(err.Error()))
-	}
-	// HOSTNAME names the port, known once the listener exists.
-	ln, url, err := d.listen()
-	if err != nil {
-		return "", err
-	}
-	srv, err := refserver.New(refserver.Config{
-		DB:       d.db,
-		Hostname: url,
-		Version:  Version,
-		Logger:   d.log.With("component", "server"),
-		Replay:   middleware.NewMemoryReplayStore(),
+	in, err := refserver.Open(ctx, refserver.Options{
+		DatabaseURL:     "sqlite://" + filepath.Join(tmp, "agentid.db"),
+		Listener:        ln, // HOSTNAME: http://localhost:<its port>
+		Migrate:         true,
+		MigrationLog:    migrations,
+		Logger:          d.log.With("component", "server"),
+		ShutdownTimeout: demoShutdownTimeout,
 	})
 	if err != nil {
-		ln.Close()
-		return "", err
+		return "", cliDBError(err)
 	}
-	d.serve(ln, srv.Handler())
-	d.serverURL = url
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	served := make(chan error, 1)
+	go func() { served <- in.Serve(sctx) }()
+	d.stop = func() { cancel(); <-served }
+	d.serverURL = in.URL
 
-	r, err := d.send(ctx, d.client, http.MethodGet, url+"/", nil)
+	r, err := d.send(ctx, d.client, http.MethodGet, in.URL+"/", nil)
 	if err != nil {
 		return "", err
 	}
 	if r.Status != http.StatusOK {
-		return "", fmt.Errorf("health check GET %s/ answered %s, want 200", url, r)
+		return "", fmt.Errorf("health check GET %s/ answered %s, want 200", in.URL, r)
 	}
-	return fmt.Sprintf("server started on %s (embedded database)", url), nil
+	return fmt.Sprintf("server started on %s (embedded database)", in.URL), nil
 }
 
 // createAgent is step 2: agent.Init in a temporary folder.
@@ -437,10 +434,10 @@ func (d *demo) cleanup(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("stop server: %w", err))
 		}
 	}
-	d.transport.CloseIdleConnections()
-	if d.db != nil {
-		closeDB(d.db)
+	if d.stop != nil {
+		d.stop() // the reference server, then its database
 	}
+	d.transport.CloseIdleConnections()
 	if d.tmp != "" {
 		if err := os.RemoveAll(d.tmp); err != nil {
 			errs = append(errs, fmt.Errorf("remove %s: %w", d.tmp, err))
@@ -502,12 +499,12 @@ func (d *demo) send(ctx context.Context, c *http.Client, method, url string, h h
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		return demoReply{}, fmt.Errorf("%s %s: %s", method, url, netCause(err))
+		return demoReply{}, err // *url.Error: method, URL and cause
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	if err != nil {
-		return demoReply{}, fmt.Errorf("%s %s: read body: %s", method, url, netCause(err))
+		return demoReply{}, fmt.Errorf("%s %s: read body: %w", method, url, err)
 	}
 	var b struct {
 		UID   string `json:"uid"`

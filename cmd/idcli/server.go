@@ -5,28 +5,18 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"net"
-	"net/http"
-	"net/url"
-	"os"
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
-	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/refserver"
-	"github.com/agentid/agentid/refserver/metrics"
 	"github.com/agentid/agentid/refserver/ratelimit"
-	"github.com/agentid/agentid/refserver/replaypg"
 	"github.com/agentid/agentid/signer/agent"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/peterbourgon/ff/v3/ffcli"
-	"gorm.io/gorm"
 )
 
 // Server configuration defaults (spec "Server configuration variables").
@@ -193,254 +183,76 @@ func newServerDBCmd(env *cliEnv, name, help string, do func(ctx context.Context,
 	}
 }
 
-// openServerDB opens the database and turns failures into one line naming
-// the cause and the fix.
-func openServerDB(s serverSettings) (*gorm.DB, error) {
-	db, err := refserver.OpenDB(s.DatabaseURL)
-	if err != nil {
-		return nil, dbConnectError(s.DatabaseURL, err)
-	}
-	return db, nil
-}
-
-func closeDB(db *gorm.DB) {
-	if sqlDB, err := db.DB(); err == nil {
-		sqlDB.Close()
-	}
-}
-
-// dbConnectError explains a failed connection in one line: cause and fix.
-func dbConnectError(databaseURL string, err error) error {
-	where := refserver.RedactURL(databaseURL)
-	var pgErr *pgconn.PgError
-	switch {
-	case errors.As(err, &pgErr) && pgErr.Code == "3D000":
-		return fmt.Errorf("database %s does not exist: run idcli server db:create (or fix DATABASE_URL / --database-url)", quoteDBName(postgresDBName(databaseURL)))
-	case errors.As(err, &pgErr) && (pgErr.Code == "28P01" || pgErr.Code == "28000"):
-		return fmt.Errorf("the database at %s refused the credentials (%s): fix the user and password in DATABASE_URL / --database-url", where, pgErr.Message)
-	case errors.As(err, &pgErr):
-		return fmt.Errorf("the database at %s failed: %s (SQLSTATE %s)", where, pgErr.Message, pgErr.Code)
-	case errors.Is(err, refserver.ErrUnsupportedDatabaseURL):
-		return errors.New(oneLine(strings.TrimPrefix(err.Error(), "refserver: ")))
-	}
-	return fmt.Errorf("cannot reach the database at %s (%s): start PostgreSQL or point DATABASE_URL / --database-url at a running server", where, netCause(err))
-}
-
-// netCause names the root cause of a connection failure briefly.
-func netCause(err error) string {
-	var dnsErr *net.DNSError
-	var netErr net.Error
-	switch {
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return "connection refused"
-	case errors.As(err, &dnsErr):
-		return "unknown host " + dnsErr.Name
-	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
-		return "timed out"
-	case errors.Is(err, fs.ErrNotExist):
-		return "no such file or directory"
-	case errors.Is(err, fs.ErrPermission):
-		return "permission denied"
-	}
-	for {
-		next := errors.Unwrap(err)
-		if next == nil {
-			break
-		}
-		err = next
-	}
-	return oneLine(err.Error())
-}
-
-func oneLine(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > 200 {
-		s = s[:200] + "…"
-	}
-	return s
-}
-
-func quoteDBName(name string) string { return "'" + name + "'" }
-
-func postgresDBName(databaseURL string) string {
-	u, err := url.Parse(databaseURL)
-	if err != nil {
-		return ""
-	}
-	return strings.TrimPrefix(u.Path, "/")
-}
-
-// maintenanceURL is databaseURL pointing at database name instead.
-func maintenanceURL(databaseURL, name string) string {
-	u, _ := url.Parse(databaseURL)
-	u.Path = "/" + name
-	u.RawPath = ""
-	return u.String()
-}
-
-// quoteIdent quotes a PostgreSQL identifier.
-func quoteIdent(name string) string { return `"` + strings.ReplaceAll(name, `"`, `""`) + `"` }
-
-// withMaintenanceDB connects to the "postgres" maintenance database (or
-// template1) with the credentials of s.DatabaseURL.
-func withMaintenanceDB(s serverSettings, fn func(db *gorm.DB, name string) error) error {
-	name := postgresDBName(s.DatabaseURL)
-	if name == "" {
-		return fmt.Errorf("DATABASE_URL %s names no database (want postgres://USER:PASS@HOST:PORT/DATABASE)", refserver.RedactURL(s.DatabaseURL))
-	}
-	var db *gorm.DB
-	var err error
-	for _, m := range []string{"postgres", "template1"} {
-		if db, err = refserver.OpenDB(maintenanceURL(s.DatabaseURL, m)); err == nil {
-			break
-		}
-		var pgErr *pgconn.PgError
-		if !errors.As(err, &pgErr) || pgErr.Code != "3D000" {
-			break
-		}
-	}
-	if err != nil {
-		return dbConnectError(s.DatabaseURL, err)
-	}
-	defer closeDB(db)
-	return fn(db, name)
-}
-
-func databaseExists(db *gorm.DB, name string) (bool, error) {
-	var n int64
-	err := db.Raw("SELECT count(*) FROM pg_database WHERE datname = ?", name).Scan(&n).Error
-	return n > 0, err
-}
-
 func serverDBCreate(ctx context.Context, env *cliEnv, s serverSettings) error {
-	if refserver.DatabaseKind(s.DatabaseURL) == "sqlite" {
-		path, ok, err := sqliteFile(env, s.DatabaseURL, "create")
-		if !ok {
-			return err
-		}
-		if _, err := os.Stat(path); err == nil {
-			fmt.Fprintf(env.Stdout, "Database %s already exists\n", quoteDBName(path))
-			return nil
-		}
-		db, err := refserver.OpenDB("sqlite://" + path)
-		if err != nil {
-			return dbConnectError(s.DatabaseURL, err)
-		}
-		closeDB(db)
-		fmt.Fprintf(env.Stdout, "Created database %s\n", quoteDBName(path))
-		return nil
-	}
-	return withMaintenanceDB(s, func(db *gorm.DB, name string) error {
-		db = db.WithContext(ctx)
-		exists, err := databaseExists(db, name)
-		if err != nil {
-			return fmt.Errorf("cannot list databases: %s", oneLine(err.Error()))
-		}
-		if exists {
-			fmt.Fprintf(env.Stdout, "Database %s already exists\n", quoteDBName(name))
-			return nil
-		}
-		if err := db.Exec("CREATE DATABASE " + quoteIdent(name)).Error; err != nil {
-			var pgErr *pgconn.PgError
-			if errors.As(err, &pgErr) && pgErr.Code == "42P04" {
-				fmt.Fprintf(env.Stdout, "Database %s already exists\n", quoteDBName(name))
-				return nil
-			}
-			if errors.As(err, &pgErr) && pgErr.Code == "42501" {
-				return fmt.Errorf("cannot create database %s: permission denied: grant the user CREATEDB (ALTER ROLE … CREATEDB) or create it as a superuser", quoteDBName(name))
-			}
-			return fmt.Errorf("cannot create database %s: %s", quoteDBName(name), oneLine(err.Error()))
-		}
+	name, created, err := refserver.CreateDatabase(ctx, sqliteURLAbs(env, s.DatabaseURL))
+	switch {
+	case err != nil:
+		return cliDBError(err)
+	case name == refserver.InMemory:
+		fmt.Fprintf(env.Stdout, "Database %s lives in memory: nothing to create\n", quoteDBName(name))
+	case created:
 		fmt.Fprintf(env.Stdout, "Created database %s\n", quoteDBName(name))
-		return nil
-	})
-}
-
-func serverDBDrop(ctx context.Context, env *cliEnv, s serverSettings) error {
-	if refserver.DatabaseKind(s.DatabaseURL) == "sqlite" {
-		path, ok, err := sqliteFile(env, s.DatabaseURL, "drop")
-		if !ok {
-			return err
-		}
-		if err := os.Remove(path); err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				fmt.Fprintf(env.Stdout, "Database %s does not exist\n", quoteDBName(path))
-				return nil
-			}
-			return fmt.Errorf("cannot drop database %s: %s", quoteDBName(path), oneLine(err.Error()))
-		}
-		os.Remove(path + "-wal")
-		os.Remove(path + "-shm")
-		fmt.Fprintf(env.Stdout, "Dropped database %s\n", quoteDBName(path))
-		return nil
-	}
-	return withMaintenanceDB(s, func(db *gorm.DB, name string) error {
-		db = db.WithContext(ctx)
-		exists, err := databaseExists(db, name)
-		if err != nil {
-			return fmt.Errorf("cannot list databases: %s", oneLine(err.Error()))
-		}
-		if !exists {
-			fmt.Fprintf(env.Stdout, "Database %s does not exist\n", quoteDBName(name))
-			return nil
-		}
-		if err := db.Exec("DROP DATABASE IF EXISTS " + quoteIdent(name)).Error; err != nil {
-			var pgErr *pgconn.PgError
-			if errors.As(err, &pgErr) && pgErr.Code == "55006" {
-				return fmt.Errorf("cannot drop database %s: it is in use: stop the server (and other clients) first", quoteDBName(name))
-			}
-			return fmt.Errorf("cannot drop database %s: %s", quoteDBName(name), oneLine(err.Error()))
-		}
-		fmt.Fprintf(env.Stdout, "Dropped database %s\n", quoteDBName(name))
-		return nil
-	})
-}
-
-func serverDBMigrate(ctx context.Context, env *cliEnv, s serverSettings) error {
-	s.DatabaseURL = sqliteURLAbs(env, s.DatabaseURL)
-	db, err := openServerDB(s)
-	if err != nil {
-		return err
-	}
-	defer closeDB(db)
-	if err := refserver.Migrate(ctx, db, env.Stdout); err != nil {
-		return fmt.Errorf("migration failed: %s", oneLine(strings.TrimPrefix(err.Error(), "refserver: ")))
+	default:
+		fmt.Fprintf(env.Stdout, "Database %s already exists\n", quoteDBName(name))
 	}
 	return nil
 }
 
-// sqliteFile resolves the file of a SQLite databaseURL for db:create and
-// db:drop. ok is false on an error, and for ':memory:', which has nothing
-// to verb (said on env.Stdout).
-func sqliteFile(env *cliEnv, databaseURL, verb string) (path string, ok bool, err error) {
-	path, err = refserver.SQLitePath(databaseURL)
-	if err != nil {
-		return "", false, err
+func serverDBDrop(ctx context.Context, env *cliEnv, s serverSettings) error {
+	name, dropped, err := refserver.DropDatabase(ctx, sqliteURLAbs(env, s.DatabaseURL))
+	switch {
+	case err != nil:
+		return cliDBError(err)
+	case name == refserver.InMemory:
+		fmt.Fprintf(env.Stdout, "Database %s lives in memory: nothing to drop\n", quoteDBName(name))
+	case dropped:
+		fmt.Fprintf(env.Stdout, "Dropped database %s\n", quoteDBName(name))
+	default:
+		fmt.Fprintf(env.Stdout, "Database %s does not exist\n", quoteDBName(name))
 	}
-	if path == ":memory:" {
-		fmt.Fprintf(env.Stdout, "Database ':memory:' lives in memory: nothing to %s\n", verb)
-		return "", false, nil
-	}
-	return sqliteAbs(env, path), true, nil
+	return nil
 }
 
-// sqliteAbs resolves a relative SQLite path against env.Dir.
-func sqliteAbs(env *cliEnv, path string) string {
-	if filepath.IsAbs(path) || env.Dir == "" {
-		return path
-	}
-	return filepath.Join(env.Dir, path)
+func serverDBMigrate(ctx context.Context, env *cliEnv, s serverSettings) error {
+	return cliDBError(refserver.MigrateDatabase(ctx, sqliteURLAbs(env, s.DatabaseURL), env.Stdout))
 }
 
+func quoteDBName(name string) string { return "'" + name + "'" }
+
+// cliDBError words a refserver database error for the command line:
+// refserver names the cause and a fix in terms of DATABASE_URL; where the
+// fix is an idcli command, or the --database-url flag, the CLI says so.
+func cliDBError(err error) error {
+	var de *refserver.DBError
+	if !errors.As(err, &de) {
+		return err
+	}
+	fix := de.Fix
+	switch {
+	case errors.Is(de.Kind, refserver.ErrDatabaseNotFound):
+		fix = "run idcli server db:create (or fix DATABASE_URL / --database-url)"
+	case errors.Is(de.Kind, refserver.ErrNotMigrated):
+		fix = "run idcli server db:migrate"
+	default:
+		fix = strings.Replace(fix, "DATABASE_URL", "DATABASE_URL / --database-url", 1)
+	}
+	if fix == "" {
+		return errors.New(de.Cause)
+	}
+	return errors.New(de.Cause + ": " + fix)
+}
+
+// sqliteURLAbs resolves the path of a relative sqlite:// URL against
+// env.Dir, the command's working directory.
 func sqliteURLAbs(env *cliEnv, databaseURL string) string {
-	if refserver.DatabaseKind(databaseURL) != "sqlite" {
+	if refserver.DatabaseKind(databaseURL) != "sqlite" || env.Dir == "" {
 		return databaseURL
 	}
 	path, err := refserver.SQLitePath(databaseURL)
-	if err != nil || path == ":memory:" {
+	if err != nil || path == refserver.InMemory || filepath.IsAbs(path) {
 		return databaseURL
 	}
-	return "sqlite://" + sqliteAbs(env, path)
+	return "sqlite://" + filepath.Join(env.Dir, path)
 }
 
 // startFlags are the flags of `idcli server start` beyond the shared ones.
@@ -470,31 +282,25 @@ func (o *startFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&o.vestauthCompat, "vestauth-compat", false, "also serve vestauth clients' POST /register and POST /rotate (rotation binds less than PUT /agents/{uid}/keys: see docs/migrating-from-vestauth.md)")
 }
 
-// startOptions are the validated startFlags.
-type startOptions struct {
-	sharedReplay bool
-	limit        *ratelimit.Config // nil: registration not limited
-	metrics      bool
-	logLevel     slog.Level
-	// vestauthCompat serves POST /register and POST /rotate.
-	vestauthCompat bool
-}
-
-func (o startFlags) parse() (startOptions, error) {
-	var so startOptions
+// parse validates the flags into the settings refserver.Open takes (all
+// but the database URL, hostname and listen address).
+func (o startFlags) parse() (refserver.Options, slog.Level, error) {
+	var ro refserver.Options
+	var level slog.Level
 	switch o.replayStore {
 	case "memory":
+		ro.ReplayStore = refserver.ReplayMemory
 	case "postgres", "database":
-		so.sharedReplay = true
+		ro.ReplayStore = refserver.ReplayDatabase
 	default:
-		return so, fmt.Errorf("--replay-store %q: want memory or postgres", o.replayStore)
+		return ro, level, fmt.Errorf("--replay-store %q: want memory or postgres", o.replayStore)
 	}
 	rate, on, err := ratelimit.ParseRate(o.rateLimit)
 	if err != nil {
-		return so, fmt.Errorf("--rate-limit %q: want N/s, N/m, N/h (e.g. %s) or off", o.rateLimit, defaultRateLimit)
+		return ro, level, fmt.Errorf("--rate-limit %q: want N/s, N/m, N/h (e.g. %s) or off", o.rateLimit, defaultRateLimit)
 	}
 	if o.rateLimitBurst < 1 {
-		return so, fmt.Errorf("--rate-limit-burst %d: want 1 or more", o.rateLimitBurst)
+		return ro, level, fmt.Errorf("--rate-limit-burst %d: want 1 or more", o.rateLimitBurst)
 	}
 	var proxies []string
 	for _, p := range strings.Split(o.trustedProxies, ",") {
@@ -502,23 +308,24 @@ func (o startFlags) parse() (startOptions, error) {
 			proxies = append(proxies, p)
 		}
 	}
+	limit := ratelimit.Config{Rate: rate, Burst: o.rateLimitBurst, TrustedProxies: proxies}
+	if !on {
+		// Validate the proxies anyway, so a typo is not silent until the
+		// limit is on.
+		limit = ratelimit.Config{TrustedProxies: proxies}
+	}
+	if err := limit.Validate(); err != nil {
+		return ro, level, fmt.Errorf("--trusted-proxies: %s", strings.TrimPrefix(err.Error(), "ratelimit: "))
+	}
 	if on {
-		so.limit = &ratelimit.Config{Rate: rate, Burst: o.rateLimitBurst, TrustedProxies: proxies}
-		if err := so.limit.Validate(); err != nil {
-			return so, fmt.Errorf("--trusted-proxies: %s", strings.TrimPrefix(err.Error(), "ratelimit: "))
-		}
-	} else if len(proxies) > 0 {
-		// Validate anyway, so a typo is not silent until the limit is on.
-		if err := (ratelimit.Config{TrustedProxies: proxies}).Validate(); err != nil {
-			return so, fmt.Errorf("--trusted-proxies: %s", strings.TrimPrefix(err.Error(), "ratelimit: "))
-		}
+		ro.RegisterLimit = &limit
 	}
-	so.metrics = o.metrics
-	so.vestauthCompat = o.vestauthCompat
-	if err := so.logLevel.UnmarshalText([]byte(o.logLevel)); err != nil {
-		return so, fmt.Errorf("--log-level %q: want debug, info, warn or error", o.logLevel)
+	ro.Metrics = o.metrics
+	ro.VestauthCompat = o.vestauthCompat
+	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
+		return ro, level, fmt.Errorf("--log-level %q: want debug, info, warn or error", o.logLevel)
 	}
-	return so, nil
+	return ro, level, nil
 }
 
 func newServerStartCmd(env *cliEnv) *ffcli.Command {
@@ -542,7 +349,7 @@ func newServerStartCmd(env *cliEnv) *ffcli.Command {
 			if len(args) > 0 {
 				return fmt.Errorf("server start takes no arguments (got %q)", args[0])
 			}
-			so, err := o.parse()
+			ro, level, err := o.parse()
 			if err != nil {
 				return err
 			}
@@ -550,101 +357,39 @@ func newServerStartCmd(env *cliEnv) *ffcli.Command {
 			if err != nil {
 				return err
 			}
-			return serverStart(ctx, env, s, so)
+			ro.DatabaseURL = sqliteURLAbs(env, s.DatabaseURL)
+			ro.Hostname = s.Hostname
+			ro.Addr = ":" + s.Port
+			ro.Logger = slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level}))
+			return serverStart(ctx, env, ro)
 		},
 	}
 }
 
-// serverStart runs the server until ctx is cancelled, then shuts down
-// gracefully (in-flight requests finish, up to 20 s).
-func serverStart(ctx context.Context, env *cliEnv, s serverSettings, so startOptions) error {
+// serverStart opens the server with refserver.Open, prints where it
+// listens and serves until ctx is cancelled, then shuts down gracefully
+// (in-flight requests finish, up to 20 s).
+func serverStart(ctx context.Context, env *cliEnv, ro refserver.Options) error {
 	setServerGC(env)
-	s.DatabaseURL = sqliteURLAbs(env, s.DatabaseURL)
-	db, err := openServerDB(s)
+	in, err := refserver.Open(ctx, ro)
 	if err != nil {
-		return err
+		return startError(ro.Addr, err)
 	}
-	defer closeDB(db)
+	fmt.Fprintf(env.Stdout, "idcli server listening on %s (bound to %s)\n", in.URL, in.Addr)
+	return in.Serve(ctx)
+}
 
-	pending, err := refserver.Pending(ctx, db)
-	if err != nil {
-		return dbConnectError(s.DatabaseURL, err)
+// startError words a failure of refserver.Open for the command line: one
+// line naming the cause and the fix.
+func startError(addr string, err error) error {
+	_, port, _ := net.SplitHostPort(addr)
+	switch {
+	case errors.Is(err, syscall.EADDRINUSE):
+		return fmt.Errorf("port %s is already in use: stop the process using it or choose another port with --port (or PORT)", port)
+	case errors.Is(err, syscall.EACCES):
+		return fmt.Errorf("port %s needs privileges: choose a port above 1023 with --port (or PORT)", port)
 	}
-	if len(pending) > 0 {
-		if path, _ := refserver.SQLitePath(s.DatabaseURL); path == ":memory:" {
-			// An in-memory database cannot be migrated by another command.
-			if err := refserver.Migrate(ctx, db, nil); err != nil {
-				return fmt.Errorf("migration failed: %s", oneLine(err.Error()))
-			}
-		} else {
-			return fmt.Errorf("the database is not migrated (%d pending migrations): run idcli server db:migrate", len(pending))
-		}
-	}
-
-	logger := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: so.logLevel}))
-	cfg := refserver.Config{DB: db, Hostname: s.Hostname, Version: Version, Logger: logger, VestauthCompat: so.vestauthCompat}
-	if so.vestauthCompat {
-		logger.Warn("vestauth compatibility on: POST /register and POST /rotate are served; /rotate accepts any unused signature of the agent's current key for this host (see docs/migrating-from-vestauth.md)")
-	}
-	if so.sharedReplay {
-		store, err := replaypg.New(replaypg.Config{DB: db, Logger: logger})
-		if err != nil {
-			return err
-		}
-		stop := store.Start(ctx)
-		defer stop()
-		cfg.Replay = store
-	} else {
-		cfg.Replay = middleware.NewMemoryReplayStore()
-	}
-	if so.limit != nil {
-		if cfg.RegisterLimit, err = ratelimit.New(*so.limit); err != nil {
-			return err
-		}
-	}
-	if so.metrics {
-		cfg.Metrics = metrics.NewRegistry()
-	}
-	srv, err := refserver.New(cfg)
-	if err != nil {
-		return err
-	}
-
-	ln, err := net.Listen("tcp", ":"+s.Port)
-	if err != nil {
-		if errors.Is(err, syscall.EADDRINUSE) {
-			return fmt.Errorf("port %s is already in use: stop the process using it or choose another port with --port (or PORT)", s.Port)
-		}
-		if errors.Is(err, syscall.EACCES) {
-			return fmt.Errorf("port %s needs privileges: choose a port above 1023 with --port (or PORT)", s.Port)
-		}
-		return fmt.Errorf("cannot listen on port %s: %s", s.Port, netCause(err))
-	}
-	hs := &http.Server{
-		Handler:           srv.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-	}
-	fmt.Fprintf(env.Stdout, "idcli server listening on %s\n", s.Hostname)
-
-	served := make(chan error, 1)
-	go func() { served <- hs.Serve(ln) }()
-	select {
-	case err := <-served:
-		return fmt.Errorf("server stopped: %w", err)
-	case <-ctx.Done():
-	}
-	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
-	defer cancel()
-	if err := hs.Shutdown(shutdownCtx); err != nil {
-		return fmt.Errorf("shutdown: %w", err)
-	}
-	<-served
-	return nil
+	return cliDBError(err)
 }
 
 // serverGCPercent is the garbage collector target of `server start` when the

@@ -1,0 +1,258 @@
+package refserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/refserver/metrics"
+	"github.com/agentid/agentid/refserver/ratelimit"
+	"github.com/agentid/agentid/refserver/replaypg"
+	"gorm.io/gorm"
+)
+
+// Replay store kinds of Options.ReplayStore.
+const (
+	// ReplayMemory remembers nonces in this process only (one instance).
+	ReplayMemory = "memory"
+	// ReplayDatabase remembers nonces in the server's database, shared by
+	// every instance that uses it.
+	ReplayDatabase = "postgres"
+)
+
+// Defaults of Options.
+const (
+	DefaultAddr            = ":3000"
+	DefaultShutdownTimeout = 20 * time.Second
+)
+
+// Options are the settings of a running reference server, as
+// `idcli server start` takes them. DatabaseURL is required.
+type Options struct {
+	// DatabaseURL names the database (see OpenDB). Required.
+	DatabaseURL string
+	// Hostname is the public base URL with scheme (see Config.Hostname). If
+	// "", http://localhost:<the port listened on>.
+	Hostname string
+	// Addr is the TCP address to listen on, such as ":3000" or
+	// "127.0.0.1:0". If "" (and Listener is nil), DefaultAddr.
+	Addr string
+	// Listener, if set, is served instead of listening on Addr; Open owns it
+	// from then on (it is closed on failure and by Close).
+	Listener net.Listener
+	// Migrate applies pending migrations before serving, printing their
+	// lines to MigrationLog (nil for none). If false, a database with
+	// pending migrations is refused (ErrNotMigrated), except an in-memory
+	// SQLite database, which Open always migrates since no other process
+	// can reach it.
+	Migrate      bool
+	MigrationLog io.Writer
+	// ReplayStore is ReplayMemory or ReplayDatabase ("database" is an alias
+	// of the latter). If "", ReplayMemory.
+	ReplayStore string
+	// RegisterLimit, if set, limits POST /agents per client address (see
+	// Config.RegisterLimit). If nil, registration is not limited.
+	RegisterLimit *ratelimit.Config
+	// Metrics serves Prometheus metrics at GET /metrics (see Config.Metrics).
+	Metrics bool
+	// VestauthCompat serves vestauth clients' POST /register and POST
+	// /rotate (see Config.VestauthCompat); Open logs a warning when it is on.
+	VestauthCompat bool
+	// Logger receives the request log and warnings. If nil, nothing is logged.
+	Logger *slog.Logger
+	// Version is reported by the health route. If "", signer.Version.
+	Version string
+	// ShutdownTimeout bounds the graceful shutdown of Serve. If 0,
+	// DefaultShutdownTimeout.
+	ShutdownTimeout time.Duration
+	// Configure, if set, adjusts the Config just before New, for settings
+	// Options does not name (DBTimeout, KeyCacheTTL, Now, a custom Replay).
+	Configure func(*Config)
+}
+
+// Instance is a reference server opened by Open: its database, its replay
+// store and a listener, not yet serving until Serve is called.
+type Instance struct {
+	// Server is the reference server.
+	Server *Server
+	// URL is the public base URL (Options.Hostname, or
+	// http://localhost:<port>).
+	URL string
+	// Addr is the address the listener is bound to.
+	Addr net.Addr
+
+	hs              *http.Server
+	ln              net.Listener
+	db              *gorm.DB
+	stopReplay      func()
+	shutdownTimeout time.Duration
+	closeOnce       sync.Once
+}
+
+// Open opens the database of o.DatabaseURL, checks (or applies) its
+// migrations, builds the server with its replay store, rate limit and
+// metrics, and listens. Database failures are *DBError (ErrNotMigrated
+// when migrations are pending); a listen failure wraps the system error
+// (errors.Is(err, syscall.EADDRINUSE) for a busy port). Call Serve to
+// serve, or Close to give up.
+func Open(ctx context.Context, o Options) (_ *Instance, err error) {
+	in := &Instance{ln: o.Listener, shutdownTimeout: o.ShutdownTimeout}
+	if in.shutdownTimeout == 0 {
+		in.shutdownTimeout = DefaultShutdownTimeout
+	}
+	defer func() {
+		if err != nil {
+			in.release()
+		}
+	}()
+	replayShared := false
+	switch o.ReplayStore {
+	case "", ReplayMemory:
+	case ReplayDatabase, "database":
+		replayShared = true
+	default:
+		return nil, fmt.Errorf("refserver: replay store %q: want %s or %s", o.ReplayStore, ReplayMemory, ReplayDatabase)
+	}
+	logger := o.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+
+	if in.db, err = OpenDB(o.DatabaseURL); err != nil {
+		return nil, explainDB(o.DatabaseURL, err)
+	}
+	pending, err := Pending(ctx, in.db)
+	if err != nil {
+		return nil, explainDB(o.DatabaseURL, err)
+	}
+	if len(pending) > 0 {
+		if path, _ := SQLitePath(o.DatabaseURL); !o.Migrate && path != InMemory {
+			return nil, &DBError{Kind: ErrNotMigrated,
+				Cause: fmt.Sprintf("the database is not migrated (%d pending migrations)", len(pending)),
+				Fix:   "migrate it first"}
+		}
+		if err := migrateExplained(ctx, in.db, o.MigrationLog); err != nil {
+			return nil, err
+		}
+	}
+
+	if in.ln == nil {
+		addr := o.Addr
+		if addr == "" {
+			addr = DefaultAddr
+		}
+		if in.ln, err = net.Listen("tcp", addr); err != nil {
+			return nil, fmt.Errorf("refserver: listen on %s: %w", addr, err)
+		}
+	}
+	in.Addr = in.ln.Addr()
+	in.URL = o.Hostname
+	if in.URL == "" {
+		port := 0
+		if a, ok := in.Addr.(*net.TCPAddr); ok {
+			port = a.Port
+		}
+		in.URL = "http://localhost:" + strconv.Itoa(port)
+	}
+
+	cfg := Config{DB: in.db, Hostname: in.URL, Version: o.Version, Logger: logger, VestauthCompat: o.VestauthCompat}
+	if replayShared {
+		store, err := replaypg.New(replaypg.Config{DB: in.db, Logger: logger})
+		if err != nil {
+			return nil, err
+		}
+		in.stopReplay = store.Start(context.WithoutCancel(ctx))
+		cfg.Replay = store
+	} else {
+		cfg.Replay = middleware.NewMemoryReplayStore()
+	}
+	if o.RegisterLimit != nil {
+		if cfg.RegisterLimit, err = ratelimit.New(*o.RegisterLimit); err != nil {
+			return nil, err
+		}
+	}
+	if o.Metrics {
+		cfg.Metrics = metrics.NewRegistry()
+	}
+	if o.Configure != nil {
+		o.Configure(&cfg)
+	}
+	if in.Server, err = New(cfg); err != nil {
+		return nil, err
+	}
+	if cfg.VestauthCompat {
+		logger.Warn("vestauth compatibility on: POST /register and POST /rotate are served; /rotate accepts any unused signature of the agent's current key for this host (see docs/migrating-from-vestauth.md)")
+	}
+	in.hs = &http.Server{
+		Handler:           in.Server.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	return in, nil
+}
+
+// Serve serves until ctx is done, then shuts down gracefully: it stops
+// accepting, lets requests in flight finish (at most ShutdownTimeout) and
+// releases the database. It returns nil after a clean shutdown, or the
+// error that stopped serving.
+func (in *Instance) Serve(ctx context.Context) error {
+	served := make(chan error, 1)
+	go func() { served <- in.hs.Serve(in.ln) }()
+	select {
+	case err := <-served:
+		in.release()
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil // Close was called
+		}
+		return fmt.Errorf("refserver: serve: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), in.shutdownTimeout)
+	defer cancel()
+	err := in.hs.Shutdown(sctx)
+	<-served
+	in.release()
+	if err != nil {
+		return fmt.Errorf("refserver: shutdown: %w", err)
+	}
+	return nil
+}
+
+// Close stops the server at once (open connections are closed) and
+// releases the database. It is safe to call more than once, and after Serve.
+func (in *Instance) Close() error {
+	var err error
+	if in.hs != nil {
+		err = in.hs.Close()
+	}
+	in.release()
+	return err
+}
+
+// release closes the listener, stops the replay store and closes the
+// database, once.
+func (in *Instance) release() {
+	in.closeOnce.Do(func() {
+		if in.ln != nil {
+			in.ln.Close()
+		}
+		if in.stopReplay != nil {
+			in.stopReplay()
+		}
+		if in.db != nil {
+			closeDB(in.db)
+		}
+	})
+}
