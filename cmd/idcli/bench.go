@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -23,6 +22,7 @@ import (
 	"time"
 
 	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/agent"
 	"github.com/peterbourgon/ff/v3/ffcli"
 	"golang.org/x/sync/errgroup"
 )
@@ -144,13 +144,13 @@ func newBenchCmd(env *cliEnv) *ffcli.Command {
 
 // bench is one run's shared state.
 type bench struct {
-	cfg         benchConfig
-	client      *http.Client
-	base        *url.URL
-	serviceHost string // service authority, host[:port]
-	key         signer.PrivateKey
-	uid         string
-	origin      string // the bench agent's Signature-Agent origin
+	cfg     benchConfig
+	client  *http.Client
+	base    *url.URL
+	service signer.ServiceURL
+	key     signer.PrivateKey
+	uid     string
+	origin  string // the bench agent's Signature-Agent origin
 
 	presigned []signer.SignatureHeaders // whoami headers signed before the run
 	next      atomic.Int64              // index of the next unused presigned entry
@@ -181,8 +181,8 @@ func (c benchConfig) validate() (*url.URL, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("bench: --url %q: want http(s)://host[:port]", c.URL)
 	}
-	if u.Path != "" && u.Path != "/" {
-		return nil, fmt.Errorf("bench: --url %q: give the service base URL without a path", c.URL)
+	if _, err := signer.ParseServiceURL(c.URL); err != nil {
+		return nil, fmt.Errorf("bench: --url: %s", strings.TrimPrefix(err.Error(), "signer: "))
 	}
 	if c.Duration < 0 || c.Requests < 0 {
 		return nil, errors.New("bench: --duration and --requests must not be negative")
@@ -205,6 +205,7 @@ func runBench(ctx context.Context, cfg benchConfig) (benchReport, error) {
 	if err != nil {
 		return benchReport{}, err
 	}
+	svc, _ := signer.ParseServiceURL(cfg.URL) // validated
 	addr := cfg.Connect
 	if addr == "" {
 		addr = u.Host
@@ -230,30 +231,27 @@ func runBench(ctx context.Context, cfg benchConfig) (benchReport, error) {
 	}
 	defer tr.CloseIdleConnections()
 	b := &bench{
-		cfg:         cfg,
-		client:      &http.Client{Transport: tr, Timeout: cfg.Timeout, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
-		base:        &url.URL{Scheme: u.Scheme, Host: u.Host},
-		serviceHost: signer.NormalizeAuthority(u.Scheme, u.Host),
+		cfg:     cfg,
+		client:  &http.Client{Transport: tr, Timeout: cfg.Timeout, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
+		base:    &url.URL{Scheme: u.Scheme, Host: u.Host},
+		service: svc,
 	}
 	if b.key, err = signer.GenerateKey(rand.Reader); err != nil {
 		return benchReport{}, err
 	}
-	status, uid, err := b.register(ctx, b.key)
+	reg, err := agent.Register(ctx, b.client, b.base.String(), b.key)
 	if err != nil {
 		return benchReport{}, fmt.Errorf("bench: register the bench agent at %s: %w", b.base, err)
 	}
-	if (status != http.StatusCreated && status != http.StatusOK) || !signer.ValidUID(uid) {
-		return benchReport{}, fmt.Errorf("bench: register the bench agent at %s: HTTP %d (uid %q)", b.base, status, uid)
-	}
-	b.uid = uid
-	b.origin = u.Scheme + "://" + uid + "." + b.serviceHost
+	b.uid = reg.UID
+	b.origin = b.service.AgentOrigin(reg.UID)
 	if cfg.Presign > 0 && slices.Contains(cfg.Targets, benchWhoami) {
 		if err := b.presign(cfg.Presign); err != nil {
 			return benchReport{}, fmt.Errorf("bench: presign: %w", err)
 		}
 	}
 
-	rep := benchReport{URL: b.base.String(), Concurrency: cfg.Concurrency, AgentUID: uid}
+	rep := benchReport{URL: b.base.String(), Concurrency: cfg.Concurrency, AgentUID: reg.UID}
 	for _, t := range cfg.Targets {
 		if err := ctx.Err(); err != nil {
 			return rep, err
@@ -264,33 +262,6 @@ func runBench(ctx context.Context, cfg benchConfig) (benchReport, error) {
 	return rep, nil
 }
 
-// register POSTs key's public JWK to /agents, signed by key with the write
-// profile, and returns the status and uid.
-func (b *bench) register(ctx context.Context, key signer.PrivateKey) (int, string, error) {
-	body, _ := json.Marshal(struct {
-		PublicJWK json.RawMessage `json:"public_jwk"`
-	}{json.RawMessage(key.Public.JWK.MarshalPublic())})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.base.String()+"/agents", bytes.NewReader(body))
-	if err != nil {
-		return 0, "", err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if err := signer.Sign(req, key, signer.Options{Components: signer.WriteComponents}); err != nil {
-		return 0, "", err
-	}
-	resp, err := b.client.Do(req)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	var out struct {
-		UID string `json:"uid"`
-	}
-	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	json.Unmarshal(data, &out)
-	return resp.StatusCode, out.UID, nil
-}
-
 // do sends one request of target and returns its status.
 func (b *bench) do(ctx context.Context, target string) (int, error) {
 	switch target {
@@ -299,8 +270,19 @@ func (b *bench) do(ctx context.Context, target string) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		status, _, err := b.register(ctx, key)
-		return status, err
+		// agent.Register checks the answer; an error answer (such as 429
+		// rate_limited) is counted by its status, not as a failure.
+		reg, err := agent.Register(ctx, b.client, b.base.String(), key)
+		var se *agent.ServerError
+		switch {
+		case err == nil && reg.IsNew:
+			return http.StatusCreated, nil
+		case err == nil:
+			return http.StatusOK, nil
+		case errors.As(err, &se):
+			return se.Status, nil
+		}
+		return 0, err
 	case benchWhoami:
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.base.String()+"/whoami", nil)
 		if err != nil {

@@ -108,7 +108,7 @@ func TestBenchUsageErrors(t *testing.T) {
 		{"unbounded", []string{"--duration", "0"}, "must be bounded"},
 		{"bad target", []string{"--target", "everything"}, "--target"},
 		{"bad url", []string{"--url", "localhost:3000"}, "--url"},
-		{"url with path", []string{"--url", "http://localhost:3000/x"}, "without a path"},
+		{"url with path", []string{"--url", "http://localhost:3000/x"}, "a path is not allowed"},
 		{"zero concurrency", []string{"--concurrency", "0"}, "--concurrency"},
 		{"argument", []string{"extra"}, "unexpected argument"},
 	}

@@ -8,12 +8,9 @@ import (
 	"os"
 	"strconv"
 
+	"github.com/agentid/agentid/signer"
 	"github.com/peterbourgon/ff/v3/ffcli"
 )
-
-// Version is the agentid version, reported by `idcli --version` and the
-// health response.
-const Version = "1.0.0"
 
 // cliEnv is everything a command touches outside its arguments, so tests can
 // drive run with buffers, a fake environment and a temporary directory.
@@ -63,7 +60,7 @@ func run(ctx context.Context, args []string, env *cliEnv) error {
 		}, extraCommands(env)...),
 		Exec: func(ctx context.Context, args []string) error {
 			if *version {
-				fmt.Fprintln(env.Stdout, "idcli", Version)
+				fmt.Fprintln(env.Stdout, "idcli", signer.Version)
 				return nil
 			}
 			return flag.ErrHelp

@@ -318,7 +318,7 @@ func TestServerStartServesAndShutsDown(t *testing.T) {
 			t.Fatalf("server never answered on %s: %v", url, err)
 		}
 	}
-	want := fmt.Sprintf(`{"service":"agentid","status":"ok","version":"%s"}`+"\n", Version)
+	want := fmt.Sprintf(`{"service":"agentid","status":"ok","version":"%s"}`+"\n", signer.Version)
 	if string(body) != want {
 		t.Errorf("GET / = %s, want %s", body, want)
 	}
