@@ -13,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/agentid/agentid/cmd/idcli/internal/clitest"
 	"github.com/agentid/agentid/middleware"
 )
 
@@ -27,7 +28,7 @@ type echoServers struct {
 
 func newEchoServers(t *testing.T, dir string) *echoServers {
 	t.Helper()
-	k := fixedKey(20)
+	k := clitest.Key(20)
 	uid := "agent-0123456789abcdef01234567"
 	keys := middleware.NewStaticKeys()
 	keys.Add("http://"+uid+".localhost:3000", k.Public)
@@ -156,7 +157,7 @@ func TestAgentCurl(t *testing.T) {
 			e := newEchoServers(t, dir)
 			a, b := strings.TrimPrefix(e.a.URL, "http://"), strings.TrimPrefix(e.b.URL, "http://")
 			args := tt.args(e.a.URL, e.b.URL)
-			res := runIn(t, dir, nil, append([]string{"agent", "curl"}, args...)...)
+			res := runCLI(t.Context(), dir, nil, append([]string{"agent", "curl"}, args...)...)
 			if tt.wantExit22 {
 				if !errors.Is(res.err, exitCode(22)) {
 					t.Errorf("err = %v, want exit code 22", res.err)
@@ -179,7 +180,7 @@ func TestAgentCurl(t *testing.T) {
 					t.Errorf("stderr = %q, want it to contain %q", res.stderr, w)
 				}
 			}
-			if strings.Contains(res.stdout+res.stderr, fixedKey(20).JWK().D) {
+			if strings.Contains(res.stdout+res.stderr, clitest.Key(20).JWK().D) {
 				t.Error("output contains the private key")
 			}
 			if tt.wantHops != nil {
@@ -224,8 +225,8 @@ func TestAgentCurlUsage(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			dir := credsDir(t, "agent-0123456789abcdef01234567", fixedKey(21), "")
-			res := runIn(t, dir, nil, tt.args...)
+			dir := credsDir(t, "agent-0123456789abcdef01234567", clitest.Key(21), "")
+			res := runCLI(t.Context(), dir, nil, tt.args...)
 			if res.err == nil || errors.Is(res.err, exitCode(22)) {
 				t.Errorf("err = %v, want a usage error", res.err)
 			}

@@ -2,12 +2,10 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"flag"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -17,35 +15,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentid/agentid/refserver"
+	"github.com/agentid/agentid/cmd/idcli/internal/clitest"
 	"github.com/agentid/agentid/refserver/dbtest"
 	"github.com/agentid/agentid/signer"
 )
-
-// cliResult is what one run of the CLI printed and returned.
-type cliResult struct {
-	stdout, stderr string
-	err            error
-}
-
-// runIn runs idcli with args in dir with the given environment.
-func runIn(t *testing.T, dir string, environ map[string]string, args ...string) cliResult {
-	t.Helper()
-	var out, errb bytes.Buffer
-	env := &cliEnv{
-		Stdin:  strings.NewReader(""),
-		Stdout: &out,
-		Stderr: &errb,
-		Getenv: func(k string) string { return environ[k] },
-		Dir:    dir,
-	}
-	err := run(context.Background(), args, env)
-	return cliResult{stdout: out.String(), stderr: errb.String(), err: err}
-}
-
-func fixedKey(b byte) signer.PrivateKey {
-	return signer.NewPrivateKey(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{b}, ed25519.SeedSize)))
-}
 
 // credsDir returns a folder with a .env holding uid and key, for hostname.
 func credsDir(t *testing.T, uid string, k signer.PrivateKey, hostname string) string {
@@ -95,7 +68,7 @@ func TestParseInterspersed(t *testing.T) {
 
 func TestAgentHeadersCommand(t *testing.T) {
 	t.Parallel()
-	k := fixedKey(1)
+	k := clitest.Key(1)
 	uid := "agent-0123456789abcdef01234567"
 	dir := credsDir(t, uid, k, "")
 	tests := []struct {
@@ -123,7 +96,7 @@ func TestAgentHeadersCommand(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			res := runIn(t, dir, tt.environ, tt.args...)
+			res := runCLI(t.Context(), dir, tt.environ, tt.args...)
 			if res.err != nil {
 				t.Fatalf("run: %v (stderr %q)", res.err, res.stderr)
 			}
@@ -167,7 +140,7 @@ func TestAgentHeadersCommand(t *testing.T) {
 
 func TestAgentCommandsMissingCredentials(t *testing.T) {
 	t.Parallel()
-	k := fixedKey(2)
+	k := clitest.Key(2)
 	tests := []struct {
 		name     string
 		args     []string
@@ -185,7 +158,7 @@ func TestAgentCommandsMissingCredentials(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			res := runIn(t, t.TempDir(), tt.environ, tt.args...)
+			res := runCLI(t.Context(), t.TempDir(), tt.environ, tt.args...)
 			if res.err == nil {
 				t.Fatal("run succeeded, want an error")
 			}
@@ -201,33 +174,6 @@ func TestAgentCommandsMissingCredentials(t *testing.T) {
 	}
 }
 
-// refServer starts the reference server on loopback with a migrated
-// database; its HOSTNAME is its own URL (http://127.0.0.1:PORT).
-func refServer(t *testing.T, databaseURL string) *httptest.Server {
-	t.Helper()
-	db := dbtest.Migrated(t, databaseURL)
-	ts := httptest.NewUnstartedServer(nil)
-	url := "http://" + ts.Listener.Addr().String()
-	srv, err := refserver.New(refserver.Config{DB: db, Hostname: url})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts.Config.Handler = srv.Handler()
-	ts.Start()
-	t.Cleanup(ts.Close)
-	return ts
-}
-
-// dialAny is a client that connects to ts whatever the URL's host, so
-// per-agent hosts such as agent-….127.0.0.1 reach the server.
-func dialAny(ts *httptest.Server) *http.Client {
-	return &http.Client{Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, "tcp", ts.Listener.Addr().String())
-		},
-	}}
-}
-
 type whoamiBody struct {
 	UID          string     `json:"uid"`
 	Kid          string     `json:"kid"`
@@ -237,7 +183,7 @@ type whoamiBody struct {
 
 func curlWhoami(t *testing.T, dir, url string) whoamiBody {
 	t.Helper()
-	res := runIn(t, dir, nil, "agent", "curl", url+"/whoami")
+	res := runCLI(t.Context(), dir, nil, "agent", "curl", url+"/whoami")
 	if res.err != nil {
 		t.Fatalf("agent curl /whoami: %v\nstdout %s\nstderr %s", res.err, res.stdout, res.stderr)
 	}
@@ -254,15 +200,15 @@ func curlWhoami(t *testing.T, dir, url string) whoamiBody {
 func TestAgentEndToEnd(t *testing.T) {
 	for _, b := range dbtest.Backends() {
 		t.Run(b.Name, func(t *testing.T) {
-			ts := refServer(t, b.URL(t))
-			url := ts.URL
+			srv := clitest.StartServer(t, clitest.ServerOptions{DatabaseURL: b.URL(t), Host: "127.0.0.1"})
+			url := srv.URL
 			host := strings.TrimPrefix(url, "http://")
 			dir := t.TempDir()
 			if err := os.WriteFile(filepath.Join(dir, ".env"), []byte("# keep me\nOTHER=1\n"), 0o600); err != nil {
 				t.Fatal(err)
 			}
 
-			res := runIn(t, dir, nil, "agent", "init", "--hostname", url)
+			res := runCLI(t.Context(), dir, nil, "agent", "init", "--hostname", url)
 			if res.err != nil {
 				t.Fatalf("agent init: %v\n%s%s", res.err, res.stdout, res.stderr)
 			}
@@ -285,7 +231,7 @@ func TestAgentEndToEnd(t *testing.T) {
 			}
 
 			// headers: the Signature-Agent value, and the headers work on a real request.
-			res = runIn(t, dir, nil, "agent", "headers", "GET", url+"/whoami")
+			res = runCLI(t.Context(), dir, nil, "agent", "headers", "GET", url+"/whoami")
 			if res.err != nil {
 				t.Fatal(res.err)
 			}
@@ -301,7 +247,7 @@ func TestAgentEndToEnd(t *testing.T) {
 				t.Errorf("GET /whoami with printed headers = %d, want 200", got)
 			}
 
-			res = runIn(t, dir, nil, "agent", "rotate")
+			res = runCLI(t.Context(), dir, nil, "agent", "rotate")
 			if res.err != nil {
 				t.Fatalf("agent rotate: %v\n%s%s", res.err, res.stdout, res.stderr)
 			}
@@ -319,12 +265,12 @@ func TestAgentEndToEnd(t *testing.T) {
 				t.Errorf("GET /whoami with the old key's headers = %d, want 401", got)
 			}
 			oldJWK := oldPrivateJWK(t, w1.Kid, string(env))
-			res = runIn(t, t.TempDir(), map[string]string{"AGENT_UID": uid, "AGENT_PRIVATE_JWK": oldJWK, "AGENT_HOSTNAME": url}, "agent", "curl", url+"/whoami")
+			res = runCLI(t.Context(), t.TempDir(), map[string]string{"AGENT_UID": uid, "AGENT_PRIVATE_JWK": oldJWK, "AGENT_HOSTNAME": url}, "agent", "curl", url+"/whoami")
 			if !errors.Is(res.err, exitCode(22)) || !strings.Contains(res.stdout, "revoked_key") {
 				t.Errorf("curl with the old key: err %v, body %q; want exit 22 and revoked_key", res.err, res.stdout)
 			}
 
-			res = runIn(t, dir, nil, "agent", "init")
+			res = runCLI(t.Context(), dir, nil, "agent", "init")
 			if res.err != nil {
 				t.Fatal(res.err)
 			}
@@ -333,7 +279,7 @@ func TestAgentEndToEnd(t *testing.T) {
 			}
 
 			// The directory on the agent host serves the new key only.
-			resp, err := dialAny(ts).Get(w2.WellKnownURL)
+			resp, err := srv.Client.Get(w2.WellKnownURL)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -392,11 +338,11 @@ func TestAgentHeadersNodeVerify(t *testing.T) {
 	if err != nil {
 		t.Skip("node not installed")
 	}
-	k := fixedKey(3)
+	k := clitest.Key(3)
 	dir := credsDir(t, "agent-0123456789abcdef01234567", k, "")
 	for _, u := range []string{"https://API.example:443/x?y=1", "http://127.0.0.1:8080/whoami"} {
 		t.Run(u, func(t *testing.T) {
-			res := runIn(t, dir, nil, "agent", "headers", "GET", u)
+			res := runCLI(t.Context(), dir, nil, "agent", "headers", "GET", u)
 			if res.err != nil {
 				t.Fatal(res.err)
 			}
@@ -410,7 +356,7 @@ func TestAgentHeadersNodeVerify(t *testing.T) {
 		})
 	}
 	// A tampered signature must not verify (the check can fail).
-	res := runIn(t, dir, nil, "agent", "headers", "GET", "https://a.example/")
+	res := runCLI(t.Context(), dir, nil, "agent", "headers", "GET", "https://a.example/")
 	var h map[string]string
 	json.Unmarshal([]byte(res.stdout), &h)
 	in, _ := json.Marshal(map[string]any{"headers": h, "url": "https://b.example/", "jwk": k.Public.JWK})

@@ -1,16 +1,13 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"net"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/agentid/agentid/refserver"
+	"github.com/agentid/agentid/cmd/idcli/internal/clitest"
 	"github.com/agentid/agentid/refserver/dbtest"
 )
 
@@ -19,35 +16,23 @@ import (
 // the address to dial.
 func benchServer(t *testing.T, databaseURL string) (base, addr string) {
 	t.Helper()
-	db := dbtest.Migrated(t, databaseURL)
-	ts := httptest.NewUnstartedServer(nil)
-	addr = ts.Listener.Addr().String()
-	_, port, _ := net.SplitHostPort(addr)
-	base = "http://agentid.test:" + port
-	srv, err := refserver.New(refserver.Config{DB: db, Hostname: base})
-	if err != nil {
-		t.Fatalf("refserver.New: %v", err)
-	}
-	ts.Config.Handler = srv.Handler()
-	ts.Start()
-	t.Cleanup(ts.Close)
-	return base, addr
+	srv := clitest.StartServer(t, clitest.ServerOptions{DatabaseURL: databaseURL, Host: "agentid.test"})
+	return srv.URL, srv.Addr
 }
 
-func runBenchCmd(t *testing.T, args ...string) (string, string, error) {
+// benchCLI runs `idcli bench args…` in a temporary folder and returns its
+// stdout, stderr and error.
+func benchCLI(t *testing.T, args ...string) (string, string, error) {
 	t.Helper()
-	var out, errb bytes.Buffer
-	env := &cliEnv{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb,
-		Getenv: func(string) string { return "" }, Dir: t.TempDir()}
-	err := run(context.Background(), append([]string{"bench"}, args...), env)
-	return out.String(), errb.String(), err
+	r := runCLI(t.Context(), t.TempDir(), nil, append([]string{"bench"}, args...)...)
+	return r.stdout, r.stderr, r.err
 }
 
 func TestBenchAgainstRefserver(t *testing.T) {
 	for _, b := range dbtest.Backends() {
 		t.Run(b.Name, func(t *testing.T) {
 			base, addr := benchServer(t, b.URL(t))
-			out, errOut, err := runBenchCmd(t, "--url", base, "--connect", addr,
+			out, errOut, err := benchCLI(t, "--url", base, "--connect", addr,
 				"--requests", "200", "--duration", "1m", "--concurrency", "8", "--target", "all", "--json")
 			if err != nil {
 				t.Fatalf("bench: %v\n%s", err, errOut)
@@ -85,7 +70,7 @@ func TestBenchAgainstRefserver(t *testing.T) {
 
 func TestBenchTableOutputAndDurationBound(t *testing.T) {
 	base, addr := benchServer(t, "sqlite::memory:")
-	out, errOut, err := runBenchCmd(t, "--url", base, "--connect", addr, "--duration", "200ms", "--concurrency", "4")
+	out, errOut, err := benchCLI(t, "--url", base, "--connect", addr, "--duration", "200ms", "--concurrency", "4")
 	if err != nil {
 		t.Fatalf("bench: %v\n%s", err, errOut)
 	}
@@ -114,7 +99,7 @@ func TestBenchUsageErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, _, err := runBenchCmd(t, tt.args...)
+			_, _, err := benchCLI(t, tt.args...)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("error = %v, want one containing %q", err, tt.want)
 			}
@@ -129,7 +114,7 @@ func TestBenchServerDown(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	_, _, err = runBenchCmd(t, "--url", "http://"+addr, "--requests", "1")
+	_, _, err = benchCLI(t, "--url", "http://"+addr, "--requests", "1")
 	if err == nil || !strings.Contains(err.Error(), "register the bench agent") {
 		t.Errorf("error = %v, want a registration failure", err)
 	}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/agentid/agentid/cmd/idcli/internal/clitest"
 )
 
 // cancelWriter is a buffer that cancels a context once its content
@@ -68,7 +70,7 @@ var demoLines = []struct {
 func TestDemo(t *testing.T) {
 	t.Parallel()
 	// A hostile environment: the demo must neither use nor print these.
-	foreignKey := fixedKey(7)
+	foreignKey := clitest.Key(7)
 	hostile := map[string]string{
 		"AGENT_UID":         "agent-000000000000000000000000",
 		"AGENT_PRIVATE_JWK": string(foreignKey.MarshalPrivateJWK()),
@@ -178,7 +180,7 @@ func TestDemo(t *testing.T) {
 
 func TestDemoArguments(t *testing.T) {
 	t.Parallel()
-	res := runIn(t, t.TempDir(), map[string]string{"TMPDIR": t.TempDir()}, "demo", "extra")
+	res := runCLI(t.Context(), t.TempDir(), map[string]string{"TMPDIR": t.TempDir()}, "demo", "extra")
 	if res.err == nil || !strings.Contains(res.err.Error(), "demo takes no arguments") {
 		t.Errorf("demo extra: err = %v, want \"demo takes no arguments\"", res.err)
 	}

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/agentid/agentid/cmd/idcli/internal/clitest"
 	"github.com/agentid/agentid/signer"
 )
 
@@ -69,7 +70,7 @@ func serveDirectory(t *testing.T, resp directoryResponse) (*httptest.Server, *at
 
 func TestDirectoryCheck(t *testing.T) {
 	t.Parallel()
-	key, other := fixedKey(1), fixedKey(2)
+	key, other := clitest.Key(1), clitest.Key(2)
 	good := directoryBody(t, key, other)
 	badKid := strings.Replace(directoryBody(t, key), key.KeyID(), other.KeyID(), 1)
 	withD := `{"keys":[` + string(key.MarshalPrivateJWK()) + `]}`
@@ -193,7 +194,7 @@ func TestDirectoryCheck(t *testing.T) {
 			t.Parallel()
 			ts, _ := serveDirectory(t, tt.resp)
 			args := append([]string{"directory", "check", ts.URL + tt.path}, tt.flags...)
-			res := runIn(t, t.TempDir(), nil, args...)
+			res := runCLI(t.Context(), t.TempDir(), nil, args...)
 			if got := exitOf(t, res.err); got != tt.wantExit {
 				t.Fatalf("exit = %d, want %d; stdout:\n%s\nstderr:\n%s", got, tt.wantExit, res.stdout, res.stderr)
 			}
@@ -204,7 +205,7 @@ func TestDirectoryCheck(t *testing.T) {
 
 func TestDirectoryCheckJSON(t *testing.T) {
 	t.Parallel()
-	key := fixedKey(1)
+	key := clitest.Key(1)
 	tests := []struct {
 		name         string
 		resp         directoryResponse
@@ -222,7 +223,7 @@ func TestDirectoryCheckJSON(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			ts, _ := serveDirectory(t, tt.resp)
-			res := runIn(t, t.TempDir(), nil, "directory", "check", ts.URL, "--json", "--allow-http", "--allow-private")
+			res := runCLI(t.Context(), t.TempDir(), nil, "directory", "check", ts.URL, "--json", "--allow-http", "--allow-private")
 			if got := exitOf(t, res.err); got != tt.wantExit {
 				t.Fatalf("exit = %d, want %d; stdout:\n%s", got, tt.wantExit, res.stdout)
 			}
@@ -260,7 +261,7 @@ func TestDirectoryCheckUsage(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			res := runIn(t, t.TempDir(), nil, append([]string{"directory", "check"}, tt.args...)...)
+			res := runCLI(t.Context(), t.TempDir(), nil, append([]string{"directory", "check"}, tt.args...)...)
 			if res.err == nil || !strings.Contains(res.err.Error(), tt.wantErr) {
 				t.Errorf("err = %v, want it to contain %q", res.err, tt.wantErr)
 			}

@@ -6,307 +6,95 @@ package main
 // proxy the test can stop, so the shared PostgreSQL is never touched.
 
 import (
-	"bytes"
 	"context"
-	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/json"
-	"io"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"sort"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/agentid/agentid/cmd/idcli/internal/clitest"
 	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/refserver/dbtest"
-	"github.com/agentid/agentid/refserver/replaypg"
 	"github.com/agentid/agentid/signer"
-	"gorm.io/gorm"
 )
 
 // scaleHostname is the HOSTNAME every instance shares (as behind one load
 // balancer); each instance's client dials that instance's address.
 const scaleHostname = "http://agentid.test"
 
-type scaleInstance struct {
-	ts     *httptest.Server
-	client *http.Client
-}
-
-// newScaleInstance starts a reference server on db with the database
-// replay store, as `idcli server start --replay-store postgres` would.
-func newScaleInstance(t *testing.T, db *gorm.DB, configure func(*refserver.Config)) *scaleInstance {
+// newScaleInstance starts a reference server on databaseURL with the
+// database replay store, as `idcli server start --replay-store postgres`
+// would; configure, if set, adjusts its refserver.Config.
+func newScaleInstance(t *testing.T, databaseURL string, configure func(*refserver.Config)) *clitest.Server {
 	t.Helper()
-	store, err := replaypg.New(replaypg.Config{DB: db})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := refserver.Config{DB: db, Hostname: scaleHostname, Replay: store}
-	if configure != nil {
-		configure(&cfg)
-	}
-	srv, err := refserver.New(cfg)
-	if err != nil {
-		t.Fatalf("refserver.New: %v", err)
-	}
-	ts := httptest.NewServer(srv.Handler())
-	t.Cleanup(ts.Close)
-	addr := ts.Listener.Addr().String()
-	var d net.Dialer
-	c := &http.Client{
-		Timeout: 10 * time.Second,
-		Transport: &http.Transport{
-			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-				return d.DialContext(ctx, "tcp", addr)
-			},
-			MaxIdleConnsPerHost: 64,
-		},
-	}
-	t.Cleanup(c.CloseIdleConnections)
-	return &scaleInstance{ts: ts, client: c}
-}
-
-func scaleKey(seed byte) signer.PrivateKey {
-	return signer.NewPrivateKey(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{seed}, ed25519.SeedSize)))
-}
-
-func scaleOrigin(uid string) string { return "http://" + uid + ".agentid.test" }
-
-func scaleJWKBody(k signer.PrivateKey) []byte {
-	b, _ := json.Marshal(struct {
-		PublicJWK json.RawMessage `json:"public_jwk"`
-	}{json.RawMessage(k.Public.JWK.MarshalPublic())})
-	return b
-}
-
-func scaleSign(t testing.TB, req *http.Request, key signer.PrivateKey, opts signer.Options) *http.Request {
-	t.Helper()
-	if err := signer.Sign(req, key, opts); err != nil {
-		t.Fatalf("Sign: %v", err)
-	}
-	return req
-}
-
-func scaleRegisterReq(t testing.TB, key signer.PrivateKey) *http.Request {
-	req, _ := http.NewRequest(http.MethodPost, scaleHostname+"/agents", bytes.NewReader(scaleJWKBody(key)))
-	req.Header.Set("Content-Type", "application/json")
-	return scaleSign(t, req, key, signer.Options{Components: signer.WriteComponents})
-}
-
-func scaleWhoamiReq(t testing.TB, uid string, key signer.PrivateKey) *http.Request {
-	req, _ := http.NewRequest(http.MethodGet, scaleHostname+"/whoami", nil)
-	return scaleSign(t, req, key, signer.Options{SignatureAgent: scaleOrigin(uid)})
-}
-
-func scaleRotateReq(t testing.TB, uid string, cur, next signer.PrivateKey) *http.Request {
-	req, _ := http.NewRequest(http.MethodPut, scaleHostname+"/agents/"+uid+"/keys", bytes.NewReader(scaleJWKBody(next)))
-	req.Header.Set("Content-Type", "application/json")
-	scaleSign(t, req, cur, signer.Options{Components: signer.WriteComponents, SignatureAgent: scaleOrigin(uid)})
-	return scaleSign(t, req, next, signer.Options{Label: "sig2", Tag: signer.KeyPossessionTag, Components: signer.WriteComponents})
-}
-
-// scaleAnswer is a response's status, error code (if any) and uid (if any).
-type scaleAnswer struct {
-	status    int
-	code, uid string
-}
-
-func scaleSend(c *http.Client, req *http.Request) (scaleAnswer, error) {
-	resp, err := c.Do(req)
-	if err != nil {
-		return scaleAnswer{}, err
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	var v struct {
-		UID   string `json:"uid"`
-		Error struct {
-			Code string `json:"code"`
-		} `json:"error"`
-	}
-	json.Unmarshal(body, &v)
-	return scaleAnswer{status: resp.StatusCode, code: v.Error.Code, uid: v.UID}, nil
-}
-
-func mustSend(t testing.TB, c *http.Client, req *http.Request) scaleAnswer {
-	t.Helper()
-	a, err := scaleSend(c, req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", req.Method, req.URL, err)
-	}
-	return a
-}
-
-// copyReq returns a request with req's method, URL and headers and body.
-func copyReq(req *http.Request, body []byte) *http.Request {
-	var r io.Reader
-	if body != nil {
-		r = bytes.NewReader(body)
-	}
-	c, _ := http.NewRequest(req.Method, req.URL.String(), r)
-	c.Header = req.Header.Clone()
-	return c
+	return clitest.StartServer(t, clitest.ServerOptions{DatabaseURL: databaseURL, Hostname: scaleHostname,
+		ReplayStore: refserver.ReplayDatabase, Configure: configure})
 }
 
 func TestScaleTwoInstancesShareReplayAndKeys(t *testing.T) {
 	for _, b := range dbtest.Backends() {
 		t.Run(b.Name, func(t *testing.T) {
 			u := b.URL(t)
-			dbtest.Migrated(t, u)
 			// Separate connection pools, as separate processes would have.
-			a := newScaleInstance(t, dbtest.Open(t, u), nil)
-			bb := newScaleInstance(t, dbtest.Open(t, u), nil)
+			a := newScaleInstance(t, u, nil)
+			bb := newScaleInstance(t, u, nil)
 
-			key := scaleKey(71)
-			reg := mustSend(t, a.client, scaleRegisterReq(t, key))
-			if reg.status != http.StatusCreated {
-				t.Fatalf("register via A: status = %d (%s), want 201", reg.status, reg.code)
+			key := clitest.Key(71)
+			reg := clitest.MustSend(t, a.Client, clitest.RegisterRequest(t, scaleHostname, key))
+			if reg.Status != http.StatusCreated {
+				t.Fatalf("register via A: status = %d (%s), want 201", reg.Status, reg.Code)
 			}
-			uid := reg.uid
+			uid := reg.UID
 
 			t.Run("nonce accepted by one is replayed on the other", func(t *testing.T) {
 				for _, order := range []struct {
 					name        string
-					first, then *scaleInstance
+					first, then *clitest.Server
 				}{{"A then B", a, bb}, {"B then A", bb, a}} {
-					req := scaleWhoamiReq(t, uid, key)
-					if got := mustSend(t, order.first.client, copyReq(req, nil)); got.status != http.StatusOK {
-						t.Fatalf("%s: first: status = %d (%s), want 200", order.name, got.status, got.code)
+					req := clitest.WhoamiRequest(t, scaleHostname, uid, key)
+					if got := clitest.MustSend(t, order.first.Client, clitest.CopyRequest(req, nil)); got.Status != http.StatusOK {
+						t.Fatalf("%s: first: status = %d (%s), want 200", order.name, got.Status, got.Code)
 					}
-					got := mustSend(t, order.then.client, copyReq(req, nil))
-					if got.status != http.StatusUnauthorized || got.code != "replayed_nonce" {
-						t.Errorf("%s: replay: status = %d code %q, want 401 replayed_nonce", order.name, got.status, got.code)
+					got := clitest.MustSend(t, order.then.Client, clitest.CopyRequest(req, nil))
+					if got.Status != http.StatusUnauthorized || got.Code != "replayed_nonce" {
+						t.Errorf("%s: replay: status = %d code %q, want 401 replayed_nonce", order.name, got.Status, got.Code)
 					}
 				}
 			})
 
 			t.Run("key rotated through A is refused by B within 1 s", func(t *testing.T) {
-				next := scaleKey(72)
+				next := clitest.Key(72)
 				// B accepts the current key before the rotation.
-				if got := mustSend(t, bb.client, scaleWhoamiReq(t, uid, key)); got.status != http.StatusOK {
-					t.Fatalf("B before rotation: status = %d (%s), want 200", got.status, got.code)
+				if got := clitest.MustSend(t, bb.Client, clitest.WhoamiRequest(t, scaleHostname, uid, key)); got.Status != http.StatusOK {
+					t.Fatalf("B before rotation: status = %d (%s), want 200", got.Status, got.Code)
 				}
-				if got := mustSend(t, a.client, scaleRotateReq(t, uid, key, next)); got.status != http.StatusOK {
-					t.Fatalf("rotate via A: status = %d (%s), want 200", got.status, got.code)
+				if got := clitest.MustSend(t, a.Client, clitest.RotateRequest(t, scaleHostname, uid, key, next)); got.Status != http.StatusOK {
+					t.Fatalf("rotate via A: status = %d (%s), want 200", got.Status, got.Code)
 				}
 				rotated := time.Now()
 				for {
-					got := mustSend(t, bb.client, scaleWhoamiReq(t, uid, key))
-					if got.status == http.StatusUnauthorized && (got.code == "revoked_key" || got.code == "unknown_key") {
-						t.Logf("old key refused by B %v after the rotation committed (%s)", time.Since(rotated), got.code)
+					got := clitest.MustSend(t, bb.Client, clitest.WhoamiRequest(t, scaleHostname, uid, key))
+					if got.Status == http.StatusUnauthorized && (got.Code == "revoked_key" || got.Code == "unknown_key") {
+						t.Logf("old key refused by B %v after the rotation committed (%s)", time.Since(rotated), got.Code)
 						break
 					}
-					if got.status != http.StatusOK {
-						t.Fatalf("B with the old key: status = %d code %q, want 401 revoked_key", got.status, got.code)
+					if got.Status != http.StatusOK {
+						t.Fatalf("B with the old key: status = %d code %q, want 401 revoked_key", got.Status, got.Code)
 					}
 					if time.Since(rotated) > time.Second {
 						t.Fatalf("B still accepts the old key %v after the rotation", time.Since(rotated))
 					}
 					time.Sleep(20 * time.Millisecond)
 				}
-				if got := mustSend(t, bb.client, scaleWhoamiReq(t, uid, next)); got.status != http.StatusOK {
-					t.Errorf("B with the new key: status = %d (%s), want 200", got.status, got.code)
+				if got := clitest.MustSend(t, bb.Client, clitest.WhoamiRequest(t, scaleHostname, uid, next)); got.Status != http.StatusOK {
+					t.Errorf("B with the new key: status = %d (%s), want 200", got.Status, got.Code)
 				}
 			})
 		})
-	}
-}
-
-// tcpProxy forwards loopback connections to a target; Stop closes the
-// listener and every connection (the database "goes away"), Start listens
-// again on the same address.
-type tcpProxy struct {
-	target, addr string
-	mu           sync.Mutex
-	ln           net.Listener
-	conns        map[net.Conn]struct{}
-	wg           sync.WaitGroup
-}
-
-func newTCPProxy(t *testing.T, target string) *tcpProxy {
-	t.Helper()
-	p := &tcpProxy{target: target, addr: "127.0.0.1:0", conns: map[net.Conn]struct{}{}}
-	if err := p.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p.addr = p.ln.Addr().String()
-	t.Cleanup(func() { p.Stop(); p.wg.Wait() })
-	return p
-}
-
-func (p *tcpProxy) Start() error {
-	ln, err := net.Listen("tcp", p.addr)
-	if err != nil {
-		return err
-	}
-	p.mu.Lock()
-	p.ln = ln
-	p.mu.Unlock()
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			p.wg.Add(1)
-			go func() { defer p.wg.Done(); p.pipe(c) }()
-		}
-	}()
-	return nil
-}
-
-func (p *tcpProxy) track(c net.Conn) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.ln == nil {
-		c.Close()
-		return false
-	}
-	p.conns[c] = struct{}{}
-	return true
-}
-
-func (p *tcpProxy) pipe(c net.Conn) {
-	up, err := net.DialTimeout("tcp", p.target, 5*time.Second)
-	if err != nil {
-		c.Close()
-		return
-	}
-	if !p.track(c) || !p.track(up) {
-		c.Close()
-		up.Close()
-		return
-	}
-	done := make(chan struct{}, 2)
-	go func() { io.Copy(up, c); done <- struct{}{} }()
-	go func() { io.Copy(c, up); done <- struct{}{} }()
-	<-done
-	c.Close()
-	up.Close()
-	<-done
-	p.mu.Lock()
-	delete(p.conns, c)
-	delete(p.conns, up)
-	p.mu.Unlock()
-}
-
-// Stop closes the listener and every open connection.
-func (p *tcpProxy) Stop() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.ln != nil {
-		p.ln.Close()
-		p.ln = nil
-	}
-	for c := range p.conns {
-		c.Close()
-		delete(p.conns, c)
 	}
 }
 
@@ -321,23 +109,23 @@ type scaleResult struct {
 
 func TestScalePostgresStoppedUnderLoad(t *testing.T) {
 	direct := dbtest.PostgresURL(t) // skips without AGENTID_TEST_DATABASE_URL
-	check := dbtest.Migrated(t, direct)
 	u, err := url.Parse(direct)
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy := newTCPProxy(t, u.Host)
-	u.Host = proxy.addr
-	proxied := dbtest.Open(t, u.String())
+	proxy := clitest.NewTCPProxy(t, u.Host)
+	u.Host = proxy.Addr()
 
 	const dbTimeout = 2 * time.Second
-	inst := newScaleInstance(t, proxied, func(c *refserver.Config) { c.DBTimeout = dbTimeout })
-	key := scaleKey(81)
-	reg := mustSend(t, inst.client, scaleRegisterReq(t, key))
-	if reg.status != http.StatusCreated {
-		t.Fatalf("register: status = %d (%s), want 201", reg.status, reg.code)
+	inst := newScaleInstance(t, u.String(), func(c *refserver.Config) { c.DBTimeout = dbTimeout })
+	// check reads the database directly, around the proxy.
+	check := clitest.StartServer(t, clitest.ServerOptions{DatabaseURL: direct, Hostname: scaleHostname})
+	key := clitest.Key(81)
+	reg := clitest.MustSend(t, inst.Client, clitest.RegisterRequest(t, scaleHostname, key))
+	if reg.Status != http.StatusCreated {
+		t.Fatalf("register: status = %d (%s), want 201", reg.Status, reg.Code)
 	}
-	uid := reg.uid
+	uid := reg.UID
 
 	var (
 		mu      sync.Mutex
@@ -359,13 +147,13 @@ func TestScalePostgresStoppedUnderLoad(t *testing.T) {
 					if err != nil {
 						panic(err)
 					}
-					req = scaleRegisterReq(t, k)
+					req = clitest.RegisterRequest(t, scaleHostname, k)
 				} else {
-					req = scaleWhoamiReq(t, uid, key)
+					req = clitest.WhoamiRequest(t, scaleHostname, uid, key)
 				}
 				r := scaleResult{target: target, start: time.Now()}
-				a, err := scaleSend(inst.client, req)
-				r.end, r.status, r.uid, r.err = time.Now(), a.status, a.uid, err
+				a, err := clitest.Send(inst.Client, req)
+				r.end, r.status, r.uid, r.err = time.Now(), a.Status, a.UID, err
 				mu.Lock()
 				results = append(results, r)
 				mu.Unlock()
@@ -447,23 +235,21 @@ func TestScalePostgresStoppedUnderLoad(t *testing.T) {
 		}
 	}
 
-	// Every registration answered 2xx is in the database.
-	var found int64
-	if len(registered) > 0 {
-		if err := check.Table("agents").Where("uid IN ?", registered).Count(&found).Error; err != nil {
-			t.Fatalf("count agents: %v", err)
+	// Every registration answered 2xx is in the database, with its one
+	// active key: its key directory, served from the database directly (not
+	// through the proxy), lists exactly one key.
+	for _, uid := range registered {
+		resp, err := check.Client.Get(check.WellKnownURL(uid))
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if found != int64(len(registered)) {
-		t.Errorf("agents in the database = %d, want all %d that got 2xx", found, len(registered))
-	}
-	var keys int64
-	if len(registered) > 0 {
-		if err := check.Table("public_jwks").Where("agent_uid IN ? AND revoked_at IS NULL", registered).Count(&keys).Error; err != nil {
-			t.Fatalf("count keys: %v", err)
+		var dir struct {
+			Keys []json.RawMessage `json:"keys"`
 		}
-	}
-	if keys != int64(len(registered)) {
-		t.Errorf("active keys of those agents = %d, want %d", keys, len(registered))
+		err = json.NewDecoder(resp.Body).Decode(&dir)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || err != nil || len(dir.Keys) != 1 {
+			t.Errorf("agent %s registered with 2xx: directory answered %d with %d keys (%v), want 200 with 1 key", uid, resp.StatusCode, len(dir.Keys), err)
+		}
 	}
 }

@@ -14,29 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentid/agentid/cmd/idcli/internal/clitest"
 	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/refserver/dbtest"
 	"github.com/agentid/agentid/signer"
 )
-
-type serverRun struct {
-	stdout, stderr string
-	err            error
-}
-
-// runServerCmd runs idcli in dir with a fake environment.
-func runServerCmd(ctx context.Context, dir string, environ map[string]string, args ...string) serverRun {
-	var out, errb bytes.Buffer
-	env := &cliEnv{
-		Stdin:  strings.NewReader(""),
-		Stdout: &out,
-		Stderr: &errb,
-		Getenv: func(k string) string { return environ[k] },
-		Dir:    dir,
-	}
-	err := run(ctx, args, env)
-	return serverRun{stdout: out.String(), stderr: errb.String(), err: err}
-}
 
 func readDotEnv(t *testing.T, dir string) string {
 	t.Helper()
@@ -117,7 +99,7 @@ func TestServerInit(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			r := runServerCmd(context.Background(), dir, tt.environ, append([]string{"server", "init"}, tt.args...)...)
+			r := runCLI(context.Background(), dir, tt.environ, append([]string{"server", "init"}, tt.args...)...)
 			if tt.wantErrPart != "" {
 				if r.err == nil || !strings.Contains(r.err.Error(), tt.wantErrPart) {
 					t.Fatalf("error = %v, want one containing %q", r.err, tt.wantErrPart)
@@ -160,12 +142,12 @@ func checkDBCommands(t *testing.T, dir, databaseURL, name string) {
 		{[]string{"server", "db:create"}, "Database '" + name + "' already exists\n"},
 	}
 	for _, s := range steps {
-		r := runServerCmd(ctx, dir, env, s.args...)
+		r := runCLI(ctx, dir, env, s.args...)
 		if r.err != nil || r.stdout != s.want {
 			t.Fatalf("%v: stdout %q, error %v; want %q", s.args, r.stdout, r.err, s.want)
 		}
 	}
-	r := runServerCmd(ctx, dir, env, "server", "db:migrate")
+	r := runCLI(ctx, dir, env, "server", "db:migrate")
 	if r.err != nil {
 		t.Fatalf("db:migrate: %v", r.err)
 	}
@@ -182,11 +164,11 @@ func checkDBCommands(t *testing.T, dir, databaseURL, name string) {
 		!strings.HasPrefix(lines[3], "== 20260223205500 CreatePublicJwksTable: migrated (") {
 		t.Errorf("db:migrate order:\n%s", r.stdout)
 	}
-	if r = runServerCmd(ctx, dir, env, "server", "db:migrate"); r.err != nil || r.stdout != "" {
+	if r = runCLI(ctx, dir, env, "server", "db:migrate"); r.err != nil || r.stdout != "" {
 		t.Errorf("second db:migrate: stdout %q, error %v; want nothing", r.stdout, r.err)
 	}
 	for _, want := range []string{"Dropped database '" + name + "'\n", "Database '" + name + "' does not exist\n"} {
-		r := runServerCmd(ctx, dir, env, "server", "db:drop")
+		r := runCLI(ctx, dir, env, "server", "db:drop")
 		if r.err != nil || r.stdout != want {
 			t.Fatalf("db:drop: stdout %q, error %v; want %q", r.stdout, r.err, want)
 		}
@@ -209,12 +191,12 @@ func TestServerDBCommandsPostgres(t *testing.T) {
 	}
 	u := strings.Replace(base, "/"+baseName, "/"+name, 1)
 	t.Cleanup(func() {
-		runServerCmd(context.Background(), t.TempDir(), map[string]string{"DATABASE_URL": u}, "server", "db:drop")
+		runCLI(context.Background(), t.TempDir(), map[string]string{"DATABASE_URL": u}, "server", "db:drop")
 	})
 	checkDBCommands(t, t.TempDir(), u, name)
 
 	// Starting against a database that does not exist names the fix.
-	r := runServerCmd(context.Background(), t.TempDir(), nil, "server", "start", "--database-url", u, "--port", "0")
+	r := runCLI(context.Background(), t.TempDir(), nil, "server", "start", "--database-url", u, "--port", "0")
 	if r.err == nil || !strings.Contains(r.err.Error(), "db:create") || strings.Contains(r.err.Error(), "\n") {
 		t.Errorf("start on a missing database: error = %v, want one line naming db:create", r.err)
 	}
@@ -242,7 +224,7 @@ func TestServerStartFailures(t *testing.T) {
 
 	dir := t.TempDir()
 	unmigrated := "sqlite://" + filepath.Join(dir, "fresh.db")
-	if r := runServerCmd(context.Background(), dir, nil, "server", "db:create", "--database-url", unmigrated); r.err != nil {
+	if r := runCLI(context.Background(), dir, nil, "server", "db:create", "--database-url", unmigrated); r.err != nil {
 		t.Fatal(r.err)
 	}
 	tests := []struct {
@@ -265,7 +247,7 @@ func TestServerStartFailures(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			r := runServerCmd(context.Background(), dir, nil, append([]string{"server", "start"}, tt.args...)...)
+			r := runCLI(context.Background(), dir, nil, append([]string{"server", "start"}, tt.args...)...)
 			if r.err == nil {
 				t.Fatalf("start succeeded (stdout %q), want an error", r.stdout)
 			}
@@ -289,15 +271,15 @@ func TestServerStartServesAndShutsDown(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	databaseURL := "sqlite://" + filepath.Join(dir, "agentid.db")
-	if r := runServerCmd(context.Background(), dir, nil, "server", "db:migrate", "--database-url", databaseURL); r.err != nil {
+	if r := runCLI(context.Background(), dir, nil, "server", "db:migrate", "--database-url", databaseURL); r.err != nil {
 		t.Fatal(r.err)
 	}
 	port := freePort(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	done := make(chan serverRun, 1)
+	done := make(chan cliResult, 1)
 	go func() {
-		done <- runServerCmd(ctx, dir, map[string]string{"HOSTNAME": "myhost"}, "server", "start", "--port", port, "--database-url", databaseURL)
+		done <- runCLI(ctx, dir, map[string]string{"HOSTNAME": "myhost"}, "server", "start", "--port", port, "--database-url", databaseURL)
 	}()
 
 	url := "http://localhost:" + port + "/"
@@ -342,7 +324,7 @@ func TestServerStartServesAndShutsDown(t *testing.T) {
 type startedServer struct {
 	base   string // http://localhost:<port>
 	cancel context.CancelFunc
-	done   chan serverRun
+	done   chan cliResult
 }
 
 // startServer runs `idcli server start --port <free> --database-url
@@ -356,9 +338,9 @@ func startServer(t *testing.T, dir, databaseURL string, args ...string) *started
 func startServerOn(t *testing.T, port, dir, databaseURL string, args ...string) *startedServer {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &startedServer{base: "http://localhost:" + port, cancel: cancel, done: make(chan serverRun, 1)}
+	s := &startedServer{base: "http://localhost:" + port, cancel: cancel, done: make(chan cliResult, 1)}
 	go func() {
-		s.done <- runServerCmd(ctx, dir, nil, append([]string{"server", "start", "--port", port, "--database-url", databaseURL}, args...)...)
+		s.done <- runCLI(ctx, dir, nil, append([]string{"server", "start", "--port", port, "--database-url", databaseURL}, args...)...)
 	}()
 	t.Cleanup(func() { s.stop(t) })
 	for i := 0; ; i++ {
@@ -380,7 +362,7 @@ func startServerOn(t *testing.T, port, dir, databaseURL string, args ...string) 
 }
 
 // stop shuts the server down and returns what it wrote.
-func (s *startedServer) stop(t *testing.T) serverRun {
+func (s *startedServer) stop(t *testing.T) cliResult {
 	t.Helper()
 	s.cancel()
 	r := <-s.done
@@ -394,17 +376,12 @@ func (s *startedServer) stop(t *testing.T) serverRun {
 // send sends req as is and returns the status and error code.
 func (s *startedServer) send(t *testing.T, req *http.Request) (int, string) {
 	t.Helper()
-	a, err := scaleSend(http.DefaultClient, req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", req.Method, req.URL, err)
-	}
-	return a.status, a.code
+	a := clitest.MustSend(t, http.DefaultClient, req)
+	return a.Status, a.Code
 }
 
 func (s *startedServer) registerReq(t *testing.T, key signer.PrivateKey) *http.Request {
-	req, _ := http.NewRequest(http.MethodPost, s.base+"/agents", bytes.NewReader(scaleJWKBody(key)))
-	req.Header.Set("Content-Type", "application/json")
-	return scaleSign(t, req, key, signer.Options{Components: signer.WriteComponents})
+	return clitest.RegisterRequest(t, s.base, key)
 }
 
 func TestServerStartFlags(t *testing.T) {
@@ -430,35 +407,35 @@ func TestServerStartFlags(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
 			databaseURL := "sqlite://" + filepath.Join(dir, "agentid.db")
-			if r := runServerCmd(context.Background(), dir, nil, "server", "db:migrate", "--database-url", databaseURL); r.err != nil {
+			if r := runCLI(context.Background(), dir, nil, "server", "db:migrate", "--database-url", databaseURL); r.err != nil {
 				t.Fatal(r.err)
 			}
 			srv := startServer(t, dir, databaseURL, tt.args...)
 			var uid string
 			for j, want := range tt.wantStatuses {
-				key := scaleKey(byte(100 + 10*i + j))
-				a, err := scaleSend(http.DefaultClient, srv.registerReq(t, key))
+				key := clitest.Key(byte(100 + 10*i + j))
+				a, err := clitest.Send(http.DefaultClient, srv.registerReq(t, key))
 				if err != nil {
 					t.Fatal(err)
 				}
-				if a.status != want {
-					t.Errorf("registration %d: status = %d (%s), want %d", j+1, a.status, a.code, want)
+				if a.Status != want {
+					t.Errorf("registration %d: status = %d (%s), want %d", j+1, a.Status, a.Code, want)
 				}
-				if a.status == http.StatusTooManyRequests && a.code != "rate_limited" {
-					t.Errorf("registration %d: code = %q, want rate_limited", j+1, a.code)
+				if a.Status == http.StatusTooManyRequests && a.Code != "rate_limited" {
+					t.Errorf("registration %d: code = %q, want rate_limited", j+1, a.Code)
 				}
 				if j == 0 {
-					uid = a.uid
+					uid = a.UID
 				}
 			}
 			// whoami, then the same request again: the replay is refused
 			// whichever store holds the nonce.
 			who, _ := http.NewRequest(http.MethodGet, srv.base+"/whoami", nil)
-			scaleSign(t, who, scaleKey(byte(100+10*i)), signer.Options{SignatureAgent: "http://" + uid + "." + strings.TrimPrefix(srv.base, "http://")})
-			if status, code := srv.send(t, copyReq(who, nil)); status != http.StatusOK {
+			clitest.Sign(t, who, clitest.Key(byte(100+10*i)), signer.Options{SignatureAgent: "http://" + uid + "." + strings.TrimPrefix(srv.base, "http://")})
+			if status, code := srv.send(t, clitest.CopyRequest(who, nil)); status != http.StatusOK {
 				t.Fatalf("whoami: status = %d (%s), want 200", status, code)
 			}
-			if status, code := srv.send(t, copyReq(who, nil)); status != http.StatusUnauthorized || code != "replayed_nonce" {
+			if status, code := srv.send(t, clitest.CopyRequest(who, nil)); status != http.StatusUnauthorized || code != "replayed_nonce" {
 				t.Errorf("replayed whoami: status = %d code %q, want 401 replayed_nonce", status, code)
 			}
 			metricsReq, _ := http.NewRequest(http.MethodGet, srv.base+"/metrics", nil)
@@ -474,9 +451,62 @@ func TestServerStartFlags(t *testing.T) {
 			// only when the nonce was kept in the database.
 			_, port, _ := net.SplitHostPort(strings.TrimPrefix(srv.base, "http://"))
 			again := startServerOn(t, port, dir, databaseURL, tt.args...)
-			status, code := again.send(t, copyReq(who, nil))
+			status, code := again.send(t, clitest.CopyRequest(who, nil))
 			if refused := status == http.StatusUnauthorized && code == "replayed_nonce"; refused != tt.wantSharedLog {
 				t.Errorf("replay after a restart: status = %d code %q; refused = %v, want %v", status, code, refused, tt.wantSharedLog)
+			}
+		})
+	}
+}
+
+// `idcli server start --vestauth-compat` serves vestauth's POST /register
+// and POST /rotate; without the flag both are 404. Needs no peers.
+func TestServerStartVestauthCompat(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name         string
+		args         []string
+		wantRegister int
+		wantRotate   int
+		wantWarning  bool
+	}{
+		{"default off", nil, http.StatusNotFound, http.StatusNotFound, false},
+		{"on", []string{"--vestauth-compat"}, http.StatusOK, http.StatusOK, true},
+		{"explicitly off", []string{"--vestauth-compat=false"}, http.StatusNotFound, http.StatusNotFound, false},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			databaseURL := "sqlite://" + filepath.Join(dir, "agentid.db")
+			if r := runCLI(context.Background(), dir, nil, "server", "db:migrate", "--database-url", databaseURL); r.err != nil {
+				t.Fatal(r.err)
+			}
+			srv := startServer(t, dir, databaseURL, tt.args...)
+			cur, next := clitest.Key(byte(160+2*i)), clitest.Key(byte(161+2*i))
+
+			// vestauth's `agent init`: tag "null", no Signature-Agent, @authority only.
+			reg, _ := http.NewRequest(http.MethodPost, srv.base+"/register", bytes.NewReader(clitest.JWKBody(cur)))
+			reg.Header.Set("Content-Type", "application/json")
+			a := clitest.MustSend(t, http.DefaultClient, clitest.Sign(t, reg, cur, signer.Options{Tag: refserver.NullTag}))
+			if a.Status != tt.wantRegister {
+				t.Fatalf("idcli server start %v: vestauth-style POST /register: status %d (%s), want %d", tt.args, a.Status, a.Code, tt.wantRegister)
+			}
+			uid := a.UID
+			if uid == "" { // compat off: register natively to try /rotate
+				uid = clitest.MustSend(t, http.DefaultClient, srv.registerReq(t, cur)).UID
+			}
+
+			// vestauth's `agent rotate`: the current key, Signature-Agent naming the agent.
+			rot, _ := http.NewRequest(http.MethodPost, srv.base+"/rotate", bytes.NewReader(clitest.JWKBody(next)))
+			rot.Header.Set("Content-Type", "application/json")
+			origin := "http://" + uid + "." + strings.TrimPrefix(srv.base, "http://")
+			if a := clitest.MustSend(t, http.DefaultClient, clitest.Sign(t, rot, cur, signer.Options{SignatureAgent: origin})); a.Status != tt.wantRotate {
+				t.Errorf("idcli server start %v: vestauth-style POST /rotate: status %d (%s), want %d", tt.args, a.Status, a.Code, tt.wantRotate)
+			}
+			r := srv.stop(t)
+			if got := strings.Contains(r.stderr, "vestauth compatibility on"); got != tt.wantWarning {
+				t.Errorf("idcli server start %v: stderr has the compat warning = %v, want %v\n%s", tt.args, got, tt.wantWarning, r.stderr)
 			}
 		})
 	}

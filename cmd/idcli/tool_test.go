@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentid/agentid/cmd/idcli/internal/clitest"
 	"github.com/agentid/agentid/signer"
 )
 
@@ -53,7 +54,7 @@ func sigArgs(h signer.SignatureHeaders) []string {
 
 func TestToolVerify(t *testing.T) {
 	t.Parallel()
-	key, other := fixedKey(1), fixedKey(2)
+	key, other := clitest.Key(1), clitest.Key(2)
 	ts, hits := serveDirectory(t, directoryResponse{header: goodDirectoryHeader(), body: directoryBody(t, key)})
 	host := strings.TrimPrefix(ts.URL, "http://")
 	created := time.Unix(1767225600, 0) // 2026-01-01T00:00:00Z
@@ -199,7 +200,7 @@ func TestToolVerify(t *testing.T) {
 				u = url
 			}
 			before := hits.Load()
-			res := runIn(t, t.TempDir(), nil, append([]string{"tool", "verify", method, u}, tt.args...)...)
+			res := runCLI(t.Context(), t.TempDir(), nil, append([]string{"tool", "verify", method, u}, tt.args...)...)
 			if got := exitOf(t, res.err); got != tt.wantExit {
 				t.Fatalf("exit = %d, want %d; stdout:\n%s\nstderr:\n%s", got, tt.wantExit, res.stdout, res.stderr)
 			}
@@ -213,7 +214,7 @@ func TestToolVerify(t *testing.T) {
 
 func TestToolVerifyBody(t *testing.T) {
 	t.Parallel()
-	key := fixedKey(1)
+	key := clitest.Key(1)
 	ts, _ := serveDirectory(t, directoryResponse{header: goodDirectoryHeader(), body: directoryBody(t, key)})
 	created := time.Unix(1767225600, 0)
 	body := []byte(`{"public_jwk":{"kty":"OKP"}}`)
@@ -249,7 +250,7 @@ func TestToolVerifyBody(t *testing.T) {
 				"--signature-agent", req.Header.Get("Signature-Agent"),
 				"-H", "Content-Digest: " + req.Header.Get("Content-Digest"),
 				"--allow-http", "--allow-private", "--now", strconv.FormatInt(created.Unix(), 10)}
-			res := runIn(t, dir, nil, append(args, tt.extra...)...)
+			res := runCLI(t.Context(), dir, nil, append(args, tt.extra...)...)
 			if got := exitOf(t, res.err); got != tt.wantExit {
 				t.Fatalf("exit = %d, want %d; stdout:\n%s\nstderr:\n%s", got, tt.wantExit, res.stdout, res.stderr)
 			}
@@ -262,7 +263,7 @@ func TestToolVerifyBody(t *testing.T) {
 
 func TestToolVerifyJWK(t *testing.T) {
 	t.Parallel()
-	key, other := fixedKey(1), fixedKey(2)
+	key, other := clitest.Key(1), clitest.Key(2)
 	// The agent's origin does not resolve: with --jwk nothing is fetched.
 	const agent = "https://agent-0123456789abcdef01234567.agents.invalid"
 	created := time.Unix(1767225600, 0)
@@ -296,7 +297,7 @@ func TestToolVerifyJWK(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			res := runIn(t, dir, nil, append([]string{"tool", "verify", "GET", "https://api.example/whoami", "--jwk", tt.jwk, "--now", at}, sigArgs(h)...)...)
+			res := runCLI(t.Context(), dir, nil, append([]string{"tool", "verify", "GET", "https://api.example/whoami", "--jwk", tt.jwk, "--now", at}, sigArgs(h)...)...)
 			if tt.wantErr != "" {
 				if res.err == nil || !strings.Contains(res.err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want it to contain %q", res.err, tt.wantErr)
@@ -376,7 +377,7 @@ func TestToolVerifyRelaxedRFC9421Vector(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			res := runIn(t, dir, nil, append(append([]string{}, base...), tt.args...)...)
+			res := runCLI(t.Context(), dir, nil, append(append([]string{}, base...), tt.args...)...)
 			if got := exitOf(t, res.err); got != tt.wantExit {
 				t.Fatalf("exit = %d, want %d; stdout:\n%s\nstderr:\n%s", got, tt.wantExit, res.stdout, res.stderr)
 			}
@@ -391,7 +392,7 @@ func TestToolVerifyRelaxedRFC9421Vector(t *testing.T) {
 
 func TestToolVerifyJSON(t *testing.T) {
 	t.Parallel()
-	key := fixedKey(1)
+	key := clitest.Key(1)
 	ts, _ := serveDirectory(t, directoryResponse{header: goodDirectoryHeader(), body: directoryBody(t, key)})
 	created := time.Unix(1767225600, 0)
 	h := signedHeaders(t, "GET", "https://api.example/whoami", key, ts.URL, created, true)
@@ -407,7 +408,7 @@ func TestToolVerifyJSON(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			res := runIn(t, t.TempDir(), nil, "tool", "verify", "GET", "https://api.example/whoami", "--json",
+			res := runCLI(t.Context(), t.TempDir(), nil, "tool", "verify", "GET", "https://api.example/whoami", "--json",
 				"--signature", tt.sig, "--signature-input", h.SignatureInput, "--signature-agent", h.SignatureAgent,
 				"--allow-http", "--allow-private", "--now", strconv.FormatInt(created.Unix(), 10))
 			if got := exitOf(t, res.err); got != tt.wantExit {
@@ -456,7 +457,7 @@ func TestToolVerifyUsage(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			res := runIn(t, t.TempDir(), nil, append([]string{"tool", "verify"}, tt.args...)...)
+			res := runCLI(t.Context(), t.TempDir(), nil, append([]string{"tool", "verify"}, tt.args...)...)
 			if res.err == nil || !strings.Contains(res.err.Error(), tt.wantErr) {
 				t.Errorf("err = %v, want it to contain %q", res.err, tt.wantErr)
 			}
