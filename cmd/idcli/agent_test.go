@@ -20,20 +20,6 @@ import (
 	"github.com/agentid/agentid/signer"
 )
 
-// credsDir returns a folder with a .env holding uid and key, for hostname.
-func credsDir(t *testing.T, uid string, k signer.PrivateKey, hostname string) string {
-	t.Helper()
-	dir := t.TempDir()
-	content := "# test agent\nAGENT_UID=" + uid + "\nAGENT_PRIVATE_JWK='" + string(k.MarshalPrivateJWK()) + "'\n"
-	if hostname != "" {
-		content += "AGENT_HOSTNAME=" + hostname + "\n"
-	}
-	if err := os.WriteFile(filepath.Join(dir, ".env"), []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
-
 func TestParseInterspersed(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -266,34 +265,5 @@ func TestDirectoryCheckUsage(t *testing.T) {
 				t.Errorf("err = %v, want it to contain %q", res.err, tt.wantErr)
 			}
 		})
-	}
-}
-
-// exitOf maps run's error to the process exit status main would use.
-func exitOf(t *testing.T, err error) int {
-	t.Helper()
-	if err == nil {
-		return 0
-	}
-	var ec exitCode
-	if errors.As(err, &ec) {
-		return int(ec)
-	}
-	t.Fatalf("run error %v is not an exit status", err)
-	return -1
-}
-
-// checkStdout reports each of want missing from stdout and each of bad present.
-func checkStdout(t *testing.T, stdout string, want, bad []string) {
-	t.Helper()
-	for _, w := range want {
-		if !strings.Contains(stdout, w) {
-			t.Errorf("stdout:\n%s\nwant it to contain %q", stdout, w)
-		}
-	}
-	for _, b := range bad {
-		if strings.Contains(stdout, b) {
-			t.Errorf("stdout:\n%s\nwant it not to contain %q", stdout, b)
-		}
 	}
 }
