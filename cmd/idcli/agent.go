@@ -26,7 +26,7 @@ func newAgentCmd(env *cliEnv) *ffcli.Command {
 			newAgentRotateCmd(env),
 			newAgentCurlCmd(env),
 		},
-		Exec: groupExec,
+		Exec: groupExec("idcli agent"),
 	}
 }
 
@@ -34,7 +34,13 @@ func newAgentCmd(env *cliEnv) *ffcli.Command {
 // returns the positional arguments in order. ffcli (like package flag) stops
 // at the first positional argument, but users type
 // `idcli agent curl URL -X POST`. Everything after "--" is positional.
+//
+// -h or --help returns flag.ErrHelp without printing: ffcli prints the
+// command's usage once when Exec returns it.
 func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	usage := fs.Usage
+	fs.Usage = func() {}
+	defer func() { fs.Usage = usage }()
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {

@@ -21,7 +21,7 @@ func newDirectoryCmd(env *cliEnv) *ffcli.Command {
 		ShortHelp:   "inspect signature agents' key directories",
 		FlagSet:     newFlagSet("idcli directory", env),
 		Subcommands: []*ffcli.Command{newDirectoryCheckCmd(env)},
-		Exec:        groupExec,
+		Exec:        groupExec("idcli directory"),
 	}
 }
 

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/agentid/agentid/signer"
 	"github.com/peterbourgon/ff/v3/ffcli"
@@ -22,6 +25,10 @@ type cliEnv struct {
 	Getenv func(string) string
 	// Dir is the working directory where .env files are read and written.
 	Dir string
+
+	// usage collects what the flag sets print (help text, flag errors)
+	// until run knows whether it is help (stdout) or an error (stderr).
+	usage bytes.Buffer
 }
 
 func newEnv() *cliEnv {
@@ -35,24 +42,60 @@ type exitCode int
 
 func (e exitCode) Error() string { return "exit status " + strconv.Itoa(int(e)) }
 
-// newFlagSet returns a FlagSet that reports errors instead of exiting.
+// newFlagSet returns a FlagSet that reports errors instead of exiting and
+// prints its usage into env.usage.
 func newFlagSet(name string, env *cliEnv) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
+	fs.SetOutput(&env.usage)
 	return fs
 }
 
-// groupExec is the Exec of a command group: it only prints help.
-func groupExec(context.Context, []string) error { return flag.ErrHelp }
+// groupExec is the Exec of the command group path (such as "idcli agent"):
+// without a command it prints the group's help; an unknown command is an
+// error that names it.
+func groupExec(path string) func(context.Context, []string) error {
+	return func(_ context.Context, args []string) error {
+		if len(args) == 0 || args[0] == "help" {
+			return flag.ErrHelp
+		}
+		return fmt.Errorf("unknown command %q: run %s --help to list the commands", strings.TrimPrefix(path+" "+args[0], "idcli "), path)
+	}
+}
 
 // run is main without the process: it parses args and runs one command.
+// Help (-h, --help, a command group alone, `idcli help`) goes to stdout and
+// returns flag.ErrHelp, which main treats as success.
 func run(ctx context.Context, args []string, env *cliEnv) error {
+	env.usage.Reset()
+	err := runCommand(ctx, args, env)
+	if env.usage.Len() > 0 {
+		out := env.Stderr
+		if errors.Is(err, flag.ErrHelp) {
+			out = env.Stdout
+		}
+		io.Copy(out, &env.usage)
+	}
+	return err
+}
+
+func runCommand(ctx context.Context, args []string, env *cliEnv) error {
+	root := newRootCmd(env)
+	if err := root.Parse(args); err != nil {
+		return err
+	}
+	return root.Run(ctx)
+}
+
+// newRootCmd is the command tree.
+func newRootCmd(env *cliEnv) *ffcli.Command {
 	fs := newFlagSet("idcli", env)
 	version := fs.Bool("version", false, "print the version and exit")
-	root := &ffcli.Command{
+	rootExec := groupExec("idcli")
+	return &ffcli.Command{
 		Name:       "idcli",
-		ShortUsage: "idcli <agent|server|demo|…> [flags] [args]",
+		ShortUsage: "idcli <agent|server|demo|bench|tool|directory|version> [flags] [args]",
 		ShortHelp:  "agentid: identity for software agents",
+		LongHelp:   "Run idcli COMMAND --help for the flags and arguments of a command.",
 		FlagSet:    fs,
 		Subcommands: append([]*ffcli.Command{
 			newAgentCmd(env),
@@ -60,14 +103,29 @@ func run(ctx context.Context, args []string, env *cliEnv) error {
 		}, extraCommands(env)...),
 		Exec: func(ctx context.Context, args []string) error {
 			if *version {
-				fmt.Fprintln(env.Stdout, "idcli", signer.Version)
+				printVersion(env)
 				return nil
 			}
-			return flag.ErrHelp
+			return rootExec(ctx, args)
 		},
 	}
-	if err := root.Parse(args); err != nil {
-		return err
-	}
-	return root.Run(ctx)
 }
+
+// newVersionCmd is `idcli version`, the same as `idcli --version`.
+func newVersionCmd(env *cliEnv) *ffcli.Command {
+	return &ffcli.Command{
+		Name:       "version",
+		ShortUsage: "idcli version",
+		ShortHelp:  "print the version",
+		FlagSet:    newFlagSet("idcli version", env),
+		Exec: func(_ context.Context, args []string) error {
+			if len(args) > 0 {
+				return fmt.Errorf("version takes no arguments (got %q)", args[0])
+			}
+			printVersion(env)
+			return nil
+		},
+	}
+}
+
+func printVersion(env *cliEnv) { fmt.Fprintln(env.Stdout, "idcli", signer.Version) }

@@ -37,7 +37,7 @@ func newServerCmd(env *cliEnv) *ffcli.Command {
 			"HOSTNAME must carry a scheme; a bare shell $HOSTNAME (a machine name) is ignored.\n" +
 			"DATABASE_URL may also be sqlite://PATH or sqlite::memory: (embedded database).",
 		FlagSet: newFlagSet("idcli server", env),
-		Exec:    groupExec,
+		Exec:    groupExec("idcli server"),
 		Subcommands: []*ffcli.Command{
 			newServerInitCmd(env),
 			newServerStartCmd(env),

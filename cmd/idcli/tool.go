@@ -30,7 +30,7 @@ func newToolCmd(env *cliEnv) *ffcli.Command {
 		ShortHelp:   "check signed requests captured elsewhere",
 		FlagSet:     newFlagSet("idcli tool", env),
 		Subcommands: []*ffcli.Command{newToolVerifyCmd(env)},
-		Exec:        groupExec,
+		Exec:        groupExec("idcli tool"),
 	}
 }
 

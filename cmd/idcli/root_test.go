@@ -1,0 +1,106 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"strings"
+	"testing"
+
+	"github.com/agentid/agentid/signer"
+	"github.com/peterbourgon/ff/v3/ffcli"
+)
+
+// commandPaths lists every command of the tree as its arguments, root first.
+func commandPaths(c *ffcli.Command, prefix []string) [][]string {
+	paths := [][]string{prefix}
+	for _, sub := range c.Subcommands {
+		paths = append(paths, commandPaths(sub, append(append([]string(nil), prefix...), sub.Name))...)
+	}
+	return paths
+}
+
+func TestHelpOnStdoutForEveryCommand(t *testing.T) {
+	t.Parallel()
+	paths := commandPaths(newRootCmd(&cliEnv{}), nil)
+	if len(paths) < 15 {
+		t.Fatalf("found %d commands, want the whole tree", len(paths))
+	}
+	for _, p := range paths {
+		for _, h := range []string{"--help", "-h", "-help"} {
+			args := append(append([]string(nil), p...), h)
+			t.Run(strings.Join(args, " "), func(t *testing.T) {
+				t.Parallel()
+				r := runCLI(t.Context(), t.TempDir(), nil, args...)
+				if !errors.Is(r.err, flag.ErrHelp) {
+					t.Fatalf("error = %v, want flag.ErrHelp (exit 0)", r.err)
+				}
+				want := "idcli"
+				if len(p) > 0 {
+					want = "idcli " + strings.Join(p, " ")
+				}
+				if !strings.Contains(r.stdout, "USAGE\n  "+want) {
+					t.Errorf("stdout = %q, want the usage of %s", r.stdout, want)
+				}
+				if r.stderr != "" {
+					t.Errorf("stderr = %q, want nothing", r.stderr)
+				}
+			})
+		}
+	}
+}
+
+func TestHelpWithoutACommand(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{nil, {"help"}, {"agent"}, {"server"}, {"tool"}, {"directory"}, {"agent", "help"}} {
+		r := runCLI(t.Context(), t.TempDir(), nil, args...)
+		if !errors.Is(r.err, flag.ErrHelp) || !strings.Contains(r.stdout, "SUBCOMMANDS") || r.stderr != "" {
+			t.Errorf("idcli %v: error %v, stdout %q, stderr %q; want the group's help on stdout", args, r.err, r.stdout, r.stderr)
+		}
+	}
+	// Help after the arguments of a command that takes them.
+	r := runCLI(t.Context(), t.TempDir(), nil, "agent", "curl", "http://localhost:3000/whoami", "--help")
+	if !errors.Is(r.err, flag.ErrHelp) || strings.Count(r.stdout, "USAGE") != 1 {
+		t.Errorf("agent curl URL --help: error %v, stdout %q; want the usage once", r.err, r.stdout)
+	}
+}
+
+func TestUnknownCommand(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"frobnicate"}, `unknown command "frobnicate": run idcli --help`},
+		{[]string{"agent", "crul", "http://x"}, `unknown command "agent crul": run idcli agent --help`},
+		{[]string{"server", "db:create-all"}, `unknown command "server db:create-all"`},
+		{[]string{"tool", "sign"}, `unknown command "tool sign"`},
+		{[]string{"directory", "list"}, `unknown command "directory list"`},
+	}
+	for _, tt := range tests {
+		r := runCLI(t.Context(), t.TempDir(), nil, tt.args...)
+		if r.err == nil || errors.Is(r.err, flag.ErrHelp) || !strings.Contains(r.err.Error(), tt.want) {
+			t.Errorf("idcli %v: error %v, want a failure containing %q", tt.args, r.err, tt.want)
+		}
+		if r.stdout != "" {
+			t.Errorf("idcli %v: stdout %q, want nothing", tt.args, r.stdout)
+		}
+	}
+	// An unknown flag is an error too, with the usage on stderr.
+	r := runCLI(t.Context(), t.TempDir(), nil, "agent", "curl", "--bogus", "http://x")
+	if r.err == nil || errors.Is(r.err, flag.ErrHelp) || r.stdout != "" || !strings.Contains(r.stderr, "-bogus") {
+		t.Errorf("agent curl --bogus: error %v, stdout %q, stderr %q; want an error naming the flag on stderr", r.err, r.stdout, r.stderr)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"version"}, {"--version"}, {"-version"}} {
+		r := runCLI(t.Context(), t.TempDir(), nil, args...)
+		if r.err != nil || r.stdout != "idcli "+signer.Version+"\n" || r.stderr != "" {
+			t.Errorf("idcli %v: error %v, stdout %q, stderr %q; want %q", args, r.err, r.stdout, r.stderr, "idcli "+signer.Version+"\n")
+		}
+	}
+	if r := runCLI(t.Context(), t.TempDir(), nil, "version", "extra"); r.err == nil {
+		t.Error("idcli version extra succeeded, want an error")
+	}
+}
