@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/refserver/ratelimit"
+	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/agent"
 	"github.com/peterbourgon/ff/v3/ffcli"
 )
@@ -89,6 +91,7 @@ func resolveServerSettings(env *cliEnv, f serverFlags, needHostname bool) (serve
 		return "", ""
 	}
 	s.Port, _ = lookup(f.port, "PORT")
+	portGiven := s.Port != ""
 	if s.Port == "" {
 		s.Port = defaultServerPort
 	}
@@ -120,16 +123,36 @@ func resolveServerSettings(env *cliEnv, f serverFlags, needHostname bool) (serve
 			fmt.Fprintf(env.Stderr, "idcli: warning: ignoring HOSTNAME=%q from %s: it has no scheme (want e.g. https://agentid.example)\n", c.value, c.source)
 			continue
 		}
-		if _, err := refserver.ParseHostname(c.value); err != nil {
+		svc, err := refserver.ParseHostname(c.value)
+		if err != nil {
 			return serverSettings{}, fmt.Errorf("%s: %s", c.source, strings.TrimPrefix(err.Error(), "refserver: "))
 		}
 		s.Hostname = strings.TrimSuffix(c.value, "/")
+		// A local HOSTNAME names the port the server listens on: from
+		// --hostname unless --port is given, from a variable unless PORT is
+		// set anywhere.
+		if port, ok := localPort(svc); ok && f.port == "" && (c.source == "--hostname" || !portGiven) {
+			s.Port = port
+		}
 		break
 	}
 	if s.Hostname == "" {
 		s.Hostname = "http://localhost:" + s.Port
 	}
 	return s, nil
+}
+
+// localPort returns the explicit port of a service URL on this machine
+// (localhost, a *.localhost name or a loopback address).
+func localPort(svc signer.ServiceURL) (string, bool) {
+	host, port, err := net.SplitHostPort(svc.Host)
+	if err != nil || port == "" {
+		return "", false
+	}
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return port, ip.IsLoopback()
+	}
+	return port, host == "localhost" || strings.HasSuffix(host, ".localhost")
 }
 
 func newServerInitCmd(env *cliEnv) *ffcli.Command {

@@ -75,6 +75,43 @@ func TestServerInit(t *testing.T) {
 			wantStderr: `ignoring HOSTNAME="3f2a9c1d0b7e"`,
 		},
 		{
+			name:       "a local --hostname names the port",
+			environ:    map[string]string{"PORT": "2222"},
+			args:       []string{"--hostname", "http://localhost:4000"},
+			wantEnv:    "PORT=4000\nHOSTNAME=http://localhost:4000\nDATABASE_URL=postgres://localhost/service_production\n",
+			wantStdout: "✔ ready (.env/HOSTNAME=http://localhost:4000)\n",
+		},
+		{
+			name:       "a loopback --hostname names the port",
+			args:       []string{"--hostname", "http://127.0.0.1:4001/"},
+			wantEnv:    "PORT=4001\nHOSTNAME=http://127.0.0.1:4001\nDATABASE_URL=postgres://localhost/service_production\n",
+			wantStdout: "✔ ready (.env/HOSTNAME=http://127.0.0.1:4001)\n",
+		},
+		{
+			name:       "--port wins over the port of a local --hostname",
+			args:       []string{"--hostname", "http://localhost:4000", "--port", "5000"},
+			wantEnv:    "PORT=5000\nHOSTNAME=http://localhost:4000\nDATABASE_URL=postgres://localhost/service_production\n",
+			wantStdout: "✔ ready (.env/HOSTNAME=http://localhost:4000)\n",
+		},
+		{
+			name:       "a public --hostname leaves the port alone",
+			args:       []string{"--hostname", "https://agentid.example:8443"},
+			wantEnv:    "PORT=3000\nHOSTNAME=https://agentid.example:8443\nDATABASE_URL=postgres://localhost/service_production\n",
+			wantStdout: "✔ ready (.env/HOSTNAME=https://agentid.example:8443)\n",
+		},
+		{
+			name:       "a local HOSTNAME variable names the port when PORT is unset",
+			environ:    map[string]string{"HOSTNAME": "http://localhost:4002"},
+			wantEnv:    "PORT=4002\nHOSTNAME=http://localhost:4002\nDATABASE_URL=postgres://localhost/service_production\n",
+			wantStdout: "✔ ready (.env/HOSTNAME=http://localhost:4002)\n",
+		},
+		{
+			name:       "PORT wins over a local HOSTNAME variable",
+			environ:    map[string]string{"HOSTNAME": "http://localhost:4002", "PORT": "4003"},
+			wantEnv:    "PORT=4003\nHOSTNAME=http://localhost:4002\nDATABASE_URL=postgres://localhost/service_production\n",
+			wantStdout: "✔ ready (.env/HOSTNAME=http://localhost:4002)\n",
+		},
+		{
 			name:        "--hostname without scheme is an error",
 			args:        []string{"--hostname", "agentid.example"},
 			wantErrPart: "must include a scheme",
@@ -509,5 +546,41 @@ func TestServerStartVestauthCompat(t *testing.T) {
 				t.Errorf("idcli server start %v: stderr has the compat warning = %v, want %v\n%s", tt.args, got, tt.wantWarning, r.stderr)
 			}
 		})
+	}
+}
+
+// TestServerStartListensOnLocalHostnamePort: `server start --hostname
+// http://localhost:PORT` listens on PORT, and the banner names both the
+// public URL and the address bound.
+func TestServerStartListensOnLocalHostnamePort(t *testing.T) {
+	t.Parallel()
+	port := freePort(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan cliResult, 1)
+	go func() {
+		done <- runCLI(ctx, t.TempDir(), nil, "server", "start", "--hostname", "http://localhost:"+port, "--database-url", "sqlite::memory:")
+	}()
+	for i := 0; ; i++ {
+		resp, err := http.Get("http://localhost:" + port + "/")
+		if err == nil {
+			resp.Body.Close()
+			break
+		}
+		select {
+		case r := <-done:
+			t.Fatalf("server exited early: %v (stderr %s)", r.err, r.stderr)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if i > 500 {
+			t.Fatalf("server never answered on port %s: %v", port, err)
+		}
+	}
+	cancel()
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("start: %v (stderr %s)", r.err, r.stderr)
+	}
+	if !strings.HasPrefix(r.stdout, "idcli server listening on http://localhost:"+port+" (bound to ") || !strings.Contains(r.stdout, ":"+port+")") {
+		t.Errorf("stdout = %q, want the public URL and the bound address", r.stdout)
 	}
 }
