@@ -3,7 +3,11 @@ package main
 import (
 	"encoding/json"
 	"flag"
+	"fmt"
 	"io"
+	"net"
+	"net/netip"
+	"net/url"
 	"path/filepath"
 	"strings"
 
@@ -82,3 +86,51 @@ type stringsFlag []string
 
 func (s *stringsFlag) String() string     { return strings.Join(*s, ", ") }
 func (s *stringsFlag) Set(v string) error { *s = append(*s, v); return nil }
+
+// componentsUsage is the help of --components.
+const componentsUsage = "comma-separated components to sign, e.g. @method,@authority,@path (default: @authority; content-digest also sends Content-Digest)"
+
+// parseComponents reads --components: component names separated by commas,
+// such as @method,@authority,@path,content-digest. "" means the default
+// profile (nil).
+func parseComponents(s string) ([]string, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var out []string
+	for _, c := range strings.Split(s, ",") {
+		if c = strings.TrimSpace(c); c == "" {
+			return nil, fmt.Errorf("--components %q: an empty component name", s)
+		}
+		out = append(out, strings.ToLower(c))
+	}
+	return out, nil
+}
+
+// checkURL refuses a URL without an http or https scheme or without a
+// host; when the scheme is missing it names the URL the user most likely
+// meant.
+func checkURL(cmd, raw string) error {
+	u, err := url.Parse(raw)
+	if err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" {
+		return nil
+	}
+	if !strings.Contains(raw, "://") && raw != "" && !strings.HasPrefix(raw, "/") {
+		return fmt.Errorf("%s: invalid URL %q: no scheme (did you mean %s?)", cmd, raw, withScheme(raw))
+	}
+	return fmt.Errorf("%s: invalid URL %q: want http(s)://host/path", cmd, raw)
+}
+
+// withScheme prefixes raw with http:// for a host on this machine
+// (localhost, *.localhost, a loopback address) and https:// otherwise.
+func withScheme(raw string) string {
+	host, _, _ := strings.Cut(raw, "/")
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.Trim(strings.ToLower(host), "[]")
+	if ip, err := netip.ParseAddr(host); (err == nil && ip.IsLoopback()) || host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return "http://" + raw
+	}
+	return "https://" + raw
+}

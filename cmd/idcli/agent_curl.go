@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -32,9 +31,10 @@ func newAgentCurlCmd(env *cliEnv) *ffcli.Command {
 	verbose := fs.Bool("v", false, "print each request and response head to stderr")
 	pp := fs.Bool("pp", false, "pretty-print a JSON response body")
 	standards := fs.Bool("standards", false, `also cover "signature-agent";key="sig1" (what newer web-bot-auth verifiers require)`)
+	components := fs.String("components", "", componentsUsage)
 	return &ffcli.Command{
 		Name:       "curl",
-		ShortUsage: "idcli agent curl URL [-X METHOD] [-H 'K: V']… [-d JSON] [-i] [-v] [--pp] [--standards]",
+		ShortUsage: "idcli agent curl URL [-X METHOD] [-H 'K: V']… [-d JSON] [-i] [-v] [--pp] [--components C,…] [--standards]",
 		ShortHelp:  "make an HTTP request signed with this agent's credentials",
 		FlagSet:    fs,
 		Exec: func(ctx context.Context, args []string) error {
@@ -52,8 +52,12 @@ func newAgentCurlCmd(env *cliEnv) *ffcli.Command {
 					dataSet = true
 				}
 			})
+			comps, err := parseComponents(*components)
+			if err != nil {
+				return err
+			}
 			c := curl{env: env, url: pos[0], method: *method, headers: headers,
-				include: *include, verbose: *verbose, pp: *pp, standards: *standards}
+				include: *include, verbose: *verbose, pp: *pp, standards: *standards, components: comps}
 			if dataSet {
 				body, err := readData(env, *data)
 				if err != nil {
@@ -75,6 +79,7 @@ type curl struct {
 	hasBody              bool
 	include, verbose, pp bool
 	standards            bool
+	components           []string // nil: the default profile
 }
 
 // readData returns the -d argument: literal text, @file, or @- for stdin.
@@ -97,9 +102,8 @@ func readData(env *cliEnv, d string) ([]byte, error) {
 }
 
 func (c curl) run(ctx context.Context) error {
-	u, err := url.Parse(c.url)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("agent curl: invalid URL %q: want http(s)://host/path", c.url)
+	if err := checkURL("agent curl", c.url); err != nil {
+		return err
 	}
 	creds, err := agent.Load(agent.LoadOptions{Dir: c.env.Dir, Getenv: c.env.Getenv})
 	if err != nil {
@@ -141,6 +145,7 @@ func (c curl) run(ctx context.Context) error {
 	}
 	tr := creds.Transport(base)
 	tr.Options.Standards = c.standards
+	tr.Options.Components = c.components
 	// Go's client follows up to 10 redirects; tr signs every hop afresh.
 	client := &http.Client{Transport: tr}
 	resp, err := client.Do(req)

@@ -138,6 +138,21 @@ func TestAgentCurl(t *testing.T) {
 			wantErrIn: []string{`> Signature-Input: sig1=("@authority" "signature-agent";key="sig1")`},
 		},
 		{
+			name: "--components signs the named components",
+			args: func(a, b string) []string {
+				return []string{a + "/echo", "-v", "--components", "@method,@authority,@path"}
+			},
+			wantErrIn: []string{`> Signature-Input: sig1=("@method" "@authority" "@path");`, "< HTTP/1.1 200 OK"},
+		},
+		{
+			name: "--components with content-digest sends and signs the body's digest",
+			args: func(a, b string) []string {
+				return []string{a + "/echo", "-v", "-d", `{"a":1}`, "--components", "@method,@authority,@path,content-digest"}
+			},
+			wantStdout: func(a, b string) string { return echo("POST", "application/json", `{"a":1}`, "", a) + "\n" },
+			wantErrIn:  []string{`> Signature-Input: sig1=("@method" "@authority" "@path" "content-digest");`, "> Content-Digest: sha-256=:"},
+		},
+		{
 			name:       "redirect: each hop signed afresh",
 			args:       func(a, b string) []string { return []string{a + "/redirect"} },
 			wantStdout: func(a, b string) string { return echo("GET", "", "", "", b) + "\n" },
@@ -217,7 +232,10 @@ func TestAgentCurlUsage(t *testing.T) {
 	tests := []struct {
 		name string
 		args []string
+		want string // in the error, when set
 	}{
+		{name: "no scheme", args: []string{"agent", "curl", "localhost:3000/whoami"}, want: "did you mean http://localhost:3000/whoami?"},
+		{name: "unknown component", args: []string{"agent", "curl", "http://127.0.0.1:1/", "--components", "@authority,@nope"}, want: `unknown component "@nope"`},
 		{name: "no URL", args: []string{"agent", "curl"}},
 		{name: "two URLs", args: []string{"agent", "curl", "http://a/", "http://b/"}},
 		{name: "relative URL", args: []string{"agent", "curl", "/whoami"}},
@@ -229,6 +247,8 @@ func TestAgentCurlUsage(t *testing.T) {
 			res := runCLI(t.Context(), dir, nil, tt.args...)
 			if res.err == nil || errors.Is(res.err, exitCode(22)) {
 				t.Errorf("err = %v, want a usage error", res.err)
+			} else if !strings.Contains(res.err.Error(), tt.want) {
+				t.Errorf("err = %v, want it to contain %q", res.err, tt.want)
 			}
 		})
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/agent"
@@ -20,9 +21,10 @@ func newAgentHeadersCmd(env *cliEnv) *ffcli.Command {
 	tag := fs.String("tag", "", "tag parameter (default: web-bot-auth)")
 	nonce := fs.String("nonce", "", "nonce parameter (default: 64 random bytes, base64url)")
 	standards := fs.Bool("standards", false, `also cover "signature-agent";key="sig1" (what newer web-bot-auth verifiers require)`)
+	components := fs.String("components", "", componentsUsage)
 	return &ffcli.Command{
 		Name:       "headers",
-		ShortUsage: "idcli agent headers METHOD URL [--pp] [--uid U] [--private-jwk JWK] [--tag T] [--nonce N] [--standards]",
+		ShortUsage: "idcli agent headers METHOD URL [--pp] [--uid U] [--private-jwk JWK] [--tag T] [--nonce N] [--components C,…] [--standards]",
 		ShortHelp:  "print the Signature, Signature-Input and Signature-Agent headers for a request",
 		FlagSet:    fs,
 		Exec: func(ctx context.Context, args []string) error {
@@ -41,18 +43,24 @@ func newAgentHeadersCmd(env *cliEnv) *ffcli.Command {
 			if err != nil {
 				return err
 			}
-			var h signer.SignatureHeaders
-			if *standards {
-				opts, err := creds.Options()
-				if err != nil {
-					return err
-				}
-				opts.Tag, opts.Nonce, opts.Standards = *tag, *nonce, true
-				if h, err = signer.Headers(pos[0], pos[1], creds.Key, opts); err != nil {
-					return fmt.Errorf("agent headers: %w", err)
-				}
-			} else if h, err = agent.Headers(pos[0], pos[1], creds, *tag, *nonce); err != nil {
+			comps, err := parseComponents(*components)
+			if err != nil {
 				return err
+			}
+			if slices.Contains(comps, "content-digest") {
+				return errors.New("agent headers: content-digest needs a body, and agent headers signs none: use agent curl -d BODY --components …")
+			}
+			if err := checkURL("agent headers", pos[1]); err != nil {
+				return err
+			}
+			opts, err := creds.Options()
+			if err != nil {
+				return err
+			}
+			opts.Tag, opts.Nonce, opts.Standards, opts.Components = *tag, *nonce, *standards, comps
+			h, err := signer.Headers(pos[0], pos[1], creds.Key, opts)
+			if err != nil {
+				return fmt.Errorf("agent headers: %w", err)
 			}
 			return writeJSON(env.Stdout, h, *pp)
 		},

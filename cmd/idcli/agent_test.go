@@ -68,6 +68,9 @@ func TestAgentHeadersCommand(t *testing.T) {
 		wantAgent string
 		// wantCovered is a component that must be covered besides @authority.
 		wantCovered string
+		// wantInput, when set, starts Signature-Input instead (the
+		// components are then checked there).
+		wantInput string
 	}{
 		{name: "compact", method: "GET", args: []string{"agent", "headers", "GET", "https://api.example/x"}, wantLines: 1,
 			wantTag: "web-bot-auth", wantAgent: `sig1="http://` + uid + `.localhost:3000"`},
@@ -75,6 +78,10 @@ func TestAgentHeadersCommand(t *testing.T) {
 			wantLines: 5, wantTag: "t2", wantNonce: "abc", wantAgent: `sig1="http://` + uid + `.localhost:3000"`},
 		{name: "standards", method: "GET", args: []string{"agent", "headers", "GET", "https://api.example/x", "--standards"}, wantLines: 1,
 			wantTag: "web-bot-auth", wantAgent: `sig1="http://` + uid + `.localhost:3000"`, wantCovered: `"signature-agent";key="sig1"`},
+		{name: "components", method: "POST", args: []string{"agent", "headers", "POST", "https://api.example/x", "--components", "@method,@authority,@path"}, wantLines: 1,
+			wantTag: "web-bot-auth", wantAgent: `sig1="http://` + uid + `.localhost:3000"`, wantInput: `sig1=("@method" "@authority" "@path");`},
+		{name: "components and standards", method: "GET", args: []string{"agent", "headers", "--components", "@authority, @target-uri", "--standards", "GET", "https://api.example/x"}, wantLines: 1,
+			wantTag: "web-bot-auth", wantAgent: `sig1="http://` + uid + `.localhost:3000"`, wantInput: `sig1=("@authority" "@target-uri" "signature-agent";key="sig1");`},
 		{name: "environment hostname", method: "GET", args: []string{"agent", "headers", "GET", "https://api.example/x"}, wantLines: 1,
 			environ: map[string]string{"AGENT_HOSTNAME": "agentid.example"}, wantTag: "web-bot-auth", wantAgent: `sig1="https://` + uid + `.agentid.example"`},
 		{name: "flags override", method: "GET", args: []string{"agent", "headers", "--uid", "agent-ffffffffffffffffffffffff", "--private-jwk", string(k.MarshalPrivateJWK()), "GET", "https://api.example/x"},
@@ -111,7 +118,11 @@ func TestAgentHeadersCommand(t *testing.T) {
 			if !ed25519.Verify(k.Public.Key, base, sigs[0].Value) {
 				t.Errorf("signature does not verify over\n%s", base)
 			}
-			if tt.wantCovered != "" && !sigs[0].Covers(tt.wantCovered) || len(sigs[0].Components) != 1+min(len(tt.wantCovered), 1) {
+			if tt.wantInput != "" {
+				if !strings.HasPrefix(h["Signature-Input"], tt.wantInput) {
+					t.Errorf("Signature-Input = %q, want it to start with %q", h["Signature-Input"], tt.wantInput)
+				}
+			} else if tt.wantCovered != "" && !sigs[0].Covers(tt.wantCovered) || len(sigs[0].Components) != 1+min(len(tt.wantCovered), 1) {
 				t.Errorf("covered = %v; want @authority and %q", sigs[0].Components, tt.wantCovered)
 			}
 			if p := sigs[0].Params; p.Tag != tt.wantTag || (tt.wantNonce != "" && p.Nonce != tt.wantNonce) {
@@ -119,6 +130,31 @@ func TestAgentHeadersCommand(t *testing.T) {
 			}
 			if strings.Contains(res.stdout+res.stderr, k.JWK().D) {
 				t.Error("output contains the private key")
+			}
+		})
+	}
+}
+
+func TestAgentHeadersErrors(t *testing.T) {
+	t.Parallel()
+	dir := credsDir(t, "agent-0123456789abcdef01234567", clitest.Key(1), "")
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"content-digest without a body", []string{"GET", "https://api.example/x", "--components", "@authority,content-digest"}, "content-digest needs a body"},
+		{"unknown component", []string{"GET", "https://api.example/x", "--components", "@authority,@bogus"}, `unknown component "@bogus"`},
+		{"empty component", []string{"GET", "https://api.example/x", "--components", "@authority,,@path"}, "empty component"},
+		{"missing scheme, public host", []string{"GET", "api.example/x"}, "did you mean https://api.example/x?"},
+		{"missing scheme, local host", []string{"GET", "localhost:3000/whoami"}, "did you mean http://localhost:3000/whoami?"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			res := runCLI(t.Context(), dir, nil, append([]string{"agent", "headers"}, tt.args...)...)
+			if res.err == nil || !strings.Contains(res.err.Error(), tt.want) || res.stdout != "" {
+				t.Errorf("error = %v, stdout %q; want an error containing %q and no output", res.err, res.stdout, tt.want)
 			}
 		})
 	}

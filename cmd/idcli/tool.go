@@ -135,15 +135,15 @@ func (tv *toolVerify) run(ctx context.Context, method, rawURL string) error {
 
 // request rebuilds the captured request from the arguments.
 func (tv *toolVerify) request(ctx context.Context, method, rawURL string) (*http.Request, error) {
-	u, err := url.Parse(rawURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("tool verify: invalid URL %q: want http(s)://host/path", rawURL)
+	if err := checkURL("tool verify", rawURL); err != nil {
+		return nil, err
 	}
 	if method == "" || strings.ContainsAny(method, " \t\r\n:/") {
 		return nil, fmt.Errorf("tool verify: invalid method %q", method)
 	}
 	var body []byte
 	if tv.bodyFile != "" {
+		var err error
 		if body, err = tv.readBody(); err != nil {
 			return nil, err
 		}
