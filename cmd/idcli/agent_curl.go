@@ -173,9 +173,42 @@ func (c curl) run(ctx context.Context) error {
 	}
 	if resp.StatusCode >= 400 {
 		fmt.Fprintf(c.env.Stderr, "idcli: the server answered %s\n", resp.Status)
+		origin, _ := creds.Origin()
+		if hint := curlHint(resp, respBody, origin); hint != "" {
+			fmt.Fprintf(c.env.Stderr, "hint: %s\n", hint)
+		}
 		return exitCode(22)
 	}
 	return nil
+}
+
+// curlHint explains an error answer whose cause is not in its status: an
+// HTML page instead of JSON, a verifier that refuses a plain-HTTP signature
+// agent, vestauth's routes on a server that does not serve them. origin is
+// the agent's Signature-Agent origin. It returns "" when there is nothing
+// to add.
+func curlHint(resp *http.Response, body []byte, origin string) string {
+	req := resp.Request // the last hop
+	if agent.IsHTML(resp.Header.Get("Content-Type"), body) {
+		return fmt.Sprintf("%s://%s answered an HTML page, not a JSON API answer: check the URL (an API behind a proxy or a web server's error page?)", req.URL.Scheme, req.URL.Host)
+	}
+	var e struct {
+		Error struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	_ = json.Unmarshal(body, &e) // other bodies leave the code empty
+	plain := strings.HasPrefix(origin, "http://")
+	switch {
+	case resp.StatusCode == http.StatusNotFound && req.Method == http.MethodPost && (req.URL.Path == "/register" || req.URL.Path == "/rotate"):
+		return "this server does not serve vestauth's " + req.URL.Path + ": start the agentid server with idcli server start --vestauth-compat (or use idcli agent init / idcli agent rotate)"
+	case e.Error.Code == "untrusted_signature_agent" && plain:
+		return "the verifier refuses your plain-HTTP signature agent " + origin + ": verifiers accept http:// key directories only when set up for local development (e.g. idcli tool verify --allow-http --allow-private); register the agent with an https:// service for everything else"
+	case e.Error.Code == "key_fetch_failed" && plain:
+		return "the verifier could not fetch the key directory of " + origin + ": a verifier elsewhere cannot reach a local server, and a local one must allow http and private addresses"
+	}
+	return ""
 }
 
 // writeHead prints a status or request line then the header fields, sorted,

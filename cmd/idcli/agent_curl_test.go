@@ -253,3 +253,54 @@ func TestAgentCurlUsage(t *testing.T) {
 		})
 	}
 }
+
+// TestAgentCurlHints: error answers whose cause is not in the status get a
+// hint on stderr naming it.
+func TestAgentCurlHints(t *testing.T) {
+	t.Parallel()
+	errorAPI := func(status int, contentType, body string) string {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", contentType)
+			w.WriteHeader(status)
+			fmt.Fprint(w, body)
+		}))
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	ref := clitest.StartServer(t, clitest.ServerOptions{}) // no --vestauth-compat
+	tests := []struct {
+		name string
+		args []string
+		want string // in stderr; "" means no hint
+	}{
+		{"HTML error page", []string{errorAPI(http.StatusBadGateway, "text/html", "<html><h1>502 Bad Gateway</h1></html>") + "/whoami"}, "answered an HTML page, not a JSON API answer"},
+		{"plain-HTTP signature agent refused", []string{errorAPI(http.StatusUnauthorized, "application/json",
+			`{"error":{"status":401,"code":"untrusted_signature_agent","message":"signature agent http://agent-0123456789abcdef01234567.localhost:3000 is not trusted"}}`) + "/whoami"},
+			"refuses your plain-HTTP signature agent http://agent-0123456789abcdef01234567.localhost:3000"},
+		{"key directory unreachable", []string{errorAPI(http.StatusServiceUnavailable, "application/json",
+			`{"error":{"status":503,"code":"key_fetch_failed","message":"the key directory could not be fetched"}}`) + "/whoami"},
+			"could not fetch the key directory of http://agent-0123456789abcdef01234567.localhost:3000"},
+		{"vestauth's /register without compat", []string{ref.URL + "/register", "-d", "{}"}, "idcli server start --vestauth-compat"},
+		{"vestauth's /rotate without compat", []string{ref.URL + "/rotate", "-d", "{}"}, "idcli server start --vestauth-compat"},
+		{"plain 401", []string{errorAPI(http.StatusUnauthorized, "application/json", `{"error":{"status":401,"code":"invalid_signature","message":"no"}}`) + "/x"}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			dir := credsDir(t, "agent-0123456789abcdef01234567", clitest.Key(22), "")
+			res := runCLI(t.Context(), dir, nil, append([]string{"agent", "curl"}, tt.args...)...)
+			if !errors.Is(res.err, exitCode(22)) {
+				t.Fatalf("err = %v, want exit code 22", res.err)
+			}
+			if tt.want == "" {
+				if strings.Contains(res.stderr, "hint:") {
+					t.Errorf("stderr = %q, want no hint", res.stderr)
+				}
+				return
+			}
+			if !strings.Contains(res.stderr, "hint: ") || !strings.Contains(res.stderr, tt.want) {
+				t.Errorf("stderr = %q, want a hint containing %q", res.stderr, tt.want)
+			}
+		})
+	}
+}

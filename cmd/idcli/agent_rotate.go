@@ -40,6 +40,7 @@ func newAgentRotateCmd(env *cliEnv) *ffcli.Command {
 				return err
 			}
 			fmt.Fprintf(env.Stdout, "✔ agent keys rotated (%s/AGENT_UID=%s)\n", envDisplay(env, res.Path), res.UID)
+			fmt.Fprintf(env.Stdout, "⮕ new kid %s (every older key of the agent is revoked)\n", res.PublicJWK.Kid)
 			if res.Warning != "" {
 				fmt.Fprintln(env.Stderr, res.Warning)
 			}

@@ -273,12 +273,12 @@ func TestAgentEndToEnd(t *testing.T) {
 			if res.err != nil {
 				t.Fatalf("agent rotate: %v\n%s%s", res.err, res.stdout, res.stderr)
 			}
-			if want := "✔ agent keys rotated (.env/AGENT_UID=" + uid + ")\n"; res.stdout != want {
-				t.Errorf("agent rotate printed %q, want %q", res.stdout, want)
-			}
 			w2 := curlWhoami(t, dir, url)
 			if w2.UID != uid || w2.Kid == w1.Kid {
 				t.Errorf("whoami after rotate = %+v; want uid %s with a new kid (old %s)", w2, uid, w1.Kid)
+			}
+			if want := "✔ agent keys rotated (.env/AGENT_UID=" + uid + ")\n⮕ new kid " + w2.Kid + " (every older key of the agent is revoked)\n"; res.stdout != want {
+				t.Errorf("agent rotate printed %q, want %q", res.stdout, want)
 			}
 
 			// The old key no longer verifies: its earlier headers (replayed
