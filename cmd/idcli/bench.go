@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"sort"
@@ -54,6 +55,17 @@ type benchConfig struct {
 	Targets []string
 	// Timeout bounds one request.
 	Timeout time.Duration
+	// Rate, if positive, is the open loop's arrival rate in requests per
+	// second: request i is due at start + i/Rate whether or not earlier
+	// ones have been answered, and its latency is measured from that
+	// scheduled time. Concurrency then caps the requests in flight. If 0,
+	// the closed loop: each worker sends its next request when the last is
+	// answered.
+	Rate float64
+	// Credentials, if set, is the agent whose key signs /whoami (an agent
+	// registered beforehand, e.g. with `vestauth agent init`), instead of a
+	// bench agent registered with POST /agents.
+	Credentials *agent.Credentials
 	// Presign is how many /whoami requests are signed before the timed
 	// phase (each with its own nonce, so replay protection stays on); the
 	// run signs more inside the loop if it uses them up. 0 signs every
@@ -63,14 +75,26 @@ type benchConfig struct {
 
 // benchTarget is the outcome of one target's run.
 type benchTarget struct {
-	Target   string         `json:"target"`
-	Requests int            `json:"requests"`
-	Seconds  float64        `json:"seconds"`
-	RPS      float64        `json:"requests_per_second"`
-	P50ms    float64        `json:"p50_ms"`
-	P90ms    float64        `json:"p90_ms"`
-	P99ms    float64        `json:"p99_ms"`
-	Maxms    float64        `json:"max_ms"`
+	Target string `json:"target"`
+	// Mode is "closed" or "open" (--rate).
+	Mode string `json:"mode"`
+	// OfferedRPS is the open loop's arrival rate (--rate); 0 in the
+	// closed loop.
+	OfferedRPS float64 `json:"offered_requests_per_second,omitempty"`
+	Requests   int     `json:"requests"`
+	Seconds    float64 `json:"seconds"`
+	// RPS is the achieved rate: requests answered per second of the run.
+	RPS   float64 `json:"requests_per_second"`
+	P50ms float64 `json:"p50_ms"`
+	P90ms float64 `json:"p90_ms"`
+	P99ms float64 `json:"p99_ms"`
+	// P999ms is the 99.9th percentile.
+	P999ms float64 `json:"p99_9_ms"`
+	Maxms  float64 `json:"max_ms"`
+	// SentLate counts open-loop requests sent more than 10 ms after their
+	// scheduled time because every connection was busy (their latency
+	// includes the wait).
+	SentLate int            `json:"sent_late,omitempty"`
 	Status   map[string]int `json:"status"` // "200", "429", …, "error"
 	Errors   int            `json:"errors"`
 	// FirstError is the first transport error, if any.
@@ -99,10 +123,12 @@ func newBenchCmd(env *cliEnv) *ffcli.Command {
 	target := fs.String("target", benchWhoami, "whoami, register, directory or all (each in turn)")
 	timeout := fs.Duration("timeout", 10*time.Second, "timeout of one request")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
+	rate := fs.Float64("rate", 0, "open loop: send this many requests per second on a fixed schedule for --duration (or --requests), measuring latency from each request's scheduled send time; 0: closed loop")
+	envFile := fs.String("env-file", "", "sign /whoami as the agent of this credentials file (written by idcli agent init or vestauth agent init) instead of registering a bench agent")
 	presign := fs.Int("presign", 0, "sign this many whoami requests before the timed phase (each with its own nonce), so signing cost stays out of the measured loop; 0 signs inside the loop")
 	return &ffcli.Command{
 		Name:       "bench",
-		ShortUsage: "idcli bench [--url URL] [--duration 10s] [--requests N] [--concurrency 64] [--target whoami|register|directory|all]",
+		ShortUsage: "idcli bench [--url URL] [--duration 10s] [--requests N] [--concurrency 64] [--rate R] [--target whoami|register|directory|all] [--env-file PATH] [--json]",
 		ShortHelp:  "load-test a running agentid server",
 		LongHelp: "Registers a bench agent, then sends signed requests with a fresh nonce each\n" +
 			"(replay protection stays on): GET /whoami signed by the bench agent; POST /agents\n" +
@@ -110,7 +136,15 @@ func newBenchCmd(env *cliEnv) *ffcli.Command {
 			"(dialed at the service address). Each target runs until --requests or --duration\n" +
 			"is used up, then prints requests/s, latency percentiles and status counts.\n" +
 			"Registration is rate limited per client address by default: start the server with\n" +
-			"--rate-limit off to measure its throughput.",
+			"--rate-limit off to measure its throughput.\n\n" +
+			"Closed loop (default): --concurrency workers each send a request when their last one\n" +
+			"is answered; it measures the server's capacity, but a server that stalls also stops\n" +
+			"the load, so the stall shows in one sample per worker (coordinated omission).\n" +
+			"Open loop (--rate R): requests are due at a fixed rate whatever the answers, and each\n" +
+			"latency counts from the request's scheduled time, so a stall shows in every request\n" +
+			"that was due during it; --concurrency caps the requests in flight (sent_late counts\n" +
+			"requests that waited for a free connection). Use it at a fraction of the closed-loop\n" +
+			"maximum to see the latency users see.",
 		FlagSet: fs,
 		Exec: func(ctx context.Context, args []string) error {
 			if len(args) > 0 {
@@ -118,7 +152,18 @@ func newBenchCmd(env *cliEnv) *ffcli.Command {
 			}
 			setServerGC(env) // the generator is as allocation-heavy as the server
 			cfg := benchConfig{URL: *rawURL, Connect: *connect, Duration: *duration, Requests: *requests,
-				Concurrency: *concurrency, Timeout: *timeout, Presign: *presign}
+				Concurrency: *concurrency, Timeout: *timeout, Presign: *presign, Rate: *rate}
+			if *envFile != "" {
+				path := *envFile
+				if !filepath.IsAbs(path) {
+					path = filepath.Join(env.Dir, path)
+				}
+				creds, err := agent.Load(agent.LoadOptions{Path: path, Getenv: noEnv})
+				if err != nil {
+					return fmt.Errorf("bench: --env-file: %w", err)
+				}
+				cfg.Credentials = &creds
+			}
 			switch *target {
 			case benchAll:
 				cfg.Targets = benchTargets
@@ -196,6 +241,9 @@ func (c benchConfig) validate() (*url.URL, error) {
 	if c.Timeout <= 0 {
 		return nil, errors.New("bench: --timeout must be positive")
 	}
+	if c.Rate < 0 || c.Rate > 1e6 {
+		return nil, fmt.Errorf("bench: --rate %g: want 0 (closed loop) or up to 1000000 requests per second", c.Rate)
+	}
 	return u, nil
 }
 
@@ -236,22 +284,29 @@ func runBench(ctx context.Context, cfg benchConfig) (benchReport, error) {
 		base:    &url.URL{Scheme: u.Scheme, Host: u.Host},
 		service: svc,
 	}
-	if b.key, err = signer.GenerateKey(rand.Reader); err != nil {
-		return benchReport{}, err
+	if c := cfg.Credentials; c != nil {
+		if c.Hostname != svc.String() {
+			return benchReport{}, fmt.Errorf("bench: the agent of --env-file belongs to %s, not --url %s", c.Hostname, svc)
+		}
+		b.key, b.uid = c.Key, c.UID
+	} else {
+		if b.key, err = signer.GenerateKey(rand.Reader); err != nil {
+			return benchReport{}, err
+		}
+		reg, err := agent.Register(ctx, b.client, b.base.String(), b.key)
+		if err != nil {
+			return benchReport{}, fmt.Errorf("bench: register the bench agent at %s: %w", b.base, err)
+		}
+		b.uid = reg.UID
 	}
-	reg, err := agent.Register(ctx, b.client, b.base.String(), b.key)
-	if err != nil {
-		return benchReport{}, fmt.Errorf("bench: register the bench agent at %s: %w", b.base, err)
-	}
-	b.uid = reg.UID
-	b.origin = b.service.AgentOrigin(reg.UID)
+	b.origin = b.service.AgentOrigin(b.uid)
 	if cfg.Presign > 0 && slices.Contains(cfg.Targets, benchWhoami) {
 		if err := b.presign(cfg.Presign); err != nil {
 			return benchReport{}, fmt.Errorf("bench: presign: %w", err)
 		}
 	}
 
-	rep := benchReport{URL: b.base.String(), Concurrency: cfg.Concurrency, AgentUID: reg.UID}
+	rep := benchReport{URL: b.base.String(), Concurrency: cfg.Concurrency, AgentUID: b.uid}
 	for _, t := range cfg.Targets {
 		if err := ctx.Err(); err != nil {
 			return rep, err
@@ -324,12 +379,40 @@ type workerStats struct {
 	status   map[int]int
 	errors   int
 	firstErr string
+	late     int // open loop: sent more than lateAfter after the schedule
 }
 
-// run drives target with cfg.Concurrency workers until the request or time
-// budget is used up. Requests in flight at the deadline finish (bounded by
-// the request timeout) and are counted.
+// record notes one answered (or failed) request and its latency. It
+// returns false when the request was interrupted by ctx (not measured).
+func (ws *workerStats) record(ctx context.Context, lat time.Duration, status int, err error) bool {
+	if err != nil {
+		if ctx.Err() != nil {
+			return false
+		}
+		ws.lat = append(ws.lat, lat)
+		ws.errors++
+		if ws.firstErr == "" {
+			ws.firstErr = err.Error()
+		}
+		return true
+	}
+	ws.lat = append(ws.lat, lat)
+	ws.status[status]++
+	return true
+}
+
+// run drives target in the closed or open loop.
 func (b *bench) run(ctx context.Context, target string) benchTarget {
+	if b.cfg.Rate > 0 {
+		return b.runOpen(ctx, target)
+	}
+	return b.runClosed(ctx, target)
+}
+
+// runClosed drives target with cfg.Concurrency workers until the request or
+// time budget is used up. Requests in flight at the deadline finish
+// (bounded by the request timeout) and are counted.
+func (b *bench) runClosed(ctx context.Context, target string) benchTarget {
 	var (
 		issued   atomic.Int64
 		deadline time.Time
@@ -354,25 +437,93 @@ func (b *bench) run(ctx context.Context, target string) benchTarget {
 				}
 				t0 := time.Now()
 				status, err := b.do(ctx, target)
-				ws.lat = append(ws.lat, time.Since(t0))
-				if err != nil {
-					if ctx.Err() != nil {
-						ws.lat = ws.lat[:len(ws.lat)-1] // interrupted, not measured
-						return
-					}
-					ws.errors++
-					if ws.firstErr == "" {
-						ws.firstErr = err.Error()
-					}
-					continue
+				if !ws.record(ctx, time.Since(t0), status, err) {
+					return
 				}
-				ws.status[status]++
 			}
 		}(&stats[i])
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
+	out := summarize(target, stats, time.Since(start))
+	out.Mode = "closed"
+	return out
+}
 
+// lateAfter is how far behind its schedule an open-loop request may be sent
+// before it counts as sent late.
+const lateAfter = 10 * time.Millisecond
+
+// openLoopCount is the number of requests an open loop schedules: Rate ×
+// Duration, at most Requests.
+func (c benchConfig) openLoopCount() int64 {
+	n := int64(-1)
+	if c.Duration > 0 {
+		n = int64(c.Rate * c.Duration.Seconds())
+	}
+	if c.Requests > 0 && (n < 0 || c.Requests < n) {
+		n = c.Requests
+	}
+	return max(n, 1)
+}
+
+// runOpen drives target in the open loop: request i is due at start +
+// i/Rate. Each of cfg.Concurrency workers takes the next request, waits for
+// its scheduled time (if still ahead), sends it and records the latency
+// from the scheduled time, so time a request spends waiting for a busy
+// server or a free connection counts. Every scheduled request is sent;
+// those in flight at the end finish (bounded by the request timeout).
+func (b *bench) runOpen(ctx context.Context, target string) benchTarget {
+	n := b.cfg.openLoopCount()
+	perRequest := float64(time.Second) / b.cfg.Rate
+	var (
+		next atomic.Int64
+		wg   sync.WaitGroup
+	)
+	start := time.Now()
+	stats := make([]workerStats, min(int64(b.cfg.Concurrency), n))
+	for i := range stats {
+		wg.Add(1)
+		go func(ws *workerStats) {
+			defer wg.Done()
+			ws.status = map[int]int{}
+			timer := time.NewTimer(0)
+			defer timer.Stop()
+			<-timer.C
+			for ctx.Err() == nil {
+				i := next.Add(1) - 1
+				if i >= n {
+					return
+				}
+				due := start.Add(time.Duration(float64(i) * perRequest))
+				if wait := time.Until(due); wait > 0 {
+					timer.Reset(wait)
+					select {
+					case <-timer.C:
+					case <-ctx.Done():
+						return
+					}
+				} else if -wait > lateAfter {
+					ws.late++
+				}
+				status, err := b.do(ctx, target)
+				if !ws.record(ctx, time.Since(due), status, err) {
+					return
+				}
+			}
+		}(&stats[i])
+	}
+	wg.Wait()
+	out := summarize(target, stats, time.Since(start))
+	out.Mode = "open"
+	out.OfferedRPS = b.cfg.Rate
+	for _, ws := range stats {
+		out.SentLate += ws.late
+	}
+	return out
+}
+
+// summarize merges the workers' records of one target.
+func summarize(target string, stats []workerStats, elapsed time.Duration) benchTarget {
 	out := benchTarget{Target: target, Seconds: elapsed.Seconds(), Status: map[string]int{}}
 	var lat []time.Duration
 	for _, ws := range stats {
@@ -393,21 +544,23 @@ func (b *bench) run(ctx context.Context, target string) benchTarget {
 	if elapsed > 0 {
 		out.RPS = float64(len(lat)) / elapsed.Seconds()
 	}
-	out.P50ms = ms(percentile(lat, 50))
-	out.P90ms = ms(percentile(lat, 90))
-	out.P99ms = ms(percentile(lat, 99))
+	out.P50ms = ms(percentile(lat, 50, 100))
+	out.P90ms = ms(percentile(lat, 90, 100))
+	out.P99ms = ms(percentile(lat, 99, 100))
+	out.P999ms = ms(percentile(lat, 999, 1000))
 	if len(lat) > 0 {
 		out.Maxms = ms(lat[len(lat)-1])
 	}
 	return out
 }
 
-// percentile returns the nearest-rank p-th percentile of sorted.
-func percentile(sorted []time.Duration, p int) time.Duration {
+// percentile returns the nearest-rank percentile num/den of sorted (99/100
+// for p99, 999/1000 for p99.9): the value at rank ceil(n·num/den).
+func percentile(sorted []time.Duration, num, den int) time.Duration {
 	if len(sorted) == 0 {
 		return 0
 	}
-	i := (len(sorted)*p + 99) / 100 // ceil(n*p/100)
+	i := (len(sorted)*num + den - 1) / den
 	return sorted[max(i, 1)-1]
 }
 
@@ -454,7 +607,7 @@ func (b *bench) serverMemory(ctx context.Context) (rss, heap int64) {
 func printBench(w io.Writer, rep benchReport) {
 	fmt.Fprintf(w, "idcli bench %s: %d connections, bench agent %s\n", rep.URL, rep.Concurrency, rep.AgentUID)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "target\trequests\tseconds\treq/s\tp50 ms\tp90 ms\tp99 ms\tmax ms\tstatus")
+	fmt.Fprintln(tw, "target\tloop\trequests\tseconds\treq/s\tp50 ms\tp90 ms\tp99 ms\tp99.9 ms\tmax ms\tstatus")
 	for _, t := range rep.Targets {
 		codes := make([]string, 0, len(t.Status))
 		for c := range t.Status {
@@ -465,11 +618,22 @@ func printBench(w io.Writer, rep benchReport) {
 		for _, c := range codes {
 			st = append(st, fmt.Sprintf("%s:%d", c, t.Status[c]))
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%s\n",
-			t.Target, t.Requests, t.Seconds, t.RPS, t.P50ms, t.P90ms, t.P99ms, t.Maxms, strings.Join(st, " "))
+		loop := "closed"
+		if t.Mode == "open" {
+			loop = fmt.Sprintf("open %g/s", t.OfferedRPS)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.2f\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%s\n",
+			t.Target, loop, t.Requests, t.Seconds, t.RPS, t.P50ms, t.P90ms, t.P99ms, t.P999ms, t.Maxms, strings.Join(st, " "))
 	}
 	tw.Flush()
 	for _, t := range rep.Targets {
+		if t.Mode == "open" {
+			fmt.Fprintf(w, "%s: offered %g req/s, achieved %.0f req/s; latency counted from each request's scheduled send time", t.Target, t.OfferedRPS, t.RPS)
+			if t.SentLate > 0 {
+				fmt.Fprintf(w, "; %d sent more than %v late (every connection busy: raise --concurrency if the server is not the cause)", t.SentLate, lateAfter)
+			}
+			fmt.Fprintln(w)
+		}
 		if t.FirstError != "" {
 			fmt.Fprintf(w, "%s: %d transport errors, first: %s\n", t.Target, t.Errors, t.FirstError)
 		}

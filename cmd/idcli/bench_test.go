@@ -2,13 +2,19 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/agentid/agentid/cmd/idcli/internal/clitest"
 	"github.com/agentid/agentid/refserver/dbtest"
+	"github.com/agentid/agentid/signer"
 )
 
 // benchServer starts a reference server on loopback with the given database
@@ -121,26 +127,158 @@ func TestBenchServerDown(t *testing.T) {
 }
 
 func TestPercentile(t *testing.T) {
+	t.Parallel()
 	var lat []time.Duration
-	for i := 1; i <= 100; i++ {
+	for i := 1; i <= 1000; i++ {
 		lat = append(lat, time.Duration(i)*time.Millisecond)
 	}
 	tests := []struct {
-		in   []time.Duration
-		p    int
-		want time.Duration
+		in       []time.Duration
+		num, den int
+		want     time.Duration
 	}{
-		{lat, 50, 50 * time.Millisecond},
-		{lat, 90, 90 * time.Millisecond},
-		{lat, 99, 99 * time.Millisecond},
-		{lat, 100, 100 * time.Millisecond},
-		{lat[:1], 99, time.Millisecond},
-		{nil, 50, 0},
-		{lat[:3], 50, 2 * time.Millisecond},
+		{lat[:100], 50, 100, 50 * time.Millisecond},
+		{lat[:100], 90, 100, 90 * time.Millisecond},
+		{lat[:100], 99, 100, 99 * time.Millisecond},
+		{lat[:100], 100, 100, 100 * time.Millisecond},
+		{lat[:100], 999, 1000, 100 * time.Millisecond},
+		{lat, 999, 1000, 999 * time.Millisecond},
+		{lat, 99, 100, 990 * time.Millisecond},
+		{lat[:1], 99, 100, time.Millisecond},
+		{nil, 50, 100, 0},
+		{lat[:3], 50, 100, 2 * time.Millisecond},
 	}
 	for _, tt := range tests {
-		if got := percentile(tt.in, tt.p); got != tt.want {
-			t.Errorf("percentile(n=%d, %d) = %v, want %v", len(tt.in), tt.p, got, tt.want)
+		if got := percentile(tt.in, tt.num, tt.den); got != tt.want {
+			t.Errorf("percentile(n=%d, %d/%d) = %v, want %v", len(tt.in), tt.num, tt.den, got, tt.want)
 		}
+	}
+}
+
+// stallServer answers registrations and GET /whoami like the reference
+// server, except that the stallAt-th /whoami stalls the whole server for
+// stall (every request in that window waits, as behind a lock or a pause).
+func stallServer(t *testing.T, stallAt int64, stall time.Duration) (base, addr string) {
+	t.Helper()
+	var (
+		mu sync.RWMutex
+		n  atomic.Int64
+	)
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /agents", func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			PublicJWK json.RawMessage `json:"public_jwk"`
+		}
+		json.NewDecoder(r.Body).Decode(&body)
+		pk, err := signer.ParsePublicJWK(body.PublicJWK)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		json.NewEncoder(w).Encode(map[string]any{"uid": "agent-0123456789abcdef01234567", "kid": pk.JWK.Kid,
+			"public_jwk": json.RawMessage(pk.JWK.MarshalPublic()), "is_new": true})
+	})
+	mux.HandleFunc("GET /whoami", func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) == stallAt {
+			mu.Lock()
+			time.Sleep(stall)
+			mu.Unlock()
+		} else {
+			mu.RLock()
+			mu.RUnlock() //nolint:staticcheck // waits out a stall in progress
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"uid":"agent-0123456789abcdef01234567"}`)
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	addr = srv.Listener.Addr().String()
+	_, port, _ := net.SplitHostPort(addr)
+	return "http://agentid.test:" + port, addr
+}
+
+// TestBenchOpenLoopSeesAStall: a server that stalls once for 200 ms. A
+// closed loop with one worker sends nothing while it waits, so the stall is
+// one sample among hundreds and its p99 stays low; the open loop keeps the
+// schedule, so every request due during the stall is slow from its
+// scheduled time and p99 shows it, even with one connection (requests then
+// wait for the connection, and that wait counts).
+func TestBenchOpenLoopSeesAStall(t *testing.T) {
+	t.Parallel()
+	const stall = 200 * time.Millisecond
+	report := func(t *testing.T, args ...string) benchTarget {
+		t.Helper()
+		base, addr := stallServer(t, 50, stall)
+		out, errOut, err := benchCLI(t, append([]string{"--url", base, "--connect", addr, "--json"}, args...)...)
+		if err != nil {
+			t.Fatalf("bench %v: %v\n%s", args, err, errOut)
+		}
+		var rep benchReport
+		if err := json.Unmarshal([]byte(out), &rep); err != nil || len(rep.Targets) != 1 {
+			t.Fatalf("report %q: %v", out, err)
+		}
+		tr := rep.Targets[0]
+		if tr.Errors != 0 || tr.Status["200"] != tr.Requests {
+			t.Fatalf("bench %v: statuses %v, first error %q; want only 200", args, tr.Status, tr.FirstError)
+		}
+		if tr.Maxms < ms(stall) {
+			t.Fatalf("bench %v: max %v ms, want the %v stall to have happened", args, tr.Maxms, stall)
+		}
+		return tr
+	}
+
+	closed := report(t, "--requests", "400", "--duration", "1m", "--concurrency", "1")
+	if closed.Mode != "closed" || closed.Requests != 400 {
+		t.Errorf("closed loop: mode %q, %d requests; want closed, 400", closed.Mode, closed.Requests)
+	}
+	if closed.P99ms >= 100 {
+		t.Errorf("closed loop: p99 %v ms, want under 100 ms (one slow sample in 400)", closed.P99ms)
+	}
+
+	for _, conns := range []string{"64", "1"} {
+		open := report(t, "--rate", "150", "--requests", "300", "--concurrency", conns)
+		if open.Mode != "open" || open.OfferedRPS != 150 || open.Requests != 300 {
+			t.Errorf("open loop, %s connections: mode %q, offered %v, %d requests; want open, 150, 300", conns, open.Mode, open.OfferedRPS, open.Requests)
+		}
+		if open.P99ms < 100 {
+			t.Errorf("open loop, %s connections: p99 %v ms, want at least 100 ms (the stall delays every request due during it)", conns, open.P99ms)
+		}
+		if open.P999ms < open.P99ms || open.Maxms < open.P999ms {
+			t.Errorf("open loop, %s connections: p99 %v, p99.9 %v, max %v ms are not ordered", conns, open.P99ms, open.P999ms, open.Maxms)
+		}
+		// 300 requests at 150/s take about 2 s; the achieved rate stays near
+		// the offered one.
+		if open.RPS < 100 || open.RPS > 160 {
+			t.Errorf("open loop, %s connections: achieved %v req/s, want about 150", conns, open.RPS)
+		}
+		if conns == "1" && open.SentLate == 0 {
+			t.Errorf("open loop, one connection: sent_late 0, want the requests due during the stall to be sent late")
+		}
+	}
+}
+
+func TestBenchEnvFile(t *testing.T) {
+	t.Parallel()
+	srv := clitest.StartServer(t, clitest.ServerOptions{Host: "localhost"})
+	key := clitest.Key(30)
+	uid := clitest.Register(t, srv.Client, srv.URL, key)
+	dir := credsDir(t, uid, key, srv.URL)
+	r := runCLI(t.Context(), dir, nil, "bench", "--url", srv.URL, "--connect", srv.Addr, "--env-file", ".env", "--requests", "20", "--concurrency", "2", "--json")
+	if r.err != nil {
+		t.Fatalf("bench --env-file: %v\n%s", r.err, r.stderr)
+	}
+	var rep benchReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || len(rep.Targets) != 1 {
+		t.Fatalf("report %q: %v", r.stdout, err)
+	}
+	if rep.AgentUID != uid || rep.Targets[0].Status["200"] != 20 {
+		t.Errorf("agent %s, statuses %v; want the file's agent %s and 20 answers 200", rep.AgentUID, rep.Targets[0].Status, uid)
+	}
+	// The file's agent belongs to another service: refused before any request.
+	other := credsDir(t, uid, key, "http://elsewhere.example")
+	if r := runCLI(t.Context(), other, nil, "bench", "--url", srv.URL, "--env-file", ".env", "--requests", "1"); r.err == nil || !strings.Contains(r.err.Error(), "belongs to http://elsewhere.example") {
+		t.Errorf("bench with another service's agent: %v, want a refusal naming it", r.err)
 	}
 }
