@@ -287,6 +287,7 @@ type startFlags struct {
 	metrics        bool
 	logLevel       string
 	vestauthCompat bool
+	bind           string // listen host; "" means every interface
 }
 
 // Defaults of `idcli server start`.
@@ -302,6 +303,7 @@ func (o *startFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.trustedProxies, "trusted-proxies", "", "comma-separated CIDRs or addresses of reverse proxies whose X-Forwarded-For names the client (default: none; the peer address is the client)")
 	fs.BoolVar(&o.metrics, "metrics", true, "serve Prometheus metrics at GET /metrics on the service host (--metrics=false to disable)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info (one line per request), warn or error (warn drops the per-request lines; 5xx are still logged)")
+	fs.StringVar(&o.bind, "bind", "", "address to listen on, such as 127.0.0.1 for this machine only (default: every interface)")
 	fs.BoolVar(&o.vestauthCompat, "vestauth-compat", false, "also serve vestauth clients' POST /register and POST /rotate (rotation binds less than PUT /agents/{uid}/keys: see docs/migrating-from-vestauth.md)")
 }
 
@@ -359,7 +361,7 @@ func newServerStartCmd(env *cliEnv) *ffcli.Command {
 	o.register(fs)
 	return &ffcli.Command{
 		Name:       "start",
-		ShortUsage: "idcli server start [--port P] [--hostname URL] [--database-url URL] [--replay-store memory|postgres] [--rate-limit 60/m|off] [--rate-limit-burst N] [--trusted-proxies CIDR,…] [--metrics=true|false] [--log-level info|warn|…] [--vestauth-compat]",
+		ShortUsage: "idcli server start [--port P] [--hostname URL] [--database-url URL] [--replay-store memory|postgres] [--rate-limit 60/m|off] [--rate-limit-burst N] [--trusted-proxies CIDR,…] [--metrics=true|false] [--log-level info|warn|…] [--bind ADDR] [--vestauth-compat]",
 		ShortHelp:  "run the reference server until SIGINT/SIGTERM",
 		LongHelp: "Runs the reference server. Several instances behind a load balancer share one\n" +
 			"database: start each with --replay-store postgres so a nonce accepted by one is\n" +
@@ -382,7 +384,7 @@ func newServerStartCmd(env *cliEnv) *ffcli.Command {
 			}
 			ro.DatabaseURL = sqliteURLAbs(env, s.DatabaseURL)
 			ro.Hostname = s.Hostname
-			ro.Addr = ":" + s.Port
+			ro.Addr = net.JoinHostPort(o.bind, s.Port)
 			ro.Logger = slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level}))
 			return serverStart(ctx, env, ro)
 		},

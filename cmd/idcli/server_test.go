@@ -550,15 +550,15 @@ func TestServerStartVestauthCompat(t *testing.T) {
 }
 
 // TestServerStartListensOnLocalHostnamePort: `server start --hostname
-// http://localhost:PORT` listens on PORT, and the banner names both the
-// public URL and the address bound.
+// http://localhost:PORT --bind 127.0.0.1` listens on 127.0.0.1:PORT, and
+// the banner names both the public URL and the address bound.
 func TestServerStartListensOnLocalHostnamePort(t *testing.T) {
 	t.Parallel()
 	port := freePort(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan cliResult, 1)
 	go func() {
-		done <- runCLI(ctx, t.TempDir(), nil, "server", "start", "--hostname", "http://localhost:"+port, "--database-url", "sqlite::memory:")
+		done <- runCLI(ctx, t.TempDir(), nil, "server", "start", "--hostname", "http://localhost:"+port, "--database-url", "sqlite::memory:", "--bind", "127.0.0.1")
 	}()
 	for i := 0; ; i++ {
 		resp, err := http.Get("http://localhost:" + port + "/")
@@ -580,7 +580,7 @@ func TestServerStartListensOnLocalHostnamePort(t *testing.T) {
 	if r.err != nil {
 		t.Fatalf("start: %v (stderr %s)", r.err, r.stderr)
 	}
-	if !strings.HasPrefix(r.stdout, "idcli server listening on http://localhost:"+port+" (bound to ") || !strings.Contains(r.stdout, ":"+port+")") {
-		t.Errorf("stdout = %q, want the public URL and the bound address", r.stdout)
+	if want := "idcli server listening on http://localhost:" + port + " (bound to 127.0.0.1:" + port + ")\n"; r.stdout != want {
+		t.Errorf("stdout = %q, want %q (the public URL and the --bind address)", r.stdout, want)
 	}
 }
