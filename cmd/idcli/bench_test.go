@@ -6,6 +6,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -280,5 +283,36 @@ func TestBenchEnvFile(t *testing.T) {
 	other := credsDir(t, uid, key, "http://elsewhere.example")
 	if r := runCLI(t.Context(), other, nil, "bench", "--url", srv.URL, "--env-file", ".env", "--requests", "1"); r.err == nil || !strings.Contains(r.err.Error(), "belongs to http://elsewhere.example") {
 		t.Errorf("bench with another service's agent: %v, want a refusal naming it", r.err)
+	}
+}
+
+// TestCompareScript checks the vestauth comparison script without running
+// it (it needs PostgreSQL, npm and minutes): it parses, and it pins the
+// vestauth version the interop lock file installs.
+func TestCompareScript(t *testing.T) {
+	t.Parallel()
+	script := filepath.Join("testdata", "compare-vestauth.sh")
+	if out, err := exec.Command("bash", "-n", script).CombinedOutput(); err != nil {
+		t.Fatalf("bash -n %s: %v\n%s", script, err, out)
+	}
+	text, err := os.ReadFile(script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pkg struct {
+		Dependencies map[string]string `json:"dependencies"`
+	}
+	b, err := os.ReadFile(filepath.Join("testdata", "interop", "package.json"))
+	if err != nil || json.Unmarshal(b, &pkg) != nil {
+		t.Fatalf("read the interop package.json: %v", err)
+	}
+	pinned := pkg.Dependencies["vestauth"]
+	for _, want := range []string{`[ "$version" = "` + pinned + `" ]`, "npx --no-install vestauth server start", "--env-file", "trap cleanup EXIT", "--bind 127.0.0.1"} {
+		if !strings.Contains(string(text), want) {
+			t.Errorf("%s lacks %q", script, want)
+		}
+	}
+	if st, err := os.Stat(script); err != nil || st.Mode()&0o100 == 0 {
+		t.Errorf("%s is not executable: %v", script, err)
 	}
 }
