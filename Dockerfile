@@ -1,0 +1,25 @@
+# idcli, the agentid CLI and reference server, as a static binary in a
+# minimal image that runs as an unprivileged user.
+#
+#   docker build -t agentid .
+#   docker run --rm agentid version
+#   docker run --rm -p 127.0.0.1:3000:3000 -e DATABASE_URL=postgres://… agentid server start
+#
+# compose.yaml runs the reference server on PostgreSQL with it.
+
+# The Go version of go.mod's go directive.
+FROM golang:1.26.8 AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+RUN CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags="-s -w" -o /out/idcli ./cmd/idcli
+
+# distroless static: CA certificates and time zones, no shell, and the
+# unprivileged user nonroot (uid 65532).
+FROM gcr.io/distroless/static-debian12:nonroot
+COPY --from=build /out/idcli /usr/local/bin/idcli
+USER nonroot:nonroot
+EXPOSE 3000
+ENTRYPOINT ["/usr/local/bin/idcli"]
+CMD ["server", "start"]
