@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/refserver/metrics"
 	"github.com/agentid/agentid/refserver/ratelimit"
 	"github.com/agentid/agentid/refserver/replaypg"
@@ -171,9 +170,7 @@ func Open(ctx context.Context, o Options) (_ *Instance, err error) {
 		}
 		in.stopReplay = store.Start(context.WithoutCancel(ctx))
 		cfg.Replay = store
-	} else {
-		cfg.Replay = middleware.NewMemoryReplayStore()
-	}
+	} // else New's default: one in-memory store
 	if o.RegisterLimit != nil {
 		if cfg.RegisterLimit, err = ratelimit.New(*o.RegisterLimit); err != nil {
 			return nil, err
