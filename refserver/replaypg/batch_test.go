@@ -1,4 +1,4 @@
-package replaypg
+package replaypg_test
 
 import (
 	"context"
@@ -12,35 +12,37 @@ import (
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/refserver/dbtest"
+	"github.com/agentid/agentid/refserver/replaypg"
 	"gorm.io/gorm"
 )
 
-// runOneBatch hands keys to runBatch as one batch (as flight would when
-// the calls arrive together) and returns each call's answer in order.
-func runOneBatch(t *testing.T, s *Store, keys []string, expiry time.Time) []seenRes {
+// seenRes is one call's answer in a batch.
+type seenRes struct {
+	seen bool
+	err  error
+}
+
+// runOneBatch hands keys to the store as one batch and returns each call's
+// answer in order.
+func runOneBatch(t *testing.T, s *replaypg.Store, keys []string, expiry time.Time) []seenRes {
 	t.Helper()
-	batch := make([]*seenReq, len(keys))
-	for i, k := range keys {
-		batch[i] = &seenReq{sum: sha256.Sum256([]byte(k)), expiry: expiry, done: make(chan seenRes, 1)}
-	}
-	s.runBatch(batch)
-	out := make([]seenRes, len(batch))
-	for i, r := range batch {
-		select {
-		case out[i] = <-r.done:
-		default:
+	seen, errs, ok := s.RunOneBatch(keys, expiry)
+	out := make([]seenRes, len(keys))
+	for i := range keys {
+		if !ok[i] {
 			t.Fatalf("call %d (%.20q) got no answer", i, keys[i])
 		}
+		out[i] = seenRes{seen[i], errs[i]}
 	}
 	return out
 }
 
-func migratedStore(t *testing.T, db *gorm.DB) *Store {
+func migratedStore(t *testing.T, db *gorm.DB) *replaypg.Store {
 	t.Helper()
 	if err := refserver.Migrate(context.Background(), db, nil); err != nil {
 		t.Fatalf("Migrate: %v", err)
 	}
-	s, err := New(Config{DB: db})
+	s, err := replaypg.New(replaypg.Config{DB: db})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +133,7 @@ func TestLongKeysStoredAsDigests(t *testing.T) {
 			want[string(sum[:])] = true
 		}
 		var stored [][]byte
-		rows, err := db.Raw("SELECT key_hash FROM " + TableName).Rows()
+		rows, err := db.Raw("SELECT key_hash FROM " + replaypg.TableName).Rows()
 		if err != nil {
 			t.Fatal(err)
 		}
