@@ -1,75 +1,17 @@
 package middleware_test
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
-	"net/http/httptest"
-	"os"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentid/agentid/middleware"
-	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/signertest"
 )
 
-type vectorRequest struct {
-	Method  string            `json:"method"`
-	URL     string            `json:"url"`
-	Headers map[string]string `json:"headers"`
-	Body    string            `json:"body"`
-}
-
-type vectors struct {
-	Key struct {
-		JWK json.RawMessage `json:"jwk"`
-	} `json:"ed25519_test_key_rfc9421_b14"`
-	B26 struct {
-		Request        vectorRequest `json:"request"`
-		SignatureInput string        `json:"signature_input"`
-		Signature      string        `json:"signature"`
-	} `json:"rfc9421_b26"`
-	E21 struct {
-		Request vectorRequest `json:"request"`
-	} `json:"webbotauth_e21_dictionary_signature_agent"`
-	E22 struct {
-		Request vectorRequest `json:"request"`
-	} `json:"webbotauth_e22_legacy_string_signature_agent"`
-}
-
-func loadVectors(t testing.TB) vectors {
-	t.Helper()
-	b, err := os.ReadFile("testdata/vectors.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var v vectors
-	if err := json.Unmarshal(b, &v); err != nil {
-		t.Fatal(err)
-	}
-	return v
-}
-
-func (vr vectorRequest) build() *http.Request {
-	r := httptest.NewRequest(vr.Method, vr.URL, strings.NewReader(vr.Body))
-	for k, v := range vr.Headers {
-		if strings.EqualFold(k, "host") {
-			r.Host = v
-			continue
-		}
-		r.Header.Set(k, v)
-	}
-	return r
-}
-
-func vectorKey(t testing.TB, v vectors) signer.PrivateKey {
-	t.Helper()
-	k, err := signer.ParsePrivateJWK(v.Key.JWK)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
+func loadVectors(t testing.TB) signertest.Vectors {
+	return signertest.LoadVectors(t, "testdata/vectors.json")
 }
 
 func fixedClock(unix int64) func() time.Time {
@@ -86,7 +28,7 @@ func codeOf(err error) string {
 
 func TestVectorsVerify(t *testing.T) {
 	v := loadVectors(t)
-	key := vectorKey(t, v)
+	key := v.PrivateKey(t)
 	keys := middleware.NewStaticKeys()
 	keys.Add("https://signature-agent.test", key.Public)
 	keys.AddWithID("", "test-key-ed25519", key.Public) // B.2.6: no signature agent, a named keyid
@@ -102,42 +44,42 @@ func TestVectorsVerify(t *testing.T) {
 		req     func() *http.Request
 		wantErr string
 	}{
-		{"E.2.1 dictionary member", web, func() *http.Request { return v.E21.Request.build() }, ""},
-		{"E.2.2 legacy string", web, func() *http.Request { return v.E22.Request.build() }, ""},
+		{"E.2.1 dictionary member", web, func() *http.Request { return v.E21.Request.Build() }, ""},
+		{"E.2.2 legacy string", web, func() *http.Request { return v.E22.Request.Build() }, ""},
 		{"B.2.6 relaxed RFC 9421", rfc, func() *http.Request {
-			r := v.B26.Request.build()
+			r := v.B26.Request.Build()
 			r.Header.Set("Signature-Input", v.B26.SignatureInput)
 			r.Header.Set("Signature", v.B26.Signature)
 			return r
 		}, ""},
 		{"B.2.6 strict profile rejects it", web, func() *http.Request {
-			r := v.B26.Request.build()
+			r := v.B26.Request.Build()
 			r.Header.Set("Signature-Input", v.B26.SignatureInput)
 			r.Header.Set("Signature", v.B26.Signature)
 			return r
 		}, "invalid_signature_input"},
 		{"E.2.2 default window", middleware.Config{Keys: keys, Now: fixedClock(1735690000)},
-			func() *http.Request { return v.E22.Request.build() }, "signature_window_too_long"},
+			func() *http.Request { return v.E22.Request.Build() }, "signature_window_too_long"},
 		{"E.2.2 real clock", middleware.Config{Keys: keys, MaxWindow: -1},
-			func() *http.Request { return v.E22.Request.build() }, "expired_signature"},
+			func() *http.Request { return v.E22.Request.Build() }, "expired_signature"},
 		{"B.2.6 needs AllowAnyKeyID", func() middleware.Config { c := rfc; c.AllowAnyKeyID = false; return c }(), func() *http.Request {
-			r := v.B26.Request.build()
+			r := v.B26.Request.Build()
 			r.Header.Set("Signature-Input", v.B26.SignatureInput)
 			r.Header.Set("Signature", v.B26.Signature)
 			return r
 		}, "unknown_key"},
 		{"E.2.1 changed authority", web, func() *http.Request {
-			r := v.E21.Request.build()
+			r := v.E21.Request.Build()
 			r.Host = "example.org"
 			return r
 		}, "invalid_signature"},
 		{"E.2.1 changed signature agent", web, func() *http.Request {
-			r := v.E21.Request.build()
+			r := v.E21.Request.Build()
 			r.Header.Set("Signature-Agent", `agent2="https://signature-agent.tesu"`)
 			return r
 		}, "unknown_key"},
 		{"B.2.6 changed content-type", rfc, func() *http.Request {
-			r := v.B26.Request.build()
+			r := v.B26.Request.Build()
 			r.Header.Set("Signature-Input", v.B26.SignatureInput)
 			r.Header.Set("Signature", v.B26.Signature)
 			r.Header.Set("Content-Type", "application/jsom")

@@ -21,13 +21,14 @@ import (
 
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/signertest"
 	"github.com/dunglas/httpsfv"
 )
 
 // Fixed keys, clock and agent of the tests.
 var (
-	keyA = signer.NewPrivateKey(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{0xa1}, 32)))
-	keyB = signer.NewPrivateKey(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{0xb2}, 32)))
+	keyA = signertest.Key(0xa1)
+	keyB = signertest.Key(0xb2)
 
 	testNow = time.Unix(1767225600, 0) // 2026-01-01T00:00:00Z
 )

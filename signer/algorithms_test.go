@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/signertest"
 )
 
 // rsaECDSAVectors are RFC 9421's B.1.2 and B.1.3 public keys and the B.2.1–
@@ -137,7 +138,7 @@ func TestParseKeySetJWK(t *testing.T) {
 	v := loadRSAECDSA(t)
 	rsaJWK := string(v.Keys["test-key-rsa-pss"].JWK)
 	ecJWK := string(v.Keys["test-key-ecc-p256"].JWK)
-	ed := seedKey(9).Public
+	ed := signertest.Key(9).Public
 	edJWK := `{"kty":"OKP","crv":"Ed25519","x":"` + ed.JWK.X + `"`
 	with := func(jwk, members string) string { return strings.TrimSuffix(jwk, "}") + "," + members + "}" }
 	tests := []struct {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/signertest"
 )
 
 // Benchmarks: run with
@@ -48,7 +49,7 @@ func defaultBase(b *testing.B, key signer.PrivateKey) []byte {
 }
 
 func BenchmarkEd25519Sign(b *testing.B) {
-	key := seedKey(40)
+	key := signertest.Key(40)
 	base := defaultBase(b, key)
 	b.ReportAllocs()
 	b.SetBytes(int64(len(base)))
@@ -60,7 +61,7 @@ func BenchmarkEd25519Sign(b *testing.B) {
 // BenchmarkSign signs a GET request with the default profile (random nonce
 // from crypto/rand, Signature-Agent set).
 func BenchmarkSign(b *testing.B) {
-	key := seedKey(41)
+	key := signertest.Key(41)
 	r := benchGet(b)
 	opts := signer.Options{SignatureAgent: benchAgent}
 	b.ReportAllocs()
@@ -76,7 +77,7 @@ func BenchmarkSign(b *testing.B) {
 
 // BenchmarkSignFixedNonce is BenchmarkSign without the nonce draw.
 func BenchmarkSignFixedNonce(b *testing.B) {
-	key := seedKey(42)
+	key := signertest.Key(42)
 	r := benchGet(b)
 	opts := signer.Options{SignatureAgent: benchAgent, Created: fixedCreated, Nonce: fixedNonce}
 	b.ReportAllocs()
@@ -93,7 +94,7 @@ func BenchmarkSignFixedNonce(b *testing.B) {
 // BenchmarkSignatureBase rebuilds the base of a parsed five-component
 // signature (the write-route profile with the Signature-Agent member).
 func BenchmarkSignatureBase(b *testing.B) {
-	key := seedKey(43)
+	key := signertest.Key(43)
 	r, err := http.NewRequest("PUT", "https://agentid.example/agents/agent-0123456789abcdef01234567/keys", strings.NewReader(`{"public_jwk":{"kty":"OKP","crv":"Ed25519","x":"`+vecX+`"}}`))
 	if err != nil {
 		b.Fatal(err)
@@ -120,7 +121,7 @@ func BenchmarkSignatureBase(b *testing.B) {
 // BenchmarkParseSignatures parses a default-profile Signature-Input and
 // Signature pair, the verifier's first step.
 func BenchmarkParseSignatures(b *testing.B) {
-	key := seedKey(44)
+	key := signertest.Key(44)
 	r := benchGet(b)
 	if err := signer.Sign(r, key, signer.Options{SignatureAgent: benchAgent}); err != nil {
 		b.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/signertest"
 )
 
 // clientRequest is a request as a client builds it (absolute URL, no TLS state).
@@ -330,7 +331,7 @@ func TestSignatureBaseDuplicates(t *testing.T) {
 		})
 	}
 	// Sign refuses duplicates in Options.Components as well.
-	err := signer.Sign(clientRequest(t, "GET", "http://h.example/"), seedKey(1), signer.Options{Components: []string{"@authority", "@AUTHORITY"}})
+	err := signer.Sign(clientRequest(t, "GET", "http://h.example/"), signertest.Key(1), signer.Options{Components: []string{"@authority", "@AUTHORITY"}})
 	if !errors.Is(err, signer.ErrDuplicateComponent) {
 		t.Errorf("Sign with a duplicate component = %v, want ErrDuplicateComponent", err)
 	}
@@ -361,7 +362,7 @@ func TestSignatureBaseRFC(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := signer.SignatureBase(v.B26.Request.build(), tt.params)
+			got, err := signer.SignatureBase(v.B26.Request.Build(), tt.params)
 			if err != nil {
 				t.Fatal(err)
 			}

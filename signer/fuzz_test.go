@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/signertest"
 	"github.com/dunglas/httpsfv"
 )
 
@@ -33,10 +34,10 @@ func fuzzRequest() *http.Request {
 func FuzzParseSignatures(f *testing.F) {
 	v := loadVectors(f)
 	f.Add(v.B26.SignatureInput, v.B26.Signature)
-	for _, vr := range []vectorRequest{v.E21.Request, v.E22.Request} {
+	for _, vr := range []signertest.VectorRequest{v.E21.Request, v.E22.Request} {
 		f.Add(vr.Headers["Signature-Input"], vr.Headers["Signature"])
 	}
-	key := seedKey(30)
+	key := signertest.Key(30)
 	for _, opts := range []signer.Options{
 		{Created: fixedCreated, Nonce: fixedNonce},
 		{Created: fixedCreated, Components: signer.WriteComponents, SignatureAgent: "https://agent-x.example", Standards: true},
@@ -309,7 +310,7 @@ func FuzzSignatureBase(f *testing.F) {
 func FuzzParsePrivateJWK(f *testing.F) {
 	v := loadVectors(f)
 	f.Add([]byte(v.Key.JWK))
-	k := seedKey(31)
+	k := signertest.Key(31)
 	f.Add(k.MarshalPrivateJWK())
 	f.Add(k.Public.JWK.MarshalPublic())
 	for _, s := range []string{

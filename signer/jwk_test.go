@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/signertest"
 )
 
 // B.1.4 of RFC 9421 (also in testdata/vectors.json).
@@ -22,9 +23,6 @@ const (
 )
 
 // seedKey returns a fixed key whose seed is n repeated 32 times.
-func seedKey(n byte) signer.PrivateKey {
-	return signer.NewPrivateKey(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{n}, ed25519.SeedSize)))
-}
 
 // jwkJSON marshals members in a stable order; values may be any JSON value.
 func jwkJSON(t testing.TB, members map[string]any) []byte {
@@ -192,7 +190,7 @@ func checkJWKError(t *testing.T, err error, member string) {
 
 func TestParsePrivateJWK(t *testing.T) {
 	t.Parallel()
-	other := seedKey(9)
+	other := signertest.Key(9)
 	otherD := other.JWK().D
 	tests := []struct {
 		name    string
@@ -257,7 +255,7 @@ func TestParsePrivateJWK(t *testing.T) {
 
 func TestPrivateKeyNeverPrinted(t *testing.T) {
 	t.Parallel()
-	k := seedKey(0xa5)
+	k := signertest.Key(0xa5)
 	seed := k.Key.Seed()
 	secrets := []string{
 		base64.RawURLEncoding.EncodeToString(seed),
@@ -309,7 +307,7 @@ func TestPrivateKeyNeverPrinted(t *testing.T) {
 func TestThumbprintMatchesX(t *testing.T) {
 	t.Parallel()
 	for _, n := range []byte{0, 1, 200} {
-		k := seedKey(n)
+		k := signertest.Key(n)
 		if got, want := signer.Thumbprint(k.Public.Key), signer.ThumbprintX(k.Public.JWK.X); got != want {
 			t.Errorf("Thumbprint = %s, ThumbprintX = %s", got, want)
 		}
@@ -344,7 +342,7 @@ func TestParsePublicJWKNonCanonicalX(t *testing.T) {
 }
 
 func TestFormatVerbsNeverPrintSecret(t *testing.T) {
-	k := signer.NewPrivateKey(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, 32)))
+	k := signertest.Key(7)
 	d := k.JWK().D
 	seed := fmt.Sprint([]byte(k.Key.Seed()))
 	for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%d", "%x", "%X", "%q", "%o", "%b"} {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/signertest"
 )
 
 var (
@@ -73,7 +74,7 @@ var signatureValue = regexp.MustCompile(`^sig1=:([A-Za-z0-9+/]{86}==):$`)
 
 func TestSignDefaultProfile(t *testing.T) {
 	t.Parallel()
-	key := seedKey(1)
+	key := signertest.Key(1)
 	req := clientRequest(t, "GET", "https://Agent-Target.Example:443/whoami?x=1")
 	err := signer.Sign(req, key, signer.Options{SignatureAgent: "http://agent-x.localhost:3000", Now: fixedClock})
 	if err != nil {
@@ -132,7 +133,7 @@ func TestSignDefaultProfile(t *testing.T) {
 
 func TestSignOptions(t *testing.T) {
 	t.Parallel()
-	key := seedKey(2)
+	key := signertest.Key(2)
 	tests := []struct {
 		name string
 		opts signer.Options
@@ -182,7 +183,7 @@ func TestSignOptions(t *testing.T) {
 
 func TestSignErrors(t *testing.T) {
 	t.Parallel()
-	key := seedKey(3)
+	key := signertest.Key(3)
 	tests := []struct {
 		name string
 		key  signer.PrivateKey
@@ -265,7 +266,7 @@ func newRoundTripRequest(t testing.TB, body string) *http.Request {
 
 func TestSignRoundTrip(t *testing.T) {
 	t.Parallel()
-	key := seedKey(4)
+	key := signertest.Key(4)
 	for _, body := range []string{"", `{"hello": "world"}`} {
 		for _, comps := range roundTripComponents {
 			for _, standards := range []bool{false, true} {
@@ -328,7 +329,7 @@ func containsString(ss []string, s string) bool {
 // view of the request (origin-form URL, Host header, no scheme), over loopback.
 func TestSignRoundTripOverHTTP(t *testing.T) {
 	t.Parallel()
-	key := seedKey(5)
+	key := signertest.Key(5)
 	srv := httptest.NewServer(verifyHandler(key.Public.Key))
 	t.Cleanup(srv.Close) // after the parallel subtests
 	for _, body := range []string{"", `{"hello": "world"}`} {
@@ -374,7 +375,7 @@ func verifyHandler(pub ed25519.PublicKey) http.Handler {
 // breaks verification.
 func TestSignTamper(t *testing.T) {
 	t.Parallel()
-	key := seedKey(6)
+	key := signertest.Key(6)
 	all := roundTripComponents[len(roundTripComponents)-1]
 	tests := []struct {
 		name   string
@@ -427,7 +428,7 @@ func TestSignTamper(t *testing.T) {
 
 func TestSignExtendedProfiles(t *testing.T) {
 	t.Parallel()
-	key := seedKey(7)
+	key := signertest.Key(7)
 	const agent = "https://agent-x.example"
 	tests := []struct {
 		name      string
@@ -502,7 +503,7 @@ func TestSignExtendedProfiles(t *testing.T) {
 // key, sig2 by the new key with another tag, over the same components.
 func TestSignTwoSignatures(t *testing.T) {
 	t.Parallel()
-	current, next := seedKey(8), seedKey(9)
+	current, next := signertest.Key(8), signertest.Key(9)
 	req, err := http.NewRequest("PUT", "http://localhost:3000/agents/agent-0123/keys", strings.NewReader(`{"public_jwk":{}}`))
 	if err != nil {
 		t.Fatal(err)
@@ -561,7 +562,7 @@ func TestSignTwoSignatures(t *testing.T) {
 
 func TestHeaders(t *testing.T) {
 	t.Parallel()
-	key := signer.NewPrivateKey(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{0x11}, 32)))
+	key := signertest.Key(0x11)
 	opts := signer.Options{Created: fixedCreated, Nonce: fixedNonce, SignatureAgent: "https://agent-x.example"}
 	h, err := signer.Headers("GET", "https://Example.com:443/path?x=1", key, opts)
 	if err != nil {
@@ -617,7 +618,7 @@ func TestHeaders(t *testing.T) {
 
 func TestHeadersErrors(t *testing.T) {
 	t.Parallel()
-	key := seedKey(10)
+	key := signertest.Key(10)
 	tests := []struct{ method, url string }{
 		{"GET", "/relative"},
 		{"GET", "example.com/x"},

@@ -15,6 +15,7 @@ import (
 	"testing/iotest"
 
 	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/signertest"
 )
 
 // countingBody is a request body that counts Close calls.
@@ -69,7 +70,7 @@ func snapshot(r *http.Request) requestSnapshot {
 
 func TestTransportDoesNotMutateRequest(t *testing.T) {
 	t.Parallel()
-	key := seedKey(20)
+	key := signertest.Key(20)
 	tests := []struct {
 		name string
 		body string
@@ -127,7 +128,7 @@ func TestTransportDoesNotMutateRequest(t *testing.T) {
 
 func TestTransportClosesBodyOnError(t *testing.T) {
 	t.Parallel()
-	key := seedKey(21)
+	key := signertest.Key(21)
 	baseErr := errors.New("base failed")
 	failingBase := roundTripFunc(func(r *http.Request) (*http.Response, error) { return nil, baseErr })
 	tests := []struct {
@@ -226,7 +227,7 @@ func (rec *recorder) handler(pub []byte, redirect map[string]string) http.Handle
 
 func TestTransportSignsEachRoundTrip(t *testing.T) {
 	t.Parallel()
-	key := seedKey(22)
+	key := signertest.Key(22)
 	rec := &recorder{}
 	srv := httptest.NewServer(rec.handler(key.Public.Key, map[string]string{"/start": "/final"}))
 	defer srv.Close()
@@ -272,7 +273,7 @@ func TestTransportSignsEachRoundTrip(t *testing.T) {
 
 func TestTransportNilBaseUsesDefault(t *testing.T) {
 	t.Parallel()
-	key := seedKey(23)
+	key := signertest.Key(23)
 	rec := &recorder{}
 	srv := httptest.NewServer(rec.handler(key.Public.Key, nil))
 	defer srv.Close()
@@ -294,7 +295,7 @@ func TestTransportNilBaseUsesDefault(t *testing.T) {
 
 func TestTransportConcurrent(t *testing.T) {
 	t.Parallel()
-	key := seedKey(24)
+	key := signertest.Key(24)
 	rec := &recorder{}
 	srv := httptest.NewServer(rec.handler(key.Public.Key, nil))
 	defer srv.Close()

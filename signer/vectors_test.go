@@ -5,87 +5,20 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
-	"net/http"
-	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/signertest"
 )
 
-type vectorRequest struct {
-	Method  string            `json:"method"`
-	URL     string            `json:"url"`
-	Headers map[string]string `json:"headers"`
-	Body    string            `json:"body"`
-}
-
-type vectors struct {
-	Key struct {
-		JWK             json.RawMessage `json:"jwk"`
-		Thumbprint      string          `json:"thumbprint"`
-		ThumbprintInput string          `json:"thumbprint_input"`
-	} `json:"ed25519_test_key_rfc9421_b14"`
-	RFC8037 struct {
-		X          string `json:"x"`
-		Thumbprint string `json:"thumbprint"`
-	} `json:"rfc8037_a3_thumbprint"`
-	Digests map[string]string `json:"rfc9530_digests"`
-	B26     struct {
-		Request        vectorRequest `json:"request"`
-		SignatureInput string        `json:"signature_input"`
-		Signature      string        `json:"signature"`
-		SignatureBase  string        `json:"signature_base"`
-		BaseSHA256     string        `json:"signature_base_sha256_hex"`
-	} `json:"rfc9421_b26"`
-	E21 struct {
-		Request       vectorRequest `json:"request"`
-		SignatureBase string        `json:"signature_base"`
-	} `json:"webbotauth_e21_dictionary_signature_agent"`
-	E22 struct {
-		Request vectorRequest `json:"request"`
-	} `json:"webbotauth_e22_legacy_string_signature_agent"`
-}
-
-func loadVectors(t testing.TB) vectors {
-	t.Helper()
-	b, err := os.ReadFile("testdata/vectors.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var v vectors
-	if err := json.Unmarshal(b, &v); err != nil {
-		t.Fatal(err)
-	}
-	return v
-}
-
-func (vr vectorRequest) build() *http.Request {
-	r := httptest.NewRequest(vr.Method, vr.URL, strings.NewReader(vr.Body))
-	for k, v := range vr.Headers {
-		if strings.EqualFold(k, "host") {
-			r.Host = v
-			continue
-		}
-		r.Header.Set(k, v)
-	}
-	return r
-}
-
-func testKey(t testing.TB, v vectors) signer.PrivateKey {
-	t.Helper()
-	k, err := signer.ParsePrivateJWK(v.Key.JWK)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
+func loadVectors(t testing.TB) signertest.Vectors {
+	return signertest.LoadVectors(t, "testdata/vectors.json")
 }
 
 func TestRFC9421B26(t *testing.T) {
 	v := loadVectors(t)
-	r := v.B26.Request.build()
+	r := v.B26.Request.Build()
 	sigs, err := signer.ParseSignatures([]string{v.B26.SignatureInput}, []string{v.B26.Signature})
 	if err != nil {
 		t.Fatal(err)
@@ -107,7 +40,7 @@ func TestRFC9421B26(t *testing.T) {
 	if got := hex.EncodeToString(sum[:]); got != v.B26.BaseSHA256 {
 		t.Errorf("base sha256 = %s, want %s", got, v.B26.BaseSHA256)
 	}
-	key := testKey(t, v)
+	key := v.PrivateKey(t)
 	sig := ed25519.Sign(key.Key, base)
 	want := strings.TrimSuffix(strings.TrimPrefix(v.B26.Signature, "sig-b26=:"), ":")
 	if got := base64.StdEncoding.EncodeToString(sig); got != want {
@@ -129,7 +62,7 @@ func TestRFC9421B26(t *testing.T) {
 
 func TestWebBotAuthE21(t *testing.T) {
 	v := loadVectors(t)
-	r := v.E21.Request.build()
+	r := v.E21.Request.Build()
 	sigs, err := signer.ParseSignatures(r.Header.Values("Signature-Input"), r.Header.Values("Signature"))
 	if err != nil {
 		t.Fatal(err)
@@ -141,7 +74,7 @@ func TestWebBotAuthE21(t *testing.T) {
 	if got, want := string(base), v.E21.SignatureBase; got != want {
 		t.Fatalf("base =\n%s\nwant\n%s", got, want)
 	}
-	key := testKey(t, v)
+	key := v.PrivateKey(t)
 	if !ed25519.Verify(key.Public.Key, base, sigs[0].Value) {
 		t.Error("E.2.1 signature does not verify")
 	}
@@ -159,7 +92,7 @@ func TestWebBotAuthE21(t *testing.T) {
 
 func TestWebBotAuthE22(t *testing.T) {
 	v := loadVectors(t)
-	r := v.E22.Request.build()
+	r := v.E22.Request.Build()
 	sigs, err := signer.ParseSignatures(r.Header.Values("Signature-Input"), r.Header.Values("Signature"))
 	if err != nil {
 		t.Fatal(err)
@@ -171,7 +104,7 @@ func TestWebBotAuthE22(t *testing.T) {
 	if !strings.Contains(string(base), "\n\"signature-agent\": \"https://signature-agent.test\"\n") {
 		t.Errorf("base does not carry the whole signature-agent field:\n%s", base)
 	}
-	key := testKey(t, v)
+	key := v.PrivateKey(t)
 	if !ed25519.Verify(key.Public.Key, base, sigs[0].Value) {
 		t.Error("E.2.2 signature does not verify")
 	}
@@ -186,7 +119,7 @@ func TestWebBotAuthE22(t *testing.T) {
 
 func TestThumbprints(t *testing.T) {
 	v := loadVectors(t)
-	key := testKey(t, v)
+	key := v.PrivateKey(t)
 	if got := key.KeyID(); got != v.Key.Thumbprint {
 		t.Errorf("B.1.4 thumbprint = %s, want %s", got, v.Key.Thumbprint)
 	}

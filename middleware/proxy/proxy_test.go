@@ -2,7 +2,6 @@ package proxy_test
 
 import (
 	"bytes"
-	"crypto/ed25519"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -17,6 +16,7 @@ import (
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/middleware/proxy"
 	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/signertest"
 )
 
 const (
@@ -25,7 +25,7 @@ const (
 )
 
 var (
-	key     = signer.NewPrivateKey(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{0x5a}, 32)))
+	key     = signertest.Key(0x5a)
 	testNow = time.Unix(1767225600, 0)
 )
 

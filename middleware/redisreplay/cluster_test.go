@@ -1,9 +1,7 @@
 package redisreplay_test
 
 import (
-	"bytes"
 	"context"
-	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -21,6 +19,7 @@ import (
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/middleware/redisreplay"
 	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/signertest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -191,7 +190,7 @@ func TestCluster(t *testing.T) {
 	}
 
 	const agent = "https://agent.example"
-	key := signer.NewPrivateKey(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, ed25519.SeedSize)))
+	key := signertest.Key(7)
 	keys := middleware.NewStaticKeys()
 	keys.Add(agent, key.Public)
 

@@ -1,9 +1,7 @@
 package agent_test
 
 import (
-	"bytes"
 	"context"
-	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"net"
@@ -18,10 +16,11 @@ import (
 
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/agent"
+	"github.com/agentid/agentid/signer/signertest"
 )
 
 func fixedKey(b byte) signer.PrivateKey {
-	return signer.NewPrivateKey(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{b}, ed25519.SeedSize)))
+	return signertest.Key(b)
 }
 
 func envOf(m map[string]string) func(string) string {

@@ -1,0 +1,104 @@
+// Package signertest holds what the tests of several packages share: the
+// published test vectors' shapes and loaders, and fixed keys.
+//
+//	v := signertest.LoadVectors(t, "testdata/vectors.json")
+//	r := v.B26.Request.Build()
+//	key := signertest.Key(7) // an Ed25519 key from a fixed seed
+//
+// Each package keeps its own copy of the vectors in its testdata folder.
+package signertest
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/agentid/agentid/signer"
+)
+
+// VectorRequest is a request of the vectors file.
+type VectorRequest struct {
+	Method  string            `json:"method"`
+	URL     string            `json:"url"`
+	Headers map[string]string `json:"headers"`
+	Body    string            `json:"body"`
+}
+
+// Build returns the request as a server receives it (httptest.NewRequest),
+// its Host header as r.Host.
+func (vr VectorRequest) Build() *http.Request {
+	r := httptest.NewRequest(vr.Method, vr.URL, strings.NewReader(vr.Body))
+	for k, v := range vr.Headers {
+		if strings.EqualFold(k, "host") {
+			r.Host = v
+			continue
+		}
+		r.Header.Set(k, v)
+	}
+	return r
+}
+
+// Vectors are the published vectors: RFC 9421 B.1.4 (the Ed25519 test key)
+// and B.2.6, RFC 8037 A.3, RFC 9530's digests, and the web-bot-auth
+// directory draft's E.2.1 and E.2.2.
+type Vectors struct {
+	Key struct {
+		JWK             json.RawMessage `json:"jwk"`
+		Thumbprint      string          `json:"thumbprint"`
+		ThumbprintInput string          `json:"thumbprint_input"`
+	} `json:"ed25519_test_key_rfc9421_b14"`
+	RFC8037 struct {
+		X          string `json:"x"`
+		Thumbprint string `json:"thumbprint"`
+	} `json:"rfc8037_a3_thumbprint"`
+	Digests map[string]string `json:"rfc9530_digests"`
+	B26     struct {
+		Request        VectorRequest `json:"request"`
+		SignatureInput string        `json:"signature_input"`
+		Signature      string        `json:"signature"`
+		SignatureBase  string        `json:"signature_base"`
+		BaseSHA256     string        `json:"signature_base_sha256_hex"`
+	} `json:"rfc9421_b26"`
+	E21 struct {
+		Request       VectorRequest `json:"request"`
+		SignatureBase string        `json:"signature_base"`
+	} `json:"webbotauth_e21_dictionary_signature_agent"`
+	E22 struct {
+		Request VectorRequest `json:"request"`
+	} `json:"webbotauth_e22_legacy_string_signature_agent"`
+}
+
+// LoadVectors reads the vectors file at path.
+func LoadVectors(t testing.TB, path string) Vectors {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v Vectors
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// PrivateKey returns the RFC 9421 B.1.4 Ed25519 test key.
+func (v Vectors) PrivateKey(t testing.TB) signer.PrivateKey {
+	t.Helper()
+	k, err := signer.ParsePrivateJWK(v.Key.JWK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// Key returns the Ed25519 key whose 32-byte seed is n repeated: the same
+// key in every run, a different key per n.
+func Key(n byte) signer.PrivateKey {
+	return signer.NewPrivateKey(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{n}, ed25519.SeedSize)))
+}
