@@ -113,13 +113,13 @@ func New(cfg Config) (*Handler, error) {
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	sw := &statusWriter{ResponseWriter: w}
+	sw := &middleware.StatusWriter{ResponseWriter: w}
 	in := r
 	if h.cfg.ForwardAuth {
 		orig, err := originalRequest(r)
 		if err != nil {
 			middleware.WriteError(sw, err)
-			h.observe(r, sw.status, nil, start)
+			h.observe(r, sw.Status, nil, start)
 			return
 		}
 		in = orig
@@ -128,18 +128,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	res := h.cfg.Verifier.Check(in)
 	if !res.Passed {
 		h.cfg.Verifier.WriteError(sw, res.Err)
-		h.observe(r, sw.status, res, start)
+		h.observe(r, sw.Status, res, start)
 		return
 	}
 	if h.cfg.ForwardAuth {
 		setAgentHeaders(sw.Header(), res)
 		sw.WriteHeader(http.StatusOK)
-		h.observe(r, sw.status, res, start)
+		h.observe(r, sw.Status, res, start)
 		return
 	}
 	setAgentHeaders(in.Header, res)
 	h.proxy.ServeHTTP(sw, in)
-	h.observe(r, sw.status, res, start)
+	h.observe(r, sw.Status, res, start)
 }
 
 // stripAgentHeaders deletes every header named X-Agent-*.
@@ -235,35 +235,5 @@ func (h *Handler) observe(r *http.Request, status int, res *middleware.Result, s
 			}
 		}
 		l.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
-	}
-}
-
-// statusWriter remembers the status written.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-// Unwrap lets http.ResponseController reach the underlying writer.
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// Flush implements http.Flusher for streamed upstream answers.
-func (w *statusWriter) Flush() {
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
 	}
 }
