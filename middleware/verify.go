@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentid/agentid/keyfetch/lru"
 	"github.com/agentid/agentid/signer"
 )
 
@@ -24,7 +25,7 @@ type Verifier struct {
 	limits          signer.Limits
 	required        []signer.Component
 	acceptSignature string
-	agents          agentCache
+	agents          *lru.Cache[string, *agentField]
 }
 
 // Validate reports a configuration that cannot work.
@@ -117,7 +118,7 @@ func NewVerifier(cfg Config) (*Verifier, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	v := &Verifier{cfg: cfg.withDefaults()}
+	v := &Verifier{cfg: cfg.withDefaults(), agents: lru.New[string, *agentField](agentCacheSize, 0, nil)}
 	v.limits = signer.Limits{
 		MaxSignatures: v.cfg.MaxSignatures,
 		MaxComponents: v.cfg.MaxComponents,
@@ -549,7 +550,7 @@ func (v *Verifier) keySet(r *http.Request, sig *signer.Signature, st *requestSta
 	}
 	if !st.agentDone {
 		st.agentDone = true
-		st.agent = v.agents.resolve(vals, cfg.MaxSignatureAgentMembers, cfg.MaxHeaderBytes)
+		st.agent = v.resolveAgent(vals)
 	}
 	f := st.agent
 	if f.err != nil {
@@ -623,39 +624,27 @@ func resolveAgentField(vals []string, maxMembers, maxBytes int) *agentField {
 	return f
 }
 
-// agentCacheSize bounds the cache of resolved Signature-Agent values; when
-// it is full it is emptied. agentCacheMaxLen is the longest value cached.
+// agentCacheSize bounds the cache of resolved Signature-Agent values;
+// agentCacheMaxLen is the longest value cached.
 const (
 	agentCacheSize   = 1024
 	agentCacheMaxLen = 512
 )
 
-// agentCache remembers resolved Signature-Agent values by their text: an
-// agent sends the same value on every request, so it is parsed and
-// resolved once. Values the limits refuse are resolved again each time
+// resolveAgent resolves a Signature-Agent field through the verifier's
+// cache: an agent sends the same value on every request, so it is parsed
+// and resolved once. Values the limits refuse are resolved again each time
 // (cheaply: the limits refuse them first).
-type agentCache struct {
-	mu sync.RWMutex
-	m  map[string]*agentField
-}
-
-func (c *agentCache) resolve(vals []string, maxMembers, maxBytes int) *agentField {
+func (v *Verifier) resolveAgent(vals []string) *agentField {
+	cfg := &v.cfg
 	if len(vals) != 1 || len(vals[0]) > agentCacheMaxLen {
-		return resolveAgentField(vals, maxMembers, maxBytes)
+		return resolveAgentField(vals, cfg.MaxSignatureAgentMembers, cfg.MaxHeaderBytes)
 	}
-	c.mu.RLock()
-	f, ok := c.m[vals[0]]
-	c.mu.RUnlock()
-	if ok {
+	if f, ok := v.agents.Get(vals[0]); ok {
 		return f
 	}
-	f = resolveAgentField(vals, maxMembers, maxBytes)
-	c.mu.Lock()
-	if c.m == nil || len(c.m) >= agentCacheSize {
-		c.m = make(map[string]*agentField, agentCacheSize)
-	}
-	c.m[vals[0]] = f
-	c.mu.Unlock()
+	f := resolveAgentField(vals, cfg.MaxSignatureAgentMembers, cfg.MaxHeaderBytes)
+	v.agents.Add(vals[0], f)
 	return f
 }
 
