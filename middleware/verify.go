@@ -203,10 +203,10 @@ func (v *Verifier) Middleware(next http.Handler) http.Handler {
 // call it instead of Middleware.
 func (v *Verifier) Check(r *http.Request) *Result {
 	res := &Result{Request: r}
-	a, err := v.verify(r)
+	err := v.verify(r, &res.Agent)
 	switch {
 	case err == nil:
-		res.Verdict, res.Agent = Verified, a
+		res.Verdict = Verified
 	case err.Code == CodeMissingSignature:
 		res.Verdict, res.Err = Unsigned, err
 	default:
@@ -244,20 +244,20 @@ func (v *Verifier) WriteError(w http.ResponseWriter, err error) {
 // verified identity or an *Error with a stable Code. The nonce is recorded
 // only after the signature (and digest) verified.
 func (v *Verifier) Verify(r *http.Request) (Agent, error) {
-	a, err := v.verify(r)
-	if err != nil {
+	var a Agent
+	if err := v.verify(r, &a); err != nil {
 		return Agent{}, err
 	}
 	return a, nil
 }
 
-func (v *Verifier) verify(r *http.Request) (Agent, *Error) {
-	a, err := v.verifyRequest(r)
+func (v *Verifier) verify(r *http.Request, a *Agent) *Error {
+	err := v.verifyRequest(r, a)
 	if err != nil && v.cfg.Logger.Enabled(r.Context(), slog.LevelDebug) {
 		v.cfg.Logger.LogAttrs(r.Context(), slog.LevelDebug, "signature rejected",
 			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("error", err.Error()))
 	}
-	return a, err
+	return err
 }
 
 // verifyRequest runs the policy. Its order keeps the cost of refusing any
@@ -265,45 +265,46 @@ func (v *Verifier) verify(r *http.Request) (Agent, *Error) {
 // parsing), then each candidate signature's parameters and window, then its
 // signature agent and key, and only then the signature base, the signature,
 // the body digest and, last, the replay store.
-func (v *Verifier) verifyRequest(r *http.Request) (Agent, *Error) {
+func (v *Verifier) verifyRequest(r *http.Request, a *Agent) *Error {
 	cfg := &v.cfg
 	in, sv := r.Header["Signature-Input"], r.Header["Signature"]
 	if len(in) == 0 && len(sv) == 0 {
-		return Agent{}, Fail(CodeMissingSignature, "the request is not signed: Signature and Signature-Input are required")
+		return Fail(CodeMissingSignature, "the request is not signed: Signature and Signature-Input are required")
 	}
 	if len(in) == 0 || len(sv) == 0 {
-		return Agent{}, Fail(CodeInvalidSignatureInput, "Signature and Signature-Input must both be present")
+		return Fail(CodeInvalidSignatureInput, "Signature and Signature-Input must both be present")
 	}
 
 	// 1. Sizes, counts and syntax; the candidates are the signatures with
 	// the configured tag (others are not even validated).
 	sigs, perr := signer.ParseSignaturesLimited(in, sv, v.limits)
 	if perr != nil {
-		return Agent{}, parseError(perr)
+		return parseError(perr)
 	}
 	// The parser returns only the signatures with the tag when any has it.
 	cands := sigs
 	if sigs[0].Params.Tag != cfg.Tag && (!cfg.AnyTag || len(sigs) != 1) {
-		return Agent{}, Fail(CodeInvalidSignatureInput, "no signature has tag=%q", cfg.Tag)
+		return Fail(CodeInvalidSignatureInput, "no signature has tag=%q", cfg.Tag)
 	}
 
 	// 2–8 for each candidate in order; the first that passes decides.
 	st := requestState{}
 	var first *Error
 	for i := range cands {
-		a, err := v.candidate(r, &cands[i], &st)
+		err := v.candidate(r, &cands[i], &st, a)
 		if err == nil {
 			// 9. Replay, only for a signature that verified.
-			if err := v.replay(r, &a, cands[i].Params.HasExpires); err != nil {
-				return Agent{}, err
+			if err := v.replay(r, a, cands[i].Params.HasExpires); err != nil {
+				*a = Agent{}
+				return err
 			}
-			return a, nil
+			return nil
 		}
 		if first == nil {
 			first = err
 		}
 	}
-	return Agent{}, first
+	return first
 }
 
 // parseError maps a parse failure to its code.
@@ -336,41 +337,41 @@ type requestState struct {
 var basePool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 
 // candidate runs steps 2–8 for one signature.
-func (v *Verifier) candidate(r *http.Request, sig *signer.Signature, st *requestState) (Agent, *Error) {
+func (v *Verifier) candidate(r *http.Request, sig *signer.Signature, st *requestState, a *Agent) *Error {
 	cfg := &v.cfg
 	p := &sig.Params
 
 	// 2. Covered components: @authority or @target-uri and the required ones.
 	if !sig.Covers(`"@authority"`) && !sig.Covers(`"@target-uri"`) {
-		return Agent{}, Fail(CodeMissingComponents, "the signature must cover @authority or @target-uri")
+		return Fail(CodeMissingComponents, "the signature must cover @authority or @target-uri")
 	}
 	for i := range v.required {
 		if !covers(sig, &v.required[i]) {
-			return Agent{}, Fail(CodeMissingComponents, "the signature must cover %s", v.required[i].ID())
+			return Fail(CodeMissingComponents, "the signature must cover %s", v.required[i].ID())
 		}
 	}
 
 	// 3. Parameters.
 	if len(p.KeyID) > cfg.MaxKeyIDLength {
-		return Agent{}, Fail(CodeKeyIDTooLong, "the keyid is %d bytes, more than %d", len(p.KeyID), cfg.MaxKeyIDLength)
+		return Fail(CodeKeyIDTooLong, "the keyid is %d bytes, more than %d", len(p.KeyID), cfg.MaxKeyIDLength)
 	}
 	if len(p.Nonce) > cfg.MaxNonceLength {
-		return Agent{}, Fail(CodeNonceTooLong, "the nonce is %d bytes, more than %d", len(p.Nonce), cfg.MaxNonceLength)
+		return Fail(CodeNonceTooLong, "the nonce is %d bytes, more than %d", len(p.Nonce), cfg.MaxNonceLength)
 	}
 	if p.Alg != "" && !slices.Contains(cfg.Algorithms, p.Alg) {
-		return Agent{}, Fail(CodeUnsupportedAlgorithm, "alg %q is not accepted (accepted: %s)", truncate(p.Alg), strings.Join(cfg.Algorithms, ", "))
+		return Fail(CodeUnsupportedAlgorithm, "alg %q is not accepted (accepted: %s)", truncate(p.Alg), strings.Join(cfg.Algorithms, ", "))
 	}
 	if !p.HasCreated {
-		return Agent{}, Fail(CodeInvalidSignatureInput, "the created parameter is required")
+		return Fail(CodeInvalidSignatureInput, "the created parameter is required")
 	}
 	if !p.HasExpires && !cfg.AllowMissingExpires {
-		return Agent{}, Fail(CodeInvalidSignatureInput, "the expires parameter is required")
+		return Fail(CodeInvalidSignatureInput, "the expires parameter is required")
 	}
 	if p.KeyID == "" {
-		return Agent{}, Fail(CodeInvalidSignatureInput, "the keyid parameter is required")
+		return Fail(CodeInvalidSignatureInput, "the keyid parameter is required")
 	}
 	if p.Nonce == "" && !cfg.AllowMissingNonce {
-		return Agent{}, Fail(CodeMissingNonce, "the nonce parameter is required")
+		return Fail(CodeMissingNonce, "the nonce parameter is required")
 	}
 
 	// 4. Validity window.
@@ -381,16 +382,16 @@ func (v *Verifier) candidate(r *http.Request, sig *signer.Signature, st *request
 		expires = time.Unix(p.Expires, 0)
 	}
 	if created.After(now.Add(cfg.Skew)) {
-		return Agent{}, Fail(CodeNotYetValid, "signature created at %s, in the future", created.UTC().Format(time.RFC3339))
+		return Fail(CodeNotYetValid, "signature created at %s, in the future", created.UTC().Format(time.RFC3339))
 	}
 	if p.HasExpires && p.Expires < p.Created {
-		return Agent{}, Fail(CodeInvalidSignatureInput, "expires is before created")
+		return Fail(CodeInvalidSignatureInput, "expires is before created")
 	}
 	if (p.HasExpires || cfg.MaxWindow > 0) && now.After(expires.Add(cfg.Skew)) {
-		return Agent{}, Fail(CodeExpiredSignature, "signature expired at %s", expires.UTC().Format(time.RFC3339))
+		return Fail(CodeExpiredSignature, "signature expired at %s", expires.UTC().Format(time.RFC3339))
 	}
 	if cfg.MaxWindow > 0 && p.HasExpires && expires.Sub(created) > cfg.MaxWindow {
-		return Agent{}, Fail(CodeWindowTooLong, "expires-created is %s, at most %s is accepted", expires.Sub(created), cfg.MaxWindow)
+		return Fail(CodeWindowTooLong, "expires-created is %s, at most %s is accepted", expires.Sub(created), cfg.MaxWindow)
 	}
 
 	// The signature base: linear in the request (each component's value
@@ -400,47 +401,47 @@ func (v *Verifier) candidate(r *http.Request, sig *signer.Signature, st *request
 	defer basePool.Put(bp)
 	base, berr := sig.AppendBase((*bp)[:0], r)
 	if berr != nil {
-		return Agent{}, baseError(berr)
+		return baseError(berr)
 	}
 	*bp = base
 
 	// 5. Signature agent → key set.
 	set, bound, err := v.keySet(r, sig, st)
 	if err != nil {
-		return Agent{}, err
+		return err
 	}
 
 	// 6. Key. At a well-known directory (or with no key set at all) the
 	// keyid must be the key's thumbprint.
 	pk, kerr := cfg.Keys.Key(r.Context(), set, p.KeyID)
 	if kerr != nil {
-		return Agent{}, keyError(kerr, set, p.KeyID)
+		return keyError(kerr, set, p.KeyID)
 	}
 	alg := pk.Algorithm()
 	switch {
 	case alg == "":
-		return Agent{}, Fail(CodeUnknownKey, "key %q is not usable", truncate(p.KeyID))
+		return Fail(CodeUnknownKey, "key %q is not usable", truncate(p.KeyID))
 	case (set.WellKnown || set.IsZero()) && !cfg.AllowAnyKeyID && pk.Thumbprint != p.KeyID:
-		return Agent{}, Fail(CodeUnknownKey, "key %q is not the thumbprint of the published key", truncate(p.KeyID))
+		return Fail(CodeUnknownKey, "key %q is not the thumbprint of the published key", truncate(p.KeyID))
 	case p.Alg != "" && p.Alg != alg:
-		return Agent{}, Fail(CodeUnsupportedAlgorithm, "alg %q does not match key %q (%s)", p.Alg, truncate(p.KeyID), alg)
+		return Fail(CodeUnsupportedAlgorithm, "alg %q does not match key %q (%s)", p.Alg, truncate(p.KeyID), alg)
 	case !slices.Contains(cfg.Algorithms, alg):
-		return Agent{}, Fail(CodeUnsupportedAlgorithm, "key %q is for %s, which is not accepted", truncate(p.KeyID), alg)
+		return Fail(CodeUnsupportedAlgorithm, "key %q is for %s, which is not accepted", truncate(p.KeyID), alg)
 	}
 
 	// 7. The signature over the rebuilt base.
 	if pk.Verify(alg, base, sig.Value) != nil {
-		return Agent{}, Fail(CodeInvalidSignature, "the signature does not verify with key %q", truncate(p.KeyID))
+		return Fail(CodeInvalidSignature, "the signature does not verify with key %q", truncate(p.KeyID))
 	}
 
 	// 8. Content-Digest, whenever any form of it is covered.
 	if _, ok := sig.CoversName("content-digest"); ok {
 		if err := v.checkDigest(r, st); err != nil {
-			return Agent{}, err
+			return err
 		}
 	}
 
-	a := Agent{
+	*a = Agent{
 		KeyID:      p.KeyID,
 		Alg:        alg,
 		JWK:        pk.JWK.Public(),
@@ -463,7 +464,7 @@ func (v *Verifier) candidate(r *http.Request, sig *signer.Signature, st *request
 		a.DirectoryURL = set.URL
 		a.UID = signer.UIDFromOrigin(a.SignatureAgent)
 	}
-	return a, nil
+	return nil
 }
 
 // baseError maps a failure to build the signature base.

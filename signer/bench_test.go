@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/signertest"
@@ -133,4 +134,37 @@ func BenchmarkParseSignatures(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkEd25519Backend times PublicKey.Verify (the verification
+// backend, with the key's precomputed form) against crypto/ed25519.Verify
+// over the same default-profile base, in alternating blocks of 64
+// (x-stdlib is the ratio).
+func BenchmarkEd25519Backend(b *testing.B) {
+	key := signertest.Key(45)
+	base := defaultBase(b, key)
+	sig := ed25519.Sign(key.Key, base)
+	pk := key.Public
+	var std, backend time.Duration
+	for start := 0; start < b.N; start += 64 {
+		n := min(64, b.N-start)
+		t0 := time.Now()
+		for range n {
+			if !ed25519.Verify(pk.Key, base, sig) {
+				b.Fatal("stdlib refused")
+			}
+		}
+		t1 := time.Now()
+		for range n {
+			if pk.Verify(signer.AlgEd25519, base, sig) != nil {
+				b.Fatal("backend refused")
+			}
+		}
+		t2 := time.Now()
+		std += t1.Sub(t0)
+		backend += t2.Sub(t1)
+	}
+	b.ReportMetric(float64(std.Nanoseconds())/float64(b.N), "stdlib-ns/op")
+	b.ReportMetric(float64(backend.Nanoseconds())/float64(b.N), "backend-ns/op")
+	b.ReportMetric(float64(backend)/float64(std), "x-stdlib")
 }
