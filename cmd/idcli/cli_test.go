@@ -6,8 +6,11 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/agentid/agentid/signer"
 )
@@ -74,4 +77,90 @@ func credsDir(t *testing.T, uid string, k signer.PrivateKey, hostname string) st
 		t.Fatal(err)
 	}
 	return dir
+}
+
+// syncBuffer is a bytes.Buffer safe for a command writing while a test
+// reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// bgCLI is one run of idcli in the background (a server or a proxy), as
+// main would run it until SIGTERM.
+type bgCLI struct {
+	args           []string
+	stdout, stderr *syncBuffer
+	cancel         context.CancelFunc
+	done           chan struct{}
+	err            error // valid once done is closed
+}
+
+// startCLI runs idcli with args in dir in the background; the test's end
+// stops it (as SIGTERM would) and wants it to exit cleanly.
+func startCLI(t *testing.T, dir string, environ map[string]string, args ...string) *bgCLI {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	b := &bgCLI{args: args, stdout: &syncBuffer{}, stderr: &syncBuffer{}, cancel: cancel, done: make(chan struct{})}
+	env := &cliEnv{
+		Stdin:  strings.NewReader(""),
+		Stdout: b.stdout,
+		Stderr: b.stderr,
+		Getenv: func(k string) string { return environ[k] },
+		Dir:    dir,
+	}
+	go func() {
+		defer close(b.done)
+		b.err = run(ctx, args, env)
+	}()
+	t.Cleanup(func() {
+		if err := b.stop(); err != nil {
+			t.Errorf("idcli %s: exit: %v\nstderr:\n%s", strings.Join(args, " "), err, b.stderr)
+		}
+	})
+	return b
+}
+
+// stop cancels the run (SIGTERM) and returns its error once it has exited.
+func (b *bgCLI) stop() error {
+	b.cancel()
+	select {
+	case <-b.done:
+		return b.err
+	case <-time.After(30 * time.Second):
+		return errors.New("still running 30 s after SIGTERM")
+	}
+}
+
+// waitFor waits until stdout matches re and returns the first submatch (or
+// the whole match). It fails the test if the command exits first or takes
+// more than 20 s.
+func (b *bgCLI) waitFor(t *testing.T, re *regexp.Regexp) string {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if m := re.FindStringSubmatch(b.stdout.String()); m != nil {
+			return m[len(m)-1]
+		}
+		select {
+		case <-b.done:
+			t.Fatalf("idcli %s exited (%v) before printing %s\nstdout:\n%s\nstderr:\n%s", strings.Join(b.args, " "), b.err, re, b.stdout, b.stderr)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("idcli %s did not print %s within 20 s\nstdout:\n%s\nstderr:\n%s", strings.Join(b.args, " "), re, b.stdout, b.stderr)
+		}
+	}
 }

@@ -93,7 +93,7 @@ func newRootCmd(env *cliEnv) *ffcli.Command {
 	rootExec := groupExec("idcli")
 	return &ffcli.Command{
 		Name:       "idcli",
-		ShortUsage: "idcli <agent|server|demo|bench|tool|directory|version> [flags] [args]",
+		ShortUsage: "idcli <agent|server|demo|proxy|bench|tool|directory|version> [flags] [args]",
 		ShortHelp:  "agentid: identity for software agents",
 		LongHelp:   "Run idcli COMMAND --help for the flags and arguments of a command.",
 		FlagSet:    fs,

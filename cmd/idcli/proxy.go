@@ -1,0 +1,332 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/peterbourgon/ff/v3/ffcli"
+
+	"github.com/agentid/agentid/keyfetch"
+	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/middleware/proxy"
+	"github.com/agentid/agentid/refserver/metrics"
+)
+
+// Defaults of `idcli proxy`.
+const (
+	defaultProxyListen = ":8080"
+	// proxyShutdownTimeout bounds the graceful stop: requests in flight
+	// finish (upstream answers included) for up to this long.
+	proxyShutdownTimeout = 20 * time.Second
+	// proxyReadHeaderTimeout bounds how long a client may take to send its
+	// request headers.
+	proxyReadHeaderTimeout = 10 * time.Second
+)
+
+const proxyUsage = "idcli proxy (--upstream URL | --forward-auth) --trust PATTERN… [--listen ADDR] [--mode required|optional|observe] [--allow-http] [--allow-private] [--redis-url URL] [--metrics-listen ADDR] [--access-log stdout|stderr|off] [--refusal-status 401|403] [--log-level info|debug|…]"
+
+// proxyFlags are the flags of `idcli proxy`.
+type proxyFlags struct {
+	listen, upstream, mode, redisURL     string
+	metricsListen, accessLog, logLevel   string
+	forwardAuth, allowHTTP, allowPrivate bool
+	trust                                stringsFlag
+	refusalStatus                        int
+}
+
+func (f *proxyFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.listen, "listen", defaultProxyListen, "address to listen on, host:port (port 0 picks a free port; the banner names it)")
+	fs.StringVar(&f.upstream, "upstream", "", "URL of the service to forward verified requests to, e.g. http://127.0.0.1:8000")
+	fs.BoolVar(&f.forwardAuth, "forward-auth", false, "answer auth subrequests (nginx auth_request, Traefik ForwardAuth, Caddy forward_auth) instead of forwarding")
+	fs.StringVar(&f.mode, "mode", "required", "required (refuse unsigned and invalid requests), optional (forward unsigned ones too) or observe (forward everything with its verdict)")
+	fs.Var(&f.trust, "trust", "host whose agents' key sets may be fetched: exact host[:port] or *.suffix (repeatable; at least one)")
+	fs.BoolVar(&f.allowHTTP, "allow-http", false, "fetch key sets of http:// signature agents (local development only)")
+	fs.BoolVar(&f.allowPrivate, "allow-private", false, "fetch key sets from loopback and private addresses, and resolve *.localhost to loopback (local development only)")
+	fs.StringVar(&f.redisURL, "redis-url", "", "remember nonces in Redis, shared by every proxy instance: redis://[:PASSWORD@]HOST:PORT[/DB], or HOST:PORT,HOST:PORT,… for a Redis Cluster (default: in memory)")
+	fs.StringVar(&f.metricsListen, "metrics-listen", "", "serve Prometheus metrics at GET /metrics on this separate address, such as 127.0.0.1:9090 (default: off)")
+	fs.StringVar(&f.accessLog, "access-log", "stdout", "where the JSON access log goes, one line per request: stdout, stderr or off")
+	fs.IntVar(&f.refusalStatus, "refusal-status", http.StatusUnauthorized, "status of refused requests: 401, or 403 as web-bot-auth protocol-01 describes")
+	fs.StringVar(&f.logLevel, "log-level", "info", "level of the operational log on stderr: debug (key fetches, each refusal), info, warn or error")
+}
+
+// newProxyCmd is `idcli proxy`: the verification middleware in front of a
+// service written in anything, as a reverse proxy or a forward-auth
+// endpoint (package middleware/proxy).
+func newProxyCmd(env *cliEnv) *ffcli.Command {
+	fs := newFlagSet("idcli proxy", env)
+	var f proxyFlags
+	f.register(fs)
+	return &ffcli.Command{
+		Name:       "proxy",
+		ShortUsage: proxyUsage,
+		ShortHelp:  "verify agents in front of any service: a reverse proxy or a forward-auth endpoint",
+		LongHelp: "Verifies every request's web-bot-auth signature, fetching the agents' keys\n" +
+			"from their key sets (only from --trust hosts), and passes the outcome on in\n" +
+			"X-Agent-* headers: X-Agent-Verdict (verified, unsigned or invalid), and for\n" +
+			"a verified request X-Agent-Id (the identity), X-Agent-Uid (agents of an\n" +
+			"agentid service) and X-Agent-Key-Id; an invalid one gets X-Agent-Reason (the\n" +
+			"error code). Every X-Agent-* header a client sends is removed first.\n" +
+			"\n" +
+			"With --upstream, verified requests are forwarded there (required mode);\n" +
+			"optional mode also forwards unsigned ones, observe mode everything. A\n" +
+			"refused request gets 401 with a JSON error body and never reaches the\n" +
+			"upstream. A replayed signature is refused in required and optional modes\n" +
+			"(and marked invalid in observe mode).\n" +
+			"\n" +
+			"With --forward-auth there is no upstream: each request is an auth\n" +
+			"subrequest describing the original one (X-Forwarded-Method, -Proto, -Host,\n" +
+			"-Uri from Traefik and Caddy; X-Original-Method, X-Original-URI and Host from\n" +
+			"nginx); the answer is 200 with the X-Agent-* headers, or the refusal.\n" +
+			"\n" +
+			"Runs until SIGINT/SIGTERM, then finishes the requests in flight.",
+		FlagSet: fs,
+		Exec: func(ctx context.Context, args []string) error {
+			if len(args) > 0 {
+				return fmt.Errorf("proxy takes no arguments (got %q): see idcli proxy --help", args[0])
+			}
+			return runProxy(ctx, env, f)
+		},
+	}
+}
+
+// proxyPlan is what the flags resolve to, before anything listens.
+type proxyPlan struct {
+	mode     middleware.Mode
+	upstream *url.URL // nil with --forward-auth
+	keys     keyfetch.Config
+	level    slog.Level
+	access   io.Writer // nil: no access log
+}
+
+// plan validates the flags that need no I/O. Every error is one line naming
+// the flag.
+func (f proxyFlags) plan(env *cliEnv) (proxyPlan, error) {
+	var p proxyPlan
+	var err error
+	if p.mode, err = parseMode(f.mode); err != nil {
+		return p, err
+	}
+	switch {
+	case f.forwardAuth && f.upstream != "":
+		return p, errors.New("--upstream and --forward-auth exclude each other: a reverse proxy forwards to its upstream, a forward-auth endpoint only answers the auth subrequests of nginx, Traefik or Caddy")
+	case !f.forwardAuth && f.upstream == "":
+		return p, errors.New("--upstream URL is required (the service to forward verified requests to), or --forward-auth")
+	case !f.forwardAuth:
+		if p.upstream, err = parseUpstream(f.upstream); err != nil {
+			return p, err
+		}
+	}
+	if len(f.trust) == 0 {
+		return p, errors.New("--trust is required: name the hosts whose agents you accept, e.g. --trust '*.agentid.example' (repeatable)")
+	}
+	p.keys = keyfetch.Config{
+		TrustedHosts:         []string(f.trust),
+		AllowHTTP:            f.allowHTTP,
+		AllowPrivateNetworks: f.allowPrivate,
+	}
+	if err := p.keys.Validate(); err != nil {
+		return p, fmt.Errorf("--trust: %s", strings.TrimPrefix(err.Error(), "keyfetch: invalid config: "))
+	}
+	if f.refusalStatus != http.StatusUnauthorized && f.refusalStatus != http.StatusForbidden {
+		return p, fmt.Errorf("--refusal-status %d: want 401 or 403", f.refusalStatus)
+	}
+	if err := p.level.UnmarshalText([]byte(f.logLevel)); err != nil {
+		return p, fmt.Errorf("--log-level %q: want debug, info, warn or error", f.logLevel)
+	}
+	switch f.accessLog {
+	case "stdout":
+		p.access = env.Stdout
+	case "stderr":
+		p.access = env.Stderr
+	case "off", "":
+	default:
+		return p, fmt.Errorf("--access-log %q: want stdout, stderr or off", f.accessLog)
+	}
+	if _, _, err := net.SplitHostPort(f.listen); err != nil {
+		return p, fmt.Errorf("--listen %q: want host:port, such as 127.0.0.1:8080 or :8080", f.listen)
+	}
+	if f.metricsListen != "" {
+		if _, _, err := net.SplitHostPort(f.metricsListen); err != nil {
+			return p, fmt.Errorf("--metrics-listen %q: want host:port, such as 127.0.0.1:9090", f.metricsListen)
+		}
+	}
+	return p, nil
+}
+
+// parseMode reads --mode.
+func parseMode(s string) (middleware.Mode, error) {
+	for _, m := range []middleware.Mode{middleware.Required, middleware.Optional, middleware.Observe} {
+		if s == m.String() {
+			return m, nil
+		}
+	}
+	return 0, fmt.Errorf("--mode %q: want required, optional or observe", s)
+}
+
+// parseUpstream reads --upstream: an absolute http(s) URL; a path, if any,
+// prefixes every forwarded path.
+func parseUpstream(s string) (*url.URL, error) {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.Fragment != "" {
+		hint := ""
+		if !strings.Contains(s, "://") && s != "" && !strings.HasPrefix(s, "/") {
+			hint = fmt.Sprintf(" (did you mean %s?)", withScheme(s))
+		}
+		return nil, fmt.Errorf("--upstream %q: want an http:// or https:// URL such as http://127.0.0.1:8000%s", s, hint)
+	}
+	return u, nil
+}
+
+// runProxy builds the verifier and the proxy, listens, prints the banner
+// and serves until ctx ends.
+func runProxy(ctx context.Context, env *cliEnv, f proxyFlags) error {
+	p, err := f.plan(env)
+	if err != nil {
+		return err
+	}
+	logger := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: p.level}))
+	p.keys.Logger = logger.With("component", "keyfetch")
+
+	replay, replayName, closeReplay, err := proxyReplayStore(ctx, f.redisURL)
+	if err != nil {
+		return err
+	}
+	defer closeReplay()
+
+	verifier, err := middleware.NewVerifier(middleware.Config{
+		Keys:          keyfetch.New(p.keys),
+		Mode:          p.mode,
+		Replay:        replay,
+		RefusalStatus: f.refusalStatus,
+		Logger:        logger.With("component", "verifier"),
+	})
+	if err != nil {
+		return fmt.Errorf("proxy: %w", err)
+	}
+	cfg := proxy.Config{Verifier: verifier, Upstream: p.upstream, ForwardAuth: f.forwardAuth}
+	if p.upstream != nil {
+		// The upstream is a service next door: reach it directly, never
+		// through an HTTP_PROXY meant for outbound traffic.
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.Proxy = nil
+		cfg.Transport = t
+	}
+	if p.access != nil {
+		cfg.AccessLog = slog.New(slog.NewJSONHandler(p.access, nil))
+	}
+	var reg *metrics.Registry
+	if f.metricsListen != "" {
+		reg = metrics.NewRegistry()
+		cfg.Metrics = reg
+	}
+	h, err := proxy.New(cfg)
+	if err != nil {
+		return fmt.Errorf("proxy: %w", err)
+	}
+
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		return listenError("--listen", f.listen, err)
+	}
+	servers := []*http.Server{newProxyServer(h, logger)}
+	listeners := []net.Listener{ln}
+	if reg != nil {
+		mln, err := net.Listen("tcp", f.metricsListen)
+		if err != nil {
+			ln.Close()
+			return listenError("--metrics-listen", f.metricsListen, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", reg.Handler())
+		servers = append(servers, newProxyServer(mux, logger))
+		listeners = append(listeners, mln)
+	}
+
+	printProxyBanner(env, f, p, ln.Addr().String(), replayName)
+	if reg != nil {
+		fmt.Fprintf(env.Stdout, "• metrics at http://%s/metrics\n", listeners[1].Addr())
+	}
+	return serveUntilDone(ctx, servers, listeners)
+}
+
+func newProxyServer(h http.Handler, logger *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: proxyReadHeaderTimeout,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+}
+
+// serveUntilDone serves each server on its listener until ctx ends (then
+// shuts them down gracefully) or one of them fails.
+func serveUntilDone(ctx context.Context, servers []*http.Server, listeners []net.Listener) error {
+	served := make(chan error, len(servers))
+	for i, hs := range servers {
+		go func() { served <- hs.Serve(listeners[i]) }()
+	}
+	var failed error
+	select {
+	case failed = <-served:
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), proxyShutdownTimeout)
+	defer cancel()
+	var errs []error
+	for _, hs := range servers {
+		if err := hs.Shutdown(sctx); err != nil {
+			hs.Close()
+			errs = append(errs, fmt.Errorf("proxy: shutdown: %w", err))
+		}
+	}
+	remaining := len(servers)
+	if failed != nil {
+		remaining--
+		if !errors.Is(failed, http.ErrServerClosed) {
+			errs = append([]error{fmt.Errorf("proxy: serve: %w", failed)}, errs...)
+		}
+	}
+	for range remaining {
+		<-served
+	}
+	return errors.Join(errs...)
+}
+
+// listenError words a listen failure as one line with its fix.
+func listenError(flagName, addr string, err error) error {
+	switch {
+	case errors.Is(err, syscall.EADDRINUSE):
+		return fmt.Errorf("%s %s: the address is already in use: stop the process using it or choose another port", flagName, addr)
+	case errors.Is(err, syscall.EACCES):
+		return fmt.Errorf("%s %s: the port needs privileges: choose a port above 1023", flagName, addr)
+	}
+	return fmt.Errorf("%s %s: %v", flagName, addr, err)
+}
+
+// printProxyBanner names where the proxy listens, what it forwards to, the
+// mode and whom it trusts.
+func printProxyBanner(env *cliEnv, f proxyFlags, p proxyPlan, addr, replayName string) {
+	target := "(forward-auth: answers auth subrequests with 200 or " + strconv.Itoa(f.refusalStatus) + ")"
+	if p.upstream != nil {
+		target = "→ upstream " + p.upstream.String()
+	}
+	fmt.Fprintf(env.Stdout, "idcli proxy listening on http://%s %s\n", addr, target)
+	local := ""
+	if f.allowHTTP {
+		local += "; http:// key sets allowed"
+	}
+	if f.allowPrivate {
+		local += "; private addresses allowed"
+	}
+	fmt.Fprintf(env.Stdout, "• mode %s; trusting %s; nonces in %s%s\n", p.mode, strings.Join(f.trust, ", "), replayName, local)
+}
