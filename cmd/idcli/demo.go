@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/agentid/agentid/keyfetch"
@@ -70,7 +69,7 @@ type demo struct {
 	tmp       string          // temporary folder holding the database and the agent's .env
 	stop      func()          // stops the reference server and waits for it; nil before it runs
 	servers   []*http.Server  // the third-party API
-	transport *http.Transport // every HTTP client of the demo dials through it
+	transport *http.Transport // the transport of the demo's own requests (loopback, no proxy)
 	client    *http.Client    // unsigned client (registration, rotation)
 
 	serverURL string // HOSTNAME of the reference server, http://localhost:PORT
@@ -94,9 +93,11 @@ func runDemo(ctx context.Context, env *cliEnv, verbose bool) error {
 	if verbose {
 		d.log = slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
+	// The demo's own requests go to http://localhost:PORT, which the
+	// system resolver knows; the third-party API's key fetches go to
+	// http://<uid>.localhost:PORT, which keyfetch resolves itself.
 	d.transport = &http.Transport{
 		Proxy:               nil, // loopback only: never through HTTP_PROXY
-		DialContext:         loopbackDial,
 		MaxIdleConnsPerHost: 4,
 		IdleConnTimeout:     30 * time.Second,
 	}
@@ -143,23 +144,6 @@ func runDemo(ctx context.Context, env *cliEnv, verbose bool) error {
 	}
 	fmt.Fprintf(env.Stdout, "demo complete in %.1fs\n", time.Since(start).Seconds())
 	return nil
-}
-
-// loopbackDial connects localhost and every *.localhost name (such as the
-// per-agent hosts agent-….localhost:PORT) to 127.0.0.1 on the same port, so
-// the demo works on machines whose resolver does not know *.localhost. Any
-// other host is refused: the demo never leaves the machine.
-func loopbackDial(ctx context.Context, _, addr string) (net.Conn, error) {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, err
-	}
-	host = strings.TrimSuffix(strings.ToLower(host), ".")
-	if host != "localhost" && !strings.HasSuffix(host, ".localhost") && host != "127.0.0.1" {
-		return nil, fmt.Errorf("demo: refusing to dial %s: the demo stays on loopback", addr)
-	}
-	var dialer net.Dialer
-	return dialer.DialContext(ctx, "tcp4", net.JoinHostPort("127.0.0.1", port))
 }
 
 // listen opens a free loopback port; its URL is http://localhost:PORT.
@@ -271,13 +255,12 @@ func (d *demo) thirdParty(ctx context.Context) (string, error) {
 	keys := keyfetch.New(keyfetch.Config{
 		TrustedHosts: []string{"*.localhost"},
 		// AllowHTTP and AllowPrivateNetworks are on only because this demo
-		// runs on plain HTTP over loopback. A real deployment trusts its
-		// agents' https:// hosts and leaves both off. (With a custom
-		// HTTPClient, AllowPrivateNetworks is not consulted: loopbackDial
-		// itself never connects anywhere but 127.0.0.1.)
+		// runs on plain HTTP over loopback; with AllowPrivateNetworks,
+		// keyfetch resolves http://<uid>.localhost:PORT to loopback itself
+		// (RFC 6761), as it does for anyone developing locally. A real
+		// deployment trusts its agents' https:// hosts and leaves both off.
 		AllowHTTP:            true,
 		AllowPrivateNetworks: true,
-		HTTPClient:           &http.Client{Transport: d.transport},
 		// A short cache so the rotation shows up in seconds: an unknown
 		// keyid forces a refresh at most every 200 ms, and keys are kept
 		// at most 5 s whatever the directory's max-age says.
