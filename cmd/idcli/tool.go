@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -57,10 +59,10 @@ func newToolVerifyCmd(env *cliEnv) *ffcli.Command {
 	fs.Var(&tv.headers, "H", "another request header 'Name: value' (repeatable; 'Host: h' sets the authority)")
 	fs.StringVar(&tv.bodyFile, "body-file", "", "file holding the request body (- reads stdin)")
 	fs.StringVar(&tv.now, "now", "", "verify as of this Unix time (default: the current time)")
-	fs.Var(&tv.trust, "trust", "trusted signature agent host: exact host[:port] or *.suffix (repeatable; default: the Signature-Agent host exactly)")
-	fs.BoolVar(&tv.allowHTTP, "allow-http", false, "fetch key directories of http:// signature agents (local development only)")
-	fs.BoolVar(&tv.allowPrivate, "allow-private", false, "fetch key directories from loopback and private addresses (local development only)")
-	fs.StringVar(&tv.jwk, "jwk", "", "verify with this public JWK (JSON, or @file) instead of fetching the key directory")
+	fs.Var(&tv.trust, "trust", "trusted key-set host: exact host[:port] or *.suffix (repeatable; default: the host of each key set Signature-Agent names, exactly; a card's jwks_uri host needs --trust)")
+	fs.BoolVar(&tv.allowHTTP, "allow-http", false, "fetch key sets of http:// signature agents (local development only)")
+	fs.BoolVar(&tv.allowPrivate, "allow-private", false, "fetch key sets from loopback and private addresses, resolving *.localhost to loopback (local development only)")
+	fs.StringVar(&tv.jwk, "jwk", "", "verify with this public JWK (JSON, or @file): Ed25519, RSA (rsa-pss-sha512) or P-256 (ecdsa-p256-sha256); nothing is fetched")
 	fs.BoolVar(&tv.relaxed, "relaxed", false, "plain RFC 9421: any tag, no expires/nonce/Signature-Agent required, any keyid, unbounded window")
 	fs.BoolVar(&tv.asJSON, "json", false, "print the result as JSON")
 	return &ffcli.Command{
@@ -69,8 +71,10 @@ func newToolVerifyCmd(env *cliEnv) *ffcli.Command {
 		ShortHelp:  "verify a captured signed request and print the agent's identity or the reason it fails",
 		LongHelp: "Rebuilds METHOD URL with the given signature headers (and -H headers and\n" +
 			"body) and verifies it under the web-bot-auth policy of the middleware. Keys\n" +
-			"come from the signature agent's key directory (only hosts allowed by --trust\n" +
-			"are fetched; by default the Signature-Agent host itself) or from --jwk.\n" +
+			"come from the key set each Signature-Agent member names (an origin's\n" +
+			"well-known directory, a key-set URL, a ;type=jwks_uri JWKS or a ;type=cimd\n" +
+			"Signature Agent Card; only hosts allowed by --trust are fetched, by default\n" +
+			"the key sets' own hosts) or from --jwk.\n" +
 			"Nonces are not remembered: the request is checked once.\n" +
 			"Exit status 0 when the signature verifies, 1 when it does not.",
 		FlagSet: fs,
@@ -198,22 +202,22 @@ func (tv *toolVerify) readBody() ([]byte, error) {
 	return b, nil
 }
 
-// keySource returns the public JWK given with --jwk, or a key directory
-// fetcher restricted to the --trust patterns (by default the hosts the
-// Signature-Agent field names, exactly).
+// keySource returns the public JWK given with --jwk, or a key-set fetcher
+// restricted to the --trust patterns (by default the hosts of the key sets
+// the Signature-Agent members name, exactly).
 func (tv *toolVerify) keySource(req *http.Request, clock func() time.Time) (middleware.KeySource, error) {
 	if tv.jwk != "" {
 		return tv.staticKey()
 	}
 	trust := []string(tv.trust)
 	if len(trust) == 0 {
-		hosts, err := signatureAgentHosts(req.Header.Values("Signature-Agent"))
+		hosts, err := keySetHosts(req.Header.Values("Signature-Agent"))
 		if err != nil {
 			// The verifier reports the malformed field with its code.
 			hosts = nil
 		}
 		if len(hosts) == 0 && err == nil && tv.relaxed {
-			return nil, errors.New("tool verify: without Signature-Agent there is no key directory: give the key with --jwk")
+			return nil, errors.New("tool verify: without Signature-Agent there is no key set: give the key with --jwk")
 		}
 		trust = hosts
 		if len(hosts) > 0 {
@@ -233,9 +237,10 @@ func (tv *toolVerify) keySource(req *http.Request, clock func() time.Time) (midd
 	return keyfetch.New(kc), nil
 }
 
-// staticKey parses --jwk. A kid that is not the key's thumbprint (keys
-// named out of band, as in RFC 9421's examples) is kept as a second name
-// for the key; the verifier accepts it only with --relaxed.
+// staticKey parses --jwk as a key-set key: Ed25519, RSA (rsa-pss-sha512)
+// or P-256 (ecdsa-p256-sha256), its published kid kept. The verifier finds
+// it by that kid or by its RFC 7638 thumbprint; at an origin's well-known
+// directory only the thumbprint counts, unless --relaxed.
 func (tv *toolVerify) staticKey() (middleware.KeySource, error) {
 	data := []byte(tv.jwk)
 	if name, ok := strings.CutPrefix(tv.jwk, "@"); ok {
@@ -248,36 +253,24 @@ func (tv *toolVerify) staticKey() (middleware.KeySource, error) {
 		}
 		data = b
 	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(data, &m); err != nil {
-		return nil, fmt.Errorf("tool verify: --jwk: not a JSON object: %v", err)
+	if !json.Valid(data) || !bytes.HasPrefix(bytes.TrimSpace(data), []byte("{")) {
+		return nil, errors.New("tool verify: --jwk: not a JSON object")
 	}
-	var kid string
-	if raw, ok := m["kid"]; ok {
-		if err := json.Unmarshal(raw, &kid); err != nil {
-			return nil, errors.New("tool verify: --jwk: kid is not a string")
-		}
-		delete(m, "kid")
-		data, _ = json.Marshal(m)
-	}
-	pk, err := signer.ParsePublicJWK(data)
+	pk, err := signer.ParseKeySetJWK(data)
 	if err != nil {
 		return nil, fmt.Errorf("tool verify: --jwk: %w", err)
 	}
 	keys := middleware.NewStaticKeys()
 	keys.Add("", pk)
-	if kid != "" && kid != pk.JWK.Kid {
-		keys.AddWithID("", kid, pk)
-		if !tv.relaxed {
-			tv.note("the JWK's kid %q is not its thumbprint %q; only --relaxed accepts it", kid, pk.JWK.Kid)
-		}
+	if pk.JWK.Kid != pk.Thumbprint && !tv.relaxed {
+		tv.note("the JWK's kid %q is not its thumbprint %q: a signature naming it verifies only at a key set other than an origin's well-known directory, or with --relaxed", pk.JWK.Kid, pk.Thumbprint)
 	}
 	return keys, nil
 }
 
-// signatureAgentHosts returns the host[:port] of every origin the
-// Signature-Agent field names, in field order, without duplicates.
-func signatureAgentHosts(vals []string) ([]string, error) {
+// keySetHosts returns the host[:port] of the key set each Signature-Agent
+// member names, in field order, without duplicates.
+func keySetHosts(vals []string) ([]string, error) {
 	if len(vals) == 0 {
 		return nil, nil
 	}
@@ -291,24 +284,15 @@ func signatureAgentHosts(vals []string) ([]string, error) {
 		if err != nil {
 			continue
 		}
-		u, err := url.Parse(set.Origin())
+		u, err := url.Parse(set.URL)
 		if err != nil || u.Host == "" {
 			continue
 		}
-		if !containsHost(hosts, u.Host) {
+		if !slices.Contains(hosts, u.Host) {
 			hosts = append(hosts, u.Host)
 		}
 	}
 	return hosts, nil
-}
-
-func containsHost(hosts []string, h string) bool {
-	for _, x := range hosts {
-		if x == h {
-			return true
-		}
-	}
-	return false
 }
 
 // note prints an informational line: to stdout for people, to stderr when
@@ -324,8 +308,10 @@ func (tv *toolVerify) note(format string, args ...any) {
 // verifyResult is the --json output of `idcli tool verify`.
 type verifyResult struct {
 	Verified       bool          `json:"verified"`
+	ID             string        `json:"id,omitempty"`
 	UID            string        `json:"uid,omitempty"`
 	KeyID          string        `json:"kid,omitempty"`
+	Alg            string        `json:"alg,omitempty"`
 	PublicJWK      *signer.JWK   `json:"public_jwk,omitempty"`
 	SignatureAgent string        `json:"signature_agent,omitempty"`
 	DirectoryURL   string        `json:"directory_url,omitempty"`
@@ -350,7 +336,7 @@ func (tv *toolVerify) printAgent(a middleware.Agent) error {
 	if tv.asJSON {
 		jwk := a.JWK.Public()
 		r := verifyResult{
-			Verified: true, UID: a.UID, KeyID: a.KeyID, PublicJWK: &jwk,
+			Verified: true, ID: a.ID, UID: a.UID, KeyID: a.KeyID, Alg: a.Alg, PublicJWK: &jwk,
 			SignatureAgent: a.SignatureAgent, DirectoryURL: a.DirectoryURL,
 			Label: a.Label, Tag: a.Tag, Nonce: a.Nonce, Components: a.Components, Bound: &a.Bound,
 		}
@@ -372,8 +358,10 @@ func (tv *toolVerify) printAgent(a middleware.Agent) error {
 		}
 		return s
 	}
+	line("identity", orDash(a.ID))
 	line("uid", orDash(a.UID))
 	line("kid", a.KeyID)
+	line("algorithm", a.Alg)
 	line("signature agent", orDash(a.SignatureAgent))
 	line("directory", orDash(a.DirectoryURL))
 	line("label", a.Label)
@@ -410,16 +398,25 @@ func (tv *toolVerify) printFailure(e *middleware.Error) {
 	}
 }
 
+// untrustedHost finds the host keyfetch names when it refuses one.
+var untrustedHost = regexp.MustCompile(`host "([^"]+)" is not in TrustedHosts`)
+
 // verifyHint suggests the flag that addresses a failure, if one does.
 func verifyHint(e *middleware.Error, detail string) string {
 	switch {
 	case strings.Contains(detail, "AllowHTTP is off"):
 		return "the signature agent uses http://; add --allow-http for local development"
 	case errors.Is(e.Err, keyfetch.ErrPrivateAddress):
-		return "the key directory is on a private address; add --allow-private for local development"
-	case e.Code == "untrusted_signature_agent":
+		return "the key set is on a private address; add --allow-private for local development"
+	case e.Code == middleware.CodeUntrustedAgent && strings.Contains(detail, "card jwks_uri"):
+		host := "HOST"
+		if m := untrustedHost.FindStringSubmatch(detail); m != nil {
+			host = m[1]
+		}
+		return "the Signature Agent Card names its keys at another host: add --trust " + host + " (with the card's own host) to fetch them"
+	case e.Code == middleware.CodeUntrustedAgent:
 		return "add --trust HOST (or --trust '*.suffix') to allow this signature agent"
-	case e.Code == "expired_signature" || e.Code == "signature_not_yet_valid":
+	case e.Code == middleware.CodeExpiredSignature || e.Code == middleware.CodeNotYetValid:
 		return "use --now UNIX to verify as of the time the request was sent"
 	}
 	return ""

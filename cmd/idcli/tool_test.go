@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
@@ -168,7 +169,7 @@ func TestToolVerify(t *testing.T) {
 			name:     "loopback without --allow-private",
 			args:     append(sigArgs(h), "--allow-http", "--now", at),
 			wantExit: 1,
-			wantOut:  []string{"✘ key_fetch_failed: the key set of " + ts.URL + " could not be fetched", "non-public address", "hint: the key directory is on a private address"},
+			wantOut:  []string{"✘ key_fetch_failed: the key set of " + ts.URL + " could not be fetched", "non-public address", "hint: the key set is on a private address"},
 		},
 		{
 			name:     "no Signature-Agent",
@@ -291,7 +292,7 @@ func TestToolVerifyJWK(t *testing.T) {
 		},
 		{name: "public JWK from a file", jwk: "@key.json", wantOut: []string{"✔ verified kid              " + key.KeyID()}},
 		{name: "another key", jwk: string(other.Public.JWK.MarshalPublic()), wantExit: 1, wantOut: []string{"✘ unknown_key:"}},
-		{name: "private JWK refused", jwk: string(key.MarshalPrivateJWK()), wantErr: "must not carry the private key"},
+		{name: "private JWK refused", jwk: string(key.MarshalPrivateJWK()), wantErr: "must not carry private key material"},
 		{name: "not JSON", jwk: "kid", wantErr: "--jwk: not a JSON object"},
 	}
 	for _, tt := range tests {
@@ -461,6 +462,143 @@ func TestToolVerifyUsage(t *testing.T) {
 			if res.err == nil || !strings.Contains(res.err.Error(), tt.wantErr) {
 				t.Errorf("err = %v, want it to contain %q", res.err, tt.wantErr)
 			}
+		})
+	}
+}
+
+// TestToolVerifyKeySets verifies requests whose Signature-Agent names each
+// kind of key set (a direct key-set URL, a JWKS, a Signature Agent Card
+// with inline keys or a jwks_uri elsewhere), signed with Ed25519,
+// RSA-PSS-SHA512 and ECDSA P-256 under published kids.
+func TestToolVerifyKeySets(t *testing.T) {
+	t.Parallel()
+	ed, rsaKey, ecKey := clitest.Key(5), clitest.RSAKey(t), clitest.ECKey(t, 9)
+	var edPub map[string]any
+	if err := json.Unmarshal(ed.Public.JWK.MarshalPublic(), &edPub); err != nil {
+		t.Fatal(err)
+	}
+	edPub["kid"] = "ed-1"
+	rsaPub := clitest.PublicJWK(t, &rsaKey.PublicKey, "rsa-1", "PS512")
+	ecPub := clitest.PublicJWK(t, &ecKey.PublicKey, "", "")
+	ecThumb := clitest.Thumbprint(t, ecPub)
+
+	remote := clitest.ServeJSON(t, map[string]clitest.Doc{
+		"/jwks.json": {ContentType: "application/jwk-set+json", Body: map[string]any{"keys": []any{rsaPub}}},
+	})
+	ks := clitest.ServeJSON(t, map[string]clitest.Doc{
+		"/keys/directory.json": {ContentType: signer.DirectoryMediaType, Body: map[string]any{"keys": []any{edPub}}},
+		"/jwks.json":           {ContentType: "application/jwk-set+json", Body: map[string]any{"keys": []any{rsaPub}}},
+		"/agent-card.json":     {ContentType: "application/json", Body: map[string]any{"client_name": "test agent", "jwks": map[string]any{"keys": []any{ecPub}}}},
+		"/remote-card.json":    {ContentType: "application/json", Body: map[string]any{"client_name": "test agent", "jwks_uri": remote.URL + "/jwks.json"}},
+	})
+	created := int64(1767225600)
+	params := func(keyid, alg, nonce string) string {
+		return `("@authority" "signature-agent";key="sig1");created=1767225600;keyid="` + keyid + `";alg="` + alg +
+			`";expires=1767225900;nonce="` + nonce + `";tag="web-bot-auth"`
+	}
+	const target = "https://api.example/things"
+	edSign := func(b []byte) ([]byte, error) { return ed25519.Sign(ed.Key, b), nil }
+	local := []string{"--allow-http", "--allow-private", "--now", strconv.FormatInt(created, 10)}
+
+	tests := []struct {
+		name     string
+		agent    string // Signature-Agent
+		keyid    string
+		alg      string
+		sign     func([]byte) ([]byte, error)
+		extra    []string
+		wantExit int
+		wantOut  []string
+	}{
+		{
+			name: "direct key-set URL, a kid that is not the thumbprint", agent: `sig1="` + ks.URL + `/keys/directory.json"`,
+			keyid: "ed-1", alg: "ed25519", sign: edSign,
+			wantOut: []string{"✔ verified identity         " + ks.URL + "/keys/directory.json", "✔ verified kid              ed-1", "✔ verified algorithm        ed25519", "✔ verified bound            true"},
+		},
+		{
+			name: "JWKS member, RSA-PSS-SHA512", agent: `sig1="` + ks.URL + `/jwks.json";type=jwks_uri`,
+			keyid: "rsa-1", alg: "rsa-pss-sha512", sign: clitest.RSAPSS(rsaKey),
+			wantOut: []string{"✔ verified identity         " + ks.URL + "/jwks.json", "✔ verified algorithm        rsa-pss-sha512"},
+		},
+		{
+			name: "Signature Agent Card with inline keys, ECDSA P-256", agent: `sig1="` + ks.URL + `/agent-card.json";type=cimd`,
+			keyid: ecThumb, alg: "ecdsa-p256-sha256", sign: clitest.ECDSAP256(ecKey),
+			wantOut: []string{"✔ verified identity         " + ks.URL + "/agent-card.json", "✔ verified algorithm        ecdsa-p256-sha256"},
+		},
+		{
+			name: "card naming a jwks_uri on an untrusted host", agent: `sig1="` + ks.URL + `/remote-card.json";type=cimd`,
+			keyid: "rsa-1", alg: "rsa-pss-sha512", sign: clitest.RSAPSS(rsaKey), wantExit: 1,
+			wantOut: []string{"✘ untrusted_signature_agent:", "card jwks_uri", "hint: the Signature Agent Card names its keys at another host: add --trust 127.0.0.1"},
+		},
+		{
+			name: "card naming a jwks_uri, both hosts trusted", agent: `sig1="` + ks.URL + `/remote-card.json";type=cimd`,
+			keyid: "rsa-1", alg: "rsa-pss-sha512", sign: clitest.RSAPSS(rsaKey), extra: []string{"--trust", "127.0.0.1"},
+			wantOut: []string{"✔ verified identity         " + ks.URL + "/remote-card.json", "✔ verified algorithm        rsa-pss-sha512"},
+		},
+		{
+			name: "RSA signature under an Ed25519 kid", agent: `sig1="` + ks.URL + `/keys/directory.json"`,
+			keyid: "ed-1", alg: "rsa-pss-sha512", sign: clitest.RSAPSS(rsaKey), wantExit: 1,
+			wantOut: []string{"✘ unsupported_algorithm:"},
+		},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h := clitest.SignedWith(t, "GET", target, tt.agent, params(tt.keyid, tt.alg, "n-"+strconv.Itoa(i)), tt.sign)
+			args := append([]string{"tool", "verify", "GET", target,
+				"--signature", h["Signature"], "--signature-input", h["Signature-Input"], "--signature-agent", h["Signature-Agent"]}, local...)
+			res := runCLI(t.Context(), t.TempDir(), nil, append(args, tt.extra...)...)
+			if got := exitOf(t, res.err); got != tt.wantExit {
+				t.Fatalf("exit = %d, want %d; stdout:\n%s\nstderr:\n%s", got, tt.wantExit, res.stdout, res.stderr)
+			}
+			checkStdout(t, res.stdout, tt.wantOut, nil)
+		})
+	}
+}
+
+// TestToolVerifyJWKAlgorithms: --jwk takes an RSA or a P-256 public key,
+// found by its published kid at a key set, by its thumbprint at an
+// origin's well-known directory.
+func TestToolVerifyJWKAlgorithms(t *testing.T) {
+	t.Parallel()
+	rsaKey, ecKey := clitest.RSAKey(t), clitest.ECKey(t, 9)
+	rsaPub := clitest.PublicJWK(t, &rsaKey.PublicKey, "rsa-1", "PS512")
+	ecPub := clitest.PublicJWK(t, &ecKey.PublicKey, "ec-1", "ES256")
+	rsaThumb, ecThumb := clitest.Thumbprint(t, rsaPub), clitest.Thumbprint(t, ecPub)
+	jwk := func(m map[string]any) string {
+		b, _ := json.Marshal(m)
+		return string(b)
+	}
+	const (
+		target = "https://api.example/things"
+		origin = `sig1="https://agent-0123456789abcdef01234567.agents.invalid"`
+		jwks   = `sig1="https://keys.agents.invalid/jwks.json";type=jwks_uri`
+	)
+	params := func(keyid, alg string) string {
+		return `("@authority");created=1767225600;keyid="` + keyid + `";alg="` + alg + `";expires=1767225900;nonce="n1";tag="web-bot-auth"`
+	}
+	tests := []struct {
+		name, agent, keyid, alg, jwk string
+		sign                         func([]byte) ([]byte, error)
+		wantExit                     int
+		wantOut                      string
+	}{
+		{"RSA at an origin, keyid the thumbprint", origin, rsaThumb, "rsa-pss-sha512", jwk(rsaPub), clitest.RSAPSS(rsaKey), 0, "✔ verified algorithm        rsa-pss-sha512"},
+		{"RSA at a JWKS, keyid the kid", jwks, "rsa-1", "rsa-pss-sha512", jwk(rsaPub), clitest.RSAPSS(rsaKey), 0, "✔ verified kid              rsa-1"},
+		{"RSA at an origin, keyid the kid", origin, "rsa-1", "rsa-pss-sha512", jwk(rsaPub), clitest.RSAPSS(rsaKey), 1, "✘ unknown_key:"},
+		{"P-256 at an origin", origin, ecThumb, "ecdsa-p256-sha256", jwk(ecPub), clitest.ECDSAP256(ecKey), 0, "✔ verified algorithm        ecdsa-p256-sha256"},
+		{"P-256 key, RSA signature", origin, ecThumb, "rsa-pss-sha512", jwk(ecPub), clitest.RSAPSS(rsaKey), 1, "✘ unsupported_algorithm:"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h := clitest.SignedWith(t, "GET", target, tt.agent, params(tt.keyid, tt.alg), tt.sign)
+			res := runCLI(t.Context(), t.TempDir(), nil, "tool", "verify", "GET", target, "--jwk", tt.jwk, "--now", "1767225600",
+				"--signature", h["Signature"], "--signature-input", h["Signature-Input"], "--signature-agent", h["Signature-Agent"])
+			if got := exitOf(t, res.err); got != tt.wantExit {
+				t.Fatalf("exit = %d, want %d; stdout:\n%s\nstderr:\n%s", got, tt.wantExit, res.stdout, res.stderr)
+			}
+			checkStdout(t, res.stdout, []string{tt.wantOut}, nil)
 		})
 	}
 }
