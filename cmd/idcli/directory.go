@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"regexp"
 	"strings"
 
 	"github.com/peterbourgon/ff/v3/ffcli"
@@ -25,24 +26,30 @@ func newDirectoryCmd(env *cliEnv) *ffcli.Command {
 	}
 }
 
-const directoryCheckUsage = "idcli directory check URL [--allow-http] [--allow-private] [--json]"
+const directoryCheckUsage = "idcli directory check URL [--type directory|jwks_uri|cimd] [--trust PATTERN]… [--allow-http] [--allow-private] [--json]"
 
 // newDirectoryCheckCmd is `idcli directory check URL`: one uncached fetch
-// of a key directory, reported the way a verifier would judge it.
+// of a key set, reported the way a verifier would judge it.
 func newDirectoryCheckCmd(env *cliEnv) *ffcli.Command {
 	fs := newFlagSet("idcli directory check", env)
-	allowHTTP := fs.Bool("allow-http", false, "accept an http:// URL (local development only)")
-	allowPrivate := fs.Bool("allow-private", false, "connect to loopback and private addresses (local development only)")
+	typ := fs.String("type", "", "what URL is, as a Signature-Agent member's ;type says: directory (the default), jwks_uri (a JSON Web Key Set) or cimd (a Signature Agent Card)")
+	var trust stringsFlag
+	fs.Var(&trust, "trust", "another host whose documents may be fetched, such as a card's jwks_uri host: exact host[:port] or *.suffix (repeatable; URL's own host is always trusted)")
+	allowHTTP := fs.Bool("allow-http", false, "accept http:// URLs (local development only)")
+	allowPrivate := fs.Bool("allow-private", false, "connect to loopback and private addresses, resolving *.localhost to loopback (local development only)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	return &ffcli.Command{
 		Name:       "check",
 		ShortUsage: directoryCheckUsage,
-		ShortHelp:  "fetch a key directory and report every problem a verifier would find",
-		LongHelp: "URL is a signature agent origin (https://agent-x.example) or its full\n" +
-			"directory URL (…" + signer.DirectoryPath + ").\n" +
-			"The directory is fetched once, without cache, under the same rules as the\n" +
-			"middleware's key fetcher: status, media type, size, JSON shape, each key's\n" +
-			"validity and kid = RFC 7638 thumbprint; cache headers are judged too.\n" +
+		ShortHelp:  "fetch a key set and report every problem a verifier would find",
+		LongHelp: "URL is a Signature-Agent value: an origin (https://agent-x.example) means its\n" +
+			"well-known directory (…" + signer.DirectoryPath + "); a URL with a path is\n" +
+			"fetched as given. --type says what it holds, as a member's ;type parameter\n" +
+			"does. The key set is fetched once, without cache, under the same rules as\n" +
+			"the middleware's key fetcher: status, media type, size, JSON shape, each\n" +
+			"key's validity (Ed25519, RSA or P-256) and, at a well-known directory, kid =\n" +
+			"RFC 7638 thumbprint; a signed response's signature is checked and cache\n" +
+			"headers are judged too.\n" +
 			"Exit status 0 when every key is usable (warnings allowed), 1 otherwise.",
 		FlagSet: fs,
 		Exec: func(ctx context.Context, args []string) error {
@@ -54,20 +61,23 @@ func newDirectoryCheckCmd(env *cliEnv) *ffcli.Command {
 				fmt.Fprintln(env.Stderr, "usage:", directoryCheckUsage)
 				return errors.New("directory check: want exactly one URL")
 			}
-			origin, host, err := directoryOrigin(pos[0])
+			set, host, err := checkedKeySet(pos[0], *typ)
 			if err != nil {
 				return err
 			}
-			f := keyfetch.New(keyfetch.Config{
-				TrustedHosts:         []string{host},
+			kc := keyfetch.Config{
+				TrustedHosts:         append([]string{host}, trust...),
 				AllowHTTP:            *allowHTTP,
 				AllowPrivateNetworks: *allowPrivate,
 				NegativeTTL:          -1,
-			})
-			r, cerr := f.Check(ctx, origin)
+			}
+			if err := kc.Validate(); err != nil {
+				return fmt.Errorf("directory check: --trust: %s", strings.TrimPrefix(err.Error(), "keyfetch: invalid config: "))
+			}
+			r, cerr := keyfetch.New(kc).CheckKeySet(ctx, set)
 			if r == nil {
 				// Refused before any I/O (scheme or host).
-				r = &keyfetch.Report{URL: origin + signer.DirectoryPath, Problems: []string{cerr.Error()}}
+				r = &keyfetch.Report{URL: set.URL, Kind: set.Kind, WellKnown: set.WellKnown, Problems: []string{cerr.Error()}}
 			}
 			hint := directoryHint(cerr)
 			if *asJSON {
@@ -85,21 +95,32 @@ func newDirectoryCheckCmd(env *cliEnv) *ffcli.Command {
 	}
 }
 
-// directoryOrigin accepts an origin or a full directory URL and returns the
-// origin and its host[:port] (the one host the check trusts).
-func directoryOrigin(raw string) (origin, host string, err error) {
-	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
-		return "", "", fmt.Errorf("directory check: invalid URL %q: want https://host or https://host%s", raw, signer.DirectoryPath)
+// checkedKeySet resolves URL and --type as a Signature-Agent member would
+// be resolved, and returns the key set and the host[:port] of its URL
+// (which the check trusts).
+func checkedKeySet(raw, typ string) (signer.KeySet, string, error) {
+	switch typ {
+	case "", "directory", "jwks_uri", "cimd":
+	default:
+		return signer.KeySet{}, "", fmt.Errorf("directory check: --type %q: want directory, jwks_uri or cimd", typ)
 	}
-	if u.RawQuery != "" || u.Fragment != "" {
-		return "", "", fmt.Errorf("directory check: %q: a directory URL has no query or fragment", raw)
+	if strings.ContainsAny(raw, "#") {
+		return signer.KeySet{}, "", fmt.Errorf("directory check: %q: a key-set URL has no fragment", raw)
 	}
-	if p := u.EscapedPath(); p != "" && p != "/" && p != signer.DirectoryPath {
-		return "", "", fmt.Errorf("directory check: %q: the path must be empty or %s", raw, signer.DirectoryPath)
+	set, err := signer.AgentMember{Value: raw, Type: typ}.KeySet()
+	if err != nil {
+		return signer.KeySet{}, "", fmt.Errorf("directory check: invalid URL %q: want https://host or a key-set URL such as https://host/keys.json (%s)", raw, strings.TrimPrefix(err.Error(), "signer: "))
 	}
-	return strings.ToLower(u.Scheme) + "://" + u.Host, u.Host, nil
+	u, err := url.Parse(set.URL)
+	if err != nil || u.Host == "" {
+		return signer.KeySet{}, "", fmt.Errorf("directory check: invalid URL %q", raw)
+	}
+	return set, u.Host, nil
 }
+
+// cardJWKSHost finds the host keyfetch names when it refuses a card's
+// jwks_uri.
+var cardJWKSHost = regexp.MustCompile(`card jwks_uri: .*host "([^"]+)" is not in TrustedHosts`)
 
 // directoryHint suggests the flag that addresses a refusal, if one does.
 func directoryHint(err error) string {
@@ -108,6 +129,10 @@ func directoryHint(err error) string {
 		return ""
 	case errors.Is(err, signer.ErrUntrustedAgent) && strings.Contains(err.Error(), "AllowHTTP is off"):
 		return "the URL uses http://; add --allow-http for local development"
+	case errors.Is(err, signer.ErrUntrustedAgent):
+		if m := cardJWKSHost.FindStringSubmatch(err.Error()); m != nil {
+			return "the card names its keys at another host: add --trust " + m[1] + " to check them"
+		}
 	case errors.Is(err, keyfetch.ErrPrivateAddress):
 		return "the host is on a private address; add --allow-private for local development"
 	}
@@ -116,44 +141,89 @@ func directoryHint(err error) string {
 
 // directoryReport is the --json output of `idcli directory check`.
 type directoryReport struct {
-	URL          string       `json:"url"`
-	OK           bool         `json:"ok"`
-	Status       int          `json:"status"`
-	ContentType  string       `json:"content_type"`
-	CacheControl string       `json:"cache_control"`
-	ETag         string       `json:"etag"`
-	TTLSeconds   float64      `json:"ttl_seconds"`
-	TTLNote      string       `json:"ttl_note,omitempty"`
-	Keys         []signer.JWK `json:"keys"`
-	Problems     []string     `json:"problems"`
-	Warnings     []string     `json:"warnings"`
-	Hint         string       `json:"hint,omitempty"`
+	URL          string         `json:"url"`
+	Kind         string         `json:"kind"` // directory, jwks_uri or cimd
+	WellKnown    bool           `json:"well_known"`
+	JWKSURI      string         `json:"jwks_uri,omitempty"`
+	OK           bool           `json:"ok"`
+	Status       int            `json:"status"`
+	ContentType  string         `json:"content_type"`
+	CacheControl string         `json:"cache_control"`
+	ETag         string         `json:"etag"`
+	TTLSeconds   float64        `json:"ttl_seconds"`
+	TTLNote      string         `json:"ttl_note,omitempty"`
+	Signed       bool           `json:"signed"`
+	Verified     bool           `json:"verified"`
+	SignedBy     []string       `json:"signed_by,omitempty"`
+	Keys         []directoryKey `json:"keys"`
+	Problems     []string       `json:"problems"`
+	Warnings     []string       `json:"warnings"`
+	Hint         string         `json:"hint,omitempty"`
+}
+
+// directoryKey is one usable key of a checked key set.
+type directoryKey struct {
+	Kid        string     `json:"kid"`
+	Algorithm  string     `json:"alg"`
+	Thumbprint string     `json:"thumbprint"`
+	PublicJWK  signer.JWK `json:"public_jwk"`
 }
 
 func newDirectoryReport(r *keyfetch.Report, hint string) directoryReport {
 	d := directoryReport{
-		URL: r.URL, OK: r.OK(), Status: r.StatusCode,
+		URL: r.URL, Kind: r.Kind.String(), WellKnown: r.WellKnown, JWKSURI: r.JWKSURI, OK: r.OK(), Status: r.StatusCode,
 		ContentType: r.ContentType, CacheControl: r.CacheControl, ETag: r.ETag,
 		TTLSeconds: r.TTL.Seconds(), TTLNote: r.TTLNote,
-		Keys: []signer.JWK{}, Problems: []string{}, Warnings: []string{}, Hint: hint,
+		Signed: r.Signed, Verified: r.Verified, SignedBy: r.SignedBy,
+		Keys: []directoryKey{}, Problems: []string{}, Warnings: []string{}, Hint: hint,
 	}
 	for _, k := range r.Keys {
-		d.Keys = append(d.Keys, k.JWK.Public())
+		d.Keys = append(d.Keys, directoryKey{Kid: k.JWK.Kid, Algorithm: k.Algorithm(), Thumbprint: k.Thumbprint, PublicJWK: k.JWK.Public()})
 	}
 	d.Problems = append(d.Problems, r.Problems...)
 	d.Warnings = append(d.Warnings, r.Warnings...)
 	return d
 }
 
+// keySetNoun names what a report describes.
+func keySetNoun(r *keyfetch.Report) string {
+	switch r.Kind {
+	case signer.KindJWKS:
+		return "JWKS"
+	case signer.KindCard:
+		return "card"
+	}
+	return "directory"
+}
+
 func printDirectoryReport(env *cliEnv, r *keyfetch.Report, hint string) {
 	w := env.Stdout
-	fmt.Fprintf(w, "• GET %s\n", r.URL)
+	what := map[signer.KeySetKind]string{signer.KindDirectory: "key directory", signer.KindJWKS: "JSON Web Key Set", signer.KindCard: "Signature Agent Card"}[r.Kind]
+	if r.WellKnown {
+		what += " at the well-known path: keyids must be thumbprints"
+	}
+	fmt.Fprintf(w, "• GET %s (%s)\n", r.URL, what)
 	if r.StatusCode != 0 {
 		fmt.Fprintf(w, "• status %d, Content-Type %s, Cache-Control %s, ETag %s\n",
 			r.StatusCode, dirOrNone(r.ContentType), dirOrNone(r.CacheControl), dirOrNone(r.ETag))
 	}
+	if r.JWKSURI != "" {
+		fmt.Fprintf(w, "• the card's keys are at jwks_uri %s\n", r.JWKSURI)
+	}
 	for _, k := range r.Keys {
-		fmt.Fprintf(w, "✔ key %s (Ed25519)\n", k.JWK.Kid)
+		tp := "thumbprint " + k.Thumbprint
+		if k.JWK.Kid == k.Thumbprint {
+			tp = "kid = thumbprint"
+		}
+		fmt.Fprintf(w, "✔ key %s (%s, %s)\n", k.JWK.Kid, k.Algorithm(), tp)
+	}
+	switch {
+	case r.Signed && r.Verified:
+		fmt.Fprintf(w, "✔ response signed (%s) by %s: verified\n", keyfetch.DirectorySignatureTag, strings.Join(r.SignedBy, ", "))
+	case r.Signed:
+		fmt.Fprintf(w, "✘ response signed (%s), but the signature does not verify\n", keyfetch.DirectorySignatureTag)
+	case len(r.Keys) > 0:
+		fmt.Fprintf(w, "• response not signed (accepted unless a verifier requires signed key sets)\n")
 	}
 	for _, p := range r.Warnings {
 		fmt.Fprintf(w, "! %s\n", p)
@@ -164,13 +234,14 @@ func printDirectoryReport(env *cliEnv, r *keyfetch.Report, hint string) {
 	if hint != "" {
 		fmt.Fprintf(w, "  hint: %s\n", hint)
 	}
+	noun := keySetNoun(r)
 	switch {
 	case !r.OK():
-		fmt.Fprintf(w, "✘ directory has %s\n", dirPlural(len(r.Problems), "problem"))
+		fmt.Fprintf(w, "✘ %s has %s\n", noun, dirPlural(len(r.Problems), "problem"))
 	case len(r.Warnings) > 0:
-		fmt.Fprintf(w, "✔ directory usable: %s, cached for %v (%s)\n", dirPlural(len(r.Keys), "key"), r.TTL, dirPlural(len(r.Warnings), "warning"))
+		fmt.Fprintf(w, "✔ %s usable: %s, cached for %v (%s)\n", noun, dirPlural(len(r.Keys), "key"), r.TTL, dirPlural(len(r.Warnings), "warning"))
 	default:
-		fmt.Fprintf(w, "✔ directory OK: %s, cached for %v\n", dirPlural(len(r.Keys), "key"), r.TTL)
+		fmt.Fprintf(w, "✔ %s OK: %s, cached for %v\n", noun, dirPlural(len(r.Keys), "key"), r.TTL)
 	}
 }
 

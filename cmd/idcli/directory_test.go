@@ -1,12 +1,17 @@
 package main
 
 import (
+	"crypto/ed25519"
+	"encoding/base64"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/agentid/agentid/cmd/idcli/internal/clitest"
 	"github.com/agentid/agentid/signer"
@@ -84,10 +89,12 @@ func TestDirectoryCheck(t *testing.T) {
 		wantNotOut []string
 	}{
 		{
-			name:       "good directory by origin",
-			resp:       directoryResponse{header: goodDirectoryHeader(), body: good},
-			flags:      local,
-			wantOut:    []string{"• status 200", "✔ key " + key.KeyID(), "✔ key " + other.KeyID(), "✔ directory OK: 2 keys, cached for 1m0s"},
+			name:  "good directory by origin",
+			resp:  directoryResponse{header: goodDirectoryHeader(), body: good},
+			flags: local,
+			wantOut: []string{"(key directory at the well-known path: keyids must be thumbprints)", "• status 200",
+				"✔ key " + key.KeyID() + " (ed25519, kid = thumbprint)", "✔ key " + other.KeyID() + " (ed25519, kid = thumbprint)",
+				"• response not signed", "✔ directory OK: 2 keys, cached for 1m0s"},
 			wantNotOut: []string{"!", "✘"},
 		},
 		{
@@ -234,8 +241,11 @@ func TestDirectoryCheckJSON(t *testing.T) {
 				t.Errorf("ok=%v keys=%d problems=%q warnings=%q, want ok=%v keys=%d problems=%d warnings=%d",
 					got.OK, len(got.Keys), got.Problems, got.Warnings, tt.wantOK, tt.wantKeys, tt.wantProblems, tt.wantWarnings)
 			}
-			if tt.wantKeys > 0 && got.Keys[0].Kid != key.KeyID() {
-				t.Errorf("keys[0].kid = %q, want %q", got.Keys[0].Kid, key.KeyID())
+			if tt.wantKeys > 0 && (got.Keys[0].Kid != key.KeyID() || got.Keys[0].Algorithm != "ed25519" || got.Keys[0].Thumbprint != key.KeyID() || got.Keys[0].PublicJWK.X != key.Public.JWK.X) {
+				t.Errorf("keys[0] = %+v, want kid and thumbprint %q, alg ed25519 and the key's JWK", got.Keys[0], key.KeyID())
+			}
+			if got.Kind != "directory" || !got.WellKnown || got.Signed {
+				t.Errorf("kind=%q well_known=%v signed=%v, want an unsigned well-known directory", got.Kind, got.WellKnown, got.Signed)
 			}
 			if want := ts.URL + signer.DirectoryPath; got.URL != want {
 				t.Errorf("url = %q, want %q", got.URL, want)
@@ -254,8 +264,9 @@ func TestDirectoryCheckUsage(t *testing.T) {
 		{"no URL", nil, "want exactly one URL"},
 		{"two URLs", []string{"https://a.example", "https://b.example"}, "want exactly one URL"},
 		{"not http", []string{"ftp://a.example"}, "invalid URL"},
-		{"other path", []string{"https://a.example/keys.json"}, "the path must be empty or"},
-		{"query", []string{"https://a.example/?x=1"}, "no query or fragment"},
+		{"fragment", []string{"https://a.example/keys.json#k"}, "no fragment"},
+		{"bad type", []string{"https://a.example/keys.json", "--type", "jwks"}, `--type "jwks": want directory, jwks_uri or cimd`},
+		{"bad trust", []string{"https://a.example/", "--trust", "https://b.example"}, "--trust: TrustedHosts entry"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -264,6 +275,108 @@ func TestDirectoryCheckUsage(t *testing.T) {
 			if res.err == nil || !strings.Contains(res.err.Error(), tt.wantErr) {
 				t.Errorf("err = %v, want it to contain %q", res.err, tt.wantErr)
 			}
+		})
+	}
+}
+
+// TestDirectoryCheckKeySets checks each kind of key set a Signature-Agent
+// member can name (--type), with Ed25519, RSA and P-256 keys under
+// published kids, a card whose jwks_uri is on another host, and signed
+// directory responses.
+func TestDirectoryCheckKeySets(t *testing.T) {
+	t.Parallel()
+	ed, rsaKey, ecKey := clitest.Key(5), clitest.RSAKey(t), clitest.ECKey(t, 9)
+	var edPub map[string]any
+	if err := json.Unmarshal(ed.Public.JWK.MarshalPublic(), &edPub); err != nil {
+		t.Fatal(err)
+	}
+	edPub["kid"] = "ed-1"
+	rsaPub := clitest.PublicJWK(t, &rsaKey.PublicKey, "rsa-1", "PS512")
+	ecPub := clitest.PublicJWK(t, &ecKey.PublicKey, "", "ES256")
+	rsaThumb, ecThumb := clitest.Thumbprint(t, rsaPub), clitest.Thumbprint(t, ecPub)
+
+	remote := clitest.ServeJSON(t, map[string]clitest.Doc{
+		"/jwks.json": {ContentType: "application/jwk-set+json", Body: map[string]any{"keys": []any{rsaPub}}},
+	})
+	ks := clitest.ServeJSON(t, map[string]clitest.Doc{
+		"/keys/directory.json": {ContentType: signer.DirectoryMediaType, Body: map[string]any{"keys": []any{edPub}}},
+		"/jwks.json":           {ContentType: "application/jwk-set+json", Body: map[string]any{"keys": []any{rsaPub}}},
+		"/agent-card.json":     {ContentType: "application/json", Body: map[string]any{"client_name": "test agent", "jwks": map[string]any{"keys": []any{ecPub}}}},
+		"/remote-card.json":    {ContentType: "application/json", Body: map[string]any{"client_name": "test agent", "jwks_uri": remote.URL + "/jwks.json"}},
+	})
+	// signed serves ed's directory with a directory signature (corrupted
+	// when bad) over "@authority";req.
+	signed := func(bad bool) *httptest.Server {
+		ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			now := time.Now().Unix()
+			params := fmt.Sprintf(`("@authority";req);created=%d;keyid=%q;alg="ed25519";expires=%d;tag="http-message-signatures-directory"`, now, ed.KeyID(), now+300)
+			sig := ed25519.Sign(ed.Key, []byte(`"@authority";req: `+r.Host+"\n\"@signature-params\": "+params))
+			if bad {
+				sig[0] ^= 1
+			}
+			w.Header().Set("Signature-Input", "binding0="+params)
+			w.Header().Set("Signature", "binding0=:"+base64.StdEncoding.EncodeToString(sig)+":")
+			for k, v := range goodDirectoryHeader() {
+				w.Header().Set(k, v)
+			}
+			io.WriteString(w, directoryBody(t, ed))
+		}))
+		t.Cleanup(ts.Close)
+		return ts
+	}
+	good, bad := signed(false), signed(true)
+	local := []string{"--allow-http", "--allow-private"}
+
+	tests := []struct {
+		name       string
+		url        string
+		flags      []string
+		wantExit   int
+		wantOut    []string
+		wantNotOut []string
+	}{
+		{
+			name: "direct key-set URL", url: ks.URL + "/keys/directory.json",
+			wantOut:    []string{"• GET " + ks.URL + "/keys/directory.json (key directory)\n", "✔ key ed-1 (ed25519, thumbprint " + ed.KeyID() + ")", "✔ directory OK: 1 key"},
+			wantNotOut: []string{"is not the RFC 7638 thumbprint"},
+		},
+		{
+			name: "JWKS", url: ks.URL + "/jwks.json", flags: []string{"--type", "jwks_uri"},
+			wantOut: []string{"(JSON Web Key Set)", "✔ key rsa-1 (rsa-pss-sha512, thumbprint " + rsaThumb + ")", "✔ JWKS OK: 1 key"},
+		},
+		{
+			name: "card with inline keys", url: ks.URL + "/agent-card.json", flags: []string{"--type", "cimd"},
+			wantOut: []string{"(Signature Agent Card)", "✔ key " + ecThumb + " (ecdsa-p256-sha256, kid = thumbprint)", "✔ card OK: 1 key"},
+		},
+		{
+			name: "card naming a jwks_uri on another host", url: ks.URL + "/remote-card.json", flags: []string{"--type", "cimd"}, wantExit: 1,
+			wantOut: []string{"card jwks_uri", "hint: the card names its keys at another host: add --trust 127.0.0.1 to check them", "✘ card has 1 problem"},
+		},
+		{
+			name: "card naming a jwks_uri, its host trusted", url: ks.URL + "/remote-card.json", flags: []string{"--type", "cimd", "--trust", "127.0.0.1"},
+			wantOut: []string{"• the card's keys are at jwks_uri " + remote.URL + "/jwks.json", "✔ key rsa-1 (rsa-pss-sha512", "✔ card OK: 1 key"},
+		},
+		{
+			name: "card read as a directory", url: ks.URL + "/agent-card.json", wantExit: 1,
+			wantOut: []string{`✘ directory has`},
+		},
+		{
+			name: "signed directory", url: good.URL,
+			wantOut: []string{"✔ response signed (http-message-signatures-directory) by " + ed.KeyID() + ": verified", "✔ directory OK: 1 key"},
+		},
+		{
+			name: "directory signature that fails", url: bad.URL, wantExit: 1,
+			wantOut: []string{"✘ response signed (http-message-signatures-directory), but the signature does not verify", "✘ directory has"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			res := runCLI(t.Context(), t.TempDir(), nil, append(append([]string{"directory", "check", tt.url}, tt.flags...), local...)...)
+			if got := exitOf(t, res.err); got != tt.wantExit {
+				t.Fatalf("exit = %d, want %d; stdout:\n%s\nstderr:\n%s", got, tt.wantExit, res.stdout, res.stderr)
+			}
+			checkStdout(t, res.stdout, tt.wantOut, tt.wantNotOut)
 		})
 	}
 }
