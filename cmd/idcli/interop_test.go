@@ -133,6 +133,74 @@ func TestInteropWebBotAuthSignsAgentidVerifies(t *testing.T) {
 	}
 }
 
+// Group 1b: web-bot-auth 0.1.3 signs with Ed25519 and with RSA-PSS-SHA512
+// (its RSA JWK marked "alg":"PS512"); agentid verifies both with the keys
+// published in a key directory: the middleware through idcli proxy over
+// HTTP, and idcli tool verify, fetching the directory or given the public
+// key with --jwk.
+func TestInteropWebBotAuthAlgorithms(t *testing.T) {
+	t.Parallel()
+	peers := clitest.NeedPeers(t)
+	rsaKey := clitest.RSAKey(t)
+	edPub := clitest.PublicJWKMap(t, interopKey)
+	rsaPub := clitest.PublicJWK(t, &rsaKey.PublicKey, "", "PS512")
+	dir := clitest.ServeJSON(t, map[string]clitest.Doc{
+		signer.DirectoryPath: {ContentType: signer.DirectoryMediaType, Body: map[string]any{"keys": []any{edPub, rsaPub}}},
+	})
+	origin := dir.URL // http://127.0.0.1:PORT: its well-known directory holds both keys
+	up := newEchoUpstream(t)
+	proxyURL, _ := startProxy(t, "--upstream", up.URL, "--trust", "127.0.0.1", "--allow-http", "--allow-private")
+
+	tests := []struct {
+		name            string
+		private, public map[string]any
+		alg             string
+	}{
+		{"Ed25519", clitest.PrivateJWKMap(t, interopKey), edPub, signer.AlgEd25519},
+		{"RSA-PSS-SHA512", clitest.RSAPrivateJWK(t, rsaKey), rsaPub, signer.AlgRSAPSSSHA512},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := "/wba/" + tc.alg
+			url := proxyURL + path
+			var signed struct {
+				Headers map[string]string `json:"headers"`
+				KeyID   string            `json:"keyid"`
+				Alg     string            `json:"alg"`
+			}
+			if v := peers.Drive(t, "wba-sign.mjs", map[string]any{"method": "GET", "url": url, "private_jwk": tc.private, "signature_agent": origin}, &signed); !v.OK {
+				t.Fatalf("%s could not sign GET %s with its %s signer: %s", v.Peer, url, tc.name, v.Error)
+			}
+			kid := clitest.Thumbprint(t, tc.public)
+			if signed.KeyID != kid || signed.Alg != tc.alg || !strings.Contains(signed.Headers["Signature-Input"], `alg="`+tc.alg+`"`) {
+				t.Fatalf("web-bot-auth signed with keyid %q alg %q (Signature-Input %s), want the key's thumbprint %q and %s", signed.KeyID, signed.Alg, signed.Headers["Signature-Input"], kid, tc.alg)
+			}
+
+			// The middleware, through idcli proxy over HTTP.
+			req, _ := http.NewRequest(http.MethodGet, url, nil)
+			for k, v := range signed.Headers {
+				req.Header.Set(k, v)
+			}
+			if a := clitest.MustSend(t, http.DefaultClient, req); a.Status != http.StatusOK {
+				t.Errorf("idcli proxy on web-bot-auth's %s GET %s: %d %s, want 200", tc.name, url, a.Status, a.Body)
+			} else if seen := up.got(path); len(seen) != 1 || seen[0].Get("X-Agent-Verdict") != "verified" || seen[0].Get("X-Agent-Key-Id") != kid || seen[0].Get("X-Agent-Id") != origin {
+				t.Errorf("behind idcli proxy, web-bot-auth's %s request arrived with %v, want verified, key %s, identity %s", tc.name, seen, kid, origin)
+			}
+
+			// idcli tool verify, fetching the directory, then with --jwk.
+			args := []string{"tool", "verify", "GET", url, "--signature", signed.Headers["Signature"],
+				"--signature-input", signed.Headers["Signature-Input"], "--signature-agent", signed.Headers["Signature-Agent"]}
+			pub, _ := json.Marshal(tc.public)
+			for _, extra := range [][]string{{"--allow-http", "--allow-private"}, {"--jwk", string(pub)}} {
+				r := runCLI(t.Context(), t.TempDir(), nil, append(append([]string(nil), args...), extra...)...)
+				if r.err != nil || !strings.Contains(r.stdout, "✔ verified algorithm        "+tc.alg) || !strings.Contains(r.stdout, "✔ verified kid              "+kid) {
+					t.Errorf("idcli tool verify %s on web-bot-auth's %s GET %s: %v\n%s%s", strings.Join(extra, " "), tc.name, url, r.err, r.stdout, r.stderr)
+				}
+			}
+		})
+	}
+}
+
 // Group 2: requests signed by agentid verify with the peers' verifiers.
 func TestInteropAgentidSignsPeersVerify(t *testing.T) {
 	t.Parallel()

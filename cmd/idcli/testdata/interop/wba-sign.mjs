@@ -4,6 +4,9 @@
 //     "private_jwk":{…Ed25519 with d…},"signature_agent":"http://agent-x.localhost:3000",
 //     "mode":"member"}'
 //
+// private_jwk is an Ed25519 key (OKP) or an RSA key marked "alg":"PS512": web-bot-auth's
+// signerFromJWK picks Ed25519Signer or RSAPSSSHA512Signer (alg="rsa-pss-sha512").
+//
 // mode (default "whole-field" with a signature_agent, "none" without):
 //   none         no Signature-Agent; covers ("@authority")                       (web-bot-auth default)
 //   whole-field  Signature-Agent sent; covers ("@authority" "signature-agent")     (web-bot-auth 0.1.3 default)
@@ -14,7 +17,7 @@
 //                field as the value of the keyed component: not RFC 9421; a strict verifier rejects it)
 // Optional: label (default "sig1"), created / expires (unix seconds; default now / now+300),
 // nonce (64 bytes, standard base64: what web-bot-auth accepts).
-// Prints {"ok":true,"peer":…,"headers":{"Signature","Signature-Input"[,"Signature-Agent"]},"keyid","base"}.
+// Prints {"ok":true,"peer":…,"headers":{"Signature","Signature-Input"[,"Signature-Agent"]},"keyid","alg","base"}.
 import { importPeer, main, need, peerName, sfString, UsageError } from './_peers.mjs';
 
 await main('wba-sign', 'web-bot-auth', async (args) => {
@@ -51,7 +54,7 @@ await main('wba-sign', 'web-bot-auth', async (args) => {
     },
   };
 
-  const signer = await wbaCrypto.Ed25519Signer.fromJWK(jwk);
+  const signer = await wbaCrypto.signerFromJWK(jwk);
   let base = '';
   const sign = signer.sign.bind(signer);
   signer.sign = async (data) => { base = data; return sign(data); };
@@ -67,5 +70,5 @@ await main('wba-sign', 'web-bot-auth', async (args) => {
   const out = await wba.signatureHeaders(message, signer, params);
   const result = { Signature: out.Signature, 'Signature-Input': out['Signature-Input'] };
   if (agentHeader) result['Signature-Agent'] = agentHeader;
-  return { peer: peerName('web-bot-auth'), mode, headers: result, keyid: signer.keyid, base };
+  return { peer: peerName('web-bot-auth'), mode, headers: result, keyid: signer.keyid, alg: signer.alg, base };
 });
