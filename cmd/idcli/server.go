@@ -17,7 +17,7 @@ import (
 	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/refserver/ratelimit"
 	"github.com/agentid/agentid/signer"
-	"github.com/agentid/agentid/signer/agent"
+	"github.com/agentid/agentid/signer/agent/envfile"
 	"github.com/peterbourgon/ff/v3/ffcli"
 )
 
@@ -66,14 +66,14 @@ func (f *serverFlags) register(fs *flag.FlagSet, withPortHost bool) {
 // serverSettings are the resolved PORT, HOSTNAME and DATABASE_URL.
 type serverSettings struct {
 	Port, Hostname, DatabaseURL string
-	envFile                     *agent.EnvFile
+	envFile                     *envfile.File
 }
 
 // resolveServerSettings applies flags > process environment > ./.env > defaults.
 // HOSTNAME is resolved (and a scheme-less value warned about) only when
 // needHostname is set: the db: commands do not use it.
 func resolveServerSettings(env *cliEnv, f serverFlags, needHostname bool) (serverSettings, error) {
-	ef, err := agent.ReadEnvFile(filepath.Join(env.Dir, ".env"))
+	ef, err := envfile.Read(filepath.Join(env.Dir, ".env"))
 	if err != nil {
 		return serverSettings{}, err
 	}

@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 
 	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/agent/envfile"
 )
 
 // Names of the credential variables (spec: "Agent credentials").
@@ -139,11 +140,11 @@ func envPath(dir, path string) string {
 // source resolves variables with the precedence explicit > environment > file.
 type source struct {
 	getenv func(string) string
-	file   *EnvFile // empty when there is no file yet
+	file   *envfile.File // empty when there is no file yet
 }
 
 func openSource(path string, getenv func(string) string) (*source, error) {
-	f, err := ReadEnvFile(path) // a missing file reads as empty
+	f, err := envfile.Read(path) // a missing file reads as empty
 	if err != nil {
 		return nil, fmt.Errorf("agent: read %s: %w", path, err)
 	}

@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/agent/envfile"
 )
 
 // ServerError is an error answer of the service, carrying the fields of its
@@ -236,7 +237,7 @@ func gitWarning(ctx context.Context, path string) string {
 
 // writeCreds sets vars in the credentials file (keeping every other line),
 // writes it atomically with mode 0600 and returns a git-ignore warning, if any.
-func writeCreds(ctx context.Context, f *EnvFile, path string, vars [][2]string) (string, error) {
+func writeCreds(ctx context.Context, f *envfile.File, path string, vars [][2]string) (string, error) {
 	for _, kv := range vars {
 		switch kv[0] {
 		case EnvUID, EnvHostname:

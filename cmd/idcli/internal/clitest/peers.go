@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/agentid/agentid/signer"
-	"github.com/agentid/agentid/signer/agent"
+	"github.com/agentid/agentid/signer/agent/envfile"
 )
 
 // PeersEnvVar names the node_modules directory holding the interop peers,
@@ -286,7 +286,7 @@ func HandSigned(t testing.TB, rawURL, params, origin string, key signer.PrivateK
 // EnvValue returns key's value in dir/.env as agentid reads it.
 func EnvValue(t testing.TB, dir, key string) string {
 	t.Helper()
-	f, err := agent.ReadEnvFile(filepath.Join(dir, ".env"))
+	f, err := envfile.Read(filepath.Join(dir, ".env"))
 	if err != nil {
 		t.Fatalf("read %s/.env: %v", dir, err)
 	}

@@ -1,4 +1,4 @@
-package agent
+package envfile
 
 import (
 	"os"
@@ -29,9 +29,9 @@ func writeTemp(t *testing.T, content string) string {
 	return path
 }
 
-func TestReadEnvFile(t *testing.T) {
+func TestRead(t *testing.T) {
 	t.Parallel()
-	f, err := ReadEnvFile(writeTemp(t, vestauthEnv))
+	f, err := Read(writeTemp(t, vestauthEnv))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,20 +63,20 @@ func TestReadEnvFile(t *testing.T) {
 	}
 }
 
-func TestReadEnvFileMissing(t *testing.T) {
+func TestReadMissing(t *testing.T) {
 	t.Parallel()
-	f, err := ReadEnvFile(filepath.Join(t.TempDir(), "nope", ".env"))
+	f, err := Read(filepath.Join(t.TempDir(), "nope", ".env"))
 	if err != nil {
-		t.Fatalf("ReadEnvFile(missing) error = %v, want nil", err)
+		t.Fatalf("Read(missing) error = %v, want nil", err)
 	}
 	if got := len(f.Keys()); got != 0 {
 		t.Errorf("len(Keys()) = %d, want 0", got)
 	}
 }
 
-func TestReadEnvFileLastWins(t *testing.T) {
+func TestReadLastWins(t *testing.T) {
 	t.Parallel()
-	f, err := ReadEnvFile(writeTemp(t, "A=1\r\nA=2\r\n"))
+	f, err := Read(writeTemp(t, "A=1\r\nA=2\r\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func TestReadEnvFileLastWins(t *testing.T) {
 func TestSetKeepsOtherLines(t *testing.T) {
 	t.Parallel()
 	path := writeTemp(t, vestauthEnv)
-	f, err := ReadEnvFile(path)
+	f, err := Read(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func TestSetRoundTrip(t *testing.T) {
 	dir := t.TempDir()
 	for i, v := range values {
 		path := filepath.Join(dir, ".env"+string(rune('a'+i)))
-		f, err := ReadEnvFile(path)
+		f, err := Read(path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -141,7 +141,7 @@ func TestSetRoundTrip(t *testing.T) {
 		if err := f.Write(); err != nil {
 			t.Fatal(err)
 		}
-		g, err := ReadEnvFile(path)
+		g, err := Read(path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -169,7 +169,7 @@ func TestFormatEnvValue(t *testing.T) {
 }
 
 func TestSetQuoted(t *testing.T) {
-	f, err := ReadEnvFile(filepath.Join(t.TempDir(), ".env"))
+	f, err := Read(filepath.Join(t.TempDir(), ".env"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,13 @@
-package agent
+// Package envfile reads and edits dotenv files (".env"): the agent's
+// credentials file and the reference server's settings file are both one.
+// Lines an edit does not touch are written back byte for byte, so a file
+// shared with other tools (vestauth writes one) keeps its form.
+//
+//	f, err := envfile.Read(".env") // a missing file reads as empty
+//	v, ok := f.Get("HOSTNAME")
+//	f.Set("PORT", "3000")
+//	err = f.Write() // atomic, mode 0600
+package envfile
 
 import (
 	"encoding/json"
@@ -10,7 +19,7 @@ import (
 	"strings"
 )
 
-// EnvFile is a dotenv file (".env") read into memory, edited with Set and
+// File is a dotenv file (".env") read into memory, edited with Set and
 // written back with Write. Lines that Set does not touch — comments, blank
 // lines, other variables, even lines it cannot parse — are written back
 // byte for byte.
@@ -23,8 +32,8 @@ import (
 // between the first double quote and the last double quote on the line is
 // valid JSON, it is the value, verbatim.
 //
-// An EnvFile is not safe for concurrent use.
-type EnvFile struct {
+// A File is not safe for concurrent use.
+type File struct {
 	path  string
 	lines []envLine
 }
@@ -35,16 +44,16 @@ type envLine struct {
 	value string
 }
 
-// ReadEnvFile reads the dotenv file at path. A missing file gives an empty
-// EnvFile and no error, so that Set and Write create it.
-func ReadEnvFile(path string) (*EnvFile, error) {
-	f := &EnvFile{path: path}
+// Read reads the dotenv file at path. A missing file gives an empty
+// File and no error, so that Set and Write create it.
+func Read(path string) (*File, error) {
+	f := &File{path: path}
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return f, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("agent: read env file: %w", err)
+		return nil, fmt.Errorf("envfile: %w", err)
 	}
 	text := strings.ReplaceAll(string(b), "\r\n", "\n")
 	text = strings.TrimSuffix(text, "\n")
@@ -62,11 +71,11 @@ func ReadEnvFile(path string) (*EnvFile, error) {
 }
 
 // Path returns the file's path.
-func (f *EnvFile) Path() string { return f.path }
+func (f *File) Path() string { return f.path }
 
 // Get returns the value of key. When a key appears more than once, the last
 // occurrence wins (as with dotenv).
-func (f *EnvFile) Get(key string) (string, bool) {
+func (f *File) Get(key string) (string, bool) {
 	for i := len(f.lines) - 1; i >= 0; i-- {
 		if f.lines[i].key == key {
 			return f.lines[i].value, true
@@ -76,7 +85,7 @@ func (f *EnvFile) Get(key string) (string, bool) {
 }
 
 // Keys returns the variable names in file order, without duplicates.
-func (f *EnvFile) Keys() []string {
+func (f *File) Keys() []string {
 	seen := map[string]bool{}
 	var keys []string
 	for _, l := range f.lines {
@@ -92,13 +101,13 @@ func (f *EnvFile) Keys() []string {
 // place, or a line is appended. Every other line is kept as it was. key must
 // be a valid variable name ([A-Za-z_][A-Za-z0-9_.-]*); Set panics otherwise,
 // since keys are chosen by programs, not read from input.
-func (f *EnvFile) Set(key, value string) {
+func (f *File) Set(key, value string) {
 	f.set(key, value, formatEnvValue(value))
 }
 
 // SetQuoted is Set, but writes the value in double quotes (escaped), as the
 // spec's credentials file does for AGENT_UID: AGENT_UID="agent-…".
-func (f *EnvFile) SetQuoted(key, value string) {
+func (f *File) SetQuoted(key, value string) {
 	if !strings.ContainsAny(value, "\"\\\n\r\t") {
 		f.set(key, value, `"`+value+`"`)
 		return
@@ -106,9 +115,9 @@ func (f *EnvFile) SetQuoted(key, value string) {
 	f.set(key, value, formatEnvValue(value))
 }
 
-func (f *EnvFile) set(key, value, formatted string) {
+func (f *File) set(key, value, formatted string) {
 	if !validEnvKey(key) {
-		panic(fmt.Sprintf("agent: invalid env variable name %q", key))
+		panic(fmt.Sprintf("envfile: invalid variable name %q", key))
 	}
 	l := envLine{raw: key + "=" + formatted, key: key, value: value}
 	for i := len(f.lines) - 1; i >= 0; i-- {
@@ -121,7 +130,7 @@ func (f *EnvFile) set(key, value, formatted string) {
 }
 
 // Bytes returns the file content that Write would write.
-func (f *EnvFile) Bytes() []byte {
+func (f *File) Bytes() []byte {
 	var b strings.Builder
 	for _, l := range f.lines {
 		b.WriteString(l.raw)
@@ -133,17 +142,17 @@ func (f *EnvFile) Bytes() []byte {
 // Write writes the file atomically: the content goes to a temporary file in
 // the same directory, which is synced, given mode 0600 and renamed over the
 // path. Readers never see a partial file.
-func (f *EnvFile) Write() error {
+func (f *File) Write() error {
 	dir := filepath.Dir(f.path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(f.path)+".tmp-*")
 	if err != nil {
-		return fmt.Errorf("agent: write env file: %w", err)
+		return fmt.Errorf("envfile: write %s: %w", f.path, err)
 	}
 	name := tmp.Name()
 	fail := func(err error) error {
 		tmp.Close()
 		os.Remove(name)
-		return fmt.Errorf("agent: write env file: %w", err)
+		return fmt.Errorf("envfile: write %s: %w", f.path, err)
 	}
 	if err := tmp.Chmod(0o600); err != nil {
 		return fail(err)
@@ -156,11 +165,11 @@ func (f *EnvFile) Write() error {
 	}
 	if err := tmp.Close(); err != nil {
 		os.Remove(name)
-		return fmt.Errorf("agent: write env file: %w", err)
+		return fmt.Errorf("envfile: write %s: %w", f.path, err)
 	}
 	if err := os.Rename(name, f.path); err != nil {
 		os.Remove(name)
-		return fmt.Errorf("agent: write env file: %w", err)
+		return fmt.Errorf("envfile: write %s: %w", f.path, err)
 	}
 	return nil
 }
