@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Runs every command line of README.md's shell blocks as a new user would:
-# the demo, the install, the self-host walkthrough on PostgreSQL and the
-# agent walkthrough against it. `go test` lines are run by .ci/run itself.
+# the demo, the install, the self-host walkthrough on PostgreSQL, the
+# agent walkthrough against it and the verifying proxy in front of a
+# service. `go test` lines are run by .ci/run itself.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 scratch=$(mktemp -d)
-server_pid=""
+server_pid="" proxy_pid="" upstream_pid=""
 cleanup() {
-  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null || true
+  for pid in "$proxy_pid" "$upstream_pid" "$server_pid"; do
+    [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true
+  done
   if [ -x "$scratch/bin/idcli" ] && [ -f "$scratch/server/.env" ]; then
     (cd "$scratch/server" && "$scratch/bin/idcli" server db:drop >/dev/null 2>&1) || true
   fi
@@ -22,6 +25,22 @@ mapfile -t lines < <(awk '/^```sh$/{on=1; next} /^```$/{on=0} on && NF && !/^#/'
 mkdir -p "$scratch/bin" "$scratch/server" "$scratch/agent"
 export GOBIN="$scratch/bin" PATH="$scratch/bin:$PATH"
 
+# start_echo HOST PORT: a stand-in for the README's "your service" that
+# answers every request with its method, URL and headers as JSON and logs
+# the X-Agent-Verdict and X-Agent-Uid it received.
+start_echo() {
+  node -e '
+    const [host, port] = process.argv.slice(1);
+    require("http").createServer((req, res) => {
+      console.log(`verdict=${req.headers["x-agent-verdict"] || ""} uid=${req.headers["x-agent-uid"] || ""} ${req.method} ${req.url}`);
+      res.setHeader("content-type", "application/json");
+      res.end(JSON.stringify({ method: req.method, url: req.url, headers: req.headers }) + "\n");
+    }).listen(Number(port), host, () => console.log(`echo service on ${host}:${port}`));
+  ' "$1" "$2" >"$scratch/upstream.log" 2>&1 &
+  upstream_pid=$!
+  for _ in $(seq 1 50); do grep -q "echo service on" "$scratch/upstream.log" && break; sleep 0.1; done
+}
+
 run_line() { # dir, line
   echo "\$ $2"
   (cd "$1" && eval "$2")
@@ -34,6 +53,7 @@ for l in "${lines[@]}"; do
     "go "*) run_line "$repo" "$l";;
     "idcli server start"*) server_lines+=("$l");;
     "idcli server"*) server_lines+=("$l");;
+    "idcli proxy"*) server_lines+=("$l");;
     "idcli agent"*) agent_lines+=("$l");;
     "idcli "*) run_line "$scratch" "$l";;
     *) echo "README shell line not understood by .ci/readme.sh: $l" >&2; exit 1;;
@@ -51,8 +71,29 @@ for l in "${server_lines[@]}"; do
       grep -q "idcli server listening on http://localhost:3000" "$scratch/server.log" \
         || { echo "server did not start" >&2; exit 1; }
       ;;
+    "idcli proxy"*)
+      # The README puts the proxy in front of "your service": a loopback
+      # --upstream gets a stand-in that logs the X-Agent-* headers it sees.
+      upstream=$(sed -n 's|.*--upstream http://\(127\.0\.0\.1:[0-9]*\).*|\1|p' <<<"$l")
+      if [ -n "$upstream" ]; then
+        start_echo "${upstream%:*}" "${upstream#*:}"
+      fi
+      echo "\$ $l &"
+      (cd "$scratch/server" && eval "exec $l") >"$scratch/proxy.log" 2>&1 &
+      proxy_pid=$!
+      for _ in $(seq 1 50); do grep -q "idcli proxy listening on" "$scratch/proxy.log" && break; sleep 0.2; done
+      cat "$scratch/proxy.log"
+      grep -q "idcli proxy listening on" "$scratch/proxy.log" || { echo "proxy did not start" >&2; exit 1; }
+      ;;
     *) run_line "$scratch/server" "$l";;
   esac
 done
 for l in "${agent_lines[@]}"; do run_line "$scratch/agent" "$l"; done
+if [ -n "$upstream_pid" ]; then
+  # The agent's request went through the proxy, verified, to the service.
+  cat "$scratch/upstream.log"
+  uid=$(sed -n 's/^AGENT_UID="\{0,1\}\(agent-[0-9a-f]*\)"\{0,1\}$/\1/p' "$scratch/agent/.env")
+  grep -q "verdict=verified uid=$uid" "$scratch/upstream.log" \
+    || { echo "the service behind idcli proxy saw no verified request from $uid" >&2; exit 1; }
+fi
 echo "README walkthrough: ${#lines[@]} lines ran"

@@ -86,8 +86,8 @@ func TestComposeFile(t *testing.T) {
 	t.Parallel()
 	c := readRepoFile(t, "compose.yaml")
 	commands := regexp.MustCompile(`(?m)^\s+command: (\[.*\])$`).FindAllStringSubmatch(c, -1)
-	if len(commands) < 2 {
-		t.Fatalf("compose.yaml: %d idcli commands, want db:migrate and server start", len(commands))
+	if len(commands) < 3 {
+		t.Fatalf("compose.yaml: %d idcli commands, want db:migrate, server start and proxy", len(commands))
 	}
 	var joined []string
 	for _, m := range commands {
@@ -98,7 +98,7 @@ func TestComposeFile(t *testing.T) {
 		checkIdcliArgs(t, "compose.yaml", args)
 		joined = append(joined, strings.Join(args, " "))
 	}
-	for _, want := range []string{"server db:migrate", "server start"} {
+	for _, want := range []string{"server db:migrate", "server start", "proxy --listen :8080 --upstream http://upstream:80 --trust *.localhost"} {
 		found := false
 		for _, j := range joined {
 			found = found || strings.HasPrefix(j, want)
@@ -116,7 +116,10 @@ func TestComposeFile(t *testing.T) {
 			t.Errorf("compose.yaml: DATABASE_URL %s is not PostgreSQL", u[1])
 		}
 	}
-	for _, want := range []string{"build: .", "HOSTNAME: http://", "service_completed_successfully", "Verifying proxy: reserved"} {
+	// The proxy reaches http://<uid>.localhost:3000 only inside the server's
+	// network namespace, where its port is published.
+	for _, want := range []string{"build: .", "HOSTNAME: http://localhost:3000", "service_completed_successfully",
+		`network_mode: "service:agentid"`, `"127.0.0.1:8080:8080"`, "\n  upstream:\n    image: "} {
 		if !strings.Contains(c, want) {
 			t.Errorf("compose.yaml lacks %q", want)
 		}
