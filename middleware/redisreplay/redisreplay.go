@@ -74,7 +74,9 @@ func (c Config) withDefaults() Config {
 
 // Store is a middleware.ReplayStore on Redis. It is safe for concurrent use.
 type Store struct {
-	cfg Config
+	cfg   Config
+	name  string                // Dial's description of the server
+	owned redis.UniversalClient // the client Dial made, closed by Close
 }
 
 var _ middleware.ReplayStore = (*Store)(nil)

@@ -1,0 +1,47 @@
+package redisreplay_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentid/agentid/middleware/redisreplay"
+)
+
+// TestDial connects by URL and by address, records a key through the
+// store Dial made, and refuses specs that name no Redis.
+func TestDial(t *testing.T) {
+	c := testClient(t) // skips (or fails under CI) without Redis
+	ctx := context.Background()
+	for _, spec := range []string{"redis://" + c.Options().Addr + "/0", c.Options().Addr} {
+		s, err := redisreplay.Dial(ctx, spec)
+		if err != nil {
+			t.Fatalf("Dial(%q): %v", spec, err)
+		}
+		if s.Name() == "" || strings.Contains(s.Name(), "@") {
+			t.Errorf("Dial(%q).Name() = %q", spec, s.Name())
+		}
+		key := "dial-test " + spec + " " + time.Now().String()
+		if seen, err := s.Seen(ctx, key, time.Now().Add(time.Minute)); err != nil || seen {
+			t.Errorf("first Seen = %v, %v", seen, err)
+		}
+		if seen, err := s.Seen(ctx, key, time.Now().Add(time.Minute)); err != nil || !seen {
+			t.Errorf("second Seen = %v, %v", seen, err)
+		}
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	}
+	for spec, want := range map[string]string{
+		"http://redis.example":          "want redis://",
+		"redis-host":                    `"redis-host" is not host:port`,
+		"redis://127.0.0.1:1":           "Redis does not answer",
+		"redis://u:secret@127.0.0.1:1/": "Redis does not answer",
+	} {
+		_, err := redisreplay.Dial(ctx, spec)
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "secret") {
+			t.Errorf("Dial(%q) = %v, want an error containing %q without the password", spec, err, want)
+		}
+	}
+}
