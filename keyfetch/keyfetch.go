@@ -182,7 +182,7 @@ func New(cfg Config) *Fetcher {
 // and Check apply it to every URL before fetching it.
 func (f *Fetcher) TrustURL(rawURL string) error {
 	untrusted := func(format string, args ...any) error {
-		return fmt.Errorf("keyfetch: %w: "+format, append([]any{signer.ErrUntrustedAgent}, args...)...)
+		return &UntrustedError{URL: rawURL, reason: fmt.Sprintf(format, args...)}
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil || u.Opaque != "" || u.User != nil || u.Fragment != "" || u.Host == "" {
@@ -192,7 +192,7 @@ func (f *Fetcher) TrustURL(rawURL string) error {
 	case scheme == "https":
 	case scheme == "http" && f.cfg.AllowHTTP:
 	case scheme == "http":
-		return untrusted("http scheme refused (AllowHTTP is off) for %q", truncate(rawURL))
+		return &UntrustedError{URL: rawURL, Host: u.Host, HTTP: true, reason: fmt.Sprintf("http scheme refused (AllowHTTP is off) for %q", truncate(rawURL))}
 	default:
 		return untrusted("scheme %q refused", truncate(u.Scheme))
 	}
@@ -223,8 +223,29 @@ func (f *Fetcher) TrustURL(rawURL string) error {
 			return nil
 		}
 	}
-	return untrusted("host %q is not in TrustedHosts", truncate(host))
+	return &UntrustedError{URL: rawURL, Host: strings.ToLower(u.Host),
+		reason: fmt.Sprintf("host %q is not in TrustedHosts", truncate(strings.ToLower(u.Host)))}
 }
+
+// UntrustedError reports a URL the trust policy refuses (nothing was
+// fetched). It wraps signer.ErrUntrustedAgent.
+type UntrustedError struct {
+	// URL is the URL refused.
+	URL string
+	// Host is its host[:port] as a TrustedHosts entry names it ("" when the
+	// URL is malformed).
+	Host string
+	// HTTP reports a plain-http URL refused because AllowHTTP is off.
+	HTTP   bool
+	reason string
+}
+
+func (e *UntrustedError) Error() string {
+	return "keyfetch: " + signer.ErrUntrustedAgent.Error() + ": " + e.reason
+}
+
+// Unwrap makes errors.Is(err, signer.ErrUntrustedAgent) true.
+func (e *UntrustedError) Unwrap() error { return signer.ErrUntrustedAgent }
 
 // trustSet checks set before anything is cached or fetched for it.
 func (f *Fetcher) trustSet(set signer.KeySet) error {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"regexp"
 	"strings"
 
 	"github.com/peterbourgon/ff/v3/ffcli"
@@ -118,21 +117,16 @@ func checkedKeySet(raw, typ string) (signer.KeySet, string, error) {
 	return set, u.Host, nil
 }
 
-// cardJWKSHost finds the host keyfetch names when it refuses a card's
-// jwks_uri.
-var cardJWKSHost = regexp.MustCompile(`card jwks_uri: .*host "([^"]+)" is not in TrustedHosts`)
-
 // directoryHint suggests the flag that addresses a refusal, if one does.
 func directoryHint(err error) string {
+	var ue *keyfetch.UntrustedError
 	switch {
 	case err == nil:
 		return ""
-	case errors.Is(err, signer.ErrUntrustedAgent) && strings.Contains(err.Error(), "AllowHTTP is off"):
+	case errors.As(err, &ue) && ue.HTTP:
 		return "the URL uses http://; add --allow-http for local development"
-	case errors.Is(err, signer.ErrUntrustedAgent):
-		if m := cardJWKSHost.FindStringSubmatch(err.Error()); m != nil {
-			return "the card names its keys at another host: add --trust " + m[1] + " to check them"
-		}
+	case errors.As(err, &ue) && ue.Host != "" && strings.Contains(err.Error(), "card jwks_uri"):
+		return "the card names its keys at another host: add --trust " + ue.Host + " to check them"
 	case errors.Is(err, keyfetch.ErrPrivateAddress):
 		return "the host is on a private address; add --allow-private for local development"
 	}

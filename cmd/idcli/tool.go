@@ -11,7 +11,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -393,27 +392,22 @@ func (tv *toolVerify) printFailure(e *middleware.Error) {
 	if detail != "" {
 		fmt.Fprintf(tv.env.Stdout, "  cause: %s\n", detail)
 	}
-	if hint := verifyHint(e, detail); hint != "" {
+	if hint := verifyHint(e); hint != "" {
 		fmt.Fprintf(tv.env.Stdout, "  hint: %s\n", hint)
 	}
 }
 
-// untrustedHost finds the host keyfetch names when it refuses one.
-var untrustedHost = regexp.MustCompile(`host "([^"]+)" is not in TrustedHosts`)
-
 // verifyHint suggests the flag that addresses a failure, if one does.
-func verifyHint(e *middleware.Error, detail string) string {
+func verifyHint(e *middleware.Error) string {
+	var ue *keyfetch.UntrustedError
+	untrusted := errors.As(e.Err, &ue)
 	switch {
-	case strings.Contains(detail, "AllowHTTP is off"):
+	case untrusted && ue.HTTP:
 		return "the signature agent uses http://; add --allow-http for local development"
 	case errors.Is(e.Err, keyfetch.ErrPrivateAddress):
 		return "the key set is on a private address; add --allow-private for local development"
-	case e.Code == middleware.CodeUntrustedAgent && strings.Contains(detail, "card jwks_uri"):
-		host := "HOST"
-		if m := untrustedHost.FindStringSubmatch(detail); m != nil {
-			host = m[1]
-		}
-		return "the Signature Agent Card names its keys at another host: add --trust " + host + " (with the card's own host) to fetch them"
+	case untrusted && ue.Host != "" && strings.Contains(e.Err.Error(), "card jwks_uri"):
+		return "the Signature Agent Card names its keys at another host: add --trust " + ue.Host + " (with the card's own host) to fetch them"
 	case e.Code == middleware.CodeUntrustedAgent:
 		return "add --trust HOST (or --trust '*.suffix') to allow this signature agent"
 	case e.Code == middleware.CodeExpiredSignature || e.Code == middleware.CodeNotYetValid:
