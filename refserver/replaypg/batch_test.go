@@ -37,7 +37,7 @@ func runOneBatch(t *testing.T, s *replaypg.Store, keys []string, expiry time.Tim
 	return out
 }
 
-func migratedStore(t *testing.T, db *gorm.DB) *replaypg.Store {
+func migratedStore(t testing.TB, db *gorm.DB) *replaypg.Store {
 	t.Helper()
 	if err := refserver.Migrate(context.Background(), db, nil); err != nil {
 		t.Fatalf("Migrate: %v", err)

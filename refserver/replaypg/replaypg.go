@@ -62,7 +62,9 @@ type Config struct {
 	PurgeBatch int
 	// Logger receives purge failures. If nil, they are discarded.
 	Logger *slog.Logger
-	// MaxFlights bounds the Seen statements in flight at once. If 0, 4.
+	// MaxFlights bounds the Seen statements in flight at once. One runs
+	// whenever a call waits; another starts only while a full batch
+	// (MaxBatch keys) is waiting. If 0, 4.
 	MaxFlights int
 	// MaxBatch bounds the keys of one statement. If 0, 256.
 	MaxBatch int
@@ -151,18 +153,21 @@ func (h keyHash) Value() (driver.Value, error) { return h[:], nil }
 // Of concurrent calls with one key exactly one reports false. Database
 // errors wrap middleware.ErrReplayStore.
 //
-// Concurrent calls are grouped: up to MaxFlights statements run at once,
-// each inserting every key waiting at the time it starts (at most
-// MaxBatch), so under load the database sees one statement and one commit
-// per batch instead of per request. A lone call is one statement; nothing
-// waits for a batch to fill. When a batch's statement fails, each of its
-// keys is tried again alone, so one failing key (or a failure that hit
-// the batch by chance) fails only the calls it belongs to.
+// Concurrent calls are grouped: a statement inserts every key waiting at
+// the time it starts (at most MaxBatch), so under load the database sees
+// one statement and one commit per batch instead of per request. A lone
+// call is one statement; nothing waits for a batch to fill. The calls that
+// arrive while a statement runs make the next batch: batches grow with the
+// load, and each commit (a WAL flush on PostgreSQL) serves more calls.
+// More statements (up to MaxFlights) run side by side only while a full
+// batch is waiting. When a batch's statement fails, each of its keys is
+// tried again alone, so one failing key (or a failure that hit the batch
+// by chance) fails only the calls it belongs to.
 func (s *Store) Seen(ctx context.Context, key string, expiry time.Time) (bool, error) {
 	r := &seenReq{sum: sha256.Sum256([]byte(key)), expiry: expiry.UTC(), done: make(chan seenRes, 1)}
 	s.mu.Lock()
 	s.pending = append(s.pending, r)
-	if s.flights < s.cfg.MaxFlights {
+	if s.flights == 0 || (s.flights < s.cfg.MaxFlights && len(s.pending) >= s.cfg.MaxBatch) {
 		s.flights++
 		go s.flight()
 	}
