@@ -86,8 +86,8 @@ func (s *Server) readKeyBody(w http.ResponseWriter, r *http.Request) (signer.Pub
 
 // writeVerifyError is writeError for a refusal by v (whose error writer
 // adds Accept-Signature).
-func (s *Server) writeVerifyError(w http.ResponseWriter, r *http.Request, v *middleware.Verifier, err error) {
-	v.WriteError(w, noteError(r, err))
+func (s *Server) writeVerifyError(w http.ResponseWriter, v *middleware.Verifier, err error) {
+	v.WriteError(w, noteError(w, err))
 }
 
 // registerAgent is POST /agents: register the body's public key, proven by a
@@ -96,7 +96,7 @@ func (s *Server) writeVerifyError(w http.ResponseWriter, r *http.Request, v *mid
 func (s *Server) registerAgent(w http.ResponseWriter, r *http.Request) {
 	pk, err := s.readKeyBody(w, r)
 	if err != nil {
-		s.writeError(w, r, err)
+		s.writeError(w, err)
 		return
 	}
 	resp, ok := s.proveAndRegister(w, r, pk, s.register, nil)
@@ -121,7 +121,7 @@ func (s *Server) proveAndRegister(w http.ResponseWriter, r *http.Request, pk sig
 		err = extra(a)
 	}
 	if err != nil {
-		s.writeVerifyError(w, r, v, err)
+		s.writeVerifyError(w, v, err)
 		return keyResponse{}, false
 	}
 	ctx, cancel := s.dbContext(r.Context())
@@ -129,7 +129,7 @@ func (s *Server) proveAndRegister(w http.ResponseWriter, r *http.Request, pk sig
 	uid, isNew, err := s.registerKey(ctx, pk)
 	s.keys.known(pk.JWK.Kid) // even on error: a failed commit may have committed
 	if err != nil {
-		s.writeError(w, r, err)
+		s.writeError(w, err)
 		return keyResponse{}, false
 	}
 	resp := s.keyResponse(uid, pk.JWK)
@@ -185,33 +185,33 @@ func (s *Server) registerKey(ctx context.Context, pk signer.PublicKey) (uid stri
 func (s *Server) rotateKeys(w http.ResponseWriter, r *http.Request) {
 	uid := mux.Vars(r)["uid"]
 	if !signer.ValidUID(uid) {
-		s.writeError(w, r, middleware.Fail(middleware.CodeAgentNotFound, "%q is not an agent uid (want agent-<24 hex>)", truncate(uid)))
+		s.writeError(w, middleware.Fail(middleware.CodeAgentNotFound, "%q is not an agent uid (want agent-<24 hex>)", truncate(uid)))
 		return
 	}
 	pk, err := s.readKeyBody(w, r)
 	if err != nil {
-		s.writeError(w, r, err)
+		s.writeError(w, err)
 		return
 	}
 	a, err := check(s.current, r)
 	if err != nil {
-		s.writeVerifyError(w, r, s.current, err)
+		s.writeVerifyError(w, s.current, err)
 		return
 	}
 	if a.UID != uid {
-		s.writeError(w, r, middleware.Fail(middleware.CodeForbidden, "the signing agent %s may not rotate the keys of %s", a.SignatureAgent, uid))
+		s.writeError(w, middleware.Fail(middleware.CodeForbidden, "the signing agent %s may not rotate the keys of %s", a.SignatureAgent, uid))
 		return
 	}
 	vr := r.WithContext(context.WithValue(r.Context(), bodyKeyCtx{}, pk))
 	_, err = check(s.possession, vr)
 	if err != nil {
-		s.writeVerifyError(w, r, s.possession, err)
+		s.writeVerifyError(w, s.possession, err)
 		return
 	}
 	ctx, cancel := s.dbContext(r.Context())
 	defer cancel()
 	if err := s.rotateAgent(ctx, uid, a.KeyID, pk); err != nil {
-		s.writeError(w, r, err)
+		s.writeError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, s.keyResponse(uid, pk.JWK))
@@ -291,11 +291,11 @@ func (s *Server) rotate(ctx context.Context, uid, signingKid string, pk signer.P
 func (s *Server) whoamiHandler(w http.ResponseWriter, r *http.Request) {
 	a, err := check(s.verifier, r)
 	if err != nil {
-		s.writeVerifyError(w, r, s.verifier, err)
+		s.writeVerifyError(w, s.verifier, err)
 		return
 	}
 	if a.UID == "" { // the DB key source accepts only agent-<hex> origins
-		s.writeError(w, r, middleware.Fail(middleware.CodeUntrustedAgent, "the signature agent is not an agent of this service"))
+		s.writeError(w, middleware.Fail(middleware.CodeUntrustedAgent, "the signature agent is not an agent of this service"))
 		return
 	}
 	writeJSON(w, http.StatusOK, s.keyResponse(a.UID, a.JWK))

@@ -99,7 +99,7 @@ func (c *vestauthCompat) registerAgent(w http.ResponseWriter, r *http.Request) {
 	s := c.s
 	pk, err := c.readCompatKeyBody(w, r)
 	if err != nil {
-		s.writeError(w, r, err)
+		s.writeError(w, err)
 		return
 	}
 	resp, ok := s.proveAndRegister(w, r, pk, c.register, func(a middleware.Agent) error {
@@ -128,16 +128,16 @@ func (c *vestauthCompat) rotateKey(w http.ResponseWriter, r *http.Request) {
 	s := c.s
 	pk, err := c.readCompatKeyBody(w, r)
 	if err != nil {
-		s.writeError(w, r, err)
+		s.writeError(w, err)
 		return
 	}
 	a, err := check(c.rotate, r)
 	if err != nil {
-		s.writeVerifyError(w, r, c.rotate, err)
+		s.writeVerifyError(w, c.rotate, err)
 		return
 	}
 	if a.UID == "" { // the DB key source accepts only agent-<hex> origins
-		s.writeError(w, r, middleware.Fail(middleware.CodeUntrustedAgent, "the signature agent is not an agent of this service"))
+		s.writeError(w, middleware.Fail(middleware.CodeUntrustedAgent, "the signature agent is not an agent of this service"))
 		return
 	}
 	ctx, cancel := s.dbContext(r.Context())
@@ -148,7 +148,7 @@ func (c *vestauthCompat) rotateKey(w http.ResponseWriter, r *http.Request) {
 				Message: "this public key is already registered (to this or another agent); a vestauth rotation cannot prove possession of the new key, so it must be a key never registered before: generate a new key",
 				Err:     err}
 		}
-		s.writeError(w, r, err)
+		s.writeError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, s.keyResponse(a.UID, pk.JWK))

@@ -51,7 +51,7 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 		err = sqlDB.PingContext(ctx)
 	}
 	if err != nil {
-		s.writeError(w, r, dbUnavailable(err))
+		s.writeError(w, dbUnavailable(err))
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -75,7 +75,7 @@ func (s *Server) directory(w http.ResponseWriter, r *http.Request) {
 	_, uid := s.classify(r)
 	d, err := s.renderDirectory(r.Context(), uid)
 	if err != nil {
-		s.writeError(w, r, err)
+		s.writeError(w, err)
 		return
 	}
 	h := w.Header()

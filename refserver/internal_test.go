@@ -3,11 +3,15 @@ package refserver
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/refserver/metrics"
 )
 
 func TestRecoverPanics(t *testing.T) {
@@ -38,6 +42,41 @@ func TestRecoverPanics(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "secret internal state") || !strings.Contains(logs.String(), "status=500") {
 		t.Errorf("log lacks the panic or the request line:\n%s", logs.String())
+	}
+}
+
+// TestRequestLogNotesErrors: an error written under wrapping writers (the
+// metrics middleware's) reaches the request's log line: its code always,
+// its internal cause only for a 5xx.
+func TestRequestLogNotesErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		err       error
+		want      []string
+		wantNever string
+	}{
+		{"503", dbUnavailable(errors.New("dial tcp: refused")), []string{"status=503", "code=database_unavailable", `cause="dial tcp: refused"`}, ""},
+		{"404", &middleware.Error{Code: middleware.CodeAgentNotFound, Message: "no agent", Err: errors.New("internal detail")},
+			[]string{"status=404", "code=agent_not_found"}, "internal detail"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var logs bytes.Buffer
+			s := &Server{log: slog.New(slog.NewTextHandler(&logs, nil))}
+			h := s.logRequests(metrics.NewRegistry().Middleware(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				s.writeError(w, tt.err)
+			})))
+			h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "http://localhost:3000/x", nil))
+			for _, want := range tt.want {
+				if !strings.Contains(logs.String(), want) {
+					t.Errorf("log lacks %s:\n%s", want, logs.String())
+				}
+			}
+			if tt.wantNever != "" && strings.Contains(logs.String(), tt.wantNever) {
+				t.Errorf("log has the cause of a 4xx:\n%s", logs.String())
+			}
+		})
 	}
 }
 

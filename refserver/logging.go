@@ -1,7 +1,6 @@
 package refserver
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -11,34 +10,41 @@ import (
 	"github.com/agentid/agentid/middleware"
 )
 
-type requestInfoKey struct{}
-
-// requestInfo collects what the request log line reports besides the
-// response: the error code and its internal cause (never sent to clients).
-type requestInfo struct {
-	code  middleware.Code
-	cause error
-}
-
-func requestInfoFrom(ctx context.Context) *requestInfo {
-	info, _ := ctx.Value(requestInfoKey{}).(*requestInfo)
-	return info
-}
-
-type statusWriter struct {
+// requestWriter is the ResponseWriter of one request under logRequests:
+// it remembers the status and size of the answer and collects what the
+// request log line reports besides them: the error code and its internal
+// cause (never sent to clients).
+type requestWriter struct {
 	http.ResponseWriter
 	status int
 	bytes  int64
+	code   middleware.Code
+	cause  error
 }
 
-func (w *statusWriter) WriteHeader(code int) {
+// requestWriterOf finds logRequests' writer under w (through the Unwrap
+// methods of the writers wrapped around it), or nil.
+func requestWriterOf(w http.ResponseWriter) *requestWriter {
+	for {
+		switch t := w.(type) {
+		case *requestWriter:
+			return t
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = t.Unwrap()
+		default:
+			return nil
+		}
+	}
+}
+
+func (w *requestWriter) WriteHeader(code int) {
 	if w.status == 0 {
 		w.status = code
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
 
-func (w *statusWriter) Write(b []byte) (int, error) {
+func (w *requestWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
@@ -48,17 +54,18 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 }
 
 // Unwrap lets http.ResponseController reach the underlying writer.
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+func (w *requestWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // logRequests writes one line per request: method, path, status, host,
 // duration, bytes, and for errors the code (plus the internal cause for
-// 5xx). Headers, signatures, keys and bodies are never logged.
+// 5xx). Headers, signatures, keys and bodies are never logged. Handlers
+// note an error's code and cause with noteError through the ResponseWriter,
+// so the request and its context are not copied.
 func (s *Server) logRequests(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		info := &requestInfo{}
-		sw := &statusWriter{ResponseWriter: w}
-		next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), requestInfoKey{}, info)))
+		sw := &requestWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r)
 		if sw.status == 0 {
 			sw.status = http.StatusOK
 		}
@@ -78,11 +85,11 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 			slog.Duration("duration", time.Since(start)),
 			slog.Int64("bytes", sw.bytes),
 		)
-		if info.code != "" {
-			attrs = append(attrs, slog.String("code", string(info.code)))
+		if sw.code != "" {
+			attrs = append(attrs, slog.String("code", string(sw.code)))
 		}
-		if sw.status >= 500 && info.cause != nil {
-			attrs = append(attrs, slog.String("cause", info.cause.Error()))
+		if sw.status >= 500 && sw.cause != nil {
+			attrs = append(attrs, slog.String("cause", sw.cause.Error()))
 		}
 		s.log.LogAttrs(r.Context(), level, "request", attrs...)
 	})
@@ -101,8 +108,8 @@ func (s *Server) recoverPanics(next http.Handler) http.Handler {
 				panic(v)
 			}
 			s.log.LogAttrs(r.Context(), slog.LevelError, "panic", slog.String("panic", fmt.Sprint(v)), slog.String("stack", string(debug.Stack())))
-			if info := requestInfoFrom(r.Context()); info != nil {
-				info.code = middleware.CodeInternal
+			if rw := requestWriterOf(w); rw != nil {
+				rw.code = middleware.CodeInternal
 			}
 			middleware.WriteError(w, fmt.Errorf("refserver: panic: %v", v))
 		}()

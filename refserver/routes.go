@@ -106,21 +106,21 @@ func (s *Server) onAgentHost(r *http.Request, _ *mux.RouteMatch) bool {
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
 	switch k, _ := s.classify(r); k {
 	case hostInvalid:
-		s.writeError(w, r, middleware.Fail(middleware.CodeInvalidAuthority,
+		s.writeError(w, middleware.Fail(middleware.CodeInvalidAuthority,
 			"the Host %q is not a host[:port] authority", truncate(r.Host)))
 	case hostOther:
-		s.writeError(w, r, middleware.Fail(middleware.CodeMisdirectedRequest,
+		s.writeError(w, middleware.Fail(middleware.CodeMisdirectedRequest,
 			"this server answers only for %s and its agent hosts (agent-….%s)", s.service.Host, s.service.Host))
 	case hostAgentLabel:
-		s.writeError(w, r, middleware.Fail(middleware.CodeAgentNotFound,
+		s.writeError(w, middleware.Fail(middleware.CodeAgentNotFound,
 			"the host does not name an agent (want agent-<24 hex>.%s)", s.service.Host))
 	default:
-		s.writeError(w, r, middleware.Fail(middleware.CodeNotFound, "no route for %s", r.URL.Path))
+		s.writeError(w, middleware.Fail(middleware.CodeNotFound, "no route for %s", r.URL.Path))
 	}
 }
 
 func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
-	s.writeError(w, r, middleware.Fail(middleware.CodeMethodNotAllowed,
+	s.writeError(w, middleware.Fail(middleware.CodeMethodNotAllowed,
 		"method %s is not allowed on %s", r.Method, r.URL.Path))
 }
 
@@ -150,18 +150,18 @@ func (s *Server) byMethod(handlers map[string]http.HandlerFunc) http.Handler {
 
 // writeError writes the JSON error body and hands the internal cause to the
 // request log.
-func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	middleware.WriteError(w, noteError(r, err))
+func (s *Server) writeError(w http.ResponseWriter, err error) {
+	middleware.WriteError(w, noteError(w, err))
 }
 
-// noteError records err's code and internal cause for r's log line and
-// returns it as a *middleware.Error.
-func noteError(r *http.Request, err error) *middleware.Error {
+// noteError records err's code and internal cause for the log line of the
+// request answered through w and returns it as a *middleware.Error.
+func noteError(w http.ResponseWriter, err error) *middleware.Error {
 	e := middleware.AsError(err)
-	if info := requestInfoFrom(r.Context()); info != nil {
-		info.code = e.Code
+	if rw := requestWriterOf(w); rw != nil {
+		rw.code = e.Code
 		if e.Err != nil {
-			info.cause = e.Err
+			rw.cause = e.Err
 		}
 	}
 	return e
