@@ -18,20 +18,6 @@ import (
 	"gorm.io/gorm/clause"
 )
 
-// keyResponse is the body of whoami, rotation and (with IsNew) registration.
-type keyResponse struct {
-	UID          string     `json:"uid"`
-	Kid          string     `json:"kid"`
-	PublicJWK    signer.JWK `json:"public_jwk"`
-	WellKnownURL string     `json:"well_known_url"`
-	IsNew        *bool      `json:"is_new,omitempty"`
-}
-
-func (s *Server) keyResponse(uid string, jwk signer.JWK) keyResponse {
-	jwk = jwk.Public()
-	return keyResponse{UID: uid, Kid: jwk.Kid, PublicJWK: jwk, WellKnownURL: s.WellKnownURL(uid)}
-}
-
 type bodyKeyCtx struct{}
 
 // bodyKey is the KeySource of the proof-of-possession verifiers: the key is
@@ -107,7 +93,7 @@ func (s *Server) registerAgent(w http.ResponseWriter, r *http.Request) {
 	if *resp.IsNew {
 		status = http.StatusCreated
 	}
-	writeJSON(w, status, resp)
+	writeKeyResponse(w, status, resp)
 }
 
 // proveAndRegister verifies that r is signed by pk (proof of possession,
@@ -214,7 +200,7 @@ func (s *Server) rotateKeys(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.keyResponse(uid, pk.JWK))
+	writeKeyResponse(w, http.StatusOK, s.keyResponse(uid, pk.JWK))
 }
 
 // rotateAgent rotates uid to pk (see rotate) and, whatever the outcome (a
@@ -298,7 +284,7 @@ func (s *Server) whoamiHandler(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, middleware.Fail(middleware.CodeUntrustedAgent, "the signature agent is not an agent of this service"))
 		return
 	}
-	writeJSON(w, http.StatusOK, s.keyResponse(a.UID, a.JWK))
+	writeKeyResponse(w, http.StatusOK, s.keyResponse(a.UID, a.JWK))
 }
 
 func truncate(s string) string {

@@ -110,7 +110,7 @@ func (c *vestauthCompat) registerAgent(w http.ResponseWriter, r *http.Request) {
 		return nil
 	})
 	if ok {
-		writeJSON(w, http.StatusOK, resp)
+		writeKeyResponse(w, http.StatusOK, resp)
 	}
 }
 
@@ -151,5 +151,5 @@ func (c *vestauthCompat) rotateKey(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.keyResponse(a.UID, pk.JWK))
+	writeKeyResponse(w, http.StatusOK, s.keyResponse(a.UID, pk.JWK))
 }

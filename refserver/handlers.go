@@ -16,22 +16,6 @@ import (
 	"gorm.io/gorm"
 )
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		middleware.WriteError(w, err)
-		return
-	}
-	b = append(b, '\n')
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(b)))
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	w.Write(b)
-}
-
 // health is GET / : liveness, no database access.
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"service": "agentid", "status": "ok", "version": s.cfg.Version})

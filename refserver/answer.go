@@ -1,0 +1,134 @@
+package refserver
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/signer"
+)
+
+// Header values of every JSON answer. They are shared by all answers and
+// never modified: net/http copies the header map when the status line is
+// written, and appending to a one-element slice copies it.
+var (
+	headerJSON    = []string{"application/json"}
+	headerNoStore = []string{"no-store"}
+	headerNosniff = []string{"nosniff"}
+)
+
+// writeJSON writes v as a JSON answer with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		middleware.WriteError(w, err)
+		return
+	}
+	writeBody(w, status, append(b, '\n'))
+}
+
+// writeBody writes b, a JSON document ending in a newline, as the answer.
+func writeBody(w http.ResponseWriter, status int, b []byte) {
+	h := w.Header()
+	h["Content-Type"] = headerJSON
+	h["Content-Length"] = []string{strconv.Itoa(len(b))}
+	h["Cache-Control"] = headerNoStore
+	h["X-Content-Type-Options"] = headerNosniff
+	w.WriteHeader(status)
+	w.Write(b)
+}
+
+// keyResponse is the body of whoami, rotation and (with IsNew) registration.
+type keyResponse struct {
+	UID          string     `json:"uid"`
+	Kid          string     `json:"kid"`
+	PublicJWK    signer.JWK `json:"public_jwk"`
+	WellKnownURL string     `json:"well_known_url"`
+	IsNew        *bool      `json:"is_new,omitempty"`
+}
+
+func (s *Server) keyResponse(uid string, jwk signer.JWK) keyResponse {
+	jwk = jwk.Public()
+	return keyResponse{UID: uid, Kid: jwk.Kid, PublicJWK: jwk, WellKnownURL: s.WellKnownURL(uid)}
+}
+
+// bodyBuffers hold answers being encoded (answers are small; a buffer
+// that grew past 4 KiB is dropped, not kept).
+var bodyBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+// writeKeyResponse writes resp with status. It is writeJSON without
+// reflection: /whoami answers with it on every request.
+func writeKeyResponse(w http.ResponseWriter, status int, resp keyResponse) {
+	bp := bodyBuffers.Get().(*[]byte)
+	b := append(resp.appendJSON((*bp)[:0]), '\n')
+	writeBody(w, status, b)
+	if cap(b) <= 4<<10 {
+		*bp = b[:0]
+		bodyBuffers.Put(bp)
+	}
+}
+
+// appendJSON appends what json.Marshal(k) returns.
+func (k keyResponse) appendJSON(b []byte) []byte {
+	b = append(b, `{"uid":`...)
+	b = appendJSONString(b, k.UID)
+	b = append(b, `,"kid":`...)
+	b = appendJSONString(b, k.Kid)
+	b = append(b, `,"public_jwk":`...)
+	b = appendJWK(b, k.PublicJWK)
+	b = append(b, `,"well_known_url":`...)
+	b = appendJSONString(b, k.WellKnownURL)
+	if k.IsNew != nil {
+		b = append(b, `,"is_new":`...)
+		b = strconv.AppendBool(b, *k.IsNew)
+	}
+	return append(b, '}')
+}
+
+// appendJWK appends what json.Marshal(j) returns: the members in
+// signer.JWK's field order, kty always, the others when not empty.
+func appendJWK(b []byte, j signer.JWK) []byte {
+	b = append(b, `{"kty":`...)
+	b = appendJSONString(b, j.Kty)
+	for _, m := range [...]struct{ name, value string }{
+		{`,"crv":`, j.Crv}, {`,"x":`, j.X}, {`,"y":`, j.Y}, {`,"n":`, j.N}, {`,"e":`, j.E},
+		{`,"kid":`, j.Kid}, {`,"alg":`, j.Alg}, {`,"d":`, j.D},
+	} {
+		if m.value != "" {
+			b = append(b, m.name...)
+			b = appendJSONString(b, m.value)
+		}
+	}
+	return append(b, '}')
+}
+
+// appendJSONString appends s as json.Marshal quotes it. Printable ASCII
+// other than the characters json.Marshal escapes (" \ < > &) is copied as
+// is; any other string is left to json.Marshal.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s)
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
+
+// uidURL is a URL built around an agent uid (prefix + uid + suffix).
+type uidURL struct{ prefix, suffix string }
+
+// splitUIDURL returns the template of the URLs build makes from a uid, so
+// that each one costs one concatenation.
+func splitUIDURL(build func(uid string) string) uidURL {
+	sample := signer.UIDPrefix + strings.Repeat("0", 24)
+	prefix, suffix, _ := strings.Cut(build(sample), sample)
+	return uidURL{prefix, suffix}
+}
+
+func (u uidURL) of(uid string) string { return u.prefix + uid + u.suffix }

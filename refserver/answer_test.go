@@ -1,0 +1,63 @@
+package refserver
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"github.com/agentid/agentid/signer"
+)
+
+// TestKeyResponseJSON: the hand-written encoder of /whoami's answer writes
+// exactly what json.Marshal writes, for every JWK member and for strings
+// json.Marshal escapes.
+func TestKeyResponseJSON(t *testing.T) {
+	t.Parallel()
+	every := signer.JWK{}
+	v := reflect.ValueOf(&every).Elem()
+	for i := range v.NumField() {
+		if v.Field(i).Kind() != reflect.String {
+			t.Fatalf("signer.JWK.%s is a %s: appendJWK writes strings only", v.Type().Field(i).Name, v.Field(i).Kind())
+		}
+		v.Field(i).SetString("v-" + v.Type().Field(i).Name)
+	}
+	yes, no := true, false
+	ed := signer.JWK{Kty: "OKP", Crv: "Ed25519", X: "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo", Kid: "poqkLGiymh_W0uP6PZFw-dvez3QJT5SolqXBCW38r0U"}
+	tests := []struct {
+		name string
+		resp keyResponse
+	}{
+		{"ed25519", keyResponse{UID: "agent-0123456789abcdef01234567", Kid: ed.Kid, PublicJWK: ed, WellKnownURL: "http://agent-0123456789abcdef01234567.localhost:3000/.well-known/http-message-signatures-directory"}},
+		{"new", keyResponse{UID: "u", Kid: "k", PublicJWK: ed, IsNew: &yes}},
+		{"not new", keyResponse{UID: "u", Kid: "k", PublicJWK: ed, IsNew: &no}},
+		{"every member", keyResponse{PublicJWK: every}},
+		{"empty", keyResponse{}},
+		{"escaped", keyResponse{UID: `a"b\c`, Kid: "<&>", PublicJWK: signer.JWK{Kty: "\x00\n\u2028é", Kid: "\xff"}, WellKnownURL: "x\x7fy"}},
+	}
+	for _, tt := range tests {
+		want, err := json.Marshal(tt.resp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := tt.resp.appendJSON(nil); !bytes.Equal(got, want) {
+			t.Errorf("%s:\n got %s\nwant %s", tt.name, got, want)
+		}
+	}
+}
+
+// TestWellKnownURL: the server's directory URLs are signer's.
+func TestWellKnownURL(t *testing.T) {
+	t.Parallel()
+	uid := signer.UIDPrefix + "0123456789abcdef01234567"
+	for _, hostname := range []string{"https://agentid.example", "http://localhost:3000", "https://AgentID.example:443"} {
+		service, err := ParseHostname(hostname)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := &Server{service: service, wellKnown: splitUIDURL(service.DirectoryURL)}
+		if got, want := s.WellKnownURL(uid), service.DirectoryURL(uid); got != want {
+			t.Errorf("%s: WellKnownURL = %q, want %q", hostname, got, want)
+		}
+	}
+}
