@@ -21,9 +21,9 @@ func (s *Server) routes() http.Handler {
 	r.MethodNotAllowedHandler = http.HandlerFunc(s.methodNotAllowed)
 	m := s.cfg.Metrics
 	if m != nil {
-		// Use runs after matching, so routes are counted by template;
-		// unmatched requests are counted as "unmatched".
-		r.Use(m.Middleware)
+		// Routes are counted by template (byMethod wraps each route's
+		// handler, which runs after matching); unmatched requests are
+		// counted as "unmatched".
 		r.NotFoundHandler = m.Middleware(r.NotFoundHandler)
 		r.MethodNotAllowedHandler = m.Middleware(r.MethodNotAllowedHandler)
 	}
@@ -126,6 +126,9 @@ func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 
 // byMethod dispatches on the request method; HEAD is served by the GET
 // handler. Other methods get 405 method_not_allowed with an Allow header.
+// With Metrics, every answer is counted under the matched route's
+// template. (The handler is wrapped once here: mux's Router.Use would
+// wrap it again on every request.)
 func (s *Server) byMethod(handlers map[string]http.HandlerFunc) http.Handler {
 	if h, ok := handlers[http.MethodGet]; ok {
 		if _, ok := handlers[http.MethodHead]; !ok {
@@ -138,7 +141,7 @@ func (s *Server) byMethod(handlers map[string]http.HandlerFunc) http.Handler {
 	}
 	sort.Strings(allowed)
 	allow := strings.Join(allowed, ", ")
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if h, ok := handlers[r.Method]; ok {
 			h(w, r)
 			return
@@ -146,6 +149,10 @@ func (s *Server) byMethod(handlers map[string]http.HandlerFunc) http.Handler {
 		w.Header().Set("Allow", allow)
 		s.methodNotAllowed(w, r)
 	})
+	if m := s.cfg.Metrics; m != nil {
+		h = m.Middleware(h)
+	}
+	return h
 }
 
 // writeError writes the JSON error body and hands the internal cause to the

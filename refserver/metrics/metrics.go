@@ -74,8 +74,8 @@ func (h *Histogram) Observe(d time.Duration) {
 // NewRegistry. It is safe for concurrent use; recording is lock-free once a
 // label set has been seen.
 type Registry struct {
-	requests      sync.Map // requestKey → *atomic.Uint64
-	verifications sync.Map // outcome → *atomic.Uint64
+	requests      counters[requestKey]
+	verifications counters[string] // by outcome
 	keyHit        atomic.Uint64
 	keyMiss       atomic.Uint64
 	db            *Histogram
@@ -86,12 +86,48 @@ func NewRegistry() *Registry {
 	return &Registry{db: newHistogram(DBBuckets)}
 }
 
-func counter(m *sync.Map, k any) *atomic.Uint64 {
-	if c, ok := m.Load(k); ok {
-		return c.(*atomic.Uint64)
+// counters is a family of counters by label set. Finding a seen label
+// set takes a read lock and allocates nothing (a sync.Map would box each
+// key into an interface).
+type counters[K comparable] struct {
+	mu sync.RWMutex
+	m  map[K]*atomic.Uint64
+}
+
+// get returns the counter of k, creating it at zero.
+func (c *counters[K]) get(k K) *atomic.Uint64 {
+	c.mu.RLock()
+	n := c.m[k]
+	c.mu.RUnlock()
+	if n != nil {
+		return n
 	}
-	c, _ := m.LoadOrStore(k, new(atomic.Uint64))
-	return c.(*atomic.Uint64)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n = c.m[k]; n == nil {
+		if c.m == nil {
+			c.m = make(map[K]*atomic.Uint64)
+		}
+		n = new(atomic.Uint64)
+		c.m[k] = n
+	}
+	return n
+}
+
+// sorted returns the label sets and their values, sorted by cmp.
+func (c *counters[K]) sorted(cmp func(a, b K) int) ([]K, []uint64) {
+	c.mu.RLock()
+	keys := make([]K, 0, len(c.m))
+	for k := range c.m {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, cmp)
+	values := make([]uint64, len(keys))
+	for i, k := range keys {
+		values[i] = c.m[k].Load()
+	}
+	c.mu.RUnlock()
+	return keys, values
 }
 
 // ObserveRequest counts one HTTP response. route is the route template
@@ -101,7 +137,7 @@ func (r *Registry) ObserveRequest(route, method string, status int) {
 	if route == "" {
 		route = Unmatched
 	}
-	counter(&r.requests, requestKey{route, normMethod(method), status}).Add(1)
+	r.requests.get(requestKey{route, normMethod(method), status}).Add(1)
 }
 
 func normMethod(m string) string {
@@ -115,7 +151,7 @@ func normMethod(m string) string {
 // ObserveVerification counts one signature verification outcome: "ok" or
 // the error code (e.g. "replayed_nonce").
 func (r *Registry) ObserveVerification(outcome string) {
-	counter(&r.verifications, outcome).Add(1)
+	r.verifications.get(outcome).Add(1)
 }
 
 // ObserveResult counts one verification outcome as middleware's
@@ -277,24 +313,18 @@ func (r *Registry) WriteTo(w io.Writer) (int64, error) {
 	bw := &countWriter{w: bufio.NewWriter(w)}
 
 	family(bw, "agentid_http_requests_total", "counter", "HTTP responses by route template, method and status code.")
-	var reqs []requestKey
-	r.requests.Range(func(k, _ any) bool { reqs = append(reqs, k.(requestKey)); return true })
-	slices.SortFunc(reqs, func(a, b requestKey) int {
+	reqs, counts := r.requests.sorted(func(a, b requestKey) int {
 		return cmp.Or(cmp.Compare(a.route, b.route), cmp.Compare(a.method, b.method), cmp.Compare(a.status, b.status))
 	})
-	for _, k := range reqs {
-		c, _ := r.requests.Load(k)
+	for i, k := range reqs {
 		fmt.Fprintf(bw, "agentid_http_requests_total{route=%s,method=%s,status=\"%d\"} %d\n",
-			quote(k.route), quote(k.method), k.status, c.(*atomic.Uint64).Load())
+			quote(k.route), quote(k.method), k.status, counts[i])
 	}
 
 	family(bw, "agentid_verifications_total", "counter", `Signature verifications by outcome: "ok" or the error code.`)
-	var outs []string
-	r.verifications.Range(func(k, _ any) bool { outs = append(outs, k.(string)); return true })
-	slices.Sort(outs)
-	for _, o := range outs {
-		c, _ := r.verifications.Load(o)
-		fmt.Fprintf(bw, "agentid_verifications_total{outcome=%s} %d\n", quote(o), c.(*atomic.Uint64).Load())
+	outs, counts := r.verifications.sorted(strings.Compare)
+	for i, o := range outs {
+		fmt.Fprintf(bw, "agentid_verifications_total{outcome=%s} %d\n", quote(o), counts[i])
 	}
 
 	family(bw, "agentid_key_cache_total", "counter", "Key lookups answered from the cache (hit) or not (miss).")
