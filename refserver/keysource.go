@@ -104,7 +104,7 @@ func (k *DBKeySource) Key(ctx context.Context, set signer.KeySet, keyID string) 
 	if !set.IsZero() {
 		agent = set.Identity()
 	}
-	uid := k.uidOf(agent)
+	uid := k.uidOfSet(set, agent)
 	if uid == "" {
 		if agent == "" {
 			return signer.PublicKey{}, fmt.Errorf("%w: a Signature-Agent naming %s://<uid>.%s is required", signer.ErrUntrustedAgent, k.service.Scheme, k.service.Host)
@@ -215,6 +215,19 @@ func (k *DBKeySource) known(kid string) {
 	if k.unknown != nil {
 		k.unknown.Remove(kid)
 	}
+}
+
+// uidOfSet is uidOf(agent) for agent = set.Identity(). When the identity
+// is the set's origin (the well-known directory of an origin, as parsed
+// by signer), it is already normalized and is read as it is.
+func (k *DBKeySource) uidOfSet(set signer.KeySet, agent string) string {
+	if agent != "" && agent == set.Origin() {
+		if host, ok := strings.CutPrefix(agent, k.originPrefix); ok {
+			return k.service.UIDOfHost(host)
+		}
+		return ""
+	}
+	return k.uidOf(agent)
 }
 
 // uidOf returns the uid of an agent origin of this service, or "".
