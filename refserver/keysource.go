@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentid/agentid/keyfetch/lru"
@@ -41,7 +42,11 @@ const (
 // Found keys (active or revoked) are cached by kid for a short TTL
 // (Config.KeyCacheTTL, at most 500 ms, measured with the server's clock), so
 // a burst of requests by one agent costs one query per TTL; concurrent
-// lookups of one uncached kid share one query. A kid that no agent holds
+// lookups of one uncached kid share one query. A cached key used after half
+// its TTL is read again in the background while the cached copy keeps
+// answering (never past its TTL), so the requests of a busy agent do not
+// all wait for the database each time its entry expires; that costs at
+// most two queries per kid per TTL. A kid that no agent holds
 // is remembered as unknown for the same TTL (at most 10,000 such kids, least
 // recently used dropped first), so requests with made-up kids cost at most
 // one query per kid per TTL; the lookup is by kid alone (a kid belongs to
@@ -59,10 +64,12 @@ type DBKeySource struct {
 
 	originPrefix string // "<scheme>://"
 
-	cache   *lru.Cache[string, keyEntry] // kid → row verdict; nil: no cache
-	unknown *lru.Cache[string, struct{}] // kids with no row; nil when cache is nil
-	observe func(hit bool)               // nil: not counted
-	group   singleflight.Group
+	cache        *lru.Cache[string, keyEntry] // kid → row verdict; nil: no cache
+	unknown      *lru.Cache[string, struct{}] // kids with no row; nil when cache is nil
+	now          func() time.Time
+	refreshAfter time.Duration      // age of a cached entry that is read again in the background
+	observe      func(hit bool)     // nil: not counted
+	group        singleflight.Group // by kid: lookups and refreshes of one kid share one query
 }
 
 // keyEntry is a cached lookup: the owner and key of a kid, and whether it
@@ -71,6 +78,9 @@ type keyEntry struct {
 	uid     string
 	pk      signer.PublicKey
 	revoked bool
+
+	cached     time.Time    // when the entry was cached
+	refreshing *atomic.Bool // set by the lookup that starts its refresh
 }
 
 // NewDBKeySource returns an uncached key source for the agents of the
@@ -85,7 +95,7 @@ func NewDBKeySource(db *gorm.DB, hostname string) (*DBKeySource, error) {
 
 func newDBKeySource(db *gorm.DB, service signer.ServiceURL, timeout, ttl time.Duration, now func() time.Time, observe func(bool)) *DBKeySource {
 	k := &DBKeySource{db: db, service: service, timeout: timeout, observe: observe,
-		originPrefix: service.Scheme + "://"}
+		originPrefix: service.Scheme + "://", now: now, refreshAfter: ttl / 2}
 	if ttl > 0 {
 		k.cache = lru.New[string, keyEntry](maxCacheEntries, ttl, now)
 		k.unknown = lru.New[string, struct{}](maxUnknownKeys, ttl, now)
@@ -141,32 +151,40 @@ func (k *DBKeySource) lookup(ctx context.Context, kid string) (keyEntry, bool, e
 		k.observe(hit)
 	}
 	if hit {
+		if found && k.now().Sub(e.cached) >= k.refreshAfter && e.refreshing.CompareAndSwap(false, true) {
+			k.load(ctx, kid) // in the background: this caller keeps the cached entry
+		}
 		return e, found, nil
 	}
+	select {
+	case res := <-k.load(ctx, kid):
+		r, _ := res.Val.(lookupResult)
+		return r.e, r.found, res.Err
+	case <-ctx.Done():
+		return keyEntry{}, false, dbUnavailable(fmt.Errorf("refserver: key lookup: %w", ctx.Err()))
+	}
+}
+
+// load reads kid's row and caches the verdict; its result arrives on the
+// channel. One query per kid runs at a time, on a context that outlives
+// any one caller (each caller still gives up on its own ctx).
+func (k *DBKeySource) load(ctx context.Context, kid string) <-chan singleflight.Result {
 	// Read before the query: a registration or rotation committing
 	// meanwhile bumps them, and the (possibly stale) answer is then not
 	// cached.
 	gen, unknownGen := k.cache.Generation(), k.unknown.Generation()
-	// One query per kid at a time, on a context that outlives any one
-	// caller; each caller still gives up on its own ctx.
-	ch := k.group.DoChan(kid, func() (any, error) {
+	return k.group.DoChan(kid, func() (any, error) {
 		e, found, err := k.query(context.WithoutCancel(ctx), kid) // query applies k.timeout
 		switch {
 		case err != nil:
 		case found:
+			e.cached, e.refreshing = k.now(), new(atomic.Bool)
 			k.cache.AddIfGeneration(kid, e, gen)
 		default:
 			k.unknown.AddIfGeneration(kid, struct{}{}, unknownGen)
 		}
 		return lookupResult{e, found}, err
 	})
-	select {
-	case res := <-ch:
-		r, _ := res.Val.(lookupResult)
-		return r.e, r.found, res.Err
-	case <-ctx.Done():
-		return keyEntry{}, false, dbUnavailable(fmt.Errorf("refserver: key lookup: %w", ctx.Err()))
-	}
 }
 
 type lookupResult struct {

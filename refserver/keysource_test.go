@@ -9,6 +9,7 @@ import (
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/refserver/dbtest"
+	"github.com/agentid/agentid/refserver/metrics"
 	"github.com/agentid/agentid/signer"
 	"gorm.io/gorm"
 )
@@ -117,14 +118,7 @@ func TestUnknownKidNegativeCache(t *testing.T) {
 		ks := e.srv.KeySource()
 		queries := countKeyQueries(t, db)
 		ctx := context.Background()
-		set := func(uid string) signer.KeySet {
-			t.Helper()
-			s, err := signer.ParseKeySetURL(e.origin(uid))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return s
-		}
+		set := e.keySet
 
 		unknown := testKey(82)
 		lookups := func(uid, kid string, n int, wantErr error) {
@@ -170,6 +164,54 @@ func TestUnknownKidNegativeCache(t *testing.T) {
 		}
 		if _, err := ks.Key(ctx, set(owner), next.KeyID()); err != nil {
 			t.Errorf("Key of a kid rotated in after it was cached as unknown: %v", err)
+		}
+	})
+}
+
+// keySet is the key set of uid's origin, as the verifier hands it to the
+// key source.
+func (e *testEnv) keySet(uid string) signer.KeySet {
+	e.t.Helper()
+	s, err := signer.ParseKeySetURL(e.origin(uid))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return s
+}
+
+// TestKeyRefreshAhead: a cached key used after half the TTL is read again
+// in the background while the cached entry answers, so lookups past the
+// first entry's TTL are still answered from the cache: a busy agent's
+// requests never wait for the database.
+func TestKeyRefreshAhead(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		clock := newTestClock()
+		e := newTestEnvConfig(t, db, "", func(c *refserver.Config) { c.Now = clock.Now; c.Metrics = metrics.NewRegistry() })
+		key := testKey(84)
+		uid := e.register(key)
+		ks := e.srv.KeySource()
+		queries := countKeyQueries(t, db)
+		lookup := func(step string, wantQueries int64) {
+			t.Helper()
+			if _, err := ks.Key(context.Background(), e.keySet(uid), key.KeyID()); err != nil {
+				t.Fatalf("%s: Key: %v", step, err)
+			}
+			ks.WaitKeyLookup(key.KeyID())
+			if got := queries.Load(); got != wantQueries {
+				t.Errorf("%s: %d queries, want %d", step, got, wantQueries)
+			}
+		}
+		const ttl = refserver.DefaultKeyCacheTTL
+		lookup("first lookup", 1)
+		lookup("cached", 1)
+		clock.Advance(ttl / 2)
+		lookup("at half the TTL: refreshed in the background", 2)
+		lookup("refreshed entry", 2)
+		clock.Advance(ttl/2 + ttl/4) // past the first entry's TTL
+		lookup("past the first TTL, at 3/4 of the second: refreshed again", 3)
+		if got := scrape(t, e)[`agentid_key_cache_total{result="miss"}`]; got != 1 {
+			t.Errorf("key cache misses = %v, want 1 (every later lookup answered from the cache)", got)
 		}
 	})
 }
