@@ -2,6 +2,7 @@ package refserver_test
 
 import (
 	"bufio"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -78,13 +79,16 @@ func BenchmarkWhoamiLoopback(b *testing.B) {
 	})
 }
 
+var openLoopRate = flag.Float64("openloop.rate", 0, "BenchmarkWhoamiOpenLoop's rate in requests per second (0: half the measured maximum)")
+
 // BenchmarkWhoamiOpenLoop measures what a client sees at a fixed offered
 // load: it finds the maximum rate with a closed loop (as
-// BenchmarkWhoamiLoopback), then sends at half that rate for 10 s (2 s
-// with -short) on a fixed schedule and reports the latency percentiles,
-// each measured from the request's scheduled send time (a stalled server
-// cannot hide its queue), the achieved rate and the errors. Run it with
-// -benchtime 1x: each run takes its fixed time whatever b.N is.
+// BenchmarkWhoamiLoopback), then sends at half that rate (or at
+// -openloop.rate) for 10 s (2 s with -short) on a fixed schedule and
+// reports the latency percentiles, each measured from the request's
+// scheduled send time (a stalled server cannot hide its queue), the
+// achieved rate and the errors. Run it with -benchtime 1x: each run takes
+// its fixed time whatever b.N is.
 func BenchmarkWhoamiOpenLoop(b *testing.B) {
 	loopbackBackends(b, func(b *testing.B, e *testEnv) {
 		duration := 10 * time.Second
@@ -96,6 +100,9 @@ func BenchmarkWhoamiOpenLoop(b *testing.B) {
 			b.Fatal(err)
 		}
 		rate := max / 2
+		if *openLoopRate > 0 {
+			rate = *openLoopRate
+		}
 		b.ResetTimer()
 		for range b.N {
 			b.StopTimer()
