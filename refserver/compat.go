@@ -71,12 +71,8 @@ func (s *Server) compatRoutes(api *mux.Router) {
 		// The verifier configurations are fixed; only a programming error gets here.
 		panic("refserver: vestauth compat verifiers: " + err.Error())
 	}
-	register := c.registerAgent
-	if lim := s.cfg.RegisterLimit; lim != nil {
-		register = lim.Middleware(http.HandlerFunc(c.registerAgent)).ServeHTTP
-	}
-	api.Handle("/register", s.byMethod(map[string]http.HandlerFunc{http.MethodPost: register}))
-	api.Handle("/rotate", s.byMethod(map[string]http.HandlerFunc{http.MethodPost: c.rotateKey}))
+	s.handle(api, "/register", map[string]http.HandlerFunc{http.MethodPost: s.limitRegistration(c.registerAgent)})
+	s.handle(api, "/rotate", map[string]http.HandlerFunc{http.MethodPost: c.rotateKey})
 }
 
 // readCompatKeyBody is readKeyBody with a missing Content-Type taken as

@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/agentid/agentid/middleware"
-	"github.com/agentid/agentid/refserver/metrics"
 )
 
 func TestRecoverPanics(t *testing.T) {
@@ -45,9 +44,14 @@ func TestRecoverPanics(t *testing.T) {
 	}
 }
 
-// TestRequestLogNotesErrors: an error written under wrapping writers (the
-// metrics middleware's) reaches the request's log line: its code always,
-// its internal cause only for a 5xx.
+// wrapWriter is a ResponseWriter wrapped by some middleware.
+type wrapWriter struct{ http.ResponseWriter }
+
+func (w wrapWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// TestRequestLogNotesErrors: an error written under wrapping writers
+// reaches the request's log line: its code always, its internal cause only
+// for a 5xx.
 func TestRequestLogNotesErrors(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -64,9 +68,9 @@ func TestRequestLogNotesErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var logs bytes.Buffer
 			s := &Server{log: slog.New(slog.NewTextHandler(&logs, nil))}
-			h := s.logRequests(metrics.NewRegistry().Middleware(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-				s.writeError(w, tt.err)
-			})))
+			h := s.logRequests(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				s.writeError(wrapWriter{wrapWriter{w}}, tt.err)
+			}))
 			h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "http://localhost:3000/x", nil))
 			for _, want := range tt.want {
 				if !strings.Contains(logs.String(), want) {

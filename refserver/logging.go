@@ -12,12 +12,14 @@ import (
 
 // requestWriter is the ResponseWriter of one request under logRequests:
 // it remembers the status and size of the answer and collects what the
-// request log line reports besides them: the error code and its internal
-// cause (never sent to clients).
+// request log line and the metrics report besides them: the route
+// template (set by handle), the error code and its internal cause (never
+// sent to clients).
 type requestWriter struct {
 	http.ResponseWriter
 	status int
 	bytes  int64
+	route  string
 	code   middleware.Code
 	cause  error
 }
@@ -60,7 +62,8 @@ func (w *requestWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // duration, bytes, and for errors the code (plus the internal cause for
 // 5xx). Headers, signatures, keys and bodies are never logged. Handlers
 // note an error's code and cause with noteError through the ResponseWriter,
-// so the request and its context are not copied.
+// so the request and its context are not copied. With Metrics, it also
+// counts the request by route template, method and status.
 func (s *Server) logRequests(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -68,6 +71,9 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 		next.ServeHTTP(sw, r)
 		if sw.status == 0 {
 			sw.status = http.StatusOK
+		}
+		if m := s.cfg.Metrics; m != nil {
+			m.ObserveRequest(sw.route, r.Method, sw.status)
 		}
 		level := slog.LevelInfo
 		if sw.status >= 500 {

@@ -19,43 +19,51 @@ func (s *Server) routes() http.Handler {
 	r.SkipClean(true) // never answer an unclean path with a non-JSON redirect
 	r.NotFoundHandler = http.HandlerFunc(s.notFound)
 	r.MethodNotAllowedHandler = http.HandlerFunc(s.methodNotAllowed)
-	m := s.cfg.Metrics
-	if m != nil {
-		// Routes are counted by template (byMethod wraps each route's
-		// handler, which runs after matching); unmatched requests are
-		// counted as "unmatched".
-		r.NotFoundHandler = m.Middleware(r.NotFoundHandler)
-		r.MethodNotAllowedHandler = m.Middleware(r.MethodNotAllowedHandler)
-	}
-
-	// The limit is checked before the body is read or a signature verified.
-	register := s.registerAgent
-	if lim := s.cfg.RegisterLimit; lim != nil {
-		register = lim.Middleware(http.HandlerFunc(s.registerAgent)).ServeHTTP
-	}
-
 	// Methods are dispatched by byMethod rather than mux's Methods matcher:
 	// mux 1.8.1 loses a method mismatch when a later route's host matcher
 	// matches, answering 404 where 405 is right.
 	api := r.MatcherFunc(s.onServiceHost).Subrouter()
-	api.Handle("/", s.byMethod(map[string]http.HandlerFunc{http.MethodGet: s.health}))
-	api.Handle("/readyz", s.byMethod(map[string]http.HandlerFunc{http.MethodGet: s.ready}))
-	api.Handle("/agents", s.byMethod(map[string]http.HandlerFunc{http.MethodPost: register}))
-	api.Handle("/agents/{uid}/keys", s.byMethod(map[string]http.HandlerFunc{http.MethodPut: s.rotateKeys}))
-	api.Handle("/whoami", s.byMethod(map[string]http.HandlerFunc{http.MethodGet: s.whoamiHandler, http.MethodPost: s.whoamiHandler}))
+	s.handle(api, "/", map[string]http.HandlerFunc{http.MethodGet: s.health})
+	s.handle(api, "/readyz", map[string]http.HandlerFunc{http.MethodGet: s.ready})
+	s.handle(api, "/agents", map[string]http.HandlerFunc{http.MethodPost: s.limitRegistration(s.registerAgent)})
+	s.handle(api, "/agents/{uid}/keys", map[string]http.HandlerFunc{http.MethodPut: s.rotateKeys})
+	s.handle(api, "/whoami", map[string]http.HandlerFunc{http.MethodGet: s.whoamiHandler, http.MethodPost: s.whoamiHandler})
 	if s.cfg.VestauthCompat {
 		s.compatRoutes(api)
 	}
-	if m != nil {
-		api.Handle("/metrics", s.byMethod(map[string]http.HandlerFunc{http.MethodGet: m.Handler().ServeHTTP}))
+	if m := s.cfg.Metrics; m != nil {
+		s.handle(api, "/metrics", map[string]http.HandlerFunc{http.MethodGet: m.Handler().ServeHTTP})
 	}
 
 	dir := r.MatcherFunc(s.onAgentHost).Subrouter()
-	dir.Handle(signer.DirectoryPath, s.byMethod(map[string]http.HandlerFunc{
+	s.handle(dir, signer.DirectoryPath, map[string]http.HandlerFunc{
 		http.MethodGet:     s.directory,
 		http.MethodOptions: s.directoryPreflight,
-	}))
+	})
 	return r
+}
+
+// handle registers the handlers of a route (by method, see byMethod) at
+// the path template on router. The template names the route in the
+// request log's metrics (requests that match no route are "unmatched").
+func (s *Server) handle(router *mux.Router, template string, handlers map[string]http.HandlerFunc) {
+	h := s.byMethod(handlers)
+	router.Handle(template, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if rw := requestWriterOf(w); rw != nil {
+			rw.route = template
+		}
+		h.ServeHTTP(w, r)
+	}))
+}
+
+// limitRegistration applies RegisterLimit, if set, to a registration
+// handler: the limit is checked before the body is read or a signature
+// verified.
+func (s *Server) limitRegistration(h http.HandlerFunc) http.HandlerFunc {
+	if lim := s.cfg.RegisterLimit; lim != nil {
+		return lim.Middleware(h).ServeHTTP
+	}
+	return h
 }
 
 type hostKind int
@@ -126,9 +134,6 @@ func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 
 // byMethod dispatches on the request method; HEAD is served by the GET
 // handler. Other methods get 405 method_not_allowed with an Allow header.
-// With Metrics, every answer is counted under the matched route's
-// template. (The handler is wrapped once here: mux's Router.Use would
-// wrap it again on every request.)
 func (s *Server) byMethod(handlers map[string]http.HandlerFunc) http.Handler {
 	if h, ok := handlers[http.MethodGet]; ok {
 		if _, ok := handlers[http.MethodHead]; !ok {
@@ -141,7 +146,7 @@ func (s *Server) byMethod(handlers map[string]http.HandlerFunc) http.Handler {
 	}
 	sort.Strings(allowed)
 	allow := strings.Join(allowed, ", ")
-	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if h, ok := handlers[r.Method]; ok {
 			h(w, r)
 			return
@@ -149,10 +154,6 @@ func (s *Server) byMethod(handlers map[string]http.HandlerFunc) http.Handler {
 		w.Header().Set("Allow", allow)
 		s.methodNotAllowed(w, r)
 	})
-	if m := s.cfg.Metrics; m != nil {
-		h = m.Middleware(h)
-	}
-	return h
 }
 
 // writeError writes the JSON error body and hands the internal cause to the

@@ -190,6 +190,7 @@ func TestMetricsWiring(t *testing.T) {
 			{e.request(http.MethodGet, e.base+"/whoami", nil), 401}, // missing_signature
 			{e.request(http.MethodGet, e.base+"/nope", nil), 404},
 			{e.request(http.MethodDelete, e.base+"/whoami", nil), 405},
+			{e.request("BREW", e.base+"/whoami", nil), 405},                 // unusual methods share one series
 			{e.request(http.MethodGet, e.origin(uid)+"/metrics", nil), 404}, // not on agent hosts
 		} {
 			if r := e.send(step.req); r.status != step.want {
@@ -203,6 +204,7 @@ func TestMetricsWiring(t *testing.T) {
 			`agentid_http_requests_total{route="/whoami",method="GET",status="200"}`:    1,
 			`agentid_http_requests_total{route="/whoami",method="GET",status="401"}`:    2,
 			`agentid_http_requests_total{route="/whoami",method="DELETE",status="405"}`: 1,
+			`agentid_http_requests_total{route="/whoami",method="OTHER",status="405"}`:  1,
 			`agentid_http_requests_total{route="unmatched",method="GET",status="404"}`:  2,
 			`agentid_verifications_total{outcome="ok"}`:                                 2, // registration and whoami
 			`agentid_verifications_total{outcome="replayed_nonce"}`:                     1,
@@ -214,6 +216,10 @@ func TestMetricsWiring(t *testing.T) {
 		}
 		if got := m["agentid_db_query_duration_seconds_count"]; got < 2 {
 			t.Errorf("database statements timed = %v, want at least 2", got)
+		}
+		// A scrape is counted once it has been answered.
+		if got := scrape(t, e)[`agentid_http_requests_total{route="/metrics",method="GET",status="200"}`]; got != 1 {
+			t.Errorf("scrapes counted = %v, want 1", got)
 		}
 
 		// Without a registry there is no /metrics.

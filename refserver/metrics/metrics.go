@@ -3,8 +3,8 @@
 // written by hand: no client library.
 //
 //	reg := metrics.NewRegistry()
-//	router.Use(reg.Middleware)                 // requests by route, method, status
-//	reg.InstrumentGorm(db)                     // database statement latency
+//	reg.ObserveRequest("/whoami", "GET", 200) // once per answered request
+//	reg.InstrumentGorm(db)                    // database statement latency
 //	router.Handle("/metrics", reg.Handler())
 //
 // Series: agentid_http_requests_total{route,method,status},
@@ -31,7 +31,6 @@ import (
 	"time"
 
 	"github.com/agentid/agentid/middleware"
-	"github.com/gorilla/mux"
 	"gorm.io/gorm"
 )
 
@@ -186,71 +185,6 @@ func (r *Registry) ObserveKeyCache(hit bool) {
 
 // ObserveDBQuery records the duration of one database statement.
 func (r *Registry) ObserveDBQuery(d time.Duration) { r.db.Observe(d) }
-
-// statusWriter remembers the status code written.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-// Unwrap lets http.ResponseController reach the underlying writer.
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// Flush implements http.Flusher when the underlying writer does.
-func (w *statusWriter) Flush() {
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
-		if w.status == 0 {
-			w.status = http.StatusOK
-		}
-		f.Flush()
-	}
-}
-
-// Middleware counts every response of next by route template, method and
-// status. The route is mux.CurrentRoute's path template (so install it with
-// router.Use, which runs after matching), else its name, else "unmatched".
-// To count 404s and 405s too, also wrap the router's NotFoundHandler and
-// MethodNotAllowedHandler.
-func (r *Registry) Middleware(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		sw := &statusWriter{ResponseWriter: w}
-		defer func() {
-			status := sw.status
-			if status == 0 {
-				status = http.StatusOK
-			}
-			r.ObserveRequest(RouteOf(req), req.Method, status)
-		}()
-		next.ServeHTTP(sw, req)
-	})
-}
-
-// RouteOf returns the gorilla/mux path template of the route that matched
-// req, the route's name when it has no path, or "" when no route matched.
-func RouteOf(req *http.Request) string {
-	rt := mux.CurrentRoute(req)
-	if rt == nil {
-		return ""
-	}
-	if t, err := rt.GetPathTemplate(); err == nil {
-		return t
-	}
-	return rt.GetName()
-}
 
 const startKey = "agentid:metrics:start"
 
