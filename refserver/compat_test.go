@@ -6,11 +6,9 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -93,6 +91,16 @@ func (e *testEnv) compatRegister(key signer.PrivateKey) string {
 	return uid
 }
 
+// compatRotate is vestauth's POST /rotate to newKey, signed by signing
+// with tag web-bot-auth, the Signature-Agent origin (none when "") and
+// expires created+window.
+func (e *testEnv) compatRotate(signing, newKey signer.PrivateKey, origin string, window int64) response {
+	e.t.Helper()
+	url := e.base + "/rotate"
+	h := vestauthHeaders(e.t, url, signing, "web-bot-auth", origin, window)
+	return e.send(e.compatReq(http.MethodPost, url, "", h, jwkBody(newKey.Public.JWK)))
+}
+
 // directoryKids returns the kids of uid's directory.
 func (e *testEnv) directoryKids(uid string) []string {
 	e.t.Helper()
@@ -128,9 +136,7 @@ func TestCompatRoutesOffByDefault(t *testing.T) {
 		for _, path := range []string{"/register", "/rotate"} {
 			h := vestauthHeaders(t, e.base+path, key, refserver.NullTag, "", 300)
 			r := e.send(e.compatReq(http.MethodPost, e.base+path, "", h, jwkBody(key.Public.JWK)))
-			if code := r.errorCode(t); r.status != http.StatusNotFound || code != "not_found" {
-				t.Errorf("POST %s without VestauthCompat: %d %s, want 404 not_found", path, r.status, code)
-			}
+			r.wantError(t, fmt.Sprintf("POST %s without VestauthCompat", path), http.StatusNotFound, middleware.CodeNotFound)
 		}
 	})
 }
@@ -169,9 +175,9 @@ func TestCompatRegister(t *testing.T) {
 			name     string
 			headers  map[string]string
 			body     []byte
-			noCT     bool   // send no Content-Type
-			ct       string // Content-Type to send instead of application/json
-			wantCode string // "" → 200 with uid and is_new false
+			noCT     bool            // send no Content-Type
+			ct       string          // Content-Type to send instead of application/json
+			wantCode middleware.Code // "" → 200 with uid and is_new false
 			status   int
 		}{
 			{"repeat, tag web-bot-auth", vestauthHeaders(t, url, key, "web-bot-auth", "", 300), body, false, "", "", 200},
@@ -207,9 +213,7 @@ func TestCompatRegister(t *testing.T) {
 					}
 					return
 				}
-				if code := r.errorCode(t); r.status != tt.status || code != tt.wantCode {
-					t.Errorf("answer %d %s (%s), want %d %s", r.status, code, r.body, tt.status, tt.wantCode)
-				}
+				r.wantError(t, "answer", tt.status, tt.wantCode)
 			})
 		}
 		if n := fetched.Load(); n != 0 {
@@ -223,9 +227,7 @@ func TestCompatRegister(t *testing.T) {
 			t.Fatalf("POST /register for a second key: %d (%s), want 200", r.status, r.body)
 		}
 		r := e.send(e.compatReq(http.MethodPost, url, "", h, jwkBody(testKey(204).Public.JWK)))
-		if code := r.errorCode(t); r.status != http.StatusUnauthorized || code != "replayed_nonce" {
-			t.Errorf("replayed POST /register: %d %s, want 401 replayed_nonce", r.status, code)
-		}
+		r.wantError(t, "replayed POST /register", http.StatusUnauthorized, middleware.CodeReplayedNonce)
 
 		// A native registration and a compat one of the same key meet.
 		if r := e.send(e.registerReq(testKey(204))); r.status != http.StatusOK || r.json(t)["is_new"] != false {
@@ -245,9 +247,7 @@ func TestCompatRegisterRateLimited(t *testing.T) {
 		e.compatRegister(testKey(205))
 		url := e.base + "/register"
 		r := e.send(e.compatReq(http.MethodPost, url, "", vestauthHeaders(t, url, testKey(206), refserver.NullTag, "", 300), jwkBody(testKey(206).Public.JWK)))
-		if code := r.errorCode(t); r.status != http.StatusTooManyRequests || code != "rate_limited" {
-			t.Errorf("second POST /register from one address over the limit: %d %s, want 429 rate_limited", r.status, code)
-		}
+		r.wantError(t, "second POST /register from one address over the limit", http.StatusTooManyRequests, middleware.CodeRateLimited)
 	})
 }
 
@@ -282,13 +282,6 @@ func TestCompatRotate(t *testing.T) {
 		e := compatEnv(t, db, nil)
 		cur, next := testKey(210), testKey(211)
 		uid := e.compatRegister(cur)
-		url := e.base + "/rotate"
-
-		rotate := func(t *testing.T, signing, newKey signer.PrivateKey, origin string, window int64) response {
-			t.Helper()
-			h := vestauthHeaders(t, url, signing, "web-bot-auth", origin, window)
-			return e.send(e.compatReq(http.MethodPost, url, "", h, jwkBody(newKey.Public.JWK)))
-		}
 		tests := []struct {
 			name     string
 			signing  signer.PrivateKey
@@ -296,7 +289,7 @@ func TestCompatRotate(t *testing.T) {
 			origin   string
 			window   int64
 			status   int
-			wantCode string
+			wantCode middleware.Code
 		}{
 			{"no Signature-Agent", cur, next, "", 300, 401, "invalid_signature_agent"},
 			{"Signature-Agent on another host", cur, next, "http://" + uid + ".evil.example", 300, 401, "untrusted_signature_agent"},
@@ -308,15 +301,13 @@ func TestCompatRotate(t *testing.T) {
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
-				r := rotate(t, tt.signing, tt.newKey, tt.origin, tt.window)
-				if code := r.errorCode(t); r.status != tt.status || code != tt.wantCode {
-					t.Errorf("POST /rotate: %d %s (%s), want %d %s", r.status, code, r.body, tt.status, tt.wantCode)
-				}
+				r := e.compatRotate(tt.signing, tt.newKey, tt.origin, tt.window)
+				r.wantError(t, "POST /rotate", tt.status, tt.wantCode)
 			})
 		}
 		e.wantOnlyKey(uid, cur.KeyID())
 
-		r := rotate(t, cur, next, e.origin(uid), 300)
+		r := e.compatRotate(cur, next, e.origin(uid), 300)
 		if r.status != http.StatusOK {
 			t.Fatalf("vestauth POST /rotate: status = %d (%s), want 200", r.status, r.body)
 		}
@@ -324,32 +315,17 @@ func TestCompatRotate(t *testing.T) {
 			t.Errorf("POST /rotate answered %s, want uid %s kid %s", r.body, uid, next.KeyID())
 		}
 		e.wantOnlyKey(uid, next.KeyID())
-		if r := e.send(e.whoamiReq(http.MethodGet, uid, cur)); r.status != http.StatusUnauthorized || r.errorCode(t) != "revoked_key" {
-			t.Errorf("whoami with the rotated-out key: %d %s, want 401 revoked_key", r.status, r.body)
-		}
+		e.send(e.whoamiReq(http.MethodGet, uid, cur)).wantError(t, "whoami with the rotated-out key", http.StatusUnauthorized, middleware.CodeRevokedKey)
 		if r := e.send(e.whoamiReq(http.MethodGet, uid, next)); r.status != http.StatusOK {
 			t.Errorf("whoami with the new key: %d %s, want 200", r.status, r.body)
 		}
 		// The old key can no longer rotate; the native route works with the new one.
-		if r := rotate(t, cur, testKey(213), e.origin(uid), 300); r.status != http.StatusUnauthorized || r.errorCode(t) != "revoked_key" {
-			t.Errorf("POST /rotate by the rotated-out key: %d %s, want 401 revoked_key", r.status, r.body)
-		}
+		e.compatRotate(cur, testKey(213), e.origin(uid), 300).wantError(t, "POST /rotate by the rotated-out key", http.StatusUnauthorized, middleware.CodeRevokedKey)
 		if r := e.send(e.rotateReq(uid, next, testKey(213))); r.status != http.StatusOK {
 			t.Errorf("PUT /agents/%s/keys after a compat rotation: %d %s, want 200", uid, r.status, r.body)
 		}
 		e.wantOnlyKey(uid, testKey(213).KeyID())
 	})
-}
-
-// compatDo sends req on e's client from any goroutine.
-func (e *testEnv) compatDo(req *http.Request) (response, error) {
-	resp, err := e.client.Do(req)
-	if err != nil {
-		return response{}, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return response{status: resp.StatusCode, header: resp.Header, body: b}, err
 }
 
 // The attacks vestauth's own server accepts on /rotate (weaknesses 1, 2
@@ -368,14 +344,10 @@ func TestCompatRotateAttacks(t *testing.T) {
 			h := vestauthHeaders(t, "https://evil-tool.example/x", key, "web-bot-auth", e.origin(uid), 300)
 			// …presented with that tool's Host: refused before any handler.
 			r := e.send(e.compatReq(http.MethodPost, e.base+"/rotate", "evil-tool.example", h, jwkBody(attacker.Public.JWK)))
-			if code := r.errorCode(t); r.status != http.StatusMisdirectedRequest || code != "misdirected_request" {
-				t.Errorf("POST /rotate with Host evil-tool.example: %d %s, want 421 misdirected_request", r.status, code)
-			}
+			r.wantError(t, "POST /rotate with Host evil-tool.example", http.StatusMisdirectedRequest, middleware.CodeMisdirectedRequest)
 			// …presented with the service's Host: the authority does not match.
 			r = e.send(e.compatReq(http.MethodPost, e.base+"/rotate", "", h, jwkBody(attacker.Public.JWK)))
-			if code := r.errorCode(t); r.status != http.StatusUnauthorized || code != "invalid_signature" {
-				t.Errorf("POST /rotate with headers made for evil-tool.example: %d %s, want 401 invalid_signature", r.status, code)
-			}
+			r.wantError(t, "POST /rotate with headers made for evil-tool.example", http.StatusUnauthorized, middleware.CodeInvalidSignature)
 			e.wantOnlyKey(uid, key.KeyID())
 		})
 
@@ -383,28 +355,18 @@ func TestCompatRotateAttacks(t *testing.T) {
 			key := testKey(221)
 			uid := e.compatRegister(key)
 			h := vestauthHeaders(t, e.base+"/rotate", key, "web-bot-auth", e.origin(uid), 300)
-			var (
-				wg      sync.WaitGroup
-				answers [3]response
-				errs    [3]error
-				keys    [3]signer.PrivateKey
-			)
+			var keys [3]signer.PrivateKey
+			reqs := make([]*http.Request, len(keys))
 			for i := range keys {
 				keys[i] = testKey(byte(230 + i))
-				req := e.compatReq(http.MethodPost, e.base+"/rotate", "", h, jwkBody(keys[i].Public.JWK))
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					answers[i], errs[i] = e.compatDo(req)
-				}()
+				reqs[i] = e.compatReq(http.MethodPost, e.base+"/rotate", "", h, jwkBody(keys[i].Public.JWK))
 			}
-			wg.Wait()
 			won := -1
+			answers := e.doAll(reqs)
 			for i, a := range answers {
-				if errs[i] != nil {
-					t.Fatalf("copy %d: %v", i, errs[i])
-				}
 				switch {
+				case a.status == 0:
+					t.Fatalf("copy %d: no answer: %s", i, a.body)
 				case a.status == http.StatusOK && won < 0:
 					won = i
 				case a.status == http.StatusOK:
@@ -429,13 +391,11 @@ func TestCompatRotateAttacks(t *testing.T) {
 			h := vestauthHeaders(t, e.base+"/rotate", key, "web-bot-auth", e.origin(uid), 300)
 			// Verified, then refused by the transaction: the nonce is spent all the same.
 			r := e.send(e.compatReq(http.MethodPost, e.base+"/rotate", "", h, jwkBody(key.Public.JWK)))
-			if code := r.errorCode(t); r.status != http.StatusConflict || code != "key_in_use" {
-				t.Fatalf("POST /rotate to the current key: %d %s, want 409 key_in_use", r.status, code)
+			if !r.wantError(t, "POST /rotate to the current key", http.StatusConflict, middleware.CodeKeyInUse) {
+				t.FailNow()
 			}
 			r = e.send(e.compatReq(http.MethodPost, e.base+"/rotate", "", h, jwkBody(attacker.Public.JWK)))
-			if code := r.errorCode(t); r.status != http.StatusUnauthorized || code != "replayed_nonce" {
-				t.Errorf("the same signature again with another key: %d %s, want 401 replayed_nonce", r.status, code)
-			}
+			r.wantError(t, "the same signature again with another key", http.StatusUnauthorized, middleware.CodeReplayedNonce)
 			e.wantOnlyKey(uid, key.KeyID())
 		})
 
@@ -447,9 +407,7 @@ func TestCompatRotateAttacks(t *testing.T) {
 				t.Fatalf("GET /whoami: %d %s, want 200", r.status, r.body)
 			}
 			r := e.send(e.compatReq(http.MethodPost, e.base+"/rotate", "", h, jwkBody(attacker.Public.JWK)))
-			if code := r.errorCode(t); r.status != http.StatusUnauthorized || code != "replayed_nonce" {
-				t.Errorf("the /whoami signature presented to POST /rotate: %d %s, want 401 replayed_nonce", r.status, code)
-			}
+			r.wantError(t, "the /whoami signature presented to POST /rotate", http.StatusUnauthorized, middleware.CodeReplayedNonce)
 			e.wantOnlyKey(uid, key.KeyID())
 		})
 
@@ -464,9 +422,7 @@ func TestCompatRotateAttacks(t *testing.T) {
 				h[k] = req.Header.Get(k)
 			}
 			r := e.send(e.compatReq(http.MethodPost, e.base+"/rotate", "", h, jwkBody(attacker.Public.JWK)))
-			if code := r.errorCode(t); r.status != http.StatusUnauthorized || code != "invalid_signature" {
-				t.Errorf("a GET /whoami signature covering @method @path presented to POST /rotate: %d %s, want 401 invalid_signature", r.status, code)
-			}
+			r.wantError(t, "a GET /whoami signature covering @method @path presented to POST /rotate", http.StatusUnauthorized, middleware.CodeInvalidSignature)
 			e.wantOnlyKey(uid, key.KeyID())
 		})
 
@@ -510,21 +466,19 @@ func TestCompatRotateKeyInUse(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		e := compatEnv(t, db, nil)
-		url := e.base + "/rotate"
-		rotate := func(t *testing.T, uid string, signing, newKey signer.PrivateKey) response {
+		rotate := func(uid string, signing, newKey signer.PrivateKey) response {
 			t.Helper()
-			h := vestauthHeaders(t, url, signing, "web-bot-auth", e.origin(uid), 300)
-			return e.send(e.compatReq(http.MethodPost, url, "", h, jwkBody(newKey.Public.JWK)))
+			return e.compatRotate(signing, newKey, e.origin(uid), 300)
 		}
 
 		victimKey, victimOld := testKey(241), testKey(240)
 		victim := e.compatRegister(victimOld)
-		if r := rotate(t, victim, victimOld, victimKey); r.status != http.StatusOK {
+		if r := rotate(victim, victimOld, victimKey); r.status != http.StatusOK {
 			t.Fatalf("victim rotation: %d %s", r.status, r.body)
 		}
 		callerOld, caller := testKey(242), testKey(243)
 		uid := e.compatRegister(callerOld)
-		if r := rotate(t, uid, callerOld, caller); r.status != http.StatusOK {
+		if r := rotate(uid, callerOld, caller); r.status != http.StatusOK {
 			t.Fatalf("caller rotation: %d %s", r.status, r.body)
 		}
 
@@ -540,10 +494,8 @@ func TestCompatRotateKeyInUse(t *testing.T) {
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
 				before := keyRows(t, db)
-				r := rotate(t, uid, caller, tt.newKey)
-				if code := r.errorCode(t); r.status != http.StatusConflict || code != string(middleware.CodeKeyInUse) {
-					t.Errorf("POST /rotate to %s: %d %s (%s), want 409 %s", tt.name, r.status, code, r.body, middleware.CodeKeyInUse)
-				}
+				r := rotate(uid, caller, tt.newKey)
+				r.wantError(t, "POST /rotate to "+tt.name, http.StatusConflict, middleware.CodeKeyInUse)
 				if after := keyRows(t, db); strings.Join(after, "\n") != strings.Join(before, "\n") {
 					t.Errorf("public_jwks changed:\nbefore %v\nafter  %v", before, after)
 				}
@@ -557,8 +509,6 @@ func TestCompatRotateKeyInUse(t *testing.T) {
 
 		// The native rotation proves possession of the new key; an already
 		// registered one stays key_conflict there.
-		if r := e.send(e.rotateReq(uid, caller, callerOld)); r.status != http.StatusConflict || r.errorCode(t) != string(middleware.CodeKeyConflict) {
-			t.Errorf("PUT /agents/%s/keys to the caller's revoked key: %d %s, want 409 %s", uid, r.status, r.body, middleware.CodeKeyConflict)
-		}
+		e.send(e.rotateReq(uid, caller, callerOld)).wantError(t, fmt.Sprintf("PUT /agents/%s/keys to the caller's revoked key", uid), http.StatusConflict, middleware.CodeKeyConflict)
 	})
 }

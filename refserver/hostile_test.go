@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/agentid/agentid/middleware"
@@ -52,28 +51,18 @@ func TestLongNoncesOnPostgres(t *testing.T) {
 		}
 		calls = append(calls, call{false, e.whoamiReq(http.MethodGet, goodUID, good)})
 	}
-	answers := make([]response, len(calls))
-	errs := make([]error, len(calls))
-	start := make(chan struct{})
-	var wg sync.WaitGroup
+	reqs := make([]*http.Request, len(calls))
 	for i, c := range calls {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			answers[i], errs[i] = e.compatDo(c.req)
-		}()
+		reqs[i] = c.req
 	}
-	close(start)
-	wg.Wait()
+	answers := e.doAll(reqs)
 
 	var ok, refused, accepted int
 	for i, c := range calls {
-		if errs[i] != nil {
-			t.Fatalf("request %d: %v", i, errs[i])
-		}
 		a := answers[i]
 		switch {
+		case a.status == 0:
+			t.Fatalf("request %d: no answer: %s", i, a.body)
 		case !c.hostile && a.status == http.StatusOK:
 			ok++
 		case !c.hostile:

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/agentid/agentid/middleware"
-	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/refserver/dbtest"
 	"github.com/agentid/agentid/signer"
 	"gorm.io/gorm"
@@ -261,12 +260,7 @@ func TestMalformedRequests(t *testing.T) {
 			})
 		}
 		// None of this changed anything.
-		var agents, keys int64
-		db.Model(&refserver.Agent{}).Count(&agents)
-		db.Model(&refserver.PublicJWK{}).Where("revoked_at IS NULL").Count(&keys)
-		if agents != 2 || keys != 2 {
-			t.Errorf("after the malformed requests: %d agents, %d active keys; want 2, 2", agents, keys)
-		}
+		wantRows(t, db, "after the malformed requests (active keys)", 2, 2, "revoked_at IS NULL")
 	})
 }
 

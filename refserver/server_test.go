@@ -14,6 +14,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/refserver/dbtest"
 	"github.com/agentid/agentid/signer"
@@ -174,18 +175,85 @@ func (r response) errorCode(t testing.TB) string {
 	return body.Error.Code
 }
 
-func (e *testEnv) send(req *http.Request) response {
-	e.t.Helper()
+// wantError reports an error unless r is a JSON error with status and
+// code, and returns whether it is.
+func (r response) wantError(t testing.TB, what string, status int, code middleware.Code) bool {
+	t.Helper()
+	got := r.errorCode(t)
+	if r.status == status && got == string(code) {
+		return true
+	}
+	t.Errorf("%s: %d %s (%s), want %d %s", what, r.status, got, r.body, status, code)
+	return false
+}
+
+// do sends req on e's client and reads the answer; unlike send, it may be
+// called from any goroutine.
+func (e *testEnv) do(req *http.Request) (response, error) {
 	resp, err := e.client.Do(req)
 	if err != nil {
-		e.t.Fatalf("%s %s: %v", req.Method, req.URL, err)
+		return response{}, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		e.t.Fatal(err)
+	return response{status: resp.StatusCode, header: resp.Header, body: b}, err
+}
+
+// doAll sends reqs at once, each from its own goroutine, and returns
+// their answers in order; a request that got no answer has status 0 and
+// the error as its body.
+func (e *testEnv) doAll(reqs []*http.Request) []response {
+	out := make([]response, len(reqs))
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i, req := range reqs {
+		wg.Go(func() {
+			<-start
+			r, err := e.do(req)
+			if err != nil {
+				r = response{body: []byte(err.Error())}
+			}
+			out[i] = r
+		})
 	}
-	return response{status: resp.StatusCode, header: resp.Header, body: b}
+	close(start)
+	wg.Wait()
+	return out
+}
+
+// send is do that fails the test when there is no answer.
+func (e *testEnv) send(req *http.Request) response {
+	e.t.Helper()
+	r, err := e.do(req)
+	if err != nil {
+		e.t.Fatalf("%s %s: %v", req.Method, req.URL, err)
+	}
+	return r
+}
+
+// wantRows checks the number of agents and of key rows (those matching
+// keyWhere, as gorm's Where, when given).
+func wantRows(t testing.TB, db *gorm.DB, what string, agents, keys int64, keyWhere ...any) {
+	t.Helper()
+	a, k := countRows(t, db, &refserver.Agent{}), countRows(t, db, &refserver.PublicJWK{}, keyWhere...)
+	if a != agents || k != keys {
+		t.Errorf("%s: %d agents, %d keys; want %d, %d", what, a, k, agents, keys)
+	}
+}
+
+// countRows counts the rows of model's table, with an optional condition
+// (as gorm's Where).
+func countRows(t testing.TB, db *gorm.DB, model any, where ...any) int64 {
+	t.Helper()
+	q := db.Model(model)
+	if len(where) > 0 {
+		q = q.Where(where[0], where[1:]...)
+	}
+	var n int64
+	if err := q.Count(&n).Error; err != nil {
+		t.Fatalf("count: %v", err)
+	}
+	return n
 }
 
 func jwkBody(jwk signer.JWK) []byte {
@@ -449,26 +517,15 @@ func TestLifecycle(t *testing.T) {
 			t.Errorf("directory after rotation = %s, want %s", dir.body, want)
 		}
 		// The revoked key cannot register again (it would resurrect it).
-		if r := e.send(e.registerReq(k1)); r.status != http.StatusConflict || r.errorCode(t) != "key_conflict" {
-			t.Errorf("register a revoked key: status = %d (%s), want 409 key_conflict", r.status, r.body)
-		}
+		e.send(e.registerReq(k1)).wantError(t, "register a revoked key", http.StatusConflict, middleware.CodeKeyConflict)
 		// The old key cannot rotate any more.
-		if r := e.send(e.rotateReq(uid, k1, testKey(13))); r.status != http.StatusUnauthorized || r.errorCode(t) != "revoked_key" {
-			t.Errorf("rotate with the old key: status = %d (%s), want 401 revoked_key", r.status, r.body)
-		}
+		e.send(e.rotateReq(uid, k1, testKey(13))).wantError(t, "rotate with the old key", http.StatusUnauthorized, middleware.CodeRevokedKey)
 		// Rotating to a key another agent holds is a conflict.
 		other := testKey(14)
 		e.register(other)
-		if r := e.send(e.rotateReq(uid, k2, other)); r.status != http.StatusConflict || r.errorCode(t) != "key_conflict" {
-			t.Errorf("rotate to another agent's key: status = %d (%s), want 409 key_conflict", r.status, r.body)
-		}
+		e.send(e.rotateReq(uid, k2, other)).wantError(t, "rotate to another agent's key", http.StatusConflict, middleware.CodeKeyConflict)
 
-		var agents, keys int64
-		db.Model(&refserver.Agent{}).Count(&agents)
-		db.Model(&refserver.PublicJWK{}).Count(&keys)
-		if agents != 2 || keys != 3 {
-			t.Errorf("rows: %d agents, %d keys; want 2, 3", agents, keys)
-		}
+		wantRows(t, db, "rows", 2, 3)
 		var stored refserver.PublicJWK
 		if err := db.Where("kid = ?", k2.KeyID()).Take(&stored).Error; err != nil {
 			t.Fatal(err)
@@ -490,32 +547,8 @@ func TestConcurrentRegistration(t *testing.T) {
 		for i := range reqs {
 			reqs[i] = e.registerReq(key)
 		}
-		type result struct {
-			status int
-			uid    string
-			body   string
-		}
-		results := make([]result, n)
-		var wg sync.WaitGroup
-		for i := range reqs {
-			wg.Go(func() {
-				resp, err := e.client.Do(reqs[i])
-				if err != nil {
-					results[i] = result{body: err.Error()}
-					return
-				}
-				defer resp.Body.Close()
-				b, _ := io.ReadAll(resp.Body)
-				var m struct {
-					UID string `json:"uid"`
-				}
-				json.Unmarshal(b, &m)
-				results[i] = result{status: resp.StatusCode, uid: m.UID, body: string(b)}
-			})
-		}
-		wg.Wait()
 		created, uids := 0, map[string]bool{}
-		for i, r := range results {
+		for i, r := range e.doAll(reqs) {
 			switch r.status {
 			case http.StatusCreated:
 				created++
@@ -524,17 +557,13 @@ func TestConcurrentRegistration(t *testing.T) {
 				t.Errorf("request %d: status = %d (%s), want 201 or 200", i, r.status, r.body)
 				continue
 			}
-			uids[r.uid] = true
+			uid, _ := r.json(t)["uid"].(string)
+			uids[uid] = true
 		}
 		if created != 1 || len(uids) != 1 {
 			t.Errorf("%d created, %d distinct uids; want 1, 1", created, len(uids))
 		}
-		var agents, keys int64
-		db.Model(&refserver.Agent{}).Count(&agents)
-		db.Model(&refserver.PublicJWK{}).Count(&keys)
-		if agents != 1 || keys != 1 {
-			t.Errorf("rows: %d agents, %d keys; want 1, 1 (no orphans)", agents, keys)
-		}
+		wantRows(t, db, "rows (no orphans)", 1, 1)
 	})
 }
 
@@ -549,39 +578,21 @@ func TestConcurrentRotation(t *testing.T) {
 		for i := range reqs {
 			reqs[i] = e.rotateReq(uid, cur, testKey(byte(100+i)))
 		}
-		statuses := make([]int, n)
-		bodies := make([]string, n)
-		var wg sync.WaitGroup
-		for i := range reqs {
-			wg.Go(func() {
-				resp, err := e.client.Do(reqs[i])
-				if err != nil {
-					bodies[i] = err.Error()
-					return
-				}
-				defer resp.Body.Close()
-				b, _ := io.ReadAll(resp.Body)
-				statuses[i], bodies[i] = resp.StatusCode, string(b)
-			})
-		}
-		wg.Wait()
 		ok := 0
-		for i, s := range statuses {
+		for i, r := range e.doAll(reqs) {
 			switch {
-			case s == http.StatusOK:
+			case r.status == http.StatusOK:
 				ok++
-			case s == http.StatusUnauthorized && strings.Contains(bodies[i], `"revoked_key"`):
+			case r.status == http.StatusUnauthorized && bytes.Contains(r.body, []byte(`"revoked_key"`)):
 			default:
-				t.Errorf("rotation %d: status = %d (%s), want 200 or 401 revoked_key", i, s, bodies[i])
+				t.Errorf("rotation %d: status = %d (%s), want 200 or 401 revoked_key", i, r.status, r.body)
 			}
 		}
 		if ok != 1 {
 			t.Errorf("%d rotations succeeded, want exactly 1", ok)
 		}
-		var active, total int64
-		db.Model(&refserver.PublicJWK{}).Where("agent_uid = ? AND revoked_at IS NULL", uid).Count(&active)
-		db.Model(&refserver.PublicJWK{}).Where("agent_uid = ?", uid).Count(&total)
-		if active != 1 || total != 2 {
+		active := countRows(t, db, &refserver.PublicJWK{}, "agent_uid = ? AND revoked_at IS NULL", uid)
+		if total := countRows(t, db, &refserver.PublicJWK{}, "agent_uid = ?", uid); active != 1 || total != 2 {
 			t.Errorf("keys of %s: %d active, %d total; want 1, 2", uid, active, total)
 		}
 	})
