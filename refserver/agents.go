@@ -70,57 +70,51 @@ func (s *Server) readKeyBody(w http.ResponseWriter, r *http.Request) (signer.Pub
 	return pk, nil
 }
 
-// writeVerifyError is writeError for a refusal by v (whose error writer
-// adds Accept-Signature).
-func (s *Server) writeVerifyError(w http.ResponseWriter, v *middleware.Verifier, err error) {
-	v.WriteError(w, noteError(w, err))
-}
-
 // registerAgent is POST /agents: register the body's public key, proven by a
 // signature made with it. An already registered (active) key answers 200
 // with its agent and is_new false.
-func (s *Server) registerAgent(w http.ResponseWriter, r *http.Request) {
+func (s *Server) registerAgent(w http.ResponseWriter, r *http.Request) error {
 	pk, err := s.readKeyBody(w, r)
 	if err != nil {
-		s.writeError(w, err)
-		return
+		return err
 	}
-	resp, ok := s.proveAndRegister(w, r, pk, s.register, nil)
-	if !ok {
-		return
+	resp, err := s.proveAndRegister(r, pk, s.register, nil)
+	if err != nil {
+		return err
 	}
 	status := http.StatusOK
 	if *resp.IsNew {
 		status = http.StatusCreated
 	}
 	writeKeyResponse(w, status, resp)
+	return nil
 }
 
 // proveAndRegister verifies that r is signed by pk (proof of possession,
-// with verifier v and the optional extra check), then registers pk. It
-// writes the error response itself and reports false on failure. POST
-// /agents and the vestauth-compat POST /register share it.
-func (s *Server) proveAndRegister(w http.ResponseWriter, r *http.Request, pk signer.PublicKey, v *middleware.Verifier, extra func(middleware.Agent) error) (keyResponse, bool) {
+// with verifier v and the optional extra check, whose error is a refusal
+// by v too), then registers pk. POST /agents and the vestauth-compat POST
+// /register share it.
+func (s *Server) proveAndRegister(r *http.Request, pk signer.PublicKey, v *middleware.Verifier, extra func(middleware.Agent) error) (keyResponse, error) {
 	vr := r.WithContext(context.WithValue(r.Context(), bodyKeyCtx{}, pk))
 	a, err := check(v, vr)
-	if err == nil && extra != nil {
-		err = extra(a)
-	}
 	if err != nil {
-		s.writeVerifyError(w, v, err)
-		return keyResponse{}, false
+		return keyResponse{}, err
+	}
+	if extra != nil {
+		if err := extra(a); err != nil {
+			return keyResponse{}, &refusal{v: v, err: err}
+		}
 	}
 	ctx, cancel := s.dbContext(r.Context())
 	defer cancel()
 	uid, isNew, err := s.registerKey(ctx, pk)
 	s.keys.known(pk.JWK.Kid) // even on error: a failed commit may have committed
 	if err != nil {
-		s.writeError(w, err)
-		return keyResponse{}, false
+		return keyResponse{}, err
 	}
 	resp := s.keyResponse(uid, pk.JWK)
 	resp.IsNew = &isNew
-	return resp, true
+	return resp, nil
 }
 
 // registerKey returns the agent holding pk, creating agent and key in one
@@ -168,39 +162,33 @@ func (s *Server) registerKey(ctx context.Context, pk signer.PublicKey) (uid stri
 // (Signature-Agent naming {uid}), sig2 (tag agentid-key-possession) by the
 // new key in the body; then, in one transaction holding the agent row lock,
 // the new key is inserted and every other active key revoked.
-func (s *Server) rotateKeys(w http.ResponseWriter, r *http.Request) {
+func (s *Server) rotateKeys(w http.ResponseWriter, r *http.Request) error {
 	uid := mux.Vars(r)["uid"]
 	if !signer.ValidUID(uid) {
-		s.writeError(w, middleware.Fail(middleware.CodeAgentNotFound, "%q is not an agent uid (want agent-<24 hex>)", truncate(uid)))
-		return
+		return middleware.Fail(middleware.CodeAgentNotFound, "%q is not an agent uid (want agent-<24 hex>)", truncate(uid))
 	}
 	pk, err := s.readKeyBody(w, r)
 	if err != nil {
-		s.writeError(w, err)
-		return
+		return err
 	}
 	a, err := check(s.current, r)
 	if err != nil {
-		s.writeVerifyError(w, s.current, err)
-		return
+		return err
 	}
 	if a.UID != uid {
-		s.writeError(w, middleware.Fail(middleware.CodeForbidden, "the signing agent %s may not rotate the keys of %s", a.SignatureAgent, uid))
-		return
+		return middleware.Fail(middleware.CodeForbidden, "the signing agent %s may not rotate the keys of %s", a.SignatureAgent, uid)
 	}
 	vr := r.WithContext(context.WithValue(r.Context(), bodyKeyCtx{}, pk))
-	_, err = check(s.possession, vr)
-	if err != nil {
-		s.writeVerifyError(w, s.possession, err)
-		return
+	if _, err := check(s.possession, vr); err != nil {
+		return err
 	}
 	ctx, cancel := s.dbContext(r.Context())
 	defer cancel()
 	if err := s.rotateAgent(ctx, uid, a.KeyID, pk); err != nil {
-		s.writeError(w, err)
-		return
+		return err
 	}
 	writeKeyResponse(w, http.StatusOK, s.keyResponse(uid, pk.JWK))
+	return nil
 }
 
 // rotateAgent rotates uid to pk (see rotate) and, whatever the outcome (a
@@ -273,18 +261,17 @@ func (s *Server) rotate(ctx context.Context, uid, signingKid string, pk signer.P
 	return dbUnavailable(err)
 }
 
-// whoamiHandler is GET/POST /whoami: the agent that signed the request.
-func (s *Server) whoamiHandler(w http.ResponseWriter, r *http.Request) {
+// whoami is GET/POST /whoami: the agent that signed the request.
+func (s *Server) whoami(w http.ResponseWriter, r *http.Request) error {
 	a, err := check(s.verifier, r)
 	if err != nil {
-		s.writeVerifyError(w, s.verifier, err)
-		return
+		return err
 	}
 	if a.UID == "" { // the DB key source accepts only agent-<hex> origins
-		s.writeError(w, middleware.Fail(middleware.CodeUntrustedAgent, "the signature agent is not an agent of this service"))
-		return
+		return middleware.Fail(middleware.CodeUntrustedAgent, "the signature agent is not an agent of this service")
 	}
 	writeKeyResponse(w, http.StatusOK, s.keyResponse(a.UID, a.JWK))
+	return nil
 }
 
 func truncate(s string) string {

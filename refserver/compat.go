@@ -71,8 +71,8 @@ func (s *Server) compatRoutes(api *mux.Router) {
 		// The verifier configurations are fixed; only a programming error gets here.
 		panic("refserver: vestauth compat verifiers: " + err.Error())
 	}
-	s.handle(api, "/register", map[string]http.HandlerFunc{http.MethodPost: s.limitRegistration(c.registerAgent)})
-	s.handle(api, "/rotate", map[string]http.HandlerFunc{http.MethodPost: c.rotateKey})
+	s.handle(api, "/register", methods{http.MethodPost: s.limitRegistration(c.registerAgent)})
+	s.handle(api, "/rotate", methods{http.MethodPost: c.rotateKey})
 }
 
 // readCompatKeyBody is readKeyBody with a missing Content-Type taken as
@@ -91,23 +91,23 @@ func (c *vestauthCompat) readCompatKeyBody(w http.ResponseWriter, r *http.Reques
 // request must be signed by that key (keyid = its thumbprint) over
 // @authority with tag "web-bot-auth" or "null". Registration is POST
 // /agents's (registerKey); the answer is always 200 with is_new.
-func (c *vestauthCompat) registerAgent(w http.ResponseWriter, r *http.Request) {
-	s := c.s
+func (c *vestauthCompat) registerAgent(w http.ResponseWriter, r *http.Request) error {
 	pk, err := c.readCompatKeyBody(w, r)
 	if err != nil {
-		s.writeError(w, err)
-		return
+		return err
 	}
-	resp, ok := s.proveAndRegister(w, r, pk, c.register, func(a middleware.Agent) error {
+	resp, err := c.s.proveAndRegister(r, pk, c.register, func(a middleware.Agent) error {
 		if a.Tag != signer.DefaultTag && a.Tag != NullTag {
 			return middleware.Fail(middleware.CodeInvalidSignatureInput,
 				"no signature has tag=%q (or vestauth's tag=%q)", signer.DefaultTag, NullTag)
 		}
 		return nil
 	})
-	if ok {
-		writeKeyResponse(w, http.StatusOK, resp)
+	if err != nil {
+		return err
 	}
+	writeKeyResponse(w, http.StatusOK, resp)
+	return nil
 }
 
 // rotateKey is POST /rotate: vestauth's `agent rotate`. The request must be
@@ -120,21 +120,18 @@ func (c *vestauthCompat) registerAgent(w http.ResponseWriter, r *http.Request) {
 // key already registered anywhere (another agent's, or this agent's own
 // current or revoked key) is refused with 409 key_in_use, and the
 // database is left unchanged.
-func (c *vestauthCompat) rotateKey(w http.ResponseWriter, r *http.Request) {
+func (c *vestauthCompat) rotateKey(w http.ResponseWriter, r *http.Request) error {
 	s := c.s
 	pk, err := c.readCompatKeyBody(w, r)
 	if err != nil {
-		s.writeError(w, err)
-		return
+		return err
 	}
 	a, err := check(c.rotate, r)
 	if err != nil {
-		s.writeVerifyError(w, c.rotate, err)
-		return
+		return err
 	}
 	if a.UID == "" { // the DB key source accepts only agent-<hex> origins
-		s.writeError(w, middleware.Fail(middleware.CodeUntrustedAgent, "the signature agent is not an agent of this service"))
-		return
+		return middleware.Fail(middleware.CodeUntrustedAgent, "the signature agent is not an agent of this service")
 	}
 	ctx, cancel := s.dbContext(r.Context())
 	defer cancel()
@@ -144,8 +141,8 @@ func (c *vestauthCompat) rotateKey(w http.ResponseWriter, r *http.Request) {
 				Message: "this public key is already registered (to this or another agent); a vestauth rotation cannot prove possession of the new key, so it must be a key never registered before: generate a new key",
 				Err:     err}
 		}
-		s.writeError(w, err)
-		return
+		return err
 	}
 	writeKeyResponse(w, http.StatusOK, s.keyResponse(a.UID, pk.JWK))
+	return nil
 }

@@ -17,13 +17,14 @@ import (
 )
 
 // health is GET / : liveness, no database access.
-func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+func (s *Server) health(w http.ResponseWriter, r *http.Request) error {
 	writeJSON(w, http.StatusOK, map[string]string{"service": "agentid", "status": "ok", "version": s.cfg.Version})
+	return nil
 }
 
 // ready is GET /readyz: 200 when the database answers within 2 s (or
 // DBTimeout if shorter), else 503 database_unavailable.
-func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
+func (s *Server) ready(w http.ResponseWriter, r *http.Request) error {
 	timeout := 2 * time.Second
 	if s.cfg.DBTimeout < timeout {
 		timeout = s.cfg.DBTimeout
@@ -35,10 +36,10 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 		err = sqlDB.PingContext(ctx)
 	}
 	if err != nil {
-		s.writeError(w, dbUnavailable(err))
-		return
+		return dbUnavailable(err)
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	return nil
 }
 
 type directoryBody struct {
@@ -55,12 +56,11 @@ type dirEntry struct {
 // <uid>.<service host>: the agent's active keys. Rendered directories are
 // reused for KeyCacheTTL (clients may cache them for 60 s anyway); a
 // rotation through this instance drops its copy at once.
-func (s *Server) directory(w http.ResponseWriter, r *http.Request) {
+func (s *Server) directory(w http.ResponseWriter, r *http.Request) error {
 	_, uid := s.classify(r)
 	d, err := s.renderDirectory(r.Context(), uid)
 	if err != nil {
-		s.writeError(w, err)
-		return
+		return err
 	}
 	h := w.Header()
 	h.Set("Cache-Control", "max-age=60")
@@ -70,12 +70,13 @@ func (s *Server) directory(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	if etagMatches(r.Header.Values("If-None-Match"), d.etag) {
 		w.WriteHeader(http.StatusNotModified)
-		return
+		return nil
 	}
 	h.Set("Content-Type", signer.DirectoryMediaType)
 	h.Set("Content-Length", strconv.Itoa(len(d.body)))
 	w.WriteHeader(http.StatusOK)
 	w.Write(d.body)
+	return nil
 }
 
 // renderDirectory returns uid's directory from the cache or the database;
@@ -114,13 +115,14 @@ func (s *Server) renderDirectory(ctx context.Context, uid string) (dirEntry, err
 }
 
 // directoryPreflight answers CORS preflight requests for the directory.
-func (s *Server) directoryPreflight(w http.ResponseWriter, r *http.Request) {
+func (s *Server) directoryPreflight(w http.ResponseWriter, r *http.Request) error {
 	h := w.Header()
 	h.Set("Access-Control-Allow-Origin", "*")
 	h.Set("Access-Control-Allow-Methods", "GET, HEAD")
 	h.Set("Access-Control-Allow-Headers", "If-None-Match")
 	h.Set("Access-Control-Max-Age", "86400")
 	w.WriteHeader(http.StatusNoContent)
+	return nil
 }
 
 // etagMatches implements If-None-Match's weak comparison (RFC 9110 §13.1.2).

@@ -2,6 +2,7 @@ package refserver
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"sort"
 	"strings"
@@ -17,51 +18,77 @@ import (
 func (s *Server) routes() http.Handler {
 	r := mux.NewRouter()
 	r.SkipClean(true) // never answer an unclean path with a non-JSON redirect
-	r.NotFoundHandler = http.HandlerFunc(s.notFound)
-	r.MethodNotAllowedHandler = http.HandlerFunc(s.methodNotAllowed)
+	r.NotFoundHandler = s.serve(s.notFound)
+	r.MethodNotAllowedHandler = s.serve(s.methodNotAllowed)
 	// Methods are dispatched by byMethod rather than mux's Methods matcher:
 	// mux 1.8.1 loses a method mismatch when a later route's host matcher
 	// matches, answering 404 where 405 is right.
 	api := r.MatcherFunc(s.onServiceHost).Subrouter()
-	s.handle(api, "/", map[string]http.HandlerFunc{http.MethodGet: s.health})
-	s.handle(api, "/readyz", map[string]http.HandlerFunc{http.MethodGet: s.ready})
-	s.handle(api, "/agents", map[string]http.HandlerFunc{http.MethodPost: s.limitRegistration(s.registerAgent)})
-	s.handle(api, "/agents/{uid}/keys", map[string]http.HandlerFunc{http.MethodPut: s.rotateKeys})
-	s.handle(api, "/whoami", map[string]http.HandlerFunc{http.MethodGet: s.whoamiHandler, http.MethodPost: s.whoamiHandler})
+	s.handle(api, "/", methods{http.MethodGet: s.health})
+	s.handle(api, "/readyz", methods{http.MethodGet: s.ready})
+	s.handle(api, "/agents", methods{http.MethodPost: s.limitRegistration(s.registerAgent)})
+	s.handle(api, "/agents/{uid}/keys", methods{http.MethodPut: s.rotateKeys})
+	s.handle(api, "/whoami", methods{http.MethodGet: s.whoami, http.MethodPost: s.whoami})
 	if s.cfg.VestauthCompat {
 		s.compatRoutes(api)
 	}
 	if m := s.cfg.Metrics; m != nil {
-		s.handle(api, "/metrics", map[string]http.HandlerFunc{http.MethodGet: m.Handler().ServeHTTP})
+		s.handle(api, "/metrics", methods{http.MethodGet: plain(m.Handler())})
 	}
 
 	dir := r.MatcherFunc(s.onAgentHost).Subrouter()
-	s.handle(dir, signer.DirectoryPath, map[string]http.HandlerFunc{
+	s.handle(dir, signer.DirectoryPath, methods{
 		http.MethodGet:     s.directory,
 		http.MethodOptions: s.directoryPreflight,
 	})
 	return r
 }
 
-// handle registers the handlers of a route (by method, see byMethod) at
-// the path template on router. The template names the route in the
-// request log's metrics (requests that match no route are "unmatched").
-func (s *Server) handle(router *mux.Router, template string, handlers map[string]http.HandlerFunc) {
-	h := s.byMethod(handlers)
+// handler is a route's handler: it writes the answer, or returns the error
+// to answer with, which serve writes.
+type handler func(http.ResponseWriter, *http.Request) error
+
+// methods are a route's handlers by request method.
+type methods map[string]handler
+
+// plain is h as a handler that returns no error (it answers every request
+// itself).
+func plain(h http.Handler) handler {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		h.ServeHTTP(w, r)
+		return nil
+	}
+}
+
+// serve is h as an http.Handler: an error h returns is written by
+// writeError.
+func (s *Server) serve(h handler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			s.writeError(w, err)
+		}
+	}
+}
+
+// handle registers a route's handlers (by method, see byMethod) at the
+// path template on router. The template names the route in the request
+// log's metrics (requests that match no route are "unmatched").
+func (s *Server) handle(router *mux.Router, template string, hs methods) {
+	h := s.serve(s.byMethod(hs))
 	router.Handle(template, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if rw := requestWriterOf(w); rw != nil {
 			rw.route = template
 		}
-		h.ServeHTTP(w, r)
+		h(w, r)
 	}))
 }
 
 // limitRegistration applies RegisterLimit, if set, to a registration
 // handler: the limit is checked before the body is read or a signature
 // verified.
-func (s *Server) limitRegistration(h http.HandlerFunc) http.HandlerFunc {
+func (s *Server) limitRegistration(h handler) handler {
 	if lim := s.cfg.RegisterLimit; lim != nil {
-		return lim.Middleware(h).ServeHTTP
+		return plain(lim.Middleware(s.serve(h)))
 	}
 	return h
 }
@@ -111,30 +138,28 @@ func (s *Server) onAgentHost(r *http.Request, _ *mux.RouteMatch) bool {
 // that is not a host[:port], 421 for authorities this server does not
 // serve, 404 agent_not_found on an agent host whose label is not a uid,
 // else 404 not_found.
-func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
+func (s *Server) notFound(_ http.ResponseWriter, r *http.Request) error {
 	switch k, _ := s.classify(r); k {
 	case hostInvalid:
-		s.writeError(w, middleware.Fail(middleware.CodeInvalidAuthority,
-			"the Host %q is not a host[:port] authority", truncate(r.Host)))
+		return middleware.Fail(middleware.CodeInvalidAuthority,
+			"the Host %q is not a host[:port] authority", truncate(r.Host))
 	case hostOther:
-		s.writeError(w, middleware.Fail(middleware.CodeMisdirectedRequest,
-			"this server answers only for %s and its agent hosts (agent-….%s)", s.service.Host, s.service.Host))
+		return middleware.Fail(middleware.CodeMisdirectedRequest,
+			"this server answers only for %s and its agent hosts (agent-….%s)", s.service.Host, s.service.Host)
 	case hostAgentLabel:
-		s.writeError(w, middleware.Fail(middleware.CodeAgentNotFound,
-			"the host does not name an agent (want agent-<24 hex>.%s)", s.service.Host))
-	default:
-		s.writeError(w, middleware.Fail(middleware.CodeNotFound, "no route for %s", r.URL.Path))
+		return middleware.Fail(middleware.CodeAgentNotFound,
+			"the host does not name an agent (want agent-<24 hex>.%s)", s.service.Host)
 	}
+	return middleware.Fail(middleware.CodeNotFound, "no route for %s", r.URL.Path)
 }
 
-func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
-	s.writeError(w, middleware.Fail(middleware.CodeMethodNotAllowed,
-		"method %s is not allowed on %s", r.Method, r.URL.Path))
+func (s *Server) methodNotAllowed(_ http.ResponseWriter, r *http.Request) error {
+	return middleware.Fail(middleware.CodeMethodNotAllowed, "method %s is not allowed on %s", r.Method, r.URL.Path)
 }
 
 // byMethod dispatches on the request method; HEAD is served by the GET
 // handler. Other methods get 405 method_not_allowed with an Allow header.
-func (s *Server) byMethod(handlers map[string]http.HandlerFunc) http.Handler {
+func (s *Server) byMethod(handlers methods) handler {
 	if h, ok := handlers[http.MethodGet]; ok {
 		if _, ok := handlers[http.MethodHead]; !ok {
 			handlers[http.MethodHead] = h
@@ -146,19 +171,33 @@ func (s *Server) byMethod(handlers map[string]http.HandlerFunc) http.Handler {
 	}
 	sort.Strings(allowed)
 	allow := strings.Join(allowed, ", ")
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return func(w http.ResponseWriter, r *http.Request) error {
 		if h, ok := handlers[r.Method]; ok {
-			h(w, r)
-			return
+			return h(w, r)
 		}
 		w.Header().Set("Allow", allow)
-		s.methodNotAllowed(w, r)
-	})
+		return s.methodNotAllowed(w, r)
+	}
 }
 
-// writeError writes the JSON error body and hands the internal cause to the
-// request log.
+// refusal is a verification refusal by v, written by v's error writer
+// (which adds Accept-Signature).
+type refusal struct {
+	v   *middleware.Verifier
+	err error
+}
+
+func (e *refusal) Error() string { return e.err.Error() }
+func (e *refusal) Unwrap() error { return e.err }
+
+// writeError writes the JSON error body (a refusal with its verifier's
+// writer) and hands the internal cause to the request log.
 func (s *Server) writeError(w http.ResponseWriter, err error) {
+	var rf *refusal
+	if errors.As(err, &rf) {
+		rf.v.WriteError(w, noteError(w, rf.err))
+		return
+	}
 	middleware.WriteError(w, noteError(w, err))
 }
 

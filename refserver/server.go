@@ -226,11 +226,11 @@ func (s *Server) verifierConfig() middleware.Config {
 }
 
 // check verifies r with v; the outcome reaches Metrics through the
-// verifier's OnResult hook.
+// verifier's OnResult hook. A refusal is a *refusal by v.
 func check(v *middleware.Verifier, r *http.Request) (middleware.Agent, error) {
 	res := v.Check(r)
 	if res.Verdict != middleware.Verified {
-		return middleware.Agent{}, res.Err
+		return middleware.Agent{}, &refusal{v: v, err: res.Err}
 	}
 	return res.Agent, nil
 }
