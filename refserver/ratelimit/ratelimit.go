@@ -13,6 +13,7 @@
 package ratelimit
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -81,21 +82,11 @@ func (c Config) Validate() error {
 }
 
 func (c Config) withDefaults() Config {
-	if c.Rate == 0 {
-		c.Rate = DefaultRate
-	}
-	if c.Burst == 0 {
-		c.Burst = DefaultBurst
-	}
-	if c.MaxClients == 0 {
-		c.MaxClients = DefaultMaxClients
-	}
-	if c.IdleTimeout == 0 {
-		c.IdleTimeout = max(time.Duration(float64(c.Burst)/c.Rate*float64(time.Second)), time.Minute)
-	}
-	if c.IPv6Prefix == 0 {
-		c.IPv6Prefix = DefaultIPv6Prefix
-	}
+	c.Rate = cmp.Or(c.Rate, DefaultRate)
+	c.Burst = cmp.Or(c.Burst, DefaultBurst)
+	c.MaxClients = cmp.Or(c.MaxClients, DefaultMaxClients)
+	c.IdleTimeout = cmp.Or(c.IdleTimeout, max(time.Duration(float64(c.Burst)/c.Rate*float64(time.Second)), time.Minute))
+	c.IPv6Prefix = cmp.Or(c.IPv6Prefix, DefaultIPv6Prefix)
 	if c.Now == nil {
 		c.Now = time.Now
 	}

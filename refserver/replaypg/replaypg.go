@@ -14,6 +14,7 @@
 package replaypg
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"database/sql/driver"
@@ -75,8 +76,8 @@ func (c Config) Validate() error {
 	if c.DB == nil {
 		return errors.New("replaypg: Config.DB is required")
 	}
-	if c.Timeout < 0 || c.PurgeInterval < 0 || c.PurgeBatch < 0 {
-		return errors.New("replaypg: Config.Timeout, PurgeInterval and PurgeBatch must not be negative")
+	if c.Timeout < 0 || c.PurgeInterval < 0 || c.PurgeBatch < 0 || c.MaxFlights < 0 || c.MaxBatch < 0 {
+		return errors.New("replaypg: Config.Timeout, PurgeInterval, PurgeBatch, MaxFlights and MaxBatch must not be negative")
 	}
 	return nil
 }
@@ -85,21 +86,11 @@ func (c Config) withDefaults() Config {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	if c.Timeout == 0 {
-		c.Timeout = DefaultTimeout
-	}
-	if c.PurgeInterval == 0 {
-		c.PurgeInterval = DefaultPurgeInterval
-	}
-	if c.PurgeBatch == 0 {
-		c.PurgeBatch = DefaultPurgeBatch
-	}
-	if c.MaxFlights == 0 {
-		c.MaxFlights = 4
-	}
-	if c.MaxBatch == 0 {
-		c.MaxBatch = 256
-	}
+	c.Timeout = cmp.Or(c.Timeout, DefaultTimeout)
+	c.PurgeInterval = cmp.Or(c.PurgeInterval, DefaultPurgeInterval)
+	c.PurgeBatch = cmp.Or(c.PurgeBatch, DefaultPurgeBatch)
+	c.MaxFlights = cmp.Or(c.MaxFlights, 4)
+	c.MaxBatch = cmp.Or(c.MaxBatch, 256)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}

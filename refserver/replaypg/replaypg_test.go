@@ -210,6 +210,7 @@ func TestNewValidates(t *testing.T) {
 	for name, cfg := range map[string]replaypg.Config{
 		"no db":            {},
 		"negative timeout": {DB: &gorm.DB{}, Timeout: -1},
+		"negative batch":   {DB: &gorm.DB{}, MaxBatch: -1},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := replaypg.New(cfg); err == nil {
