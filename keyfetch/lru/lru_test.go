@@ -234,13 +234,19 @@ func TestConcurrent(t *testing.T) {
 	wg.Wait()
 }
 
-func BenchmarkGetHit(b *testing.B) {
+// filled returns a cache of 10,000 entries at most holding 1,000 keys.
+func filled() (*lru.Cache[string, int], []string) {
 	c := lru.New[string, int](10_000, time.Second, nil)
 	keys := make([]string, 1000)
 	for i := range keys {
 		keys[i] = "kid-" + strconv.Itoa(i)
 		c.Add(keys[i], i)
 	}
+	return c, keys
+}
+
+func BenchmarkGetHit(b *testing.B) {
+	c, keys := filled()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -262,12 +268,7 @@ func BenchmarkAddEvict(b *testing.B) {
 }
 
 func BenchmarkGetParallel(b *testing.B) {
-	c := lru.New[string, int](10_000, time.Second, nil)
-	keys := make([]string, 1000)
-	for i := range keys {
-		keys[i] = "kid-" + strconv.Itoa(i)
-		c.Add(keys[i], i)
-	}
+	c, keys := filled()
 	b.ReportAllocs()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
