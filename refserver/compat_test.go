@@ -91,14 +91,17 @@ func (e *testEnv) compatRegister(key signer.PrivateKey) string {
 	return uid
 }
 
+// rotateWith is POST /rotate to newKey carrying the signature headers h.
+func (e *testEnv) rotateWith(h map[string]string, newKey signer.PrivateKey) *http.Request {
+	return e.compatReq(http.MethodPost, e.base+"/rotate", "", h, jwkBody(newKey.Public.JWK))
+}
+
 // compatRotate is vestauth's POST /rotate to newKey, signed by signing
 // with tag web-bot-auth, the Signature-Agent origin (none when "") and
 // expires created+window.
 func (e *testEnv) compatRotate(signing, newKey signer.PrivateKey, origin string, window int64) response {
 	e.t.Helper()
-	url := e.base + "/rotate"
-	h := vestauthHeaders(e.t, url, signing, "web-bot-auth", origin, window)
-	return e.send(e.compatReq(http.MethodPost, url, "", h, jwkBody(newKey.Public.JWK)))
+	return e.send(e.rotateWith(vestauthHeaders(e.t, e.base+"/rotate", signing, "web-bot-auth", origin, window), newKey))
 }
 
 // directoryKids returns the kids of uid's directory.
@@ -346,7 +349,7 @@ func TestCompatRotateAttacks(t *testing.T) {
 			r := e.send(e.compatReq(http.MethodPost, e.base+"/rotate", "evil-tool.example", h, jwkBody(attacker.Public.JWK)))
 			r.wantError(t, "POST /rotate with Host evil-tool.example", http.StatusMisdirectedRequest, middleware.CodeMisdirectedRequest)
 			// …presented with the service's Host: the authority does not match.
-			r = e.send(e.compatReq(http.MethodPost, e.base+"/rotate", "", h, jwkBody(attacker.Public.JWK)))
+			r = e.send(e.rotateWith(h, attacker))
 			r.wantError(t, "POST /rotate with headers made for evil-tool.example", http.StatusUnauthorized, middleware.CodeInvalidSignature)
 			e.wantOnlyKey(uid, key.KeyID())
 		})
@@ -359,7 +362,7 @@ func TestCompatRotateAttacks(t *testing.T) {
 			reqs := make([]*http.Request, len(keys))
 			for i := range keys {
 				keys[i] = testKey(byte(230 + i))
-				reqs[i] = e.compatReq(http.MethodPost, e.base+"/rotate", "", h, jwkBody(keys[i].Public.JWK))
+				reqs[i] = e.rotateWith(h, keys[i])
 			}
 			won := -1
 			answers := e.doAll(reqs)
@@ -390,11 +393,11 @@ func TestCompatRotateAttacks(t *testing.T) {
 			uid := e.compatRegister(key)
 			h := vestauthHeaders(t, e.base+"/rotate", key, "web-bot-auth", e.origin(uid), 300)
 			// Verified, then refused by the transaction: the nonce is spent all the same.
-			r := e.send(e.compatReq(http.MethodPost, e.base+"/rotate", "", h, jwkBody(key.Public.JWK)))
+			r := e.send(e.rotateWith(h, key))
 			if !r.wantError(t, "POST /rotate to the current key", http.StatusConflict, middleware.CodeKeyInUse) {
 				t.FailNow()
 			}
-			r = e.send(e.compatReq(http.MethodPost, e.base+"/rotate", "", h, jwkBody(attacker.Public.JWK)))
+			r = e.send(e.rotateWith(h, attacker))
 			r.wantError(t, "the same signature again with another key", http.StatusUnauthorized, middleware.CodeReplayedNonce)
 			e.wantOnlyKey(uid, key.KeyID())
 		})
@@ -406,7 +409,7 @@ func TestCompatRotateAttacks(t *testing.T) {
 			if r := e.send(e.compatReq(http.MethodGet, e.base+"/whoami", "", h, nil)); r.status != http.StatusOK {
 				t.Fatalf("GET /whoami: %d %s, want 200", r.status, r.body)
 			}
-			r := e.send(e.compatReq(http.MethodPost, e.base+"/rotate", "", h, jwkBody(attacker.Public.JWK)))
+			r := e.send(e.rotateWith(h, attacker))
 			r.wantError(t, "the /whoami signature presented to POST /rotate", http.StatusUnauthorized, middleware.CodeReplayedNonce)
 			e.wantOnlyKey(uid, key.KeyID())
 		})
@@ -421,7 +424,7 @@ func TestCompatRotateAttacks(t *testing.T) {
 			for _, k := range []string{"Signature", "Signature-Input", "Signature-Agent"} {
 				h[k] = req.Header.Get(k)
 			}
-			r := e.send(e.compatReq(http.MethodPost, e.base+"/rotate", "", h, jwkBody(attacker.Public.JWK)))
+			r := e.send(e.rotateWith(h, attacker))
 			r.wantError(t, "a GET /whoami signature covering @method @path presented to POST /rotate", http.StatusUnauthorized, middleware.CodeInvalidSignature)
 			e.wantOnlyKey(uid, key.KeyID())
 		})
@@ -433,7 +436,7 @@ func TestCompatRotateAttacks(t *testing.T) {
 			key := testKey(225)
 			uid := e.compatRegister(key)
 			h := vestauthHeaders(t, e.base+"/whoami", key, "web-bot-auth", e.origin(uid), 300)
-			r := e.send(e.compatReq(http.MethodPost, e.base+"/rotate", "", h, jwkBody(attacker.Public.JWK)))
+			r := e.send(e.rotateWith(h, attacker))
 			if r.status != http.StatusOK {
 				t.Fatalf("an unused /whoami signature presented to POST /rotate: %d %s; the documented weakness is gone, update docs/migrating-from-vestauth.md and docs/security.md", r.status, r.body)
 			}
