@@ -11,17 +11,15 @@ import (
 )
 
 // requestWriter is the ResponseWriter of one request under logRequests:
-// it remembers the status and size of the answer and collects what the
-// request log line and the metrics report besides them: the route
-// template (set by handle), the error code and its internal cause (never
-// sent to clients).
+// a middleware.StatusWriter (status and size of the answer) that also
+// collects what the request log line and the metrics report besides them:
+// the route template (set by handle), the error code and its internal
+// cause (never sent to clients).
 type requestWriter struct {
-	http.ResponseWriter
-	status int
-	bytes  int64
-	route  string
-	code   middleware.Code
-	cause  error
+	middleware.StatusWriter
+	route string
+	code  middleware.Code
+	cause error
 }
 
 // requestWriterOf finds logRequests' writer under w (through the Unwrap
@@ -39,25 +37,6 @@ func requestWriterOf(w http.ResponseWriter) *requestWriter {
 	}
 }
 
-func (w *requestWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *requestWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	n, err := w.ResponseWriter.Write(b)
-	w.bytes += int64(n)
-	return n, err
-}
-
-// Unwrap lets http.ResponseController reach the underlying writer.
-func (w *requestWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
 // logRequests writes one line per request: method, path, status, host,
 // duration, bytes, and for errors the code (plus the internal cause for
 // 5xx). Headers, signatures, keys and bodies are never logged. Handlers
@@ -67,16 +46,16 @@ func (w *requestWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 func (s *Server) logRequests(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		sw := &requestWriter{ResponseWriter: w}
+		sw := &requestWriter{StatusWriter: middleware.StatusWriter{ResponseWriter: w}}
 		next.ServeHTTP(sw, r)
-		if sw.status == 0 {
-			sw.status = http.StatusOK
+		if sw.Status == 0 {
+			sw.Status = http.StatusOK
 		}
 		if m := s.cfg.Metrics; m != nil {
-			m.ObserveRequest(sw.route, r.Method, sw.status)
+			m.ObserveRequest(sw.route, r.Method, sw.Status)
 		}
 		level := slog.LevelInfo
-		if sw.status >= 500 {
+		if sw.Status >= 500 {
 			level = slog.LevelError
 		}
 		if !s.log.Enabled(r.Context(), level) {
@@ -86,15 +65,15 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 		attrs = append(attrs,
 			slog.String("method", r.Method),
 			slog.String("path", r.URL.Path),
-			slog.Int("status", sw.status),
+			slog.Int("status", sw.Status),
 			slog.String("host", r.Host),
 			slog.Duration("duration", time.Since(start)),
-			slog.Int64("bytes", sw.bytes),
+			slog.Int64("bytes", sw.Bytes),
 		)
 		if sw.code != "" {
 			attrs = append(attrs, slog.String("code", string(sw.code)))
 		}
-		if sw.status >= 500 && sw.cause != nil {
+		if sw.Status >= 500 && sw.cause != nil {
 			attrs = append(attrs, slog.String("cause", sw.cause.Error()))
 		}
 		s.log.LogAttrs(r.Context(), level, "request", attrs...)
