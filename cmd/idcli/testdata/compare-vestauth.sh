@@ -21,6 +21,10 @@
 #   CONCURRENCY   connections (default 64)
 #   REPLAY_STORE  agentid's nonce store: postgres (default; in the database,
 #                 shared by every instance) or memory
+#   PRESIGN       sign this many requests (each with its own nonce) before
+#                 each timed phase, so the generator's signing stays out of
+#                 the measured loop on a machine it shares with the servers
+#                 (default 0: sign inside the loop)
 #   TIME_LIMIT    seconds after which each server is stopped whatever
 #                 happens (default 600)
 #   AGENTID_INTEROP_NODE_MODULES  node_modules holding vestauth 0.21.1, as made
@@ -34,6 +38,7 @@ base_url=${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}
 duration=${DURATION:-10s}
 concurrency=${CONCURRENCY:-64}
 replay_store=${REPLAY_STORE:-postgres}
+presign=${PRESIGN:-0}
 step_limit=180                    # seconds, any one step
 server_limit=${TIME_LIMIT:-600}   # seconds, each server (and so the whole run)
 
@@ -89,7 +94,7 @@ bench() {
   shift 2
   echo "== idcli bench $url (whoami, $duration, $concurrency connections)"
   timeout "$step_limit" "$scratch/idcli" bench --url "$url" --connect "127.0.0.1:${url##*:}" --target whoami \
-    --duration "$duration" --concurrency "$concurrency" "$@" --json >"$scratch/$name.json"
+    --duration "$duration" --concurrency "$concurrency" --presign "$presign" "$@" --json >"$scratch/$name.json"
 }
 
 echo "== building idcli"
