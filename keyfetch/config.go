@@ -1,6 +1,7 @@
 package keyfetch
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -174,21 +175,11 @@ func (c Config) withDefaults() (settings, error) {
 	if c.MaxOrigins < 0 {
 		errs = append(errs, fmt.Errorf("MaxOrigins %d is negative", c.MaxOrigins))
 	}
-	if c.Timeout == 0 {
-		c.Timeout = DefaultTimeout
-	}
-	if c.MaxBodyBytes == 0 {
-		c.MaxBodyBytes = DefaultMaxBodyBytes
-	}
-	if c.MaxKeys == 0 {
-		c.MaxKeys = DefaultMaxKeys
-	}
-	if c.MinTTL == 0 {
-		c.MinTTL = DefaultMinTTL
-	}
-	if c.MaxTTL == 0 {
-		c.MaxTTL = DefaultMaxTTL
-	}
+	c.Timeout = cmp.Or(c.Timeout, DefaultTimeout)
+	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, DefaultMaxBodyBytes)
+	c.MaxKeys = cmp.Or(c.MaxKeys, DefaultMaxKeys)
+	c.MinTTL = cmp.Or(c.MinTTL, DefaultMinTTL)
+	c.MaxTTL = cmp.Or(c.MaxTTL, DefaultMaxTTL)
 	if c.MinTTL > c.MaxTTL {
 		errs = append(errs, fmt.Errorf("MinTTL %v exceeds MaxTTL %v", c.MinTTL, c.MaxTTL))
 	}
@@ -197,29 +188,17 @@ func (c Config) withDefaults() (settings, error) {
 	} else if c.DefaultTTL < c.MinTTL || c.DefaultTTL > c.MaxTTL {
 		errs = append(errs, fmt.Errorf("DefaultTTL %v is outside [MinTTL %v, MaxTTL %v]", c.DefaultTTL, c.MinTTL, c.MaxTTL))
 	}
-	if c.RefreshCooldown == 0 {
-		c.RefreshCooldown = DefaultRefreshCooldown
-	}
-	if c.NegativeTTL == 0 {
-		c.NegativeTTL = DefaultNegativeTTL
-	}
-	if c.MaxStale == 0 {
-		c.MaxStale = DefaultMaxStale
-	}
-	if c.MaxOrigins == 0 {
-		c.MaxOrigins = DefaultMaxOrigins
-	}
-	if c.Skew == 0 {
-		c.Skew = DefaultSkew
-	}
+	c.RefreshCooldown = cmp.Or(c.RefreshCooldown, DefaultRefreshCooldown)
+	c.NegativeTTL = cmp.Or(c.NegativeTTL, DefaultNegativeTTL)
+	c.MaxStale = cmp.Or(c.MaxStale, DefaultMaxStale)
+	c.MaxOrigins = cmp.Or(c.MaxOrigins, DefaultMaxOrigins)
+	c.Skew = cmp.Or(c.Skew, DefaultSkew)
+	c.UserAgent = cmp.Or(c.UserAgent, DefaultUserAgent)
 	if c.Now == nil {
 		c.Now = time.Now
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	if c.UserAgent == "" {
-		c.UserAgent = DefaultUserAgent
 	}
 	s := settings{Config: c}
 	for _, p := range c.TrustedHosts {

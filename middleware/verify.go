@@ -1,6 +1,7 @@
 package middleware
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -75,42 +76,28 @@ func (c Config) withDefaults() Config {
 	if c.Replay == nil {
 		c.Replay = NewMemoryReplayStoreWithClock(c.Now)
 	}
-	if c.Tag == "" {
-		c.Tag = signer.DefaultTag
-	}
+	c.Tag = cmp.Or(c.Tag, signer.DefaultTag)
 	if c.Algorithms == nil {
 		c.Algorithms = []string{signer.AlgEd25519, signer.AlgRSAPSSSHA512, signer.AlgECDSAP256SHA256}
 	}
-	if c.MaxWindow == 0 {
-		c.MaxWindow = DefaultMaxWindow
-	}
+	c.MaxWindow = cmp.Or(c.MaxWindow, DefaultMaxWindow)
 	if c.Skew == 0 {
 		c.Skew = DefaultSkew
 	} else if c.Skew < 0 {
 		c.Skew = 0
 	}
-	if c.MaxBodyBytes == 0 {
-		c.MaxBodyBytes = DefaultMaxBodyBytes
-	}
-	if c.RefusalStatus == 0 {
-		c.RefusalStatus = http.StatusUnauthorized
-	}
-	setDefault(&c.MaxHeaderBytes, DefaultMaxHeaderBytes)
-	setDefault(&c.MaxSignatures, DefaultMaxSignatures)
-	setDefault(&c.MaxComponents, DefaultMaxComponents)
-	setDefault(&c.MaxSignatureAgentMembers, DefaultMaxSignatureAgentMembers)
-	setDefault(&c.MaxNonceLength, DefaultMaxNonceLength)
-	setDefault(&c.MaxKeyIDLength, DefaultMaxKeyIDLength)
+	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, DefaultMaxBodyBytes)
+	c.RefusalStatus = cmp.Or(c.RefusalStatus, http.StatusUnauthorized)
+	c.MaxHeaderBytes = cmp.Or(c.MaxHeaderBytes, DefaultMaxHeaderBytes)
+	c.MaxSignatures = cmp.Or(c.MaxSignatures, DefaultMaxSignatures)
+	c.MaxComponents = cmp.Or(c.MaxComponents, DefaultMaxComponents)
+	c.MaxSignatureAgentMembers = cmp.Or(c.MaxSignatureAgentMembers, DefaultMaxSignatureAgentMembers)
+	c.MaxNonceLength = cmp.Or(c.MaxNonceLength, DefaultMaxNonceLength)
+	c.MaxKeyIDLength = cmp.Or(c.MaxKeyIDLength, DefaultMaxKeyIDLength)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	return c
-}
-
-func setDefault(p *int, def int) {
-	if *p == 0 {
-		*p = def
-	}
 }
 
 // NewVerifier validates cfg and returns a Verifier.

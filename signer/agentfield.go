@@ -7,13 +7,6 @@ import (
 	"strings"
 )
 
-// ErrInvalidSignatureAgent means Signature-Agent does not parse or names an
-// unusable key set.
-var ErrInvalidSignatureAgent = errors.New("signer: invalid signature agent")
-
-// ErrTooManyAgents means Signature-Agent has more members than allowed.
-var ErrTooManyAgents = errors.New("signer: too many Signature-Agent members")
-
 // AgentMember is one value of a Signature-Agent field (web-bot-auth): the
 // whole field when it is one string or token, or one dictionary member.
 type AgentMember struct {

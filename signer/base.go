@@ -6,15 +6,6 @@ import (
 	"net/http"
 )
 
-// Errors of Signature-Input and Signature (RFC 9421 §4). The limit errors
-// wrap ErrInvalidSignatureInput too.
-var (
-	ErrInvalidSignatureInput = errors.New("signer: invalid signature input")
-	ErrTooManySignatures     = errors.New("signer: too many signatures")
-	ErrTooManyComponents     = errors.New("signer: too many covered components")
-	ErrFieldTooLarge         = errors.New("signer: field too large")
-)
-
 // Params are the signature parameters of RFC 9421 §2.3 that this package
 // understands. Zero values mean absent (Has* report presence for integers).
 type Params struct {
@@ -321,23 +312,20 @@ func checkDuplicates(cs []Component) error {
 // in the order created, keyid, alg, expires, nonce, tag.
 func newSignature(label string, comps []Component, p Params) Signature {
 	ps := make([]param, 0, 6)
-	if p.HasCreated {
-		ps = append(ps, param{"created", bareItem{kind: kindInteger, n: p.Created}})
-	}
-	if p.KeyID != "" {
-		ps = append(ps, param{"keyid", bareItem{kind: kindString, s: p.KeyID}})
-	}
-	if p.Alg != "" {
-		ps = append(ps, param{"alg", bareItem{kind: kindString, s: p.Alg}})
-	}
-	if p.HasExpires {
-		ps = append(ps, param{"expires", bareItem{kind: kindInteger, n: p.Expires}})
-	}
-	if p.Nonce != "" {
-		ps = append(ps, param{"nonce", bareItem{kind: kindString, s: p.Nonce}})
-	}
-	if p.Tag != "" {
-		ps = append(ps, param{"tag", bareItem{kind: kindString, s: p.Tag}})
+	for _, q := range [...]struct {
+		present bool
+		param
+	}{
+		{p.HasCreated, param{"created", bareItem{kind: kindInteger, n: p.Created}}},
+		{p.KeyID != "", param{"keyid", bareItem{kind: kindString, s: p.KeyID}}},
+		{p.Alg != "", param{"alg", bareItem{kind: kindString, s: p.Alg}}},
+		{p.HasExpires, param{"expires", bareItem{kind: kindInteger, n: p.Expires}}},
+		{p.Nonce != "", param{"nonce", bareItem{kind: kindString, s: p.Nonce}}},
+		{p.Tag != "", param{"tag", bareItem{kind: kindString, s: p.Tag}}},
+	} {
+		if q.present {
+			ps = append(ps, q.param)
+		}
 	}
 	return Signature{Label: label, Components: comps, Params: p, params: ps}
 }

@@ -2,7 +2,6 @@ package signer
 
 import (
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -10,15 +9,6 @@ import (
 	"strings"
 
 	"github.com/dunglas/httpsfv"
-)
-
-// Errors about covered components (RFC 9421 §2). They are wrapped with the
-// component name.
-var (
-	ErrUnknownComponent   = errors.New("signer: unknown component")
-	ErrMissingComponent   = errors.New("signer: covered component absent from the request")
-	ErrDuplicateComponent = errors.New("signer: duplicate covered component")
-	ErrInvalidComponent   = errors.New("signer: invalid component")
 )
 
 // Component is one covered component identifier: a name (lowercase; derived
@@ -197,10 +187,6 @@ func Scheme(r *http.Request) string {
 	}
 	return "http"
 }
-
-// ErrInvalidAuthority means a request's Host is not a valid host[:port]
-// (two ports, an empty port, characters a host cannot hold).
-var ErrInvalidAuthority = errors.New("signer: invalid authority")
 
 // Authority returns the @authority value of r: the host (r.Host, else the
 // URL's host), lowercase, with the scheme's default port removed (RFC 9421

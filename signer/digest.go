@@ -5,16 +5,9 @@ import (
 	"crypto/sha256"
 	"crypto/sha512"
 	"crypto/subtle"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
-)
-
-// Content-Digest errors (RFC 9530).
-var (
-	ErrDigestMismatch    = errors.New("signer: content digest mismatch")
-	ErrDigestUnsupported = errors.New("signer: no supported content digest algorithm")
 )
 
 func digest(alg string, body []byte) ([]byte, error) {
@@ -69,9 +62,6 @@ func VerifyContentDigest(values []string, body []byte) error {
 	}
 	return nil
 }
-
-// ErrBodyTooLarge is returned by ReadBody when the body exceeds the limit.
-var ErrBodyTooLarge = errors.New("signer: body too large")
 
 // ReadBody reads r's body, at most limit bytes (no limit if limit <= 0),
 // and puts back a reader over the bytes read so the body can be read again

@@ -9,7 +9,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 )
@@ -51,12 +50,6 @@ type PrivateKey struct {
 	Key    ed25519.PrivateKey
 	Public PublicKey
 }
-
-// Errors returned by the JWK parsers. They are wrapped in a *JWKError that
-// names the offending member.
-var (
-	ErrInvalidJWK = errors.New("signer: invalid jwk")
-)
 
 // JWKError reports which JWK member is wrong and why.
 type JWKError struct {
@@ -293,16 +286,3 @@ func ParsePrivateJWK(data []byte) (PrivateKey, error) {
 	}
 	return PrivateKey{Key: priv, Public: pk}, nil
 }
-
-// Sentinel errors shared by key sources (middleware.KeySource implementations
-// such as keyfetch.Fetcher and the reference server's database source).
-var (
-	// ErrUnknownKey means the directory or store does not hold the keyid.
-	ErrUnknownKey = errors.New("unknown key")
-	// ErrRevokedKey means the key exists but has been revoked.
-	ErrRevokedKey = errors.New("revoked key")
-)
-
-// ErrUntrustedAgent means a key source refused to look up keys for a
-// signature agent outside its trust policy (no network I/O was done).
-var ErrUntrustedAgent = errors.New("untrusted signature agent")

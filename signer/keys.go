@@ -9,7 +9,6 @@ import (
 	"crypto/sha256"
 	"crypto/sha512"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/big"
 )
@@ -24,14 +23,6 @@ const (
 
 // MinRSABits is the smallest RSA modulus accepted.
 const MinRSABits = 2048
-
-// Errors of PublicKey.Verify.
-var (
-	// ErrAlgorithmMismatch means the signature's alg does not fit the key.
-	ErrAlgorithmMismatch = errors.New("signer: algorithm does not match the key")
-	// ErrBadSignature means the signature does not verify.
-	ErrBadSignature = errors.New("signer: signature does not verify")
-)
 
 // Algorithm returns the RFC 9421 algorithm the key verifies: AlgEd25519,
 // AlgRSAPSSSHA512 or AlgECDSAP256SHA256 ("" for the zero PublicKey).

@@ -3,7 +3,6 @@ package signer
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -83,9 +82,6 @@ func UIDFromOrigin(origin string) string {
 	}
 	return ""
 }
-
-// ErrInvalidServiceURL means a service base URL is malformed.
-var ErrInvalidServiceURL = errors.New("signer: invalid service URL")
 
 // ServiceURL is a service's base URL: scheme (http or https) and host
 // (lowercase host[:port], the scheme's default port dropped). Agents of the

@@ -1,6 +1,7 @@
 package signer
 
 import (
+	"cmp"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
@@ -57,15 +58,9 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
-	if o.Label == "" {
-		o.Label = DefaultLabel
-	}
-	if o.Tag == "" {
-		o.Tag = DefaultTag
-	}
-	if o.TTL == 0 {
-		o.TTL = DefaultTTL
-	}
+	o.Label = cmp.Or(o.Label, DefaultLabel)
+	o.Tag = cmp.Or(o.Tag, DefaultTag)
+	o.TTL = cmp.Or(o.TTL, DefaultTTL)
 	if o.Now == nil {
 		o.Now = time.Now
 	}

@@ -1,0 +1,56 @@
+package signer
+
+import "errors"
+
+// The errors callers branch on, with errors.Is. Functions wrap them with
+// what they concern (a label, a component, a member).
+var (
+	// ErrInvalidSignatureInput means Signature-Input or Signature does not
+	// parse or pair up (RFC 9421 §4). The limit errors below wrap it too.
+	ErrInvalidSignatureInput = errors.New("signer: invalid signature input")
+	// ErrTooManySignatures, ErrTooManyComponents and ErrFieldTooLarge mean a
+	// limit of ParseSignaturesLimited (or of ParseSignatureAgentLimited) was
+	// passed.
+	ErrTooManySignatures = errors.New("signer: too many signatures")
+	ErrTooManyComponents = errors.New("signer: too many covered components")
+	ErrFieldTooLarge     = errors.New("signer: field too large")
+
+	// Errors about covered components (RFC 9421 §2).
+	ErrUnknownComponent   = errors.New("signer: unknown component")
+	ErrMissingComponent   = errors.New("signer: covered component absent from the request")
+	ErrDuplicateComponent = errors.New("signer: duplicate covered component")
+	ErrInvalidComponent   = errors.New("signer: invalid component")
+	// ErrInvalidAuthority means a request's Host is not a valid host[:port]
+	// (two ports, an empty port, characters a host cannot hold).
+	ErrInvalidAuthority = errors.New("signer: invalid authority")
+
+	// ErrInvalidSignatureAgent means Signature-Agent does not parse or
+	// names an unusable key set; ErrTooManyAgents that it has more members
+	// than allowed.
+	ErrInvalidSignatureAgent = errors.New("signer: invalid signature agent")
+	ErrTooManyAgents         = errors.New("signer: too many Signature-Agent members")
+
+	// Content-Digest errors (RFC 9530), and ErrBodyTooLarge from ReadBody.
+	ErrDigestMismatch    = errors.New("signer: content digest mismatch")
+	ErrDigestUnsupported = errors.New("signer: no supported content digest algorithm")
+	ErrBodyTooLarge      = errors.New("signer: body too large")
+
+	// ErrInvalidJWK is wrapped by every *JWKError.
+	ErrInvalidJWK = errors.New("signer: invalid jwk")
+	// Errors of PublicKey.Verify: the signature's alg does not fit the
+	// key, or the signature does not verify.
+	ErrAlgorithmMismatch = errors.New("signer: algorithm does not match the key")
+	ErrBadSignature      = errors.New("signer: signature does not verify")
+
+	// ErrInvalidServiceURL means a service base URL is malformed.
+	ErrInvalidServiceURL = errors.New("signer: invalid service URL")
+
+	// Errors shared by key sources (middleware.KeySource implementations
+	// such as keyfetch.Fetcher and the reference server's database source):
+	// the key set does not hold the keyid; the key has been revoked; the
+	// source refused to look at a signature agent outside its trust policy
+	// (no network I/O was done).
+	ErrUnknownKey     = errors.New("unknown key")
+	ErrRevokedKey     = errors.New("revoked key")
+	ErrUntrustedAgent = errors.New("untrusted signature agent")
+)
