@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/signertest"
 )
 
 // benchNow is the fixed clock of the benchmarks.
@@ -66,15 +67,8 @@ func benchRequests(b *testing.B, n int, key signer.PrivateKey, components []stri
 func BenchmarkEd25519Verify(b *testing.B) {
 	key := signer.NewPrivateKey(ed25519.NewKeyFromSeed(benchSeed))
 	r := benchRequests(b, 1, key, nil)[0]
-	sigs, err := signer.ParseSignatures(r.Header.Values("Signature-Input"), r.Header.Values("Signature"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	base, err := sigs[0].Base(r)
-	if err != nil {
-		b.Fatal(err)
-	}
-	sig := sigs[0].Value
+	parsed, base := signertest.FirstBase(b, r)
+	sig := parsed.Value
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
@@ -149,14 +143,8 @@ func BenchmarkVerifyRatio(b *testing.B) {
 			h := middleware.New(middleware.Config{Keys: keys, Now: func() time.Time { return benchNow }})(
 				http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 			reqs := benchRequests(b, b.N, key, bc.components)
-			sigs, err := signer.ParseSignatures(reqs[0].Header.Values("Signature-Input"), reqs[0].Header.Values("Signature"))
-			if err != nil {
-				b.Fatal(err)
-			}
-			base, err := sigs[0].Base(reqs[0])
-			if err != nil {
-				b.Fatal(err)
-			}
+			first, base := signertest.FirstBase(b, reqs[0])
+			sigs := []signer.Signature{first}
 			w := &nullWriter{h: http.Header{}}
 			var bare, full time.Duration
 			b.ReportAllocs()

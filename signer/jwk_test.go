@@ -96,15 +96,26 @@ func TestGenerateKeyFromReader(t *testing.T) {
 	}
 }
 
+// jwkCase is one JWK parsing case: the input (in, or members marshalled)
+// and the JWKError.Member wanted ("-" means success).
+type jwkCase struct {
+	name    string
+	in      string
+	members map[string]any // used when in is ""
+	member  string
+}
+
+func (c jwkCase) json(t testing.TB) []byte {
+	if c.members != nil {
+		return jwkJSON(t, c.members)
+	}
+	return []byte(c.in)
+}
+
 func TestParsePublicJWK(t *testing.T) {
 	t.Parallel()
 	canonical := signer.JWK{Kty: "OKP", Crv: "Ed25519", X: vecX, Kid: vecThumbprint}
-	tests := []struct {
-		name    string
-		in      string
-		members map[string]any // used when in is ""
-		member  string         // wanted JWKError.Member; "-" means success
-	}{
+	tests := []jwkCase{
 		{name: "minimal", members: map[string]any{"kty": "OKP", "crv": "Ed25519", "x": vecX}, member: "-"},
 		{name: "thumbprint kid", members: map[string]any{"kty": "OKP", "crv": "Ed25519", "x": vecX, "kid": vecThumbprint}, member: "-"},
 		{name: "extra members dropped", members: map[string]any{"kty": "OKP", "crv": "Ed25519", "x": vecX, "use": "sig", "alg": "EdDSA", "key_ops": []string{"verify"}, "x5c": []any{}}, member: "-"},
@@ -137,10 +148,7 @@ func TestParsePublicJWK(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			in := []byte(tt.in)
-			if tt.members != nil {
-				in = jwkJSON(t, tt.members)
-			}
+			in := tt.json(t)
 			pk, err := signer.ParsePublicJWK(in)
 			if tt.member == "-" {
 				if err != nil {
@@ -192,12 +200,7 @@ func TestParsePrivateJWK(t *testing.T) {
 	t.Parallel()
 	other := signertest.Key(9)
 	otherD := other.JWK().D
-	tests := []struct {
-		name    string
-		in      string
-		members map[string]any
-		member  string // "-" means success
-	}{
+	tests := []jwkCase{
 		{name: "vector with foreign kid", members: map[string]any{"kty": "OKP", "crv": "Ed25519", "x": vecX, "d": vecD, "kid": "test-key-ed25519"}, member: "-"},
 		{name: "no kid", members: map[string]any{"kty": "OKP", "crv": "Ed25519", "x": vecX, "d": vecD}, member: "-"},
 		{name: "extra members", members: map[string]any{"kty": "OKP", "crv": "Ed25519", "x": vecX, "d": vecD, "use": "sig", "alg": "EdDSA"}, member: "-"},
@@ -218,11 +221,7 @@ func TestParsePrivateJWK(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			in := []byte(tt.in)
-			if tt.members != nil {
-				in = jwkJSON(t, tt.members)
-			}
-			k, err := signer.ParsePrivateJWK(in)
+			k, err := signer.ParsePrivateJWK(tt.json(t))
 			if tt.member == "-" {
 				if err != nil {
 					t.Fatalf("ParsePrivateJWK = %v, want success", err)

@@ -63,14 +63,8 @@ func TestRFC9421B26(t *testing.T) {
 func TestWebBotAuthE21(t *testing.T) {
 	v := loadVectors(t)
 	r := v.E21.Request.Build()
-	sigs, err := signer.ParseSignatures(r.Header.Values("Signature-Input"), r.Header.Values("Signature"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	base, err := sigs[0].Base(r)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sig, base := signertest.FirstBase(t, r)
+	sigs := []signer.Signature{sig}
 	if got, want := string(base), v.E21.SignatureBase; got != want {
 		t.Fatalf("base =\n%s\nwant\n%s", got, want)
 	}
@@ -93,14 +87,8 @@ func TestWebBotAuthE21(t *testing.T) {
 func TestWebBotAuthE22(t *testing.T) {
 	v := loadVectors(t)
 	r := v.E22.Request.Build()
-	sigs, err := signer.ParseSignatures(r.Header.Values("Signature-Input"), r.Header.Values("Signature"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	base, err := sigs[0].Base(r)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sig, base := signertest.FirstBase(t, r)
+	sigs := []signer.Signature{sig}
 	if !strings.Contains(string(base), "\n\"signature-agent\": \"https://signature-agent.test\"\n") {
 		t.Errorf("base does not carry the whole signature-agent field:\n%s", base)
 	}

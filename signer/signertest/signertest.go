@@ -102,3 +102,18 @@ func (v Vectors) PrivateKey(t testing.TB) signer.PrivateKey {
 func Key(n byte) signer.PrivateKey {
 	return signer.NewPrivateKey(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{n}, ed25519.SeedSize)))
 }
+
+// FirstBase parses r's Signature-Input and Signature and returns the first
+// signature with its base for r.
+func FirstBase(t testing.TB, r *http.Request) (signer.Signature, []byte) {
+	t.Helper()
+	sigs, err := signer.ParseSignatures(r.Header.Values("Signature-Input"), r.Header.Values("Signature"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := sigs[0].Base(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sigs[0], base
+}
