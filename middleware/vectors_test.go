@@ -46,28 +46,13 @@ func TestVectorsVerify(t *testing.T) {
 	}{
 		{"E.2.1 dictionary member", web, func() *http.Request { return v.E21.Request.Build() }, ""},
 		{"E.2.2 legacy string", web, func() *http.Request { return v.E22.Request.Build() }, ""},
-		{"B.2.6 relaxed RFC 9421", rfc, func() *http.Request {
-			r := v.B26.Request.Build()
-			r.Header.Set("Signature-Input", v.B26.SignatureInput)
-			r.Header.Set("Signature", v.B26.Signature)
-			return r
-		}, ""},
-		{"B.2.6 strict profile rejects it", web, func() *http.Request {
-			r := v.B26.Request.Build()
-			r.Header.Set("Signature-Input", v.B26.SignatureInput)
-			r.Header.Set("Signature", v.B26.Signature)
-			return r
-		}, "invalid_signature_input"},
+		{"B.2.6 relaxed RFC 9421", rfc, v.B26Request, ""},
+		{"B.2.6 strict profile rejects it", web, v.B26Request, "invalid_signature_input"},
 		{"E.2.2 default window", middleware.Config{Keys: keys, Now: fixedClock(1735690000)},
 			func() *http.Request { return v.E22.Request.Build() }, "signature_window_too_long"},
 		{"E.2.2 real clock", middleware.Config{Keys: keys, MaxWindow: -1},
 			func() *http.Request { return v.E22.Request.Build() }, "expired_signature"},
-		{"B.2.6 needs AllowAnyKeyID", func() middleware.Config { c := rfc; c.AllowAnyKeyID = false; return c }(), func() *http.Request {
-			r := v.B26.Request.Build()
-			r.Header.Set("Signature-Input", v.B26.SignatureInput)
-			r.Header.Set("Signature", v.B26.Signature)
-			return r
-		}, "unknown_key"},
+		{"B.2.6 needs AllowAnyKeyID", func() middleware.Config { c := rfc; c.AllowAnyKeyID = false; return c }(), v.B26Request, "unknown_key"},
 		{"E.2.1 changed authority", web, func() *http.Request {
 			r := v.E21.Request.Build()
 			r.Host = "example.org"
@@ -79,9 +64,7 @@ func TestVectorsVerify(t *testing.T) {
 			return r
 		}, "unknown_key"},
 		{"B.2.6 changed content-type", rfc, func() *http.Request {
-			r := v.B26.Request.Build()
-			r.Header.Set("Signature-Input", v.B26.SignatureInput)
-			r.Header.Set("Signature", v.B26.Signature)
+			r := v.B26Request()
 			r.Header.Set("Content-Type", "application/jsom")
 			return r
 		}, "invalid_signature"},

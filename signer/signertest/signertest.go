@@ -87,6 +87,14 @@ func LoadVectors(t testing.TB, path string) Vectors {
 	return v
 }
 
+// B26Request returns the RFC 9421 B.2.6 request with its signature.
+func (v Vectors) B26Request() *http.Request {
+	r := v.B26.Request.Build()
+	r.Header.Set("Signature-Input", v.B26.SignatureInput)
+	r.Header.Set("Signature", v.B26.Signature)
+	return r
+}
+
 // PrivateKey returns the RFC 9421 B.1.4 Ed25519 test key.
 func (v Vectors) PrivateKey(t testing.TB) signer.PrivateKey {
 	t.Helper()
