@@ -1,7 +1,6 @@
 package keyfetch_test
 
 import (
-	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"net"
@@ -14,36 +13,16 @@ import (
 
 	"github.com/agentid/agentid/keyfetch"
 	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/signertest"
 )
 
 // testKey returns a fixed Ed25519 public key: seed bytes all equal to n.
-func testKey(n byte) signer.PublicKey {
-	seed := make([]byte, ed25519.SeedSize)
-	for i := range seed {
-		seed[i] = n
-	}
-	return signer.NewPrivateKey(ed25519.NewKeyFromSeed(seed)).Public
-}
+func testKey(n byte) signer.PublicKey { return signertest.Key(n).Public }
 
 // clock is a manual clock for cache lifetimes.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
+type clock = signertest.Clock
 
-func newClock() *clock { return &clock{now: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
+func newClock() *clock { return signertest.NewClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)) }
 
 // countingListener counts accepted connections.
 type countingListener struct {

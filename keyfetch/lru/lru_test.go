@@ -8,25 +8,11 @@ import (
 	"time"
 
 	"github.com/agentid/agentid/keyfetch/lru"
+	"github.com/agentid/agentid/signer/signertest"
 )
 
 // clock is a settable test clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+type clock = signertest.Clock
 
 // op is one step of a scripted test: an action on the cache, then the
 // expected contents (key → value; absent keys must miss).
@@ -120,7 +106,7 @@ func TestCache(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			clk := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+			clk := signertest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 			c := lru.New[string, int](tt.size, tt.ttl, clk.Now)
 			for i, o := range tt.ops {
 				o.do(c, clk)

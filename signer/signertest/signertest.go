@@ -16,7 +16,9 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/agentid/agentid/signer"
 )
@@ -124,4 +126,28 @@ func FirstBase(t testing.TB, r *http.Request) (signer.Signature, []byte) {
 		t.Fatal(err)
 	}
 	return sigs[0], base
+}
+
+// Clock is a settable clock for lifetimes and windows: pass its Now where
+// a Config takes a clock. It is safe for concurrent use.
+type Clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// NewClock returns a Clock reading t.
+func NewClock(t time.Time) *Clock { return &Clock{now: t} }
+
+// Now returns the clock's time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// Advance moves the clock by d.
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
 }
