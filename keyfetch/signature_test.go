@@ -5,7 +5,6 @@ import (
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/agentid/agentid/keyfetch"
 	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/signertest"
 )
 
 // testPrivate returns the private key of testKey(n).
@@ -72,17 +72,7 @@ func edSig(k signer.PrivateKey) dirSig {
 
 // ecSig signs with the P-256 key k (r‖s over SHA-256).
 func ecSig(k *ecdsa.PrivateKey, pub signer.PublicKey) dirSig {
-	return dirSig{pub: pub, alg: signer.AlgECDSAP256SHA256, sign: func(b []byte) []byte {
-		h := sha256.Sum256(b)
-		r, s, err := ecdsa.Sign(rand.Reader, k, h[:])
-		if err != nil {
-			panic(err)
-		}
-		out := make([]byte, 64)
-		r.FillBytes(out[:32])
-		s.FillBytes(out[32:])
-		return out
-	}}
+	return dirSig{pub: pub, alg: signer.AlgECDSAP256SHA256, sign: func(b []byte) []byte { return signertest.SignECDSA(k, b) }}
 }
 
 // signedDirectory serves body as a key directory whose response carries

@@ -2,18 +2,13 @@ package middleware_test
 
 import (
 	"bufio"
-	"crypto"
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/rsa"
 	"crypto/sha256"
-	"crypto/sha512"
-	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -25,6 +20,7 @@ import (
 	"github.com/agentid/agentid/keyfetch"
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/signertest"
 )
 
 // End-to-end tests of every key-set form deployed signers use: a key
@@ -59,30 +55,11 @@ func ksEd25519(t testing.TB, seed byte, jwkExtra string) ksSigner {
 // 0.1.3 publishes its RSA keys.
 func ksRSA(t testing.TB, jwkExtra string) ksSigner {
 	t.Helper()
-	data, err := os.ReadFile("testdata/rsa_test_key.pem")
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, _ := pem.Decode(data)
-	if block == nil {
-		t.Fatal("testdata/rsa_test_key.pem holds no PEM block")
-	}
-	k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	priv := k.(*rsa.PrivateKey)
+	priv := signertest.RSAKey(t, "testdata/rsa_test_key.pem")
 	e := []byte{byte(priv.E >> 16), byte(priv.E >> 8), byte(priv.E)}
 	jwk := fmt.Sprintf(`{"kty":"RSA","alg":"PS512","n":%q,"e":%q%s}`, b64(priv.N.Bytes()), b64(trimZeros(e)), jwkExtra)
 	return ksSigner{name: "rsa-pss", alg: signer.AlgRSAPSSSHA512, pub: ksParse(t, jwk), jwk: jwk,
-		sign: func(b []byte) []byte {
-			h := sha512.Sum512(b)
-			sig, err := rsa.SignPSS(rand.Reader, priv, crypto.SHA512, h[:], &rsa.PSSOptions{SaltLength: 64})
-			if err != nil {
-				panic(err)
-			}
-			return sig
-		}}
+		sign: func(b []byte) []byte { return signertest.SignRSAPSS(priv, b) }}
 }
 
 // ksECDSA is a fixed P-256 key: ecdsa-p256-sha256, r‖s over SHA-256.
@@ -99,17 +76,7 @@ func ksECDSA(t testing.TB, jwkExtra string) ksSigner {
 	}
 	jwk := fmt.Sprintf(`{"kty":"EC","crv":"P-256","x":%q,"y":%q%s}`, b64(pt[1:33]), b64(pt[33:]), jwkExtra)
 	return ksSigner{name: "ecdsa-p256", alg: signer.AlgECDSAP256SHA256, pub: ksParse(t, jwk), jwk: jwk,
-		sign: func(b []byte) []byte {
-			h := sha256.Sum256(b)
-			r, s, err := ecdsa.Sign(rand.Reader, priv, h[:])
-			if err != nil {
-				panic(err)
-			}
-			out := make([]byte, 64)
-			r.FillBytes(out[:32])
-			s.FillBytes(out[32:])
-			return out
-		}}
+		sign: func(b []byte) []byte { return signertest.SignECDSA(priv, b) }}
 }
 
 func ksParse(t testing.TB, jwk string) signer.PublicKey {

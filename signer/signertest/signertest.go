@@ -10,8 +10,16 @@ package signertest
 
 import (
 	"bytes"
+	"crypto"
+	"crypto/ecdsa"
 	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/sha512"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -150,4 +158,52 @@ func (c *Clock) Advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.now = c.now.Add(d)
+}
+
+// RSAKey reads the PKCS #8 RSA private key of the PEM file at path (a
+// fixed test key kept in the calling package's testdata).
+func RSAKey(t testing.TB, path string) *rsa.PrivateKey {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(data)
+	if block == nil {
+		t.Fatalf("%s holds no PEM block", path)
+	}
+	k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	priv, ok := k.(*rsa.PrivateKey)
+	if !ok {
+		t.Fatalf("%s holds a %T, not an RSA key", path, k)
+	}
+	return priv
+}
+
+// SignRSAPSS signs msg as rsa-pss-sha512 does (RFC 9421 §3.3.1: SHA-512,
+// a 64-byte salt).
+func SignRSAPSS(priv *rsa.PrivateKey, msg []byte) []byte {
+	h := sha512.Sum512(msg)
+	sig, err := rsa.SignPSS(rand.Reader, priv, crypto.SHA512, h[:], &rsa.PSSOptions{SaltLength: sha512.Size})
+	if err != nil {
+		panic(err)
+	}
+	return sig
+}
+
+// SignECDSA signs msg as ecdsa-p256-sha256 does (RFC 9421 §3.3.4: SHA-256,
+// r‖s in 64 bytes).
+func SignECDSA(priv *ecdsa.PrivateKey, msg []byte) []byte {
+	h := sha256.Sum256(msg)
+	r, s, err := ecdsa.Sign(rand.Reader, priv, h[:])
+	if err != nil {
+		panic(err)
+	}
+	out := make([]byte, 64)
+	r.FillBytes(out[:32])
+	s.FillBytes(out[32:])
+	return out
 }
