@@ -146,31 +146,19 @@ func BenchmarkVerifyRatio(b *testing.B) {
 			first, base := signertest.FirstBase(b, reqs[0])
 			sigs := []signer.Signature{first}
 			w := &nullWriter{h: http.Header{}}
-			var bare, full time.Duration
 			b.ReportAllocs()
-			b.ResetTimer()
-			for start := 0; start < b.N; start += ratioBlock {
-				end := min(start+ratioBlock, b.N)
-				t0 := time.Now()
-				for range end - start {
+			signertest.Paired(b, ratioBlock, "ed25519", "verify",
+				func(int) {
 					if !ed25519.Verify(key.Public.Key, base, sigs[0].Value) {
 						b.Fatal("does not verify")
 					}
-				}
-				t1 := time.Now()
-				for i := start; i < end; i++ {
+				},
+				func(i int) {
 					h.ServeHTTP(w, reqs[i])
 					if w.code != 0 {
 						b.Fatalf("status = %d", w.code)
 					}
-				}
-				t2 := time.Now()
-				bare += t1.Sub(t0)
-				full += t2.Sub(t1)
-			}
-			b.ReportMetric(float64(bare.Nanoseconds())/float64(b.N), "ed25519-ns/op")
-			b.ReportMetric(float64(full.Nanoseconds())/float64(b.N), "verify-ns/op")
-			b.ReportMetric(float64(full)/float64(bare), "x-ed25519")
+				})
 		})
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/signertest"
@@ -131,26 +130,15 @@ func BenchmarkEd25519Backend(b *testing.B) {
 	base := defaultBase(b, key)
 	sig := ed25519.Sign(key.Key, base)
 	pk := key.Public
-	var std, backend time.Duration
-	for start := 0; start < b.N; start += 64 {
-		n := min(64, b.N-start)
-		t0 := time.Now()
-		for range n {
+	signertest.Paired(b, 64, "stdlib", "backend",
+		func(int) {
 			if !ed25519.Verify(pk.Key, base, sig) {
 				b.Fatal("stdlib refused")
 			}
-		}
-		t1 := time.Now()
-		for range n {
+		},
+		func(int) {
 			if pk.Verify(signer.AlgEd25519, base, sig) != nil {
 				b.Fatal("backend refused")
 			}
-		}
-		t2 := time.Now()
-		std += t1.Sub(t0)
-		backend += t2.Sub(t1)
-	}
-	b.ReportMetric(float64(std.Nanoseconds())/float64(b.N), "stdlib-ns/op")
-	b.ReportMetric(float64(backend.Nanoseconds())/float64(b.N), "backend-ns/op")
-	b.ReportMetric(float64(backend)/float64(std), "x-stdlib")
+		})
 }

@@ -207,3 +207,33 @@ func SignECDSA(priv *ecdsa.PrivateKey, msg []byte) []byte {
 	s.FillBytes(out[32:])
 	return out
 }
+
+// Paired times baseline(i) and measured(i) for i in [0, b.N), in
+// alternating blocks of block iterations (1 alternates every iteration),
+// and reports both costs as <baseName>-ns/op and <name>-ns/op and their
+// ratio, measured over baseline, as x-<baseName>. Timing both in the same
+// run, interleaved, keeps the ratio meaningful on a machine whose load
+// changes during the run.
+func Paired(b *testing.B, block int, baseName, name string, baseline, measured func(i int)) {
+	b.Helper()
+	var base, meas time.Duration
+	b.ResetTimer()
+	for start := 0; start < b.N; start += block {
+		end := min(start+block, b.N)
+		t0 := time.Now()
+		for i := start; i < end; i++ {
+			baseline(i)
+		}
+		t1 := time.Now()
+		for i := start; i < end; i++ {
+			measured(i)
+		}
+		t2 := time.Now()
+		base += t1.Sub(t0)
+		meas += t2.Sub(t1)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(base.Nanoseconds())/float64(b.N), baseName+"-ns/op")
+	b.ReportMetric(float64(meas.Nanoseconds())/float64(b.N), name+"-ns/op")
+	b.ReportMetric(float64(meas)/float64(base), "x-"+baseName)
+}
