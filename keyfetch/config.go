@@ -117,7 +117,8 @@ type Config struct {
 
 	// MaxOrigins caps the number of key sets held in the cache; beyond it
 	// entries with nothing left to serve (past their stale window, no
-	// failure to remember), then arbitrary ones, are evicted. If 0, 10000.
+	// failure to remember), then the least recently used, are evicted. If
+	// 0, 10000.
 	MaxOrigins int
 
 	// RequireSignedDirectories refuses a key-set response that carries no

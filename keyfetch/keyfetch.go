@@ -110,11 +110,11 @@ import (
 	"net/url"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/singleflight"
 
+	"github.com/agentid/agentid/keyfetch/lru"
 	"github.com/agentid/agentid/signer"
 )
 
@@ -124,9 +124,8 @@ type Fetcher struct {
 	cfg    settings
 	client *http.Client
 
-	entries sync.Map // cacheKey → *entry (immutable once stored)
-	count   atomic.Int64
-	mu      sync.Mutex // serialises writers of entries
+	entries *lru.Cache[cacheKey, *entry] // entries are immutable once stored
+	mu      sync.Mutex                   // serialises writers of entries
 	group   singleflight.Group
 }
 
@@ -165,7 +164,7 @@ func New(cfg Config) *Fetcher {
 	if err != nil {
 		panic(err)
 	}
-	f := &Fetcher{cfg: s}
+	f := &Fetcher{cfg: s, entries: lru.New[cacheKey, *entry](s.MaxOrigins, 0, nil)}
 	if s.HTTPClient == nil {
 		f.client = newHTTPClient(s.AllowPrivateNetworks, s.Timeout)
 	} else {
@@ -336,7 +335,7 @@ func (f *Fetcher) unknownOnFresh(ctx context.Context, set signer.KeySet, keyID s
 	}
 	ne := *e
 	ne.forcedAt = now
-	f.entries.Store(k, &ne)
+	f.entries.Add(k, &ne)
 	f.mu.Unlock()
 	f.cfg.Logger.Debug("keyfetch: unknown keyid forces a refresh", "url", e.url, "kid", keyID)
 	e2, err := f.refresh(ctx, set, &ne)
@@ -381,11 +380,8 @@ func (e *entry) lookup(keyID string, wellKnown bool, now time.Time) (signer.Publ
 }
 
 func (f *Fetcher) load(k cacheKey) *entry {
-	v, ok := f.entries.Load(k)
-	if !ok {
-		return nil
-	}
-	return v.(*entry)
+	e, _ := f.entries.Get(k)
+	return e
 }
 
 // refresh fetches set once for all concurrent callers and stores the
@@ -510,29 +506,14 @@ func index(keys []signer.PublicKey) (byThumb, byID map[string]signer.PublicKey) 
 	return byThumb, byID
 }
 
-// storeLocked stores e, evicting entries when the cache is over MaxOrigins.
-// f.mu must be held.
+// storeLocked stores e. A new key set that finds the cache full first
+// drops the dead entries (no set left to serve, no failure to remember);
+// if none is dead, the least recently used one goes. f.mu must be held.
 func (f *Fetcher) storeLocked(k cacheKey, e *entry, isNew bool, now time.Time) {
-	f.entries.Store(k, e)
-	if !isNew {
-		return
-	}
-	if f.count.Add(1) <= int64(f.cfg.MaxOrigins) {
-		return
-	}
-	// Over the cap: drop dead entries first (no set left to serve, no
-	// failure to remember), then arbitrary others.
-	for pass := 0; pass < 2 && f.count.Load() > int64(f.cfg.MaxOrigins); pass++ {
-		f.entries.Range(func(key, v any) bool {
-			if key == k {
-				return true
-			}
-			old := v.(*entry)
-			if pass == 1 || (!now.Before(old.staleUntil) && !now.Before(old.errUntil)) {
-				f.entries.Delete(key)
-				f.count.Add(-1)
-			}
-			return f.count.Load() > int64(f.cfg.MaxOrigins)
+	if isNew && f.entries.Len() >= f.cfg.MaxOrigins {
+		f.entries.RemoveFunc(func(_ cacheKey, old *entry) bool {
+			return !now.Before(old.staleUntil) && !now.Before(old.errUntil)
 		})
 	}
+	f.entries.Add(k, e)
 }
