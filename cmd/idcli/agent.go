@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -16,22 +17,17 @@ import (
 
 // newAgentCmd is `idcli agent …`: init, headers, rotate, curl.
 func newAgentCmd(env *cliEnv) *ffcli.Command {
-	return &ffcli.Command{
-		Name:       "agent",
-		ShortUsage: "idcli agent <init|headers|rotate|curl> [flags]",
-		ShortHelp:  "give this agent an identity and sign requests with it",
-		LongHelp: "Credentials come from flags, then the process environment, then ./.env:\n" +
-			"AGENT_UID, AGENT_PRIVATE_JWK, AGENT_PUBLIC_JWK and AGENT_HOSTNAME\n" +
+	return newGroupCmd(env, "idcli agent",
+		"idcli agent <init|headers|rotate|curl> [flags]",
+		"give this agent an identity and sign requests with it",
+		"Credentials come from flags, then the process environment, then ./.env:\n"+
+			"AGENT_UID, AGENT_PRIVATE_JWK, AGENT_PUBLIC_JWK and AGENT_HOSTNAME\n"+
 			"(default http://localhost:3000).",
-		FlagSet: newFlagSet("idcli agent", env),
-		Subcommands: []*ffcli.Command{
-			newAgentInitCmd(env),
-			newAgentHeadersCmd(env),
-			newAgentRotateCmd(env),
-			newAgentCurlCmd(env),
-		},
-		Exec: groupExec("idcli agent"),
-	}
+		newAgentInitCmd(env),
+		newAgentHeadersCmd(env),
+		newAgentRotateCmd(env),
+		newAgentCurlCmd(env),
+	)
 }
 
 // parseInterspersed parses the flags of fs wherever they appear in args and
@@ -60,6 +56,21 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 		pos = append(pos, rest[0])
 		args = rest[1:]
 	}
+}
+
+// positional is parseInterspersed for a command that takes exactly n
+// positional arguments: with any other number it prints "usage: " and
+// usage to stderr and fails with the error want.
+func (env *cliEnv) positional(fs *flag.FlagSet, args []string, n int, usage, want string) ([]string, error) {
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return nil, err
+	}
+	if len(pos) != n {
+		fmt.Fprintln(env.Stderr, "usage:", usage)
+		return nil, errors.New(want)
+	}
+	return pos, nil
 }
 
 // envDisplay names the credentials file the way the output lines do:

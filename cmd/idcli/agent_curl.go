@@ -4,13 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 
@@ -38,13 +36,9 @@ func newAgentCurlCmd(env *cliEnv) *ffcli.Command {
 		ShortHelp:  "make an HTTP request signed with this agent's credentials",
 		FlagSet:    fs,
 		Exec: func(ctx context.Context, args []string) error {
-			pos, err := parseInterspersed(fs, args)
+			pos, err := env.positional(fs, args, 1, "idcli agent curl URL [-X METHOD] [-H 'K: V']… [-d JSON] [-i] [-v] [--pp]", "agent curl: want exactly one URL")
 			if err != nil {
 				return err
-			}
-			if len(pos) != 1 {
-				fmt.Fprintln(env.Stderr, "usage: idcli agent curl URL [-X METHOD] [-H 'K: V']… [-d JSON] [-i] [-v] [--pp]")
-				return errors.New("agent curl: want exactly one URL")
 			}
 			dataSet := false
 			fs.Visit(func(f *flag.Flag) {
@@ -91,10 +85,7 @@ func readData(env *cliEnv, d string) ([]byte, error) {
 	if name == "-" {
 		return io.ReadAll(env.Stdin)
 	}
-	if !filepath.IsAbs(name) {
-		name = filepath.Join(env.Dir, name)
-	}
-	b, err := os.ReadFile(name)
+	b, err := os.ReadFile(env.path(name))
 	if err != nil {
 		return nil, fmt.Errorf("agent curl: -d: %w", err)
 	}

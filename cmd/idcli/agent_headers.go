@@ -28,13 +28,9 @@ func newAgentHeadersCmd(env *cliEnv) *ffcli.Command {
 		ShortHelp:  "print the Signature, Signature-Input and Signature-Agent headers for a request",
 		FlagSet:    fs,
 		Exec: func(ctx context.Context, args []string) error {
-			pos, err := parseInterspersed(fs, args)
+			pos, err := env.positional(fs, args, 2, "idcli agent headers METHOD URL [--pp]", "agent headers: want METHOD and URL")
 			if err != nil {
 				return err
-			}
-			if len(pos) != 2 {
-				fmt.Fprintln(env.Stderr, "usage: idcli agent headers METHOD URL [--pp]")
-				return errors.New("agent headers: want METHOD and URL")
 			}
 			creds, err := agent.Load(agent.LoadOptions{
 				Dir: env.Dir, Getenv: env.Getenv,

@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"sort"
@@ -154,11 +153,7 @@ func newBenchCmd(env *cliEnv) *ffcli.Command {
 			cfg := benchConfig{URL: *rawURL, Connect: *connect, Duration: *duration, Requests: *requests,
 				Concurrency: *concurrency, Timeout: *timeout, Presign: *presign, Rate: *rate}
 			if *envFile != "" {
-				path := *envFile
-				if !filepath.IsAbs(path) {
-					path = filepath.Join(env.Dir, path)
-				}
-				creds, err := agent.Load(agent.LoadOptions{Path: path, Getenv: noEnv})
+				creds, err := agent.Load(agent.LoadOptions{Path: env.path(*envFile), Getenv: noEnv})
 				if err != nil {
 					return fmt.Errorf("bench: --env-file: %w", err)
 				}

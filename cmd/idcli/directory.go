@@ -15,14 +15,8 @@ import (
 
 // newDirectoryCmd is `idcli directory …`: key directory tools.
 func newDirectoryCmd(env *cliEnv) *ffcli.Command {
-	return &ffcli.Command{
-		Name:        "directory",
-		ShortUsage:  "idcli directory <check> [flags]",
-		ShortHelp:   "inspect signature agents' key directories",
-		FlagSet:     newFlagSet("idcli directory", env),
-		Subcommands: []*ffcli.Command{newDirectoryCheckCmd(env)},
-		Exec:        groupExec("idcli directory"),
-	}
+	return newGroupCmd(env, "idcli directory", "idcli directory <check> [flags]",
+		"inspect signature agents' key directories", "", newDirectoryCheckCmd(env))
 }
 
 const directoryCheckUsage = "idcli directory check URL [--type directory|jwks_uri|cimd] [--trust PATTERN]… [--allow-http] [--allow-private] [--json]"
@@ -52,13 +46,9 @@ func newDirectoryCheckCmd(env *cliEnv) *ffcli.Command {
 			"Exit status 0 when every key is usable (warnings allowed), 1 otherwise.",
 		FlagSet: fs,
 		Exec: func(ctx context.Context, args []string) error {
-			pos, err := parseInterspersed(fs, args)
+			pos, err := env.positional(fs, args, 1, directoryCheckUsage, "directory check: want exactly one URL")
 			if err != nil {
 				return err
-			}
-			if len(pos) != 1 {
-				fmt.Fprintln(env.Stderr, "usage:", directoryCheckUsage)
-				return errors.New("directory check: want exactly one URL")
 			}
 			set, host, err := checkedKeySet(pos[0], *typ)
 			if err != nil {

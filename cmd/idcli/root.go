@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -31,6 +32,14 @@ type cliEnv struct {
 	usage bytes.Buffer
 }
 
+// path resolves a file name given on the command line against env.Dir.
+func (env *cliEnv) path(name string) string {
+	if filepath.IsAbs(name) {
+		return name
+	}
+	return filepath.Join(env.Dir, name)
+}
+
 func newEnv() *cliEnv {
 	dir, _ := os.Getwd()
 	return &cliEnv{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv, Dir: dir}
@@ -48,6 +57,20 @@ func newFlagSet(name string, env *cliEnv) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(&env.usage)
 	return fs
+}
+
+// newGroupCmd is the command group path (such as "idcli agent"): it runs
+// one of subs, and alone prints its help (groupExec).
+func newGroupCmd(env *cliEnv, path, shortUsage, shortHelp, longHelp string, subs ...*ffcli.Command) *ffcli.Command {
+	return &ffcli.Command{
+		Name:        path[strings.LastIndex(path, " ")+1:],
+		ShortUsage:  shortUsage,
+		ShortHelp:   shortHelp,
+		LongHelp:    longHelp,
+		FlagSet:     newFlagSet(path, env),
+		Subcommands: subs,
+		Exec:        groupExec(path),
+	}
 }
 
 // groupExec is the Exec of the command group path (such as "idcli agent"):

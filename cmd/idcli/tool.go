@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,14 +24,8 @@ import (
 
 // newToolCmd is `idcli tool …`: helpers for people who run verifiers.
 func newToolCmd(env *cliEnv) *ffcli.Command {
-	return &ffcli.Command{
-		Name:        "tool",
-		ShortUsage:  "idcli tool <verify> [flags]",
-		ShortHelp:   "check signed requests captured elsewhere",
-		FlagSet:     newFlagSet("idcli tool", env),
-		Subcommands: []*ffcli.Command{newToolVerifyCmd(env)},
-		Exec:        groupExec("idcli tool"),
-	}
+	return newGroupCmd(env, "idcli tool", "idcli tool <verify> [flags]",
+		"check signed requests captured elsewhere", "", newToolVerifyCmd(env))
 }
 
 const toolVerifyUsage = "idcli tool verify METHOD URL --signature S --signature-input I [--signature-agent A] [-H 'K: V']… [--body-file F] [--now UNIX] [--trust PATTERN]… [--allow-http] [--allow-private] [--jwk PUBLIC_JWK] [--relaxed] [--json]"
@@ -78,13 +71,9 @@ func newToolVerifyCmd(env *cliEnv) *ffcli.Command {
 			"Exit status 0 when the signature verifies, 1 when it does not.",
 		FlagSet: fs,
 		Exec: func(ctx context.Context, args []string) error {
-			pos, err := parseInterspersed(fs, args)
+			pos, err := env.positional(fs, args, 2, toolVerifyUsage, "tool verify: want METHOD and URL")
 			if err != nil {
 				return err
-			}
-			if len(pos) != 2 {
-				fmt.Fprintln(env.Stderr, "usage:", toolVerifyUsage)
-				return errors.New("tool verify: want METHOD and URL")
 			}
 			return tv.run(ctx, pos[0], pos[1])
 		},
@@ -190,11 +179,7 @@ func (tv *toolVerify) readBody() ([]byte, error) {
 	if tv.bodyFile == "-" {
 		return io.ReadAll(tv.env.Stdin)
 	}
-	name := tv.bodyFile
-	if !filepath.IsAbs(name) {
-		name = filepath.Join(tv.env.Dir, name)
-	}
-	b, err := os.ReadFile(name)
+	b, err := os.ReadFile(tv.env.path(tv.bodyFile))
 	if err != nil {
 		return nil, fmt.Errorf("tool verify: --body-file: %w", err)
 	}
@@ -243,10 +228,7 @@ func (tv *toolVerify) keySource(req *http.Request, clock func() time.Time) (midd
 func (tv *toolVerify) staticKey() (middleware.KeySource, error) {
 	data := []byte(tv.jwk)
 	if name, ok := strings.CutPrefix(tv.jwk, "@"); ok {
-		if !filepath.IsAbs(name) {
-			name = filepath.Join(tv.env.Dir, name)
-		}
-		b, err := os.ReadFile(name)
+		b, err := os.ReadFile(tv.env.path(name))
 		if err != nil {
 			return nil, fmt.Errorf("tool verify: --jwk: %w", err)
 		}
