@@ -138,26 +138,13 @@ func TestAgentHeadersCommand(t *testing.T) {
 func TestAgentHeadersErrors(t *testing.T) {
 	t.Parallel()
 	dir := credsDir(t, "agent-0123456789abcdef01234567", clitest.Key(1), "")
-	tests := []struct {
-		name string
-		args []string
-		want string
-	}{
+	checkUsage(t, dir, []string{"agent", "headers"}, []usageCase{
 		{"content-digest without a body", []string{"GET", "https://api.example/x", "--components", "@authority,content-digest"}, "content-digest needs a body"},
 		{"unknown component", []string{"GET", "https://api.example/x", "--components", "@authority,@bogus"}, `unknown component "@bogus"`},
 		{"empty component", []string{"GET", "https://api.example/x", "--components", "@authority,,@path"}, "empty component"},
 		{"missing scheme, public host", []string{"GET", "api.example/x"}, "did you mean https://api.example/x?"},
 		{"missing scheme, local host", []string{"GET", "localhost:3000/whoami"}, "did you mean http://localhost:3000/whoami?"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			res := runCLI(t.Context(), dir, nil, append([]string{"agent", "headers"}, tt.args...)...)
-			if res.err == nil || !strings.Contains(res.err.Error(), tt.want) || res.stdout != "" {
-				t.Errorf("error = %v, stdout %q; want an error containing %q and no output", res.err, res.stdout, tt.want)
-			}
-		})
-	}
+	})
 }
 
 func TestAgentCommandsMissingCredentials(t *testing.T) {
@@ -265,7 +252,7 @@ func TestAgentEndToEnd(t *testing.T) {
 				t.Errorf("Signature-Agent = %s, want %s", h["Signature-Agent"], want)
 			}
 			oldHeaders := h
-			if got := getWithHeaders(t, url+"/whoami", h); got != http.StatusOK {
+			if got := clitest.MustDo(t, http.MethodGet, url+"/whoami", "", h, nil).Status; got != http.StatusOK {
 				t.Errorf("GET /whoami with printed headers = %d, want 200", got)
 			}
 
@@ -283,7 +270,7 @@ func TestAgentEndToEnd(t *testing.T) {
 
 			// The old key no longer verifies: its earlier headers (replayed
 			// nonce aside) and a fresh request signed by it are refused.
-			if got := getWithHeaders(t, url+"/whoami", oldHeaders); got != http.StatusUnauthorized {
+			if got := clitest.MustDo(t, http.MethodGet, url+"/whoami", "", oldHeaders, nil).Status; got != http.StatusUnauthorized {
 				t.Errorf("GET /whoami with the old key's headers = %d, want 401", got)
 			}
 			oldJWK := oldPrivateJWK(t, w1.Kid, string(env))
@@ -333,23 +320,6 @@ func oldPrivateJWK(t *testing.T, kid, envText string) string {
 	}
 	t.Fatal("no AGENT_PRIVATE_JWK in .env")
 	return ""
-}
-
-func getWithHeaders(t *testing.T, url string, h map[string]string) int {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range h {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	return resp.StatusCode
 }
 
 // TestAgentHeadersNodeVerify feeds `agent headers` output to an independent

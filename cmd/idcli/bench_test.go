@@ -94,26 +94,14 @@ func TestBenchTableOutputAndDurationBound(t *testing.T) {
 }
 
 func TestBenchUsageErrors(t *testing.T) {
-	tests := []struct {
-		name string
-		args []string
-		want string
-	}{
+	checkUsage(t, t.TempDir(), []string{"bench"}, []usageCase{
 		{"unbounded", []string{"--duration", "0"}, "must be bounded"},
 		{"bad target", []string{"--target", "everything"}, "--target"},
 		{"bad url", []string{"--url", "localhost:3000"}, "--url"},
 		{"url with path", []string{"--url", "http://localhost:3000/x"}, "a path is not allowed"},
 		{"zero concurrency", []string{"--concurrency", "0"}, "--concurrency"},
 		{"argument", []string{"extra"}, "unexpected argument"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, _, err := benchCLI(t, tt.args...)
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("error = %v, want one containing %q", err, tt.want)
-			}
-		})
-	}
+	})
 }
 
 func TestBenchServerDown(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -48,6 +49,36 @@ func exitOf(t *testing.T, err error) int {
 	}
 	t.Fatalf("run error %v is not an exit status", err)
 	return -1
+}
+
+// wantExit fails the test unless the run ended with exit status want.
+func (r cliResult) wantExit(t *testing.T, want int) {
+	t.Helper()
+	if got := exitOf(t, r.err); got != want {
+		t.Fatalf("exit = %d, want %d; stdout:\n%s\nstderr:\n%s", got, want, r.stdout, r.stderr)
+	}
+}
+
+// usageCase is a command line idcli must refuse with an error containing
+// wantErr, printing nothing on stdout.
+type usageCase struct {
+	name    string
+	args    []string
+	wantErr string
+}
+
+// checkUsage runs `idcli cmd… args…` in dir for each case, in parallel.
+func checkUsage(t *testing.T, dir string, cmd []string, tests []usageCase) {
+	t.Helper()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			res := runCLI(t.Context(), dir, nil, append(slices.Clone(cmd), tt.args...)...)
+			if res.err == nil || !strings.Contains(res.err.Error(), tt.wantErr) || res.stdout != "" {
+				t.Errorf("error = %v, stdout %q; want an error containing %q and no output", res.err, res.stdout, tt.wantErr)
+			}
+		})
+	}
 }
 
 // checkStdout reports each of want missing from stdout and each of bad present.

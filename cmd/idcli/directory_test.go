@@ -1,7 +1,9 @@
 package main
 
 import (
+	"crypto/ecdsa"
 	"crypto/ed25519"
+	"crypto/rsa"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -70,6 +72,39 @@ func serveDirectory(t *testing.T, resp directoryResponse) (*httptest.Server, *at
 	}))
 	t.Cleanup(ts.Close)
 	return ts, &hits
+}
+
+// keySets are the key sets a Signature-Agent member can name, served on
+// loopback by ks: an Ed25519 key published as kid "ed-1" in a directory at
+// /keys/directory.json, an RSA key ("rsa-1", PS512) in the JWKS /jwks.json,
+// a P-256 key (ES256, kid its thumbprint) inline in the Signature Agent Card
+// /agent-card.json, and the card /remote-card.json whose jwks_uri is the
+// RSA JWKS on another host, remote.
+type keySets struct {
+	ed                signer.PrivateKey
+	rsa               *rsa.PrivateKey
+	ec                *ecdsa.PrivateKey
+	rsaThumb, ecThumb string
+	ks, remote        *httptest.Server
+}
+
+func serveKeySets(t *testing.T) keySets {
+	t.Helper()
+	s := keySets{ed: clitest.Key(5), rsa: clitest.RSAKey(t), ec: clitest.ECKey(t, 9)}
+	edPub := clitest.PublicJWKMap(t, s.ed)
+	edPub["kid"] = "ed-1"
+	rsaPub := clitest.PublicJWK(t, &s.rsa.PublicKey, "rsa-1", "PS512")
+	ecPub := clitest.PublicJWK(t, &s.ec.PublicKey, "", "ES256")
+	s.rsaThumb, s.ecThumb = clitest.Thumbprint(t, rsaPub), clitest.Thumbprint(t, ecPub)
+	jwks := clitest.Doc{ContentType: "application/jwk-set+json", Body: map[string]any{"keys": []any{rsaPub}}}
+	s.remote = clitest.ServeJSON(t, map[string]clitest.Doc{"/jwks.json": jwks})
+	s.ks = clitest.ServeJSON(t, map[string]clitest.Doc{
+		"/keys/directory.json": {ContentType: signer.DirectoryMediaType, Body: map[string]any{"keys": []any{edPub}}},
+		"/jwks.json":           jwks,
+		"/agent-card.json":     {ContentType: "application/json", Body: map[string]any{"client_name": "test agent", "jwks": map[string]any{"keys": []any{ecPub}}}},
+		"/remote-card.json":    {ContentType: "application/json", Body: map[string]any{"client_name": "test agent", "jwks_uri": s.remote.URL + "/jwks.json"}},
+	})
+	return s
 }
 
 func TestDirectoryCheck(t *testing.T) {
@@ -201,9 +236,7 @@ func TestDirectoryCheck(t *testing.T) {
 			ts, _ := serveDirectory(t, tt.resp)
 			args := append([]string{"directory", "check", ts.URL + tt.path}, tt.flags...)
 			res := runCLI(t.Context(), t.TempDir(), nil, args...)
-			if got := exitOf(t, res.err); got != tt.wantExit {
-				t.Fatalf("exit = %d, want %d; stdout:\n%s\nstderr:\n%s", got, tt.wantExit, res.stdout, res.stderr)
-			}
+			res.wantExit(t, tt.wantExit)
 			checkStdout(t, res.stdout, tt.wantOut, tt.wantNotOut)
 		})
 	}
@@ -230,9 +263,7 @@ func TestDirectoryCheckJSON(t *testing.T) {
 			t.Parallel()
 			ts, _ := serveDirectory(t, tt.resp)
 			res := runCLI(t.Context(), t.TempDir(), nil, "directory", "check", ts.URL, "--json", "--allow-http", "--allow-private")
-			if got := exitOf(t, res.err); got != tt.wantExit {
-				t.Fatalf("exit = %d, want %d; stdout:\n%s", got, tt.wantExit, res.stdout)
-			}
+			res.wantExit(t, tt.wantExit)
 			var got directoryReport
 			if err := json.Unmarshal([]byte(res.stdout), &got); err != nil {
 				t.Fatalf("stdout is not JSON: %v\n%s", err, res.stdout)
@@ -256,27 +287,14 @@ func TestDirectoryCheckJSON(t *testing.T) {
 
 func TestDirectoryCheckUsage(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name    string
-		args    []string
-		wantErr string
-	}{
+	checkUsage(t, t.TempDir(), []string{"directory", "check"}, []usageCase{
 		{"no URL", nil, "want exactly one URL"},
 		{"two URLs", []string{"https://a.example", "https://b.example"}, "want exactly one URL"},
 		{"not http", []string{"ftp://a.example"}, "invalid URL"},
 		{"fragment", []string{"https://a.example/keys.json#k"}, "no fragment"},
 		{"bad type", []string{"https://a.example/keys.json", "--type", "jwks"}, `--type "jwks": want directory, jwks_uri or cimd`},
 		{"bad trust", []string{"https://a.example/", "--trust", "https://b.example"}, "--trust: TrustedHosts entry"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			res := runCLI(t.Context(), t.TempDir(), nil, append([]string{"directory", "check"}, tt.args...)...)
-			if res.err == nil || !strings.Contains(res.err.Error(), tt.wantErr) {
-				t.Errorf("err = %v, want it to contain %q", res.err, tt.wantErr)
-			}
-		})
-	}
+	})
 }
 
 // TestDirectoryCheckKeySets checks each kind of key set a Signature-Agent
@@ -285,25 +303,8 @@ func TestDirectoryCheckUsage(t *testing.T) {
 // directory responses.
 func TestDirectoryCheckKeySets(t *testing.T) {
 	t.Parallel()
-	ed, rsaKey, ecKey := clitest.Key(5), clitest.RSAKey(t), clitest.ECKey(t, 9)
-	var edPub map[string]any
-	if err := json.Unmarshal(ed.Public.JWK.MarshalPublic(), &edPub); err != nil {
-		t.Fatal(err)
-	}
-	edPub["kid"] = "ed-1"
-	rsaPub := clitest.PublicJWK(t, &rsaKey.PublicKey, "rsa-1", "PS512")
-	ecPub := clitest.PublicJWK(t, &ecKey.PublicKey, "", "ES256")
-	rsaThumb, ecThumb := clitest.Thumbprint(t, rsaPub), clitest.Thumbprint(t, ecPub)
-
-	remote := clitest.ServeJSON(t, map[string]clitest.Doc{
-		"/jwks.json": {ContentType: "application/jwk-set+json", Body: map[string]any{"keys": []any{rsaPub}}},
-	})
-	ks := clitest.ServeJSON(t, map[string]clitest.Doc{
-		"/keys/directory.json": {ContentType: signer.DirectoryMediaType, Body: map[string]any{"keys": []any{edPub}}},
-		"/jwks.json":           {ContentType: "application/jwk-set+json", Body: map[string]any{"keys": []any{rsaPub}}},
-		"/agent-card.json":     {ContentType: "application/json", Body: map[string]any{"client_name": "test agent", "jwks": map[string]any{"keys": []any{ecPub}}}},
-		"/remote-card.json":    {ContentType: "application/json", Body: map[string]any{"client_name": "test agent", "jwks_uri": remote.URL + "/jwks.json"}},
-	})
+	sets := serveKeySets(t)
+	ed, ks, remote := sets.ed, sets.ks, sets.remote
 	// signed serves ed's directory with a directory signature (corrupted
 	// when bad) over "@authority";req.
 	signed := func(bad bool) *httptest.Server {
@@ -342,11 +343,11 @@ func TestDirectoryCheckKeySets(t *testing.T) {
 		},
 		{
 			name: "JWKS", url: ks.URL + "/jwks.json", flags: []string{"--type", "jwks_uri"},
-			wantOut: []string{"(JSON Web Key Set)", "✔ key rsa-1 (rsa-pss-sha512, thumbprint " + rsaThumb + ")", "✔ JWKS OK: 1 key"},
+			wantOut: []string{"(JSON Web Key Set)", "✔ key rsa-1 (rsa-pss-sha512, thumbprint " + sets.rsaThumb + ")", "✔ JWKS OK: 1 key"},
 		},
 		{
 			name: "card with inline keys", url: ks.URL + "/agent-card.json", flags: []string{"--type", "cimd"},
-			wantOut: []string{"(Signature Agent Card)", "✔ key " + ecThumb + " (ecdsa-p256-sha256, kid = thumbprint)", "✔ card OK: 1 key"},
+			wantOut: []string{"(Signature Agent Card)", "✔ key " + sets.ecThumb + " (ecdsa-p256-sha256, kid = thumbprint)", "✔ card OK: 1 key"},
 		},
 		{
 			name: "card naming a jwks_uri on another host", url: ks.URL + "/remote-card.json", flags: []string{"--type", "cimd"}, wantExit: 1,
@@ -373,9 +374,7 @@ func TestDirectoryCheckKeySets(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			res := runCLI(t.Context(), t.TempDir(), nil, append(append([]string{"directory", "check", tt.url}, tt.flags...), local...)...)
-			if got := exitOf(t, res.err); got != tt.wantExit {
-				t.Fatalf("exit = %d, want %d; stdout:\n%s\nstderr:\n%s", got, tt.wantExit, res.stdout, res.stderr)
-			}
+			res.wantExit(t, tt.wantExit)
 			checkStdout(t, res.stdout, tt.wantOut, tt.wantNotOut)
 		})
 	}

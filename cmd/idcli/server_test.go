@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -12,7 +11,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/agentid/agentid/cmd/idcli/internal/clitest"
 	"github.com/agentid/agentid/refserver"
@@ -304,110 +302,85 @@ func TestServerStartFailures(t *testing.T) {
 	}
 }
 
-func TestServerStartServesAndShutsDown(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
+// migratedSQLite returns the URL of a SQLite database in dir migrated by
+// `idcli server db:migrate`.
+func migratedSQLite(t *testing.T, dir string) string {
+	t.Helper()
 	databaseURL := "sqlite://" + filepath.Join(dir, "agentid.db")
 	if r := runCLI(context.Background(), dir, nil, "server", "db:migrate", "--database-url", databaseURL); r.err != nil {
 		t.Fatal(r.err)
 	}
-	port := freePort(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan cliResult, 1)
-	go func() {
-		done <- runCLI(ctx, dir, map[string]string{"HOSTNAME": "myhost"}, "server", "start", "--port", port, "--database-url", databaseURL)
-	}()
+	return databaseURL
+}
 
-	url := "http://localhost:" + port + "/"
-	var body []byte
-	for i := 0; ; i++ {
-		resp, err := http.Get(url)
-		if err == nil {
-			body, _ = io.ReadAll(resp.Body)
-			resp.Body.Close()
-			break
-		}
-		select {
-		case r := <-done:
-			t.Fatalf("server exited early: %v (stderr %s)", r.err, r.stderr)
-		case <-time.After(20 * time.Millisecond):
-		}
-		if i > 500 {
-			t.Fatalf("server never answered on %s: %v", url, err)
-		}
-	}
+// serverBanner is what `idcli server start` prints once it listens.
+var serverBanner = regexp.MustCompile(`idcli server listening on \S+ `)
+
+// startServerCmd runs `idcli server start args…` in dir with environ in the
+// background (stopped at the test's end) and waits until it listens.
+func startServerCmd(t *testing.T, dir string, environ map[string]string, args ...string) *bgCLI {
+	t.Helper()
+	b := startCLI(t, dir, environ, append([]string{"server", "start"}, args...)...)
+	b.waitFor(t, serverBanner)
+	return b
+}
+
+func TestServerStartServesAndShutsDown(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	port := freePort(t)
+	srv := startServerCmd(t, dir, map[string]string{"HOSTNAME": "myhost"}, "--port", port, "--database-url", migratedSQLite(t, dir))
+
+	a := clitest.MustDo(t, http.MethodGet, "http://localhost:"+port+"/", "", nil, nil)
 	want := fmt.Sprintf(`{"service":"agentid","status":"ok","version":"%s"}`+"\n", signer.Version)
-	if string(body) != want {
-		t.Errorf("GET / = %s, want %s", body, want)
+	if a.Body != want {
+		t.Errorf("GET / = %s, want %s", a.Body, want)
 	}
-	cancel()
-	r := <-done
-	if r.err != nil {
-		t.Fatalf("start after cancel: error = %v, want nil (stderr %s)", r.err, r.stderr)
+	if err := srv.stop(); err != nil {
+		t.Fatalf("start after cancel: error = %v, want nil (stderr %s)", err, srv.stderr)
 	}
 	// The public URL (what the README walkthrough greps for), then the
 	// address bound (all interfaces).
 	banner := regexp.MustCompile(`^idcli server listening on http://localhost:` + port + ` \(bound to (\[::\]|0\.0\.0\.0):` + port + `\)\n$`)
-	if !banner.MatchString(r.stdout) {
-		t.Errorf("stdout = %q, want it to match %s", r.stdout, banner)
+	if stdout := srv.stdout.String(); !banner.MatchString(stdout) {
+		t.Errorf("stdout = %q, want it to match %s", stdout, banner)
 	}
-	if !strings.Contains(r.stderr, `ignoring HOSTNAME="myhost"`) || !strings.Contains(r.stderr, "path=/ status=200") {
-		t.Errorf("stderr lacks the HOSTNAME warning or the request log line:\n%s", r.stderr)
+	if stderr := srv.stderr.String(); !strings.Contains(stderr, `ignoring HOSTNAME="myhost"`) || !strings.Contains(stderr, "path=/ status=200") {
+		t.Errorf("stderr lacks the HOSTNAME warning or the request log line:\n%s", stderr)
 	}
 }
 
-// startedServer is `idcli server start` running in the background.
+// startedServer is `idcli server start` running in the background on a
+// SQLite database.
 type startedServer struct {
-	base   string // http://localhost:<port>
-	cancel context.CancelFunc
-	done   chan cliResult
+	*bgCLI
+	base string // http://localhost:<port>
+	// port, dir, databaseURL and flags are what it was started with.
+	port, dir, databaseURL string
+	flags                  []string
 }
 
-// startServer runs `idcli server start --port <free> --database-url
-// databaseURL args…` and waits until GET / answers.
-func startServer(t *testing.T, dir, databaseURL string, args ...string) *startedServer {
+// startServer runs `idcli server start --port <free> flags…` on a SQLite
+// database migrated in a new folder, and waits until it listens.
+func startServer(t *testing.T, flags ...string) *startedServer {
 	t.Helper()
-	return startServerOn(t, freePort(t), dir, databaseURL, args...)
+	dir := t.TempDir()
+	return startServerOn(t, freePort(t), dir, migratedSQLite(t, dir), flags...)
 }
 
-// startServerOn is startServer on a given port.
-func startServerOn(t *testing.T, port, dir, databaseURL string, args ...string) *startedServer {
+// startServerOn runs `idcli server start --port port --database-url
+// databaseURL flags…` in dir and waits until it listens.
+func startServerOn(t *testing.T, port, dir, databaseURL string, flags ...string) *startedServer {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	s := &startedServer{base: "http://localhost:" + port, cancel: cancel, done: make(chan cliResult, 1)}
-	go func() {
-		s.done <- runCLI(ctx, dir, nil, append([]string{"server", "start", "--port", port, "--database-url", databaseURL}, args...)...)
-	}()
-	t.Cleanup(func() { s.stop(t) })
-	for i := 0; ; i++ {
-		resp, err := http.Get(s.base + "/")
-		if err == nil {
-			resp.Body.Close()
-			return s
-		}
-		select {
-		case r := <-s.done:
-			s.done <- r
-			t.Fatalf("server exited early: %v (stderr %s)", r.err, r.stderr)
-		case <-time.After(20 * time.Millisecond):
-		}
-		if i > 500 {
-			t.Fatalf("server never answered on %s: %v", s.base, err)
-		}
-	}
+	b := startServerCmd(t, dir, nil, append([]string{"--port", port, "--database-url", databaseURL}, flags...)...)
+	return &startedServer{bgCLI: b, base: "http://localhost:" + port, port: port, dir: dir, databaseURL: databaseURL, flags: flags}
 }
 
-// stop shuts the server down and returns what it wrote.
-func (s *startedServer) stop(t *testing.T) cliResult {
+// restart starts the server again, as it was started (same port and
+// database), once stopped.
+func (s *startedServer) restart(t *testing.T) *startedServer {
 	t.Helper()
-	s.cancel()
-	r := <-s.done
-	s.done <- r
-	if r.err != nil {
-		t.Errorf("server start: error = %v (stderr %s)", r.err, r.stderr)
-	}
-	return r
+	return startServerOn(t, s.port, s.dir, s.databaseURL, s.flags...)
 }
 
 // send sends req as is and returns the status and error code.
@@ -442,12 +415,7 @@ func TestServerStartFlags(t *testing.T) {
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			dir := t.TempDir()
-			databaseURL := "sqlite://" + filepath.Join(dir, "agentid.db")
-			if r := runCLI(context.Background(), dir, nil, "server", "db:migrate", "--database-url", databaseURL); r.err != nil {
-				t.Fatal(r.err)
-			}
-			srv := startServer(t, dir, databaseURL, tt.args...)
+			srv := startServer(t, tt.args...)
 			var uid string
 			for j, want := range tt.wantStatuses {
 				key := clitest.Key(byte(100 + 10*i + j))
@@ -480,14 +448,13 @@ func TestServerStartFlags(t *testing.T) {
 				t.Errorf("GET /metrics: status = %d, want %d", status, tt.wantMetrics)
 			}
 
-			r := srv.stop(t)
-			if got := strings.Contains(r.stderr, "path=/whoami"); got != tt.wantReqLog {
-				t.Errorf("request lines logged = %v, want %v:\n%s", got, tt.wantReqLog, r.stderr)
+			srv.stop() // an exit error fails the test at its end
+			if got := strings.Contains(srv.stderr.String(), "path=/whoami"); got != tt.wantReqLog {
+				t.Errorf("request lines logged = %v, want %v:\n%s", got, tt.wantReqLog, srv.stderr)
 			}
 			// Restart on the same port and database: the replay is refused
 			// only when the nonce was kept in the database.
-			_, port, _ := net.SplitHostPort(strings.TrimPrefix(srv.base, "http://"))
-			again := startServerOn(t, port, dir, databaseURL, tt.args...)
+			again := srv.restart(t)
 			status, code := again.send(t, clitest.CopyRequest(who, nil))
 			if refused := status == http.StatusUnauthorized && code == "replayed_nonce"; refused != tt.wantSharedLog {
 				t.Errorf("replay after a restart: status = %d code %q; refused = %v, want %v", status, code, refused, tt.wantSharedLog)
@@ -514,12 +481,7 @@ func TestServerStartVestauthCompat(t *testing.T) {
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			dir := t.TempDir()
-			databaseURL := "sqlite://" + filepath.Join(dir, "agentid.db")
-			if r := runCLI(context.Background(), dir, nil, "server", "db:migrate", "--database-url", databaseURL); r.err != nil {
-				t.Fatal(r.err)
-			}
-			srv := startServer(t, dir, databaseURL, tt.args...)
+			srv := startServer(t, tt.args...)
 			cur, next := clitest.Key(byte(160+2*i)), clitest.Key(byte(161+2*i))
 
 			// vestauth's `agent init`: tag "null", no Signature-Agent, @authority only.
@@ -541,9 +503,9 @@ func TestServerStartVestauthCompat(t *testing.T) {
 			if a := clitest.MustSend(t, http.DefaultClient, clitest.Sign(t, rot, cur, signer.Options{SignatureAgent: origin})); a.Status != tt.wantRotate {
 				t.Errorf("idcli server start %v: vestauth-style POST /rotate: status %d (%s), want %d", tt.args, a.Status, a.Code, tt.wantRotate)
 			}
-			r := srv.stop(t)
-			if got := strings.Contains(r.stderr, "vestauth compatibility on"); got != tt.wantWarning {
-				t.Errorf("idcli server start %v: stderr has the compat warning = %v, want %v\n%s", tt.args, got, tt.wantWarning, r.stderr)
+			srv.stop() // an exit error fails the test at its end
+			if got := strings.Contains(srv.stderr.String(), "vestauth compatibility on"); got != tt.wantWarning {
+				t.Errorf("idcli server start %v: stderr has the compat warning = %v, want %v\n%s", tt.args, got, tt.wantWarning, srv.stderr)
 			}
 		})
 	}
@@ -555,32 +517,14 @@ func TestServerStartVestauthCompat(t *testing.T) {
 func TestServerStartListensOnLocalHostnamePort(t *testing.T) {
 	t.Parallel()
 	port := freePort(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan cliResult, 1)
-	go func() {
-		done <- runCLI(ctx, t.TempDir(), nil, "server", "start", "--hostname", "http://localhost:"+port, "--database-url", "sqlite::memory:", "--bind", "127.0.0.1")
-	}()
-	for i := 0; ; i++ {
-		resp, err := http.Get("http://localhost:" + port + "/")
-		if err == nil {
-			resp.Body.Close()
-			break
-		}
-		select {
-		case r := <-done:
-			t.Fatalf("server exited early: %v (stderr %s)", r.err, r.stderr)
-		case <-time.After(20 * time.Millisecond):
-		}
-		if i > 500 {
-			t.Fatalf("server never answered on port %s: %v", port, err)
-		}
+	srv := startServerCmd(t, t.TempDir(), nil, "--hostname", "http://localhost:"+port, "--database-url", "sqlite::memory:", "--bind", "127.0.0.1")
+	if a := clitest.MustDo(t, http.MethodGet, "http://localhost:"+port+"/", "", nil, nil); a.Status != http.StatusOK {
+		t.Errorf("GET http://localhost:%s/ = %d, want 200", port, a.Status)
 	}
-	cancel()
-	r := <-done
-	if r.err != nil {
-		t.Fatalf("start: %v (stderr %s)", r.err, r.stderr)
+	if err := srv.stop(); err != nil {
+		t.Fatalf("start: %v (stderr %s)", err, srv.stderr)
 	}
-	if want := "idcli server listening on http://localhost:" + port + " (bound to 127.0.0.1:" + port + ")\n"; r.stdout != want {
-		t.Errorf("stdout = %q, want %q (the public URL and the --bind address)", r.stdout, want)
+	if want := "idcli server listening on http://localhost:" + port + " (bound to 127.0.0.1:" + port + ")\n"; srv.stdout.String() != want {
+		t.Errorf("stdout = %q, want %q (the public URL and the --bind address)", srv.stdout, want)
 	}
 }

@@ -202,9 +202,7 @@ func TestToolVerify(t *testing.T) {
 			}
 			before := hits.Load()
 			res := runCLI(t.Context(), t.TempDir(), nil, append([]string{"tool", "verify", method, u}, tt.args...)...)
-			if got := exitOf(t, res.err); got != tt.wantExit {
-				t.Fatalf("exit = %d, want %d; stdout:\n%s\nstderr:\n%s", got, tt.wantExit, res.stdout, res.stderr)
-			}
+			res.wantExit(t, tt.wantExit)
 			checkStdout(t, res.stdout, tt.wantOut, tt.wantNotOut)
 			if fetched := hits.Load() > before; fetched != tt.wantFetch {
 				t.Errorf("directory fetched = %v, want %v", fetched, tt.wantFetch)
@@ -252,12 +250,8 @@ func TestToolVerifyBody(t *testing.T) {
 				"-H", "Content-Digest: " + req.Header.Get("Content-Digest"),
 				"--allow-http", "--allow-private", "--now", strconv.FormatInt(created.Unix(), 10)}
 			res := runCLI(t.Context(), dir, nil, append(args, tt.extra...)...)
-			if got := exitOf(t, res.err); got != tt.wantExit {
-				t.Fatalf("exit = %d, want %d; stdout:\n%s\nstderr:\n%s", got, tt.wantExit, res.stdout, res.stderr)
-			}
-			if !strings.Contains(res.stdout, tt.wantOut) {
-				t.Errorf("stdout:\n%s\nwant it to contain %q", res.stdout, tt.wantOut)
-			}
+			res.wantExit(t, tt.wantExit)
+			checkStdout(t, res.stdout, []string{tt.wantOut}, nil)
 		})
 	}
 }
@@ -308,14 +302,8 @@ func TestToolVerifyJWK(t *testing.T) {
 				}
 				return
 			}
-			if got := exitOf(t, res.err); got != tt.wantExit {
-				t.Fatalf("exit = %d, want %d; stdout:\n%s\nstderr:\n%s", got, tt.wantExit, res.stdout, res.stderr)
-			}
-			for _, want := range tt.wantOut {
-				if !strings.Contains(res.stdout, want) {
-					t.Errorf("stdout:\n%s\nwant it to contain %q", res.stdout, want)
-				}
-			}
+			res.wantExit(t, tt.wantExit)
+			checkStdout(t, res.stdout, tt.wantOut, nil)
 		})
 	}
 }
@@ -379,14 +367,8 @@ func TestToolVerifyRelaxedRFC9421Vector(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			res := runCLI(t.Context(), dir, nil, append(append([]string{}, base...), tt.args...)...)
-			if got := exitOf(t, res.err); got != tt.wantExit {
-				t.Fatalf("exit = %d, want %d; stdout:\n%s\nstderr:\n%s", got, tt.wantExit, res.stdout, res.stderr)
-			}
-			for _, want := range tt.wantOut {
-				if !strings.Contains(res.stdout, want) {
-					t.Errorf("stdout:\n%s\nwant it to contain %q", res.stdout, want)
-				}
-			}
+			res.wantExit(t, tt.wantExit)
+			checkStdout(t, res.stdout, tt.wantOut, nil)
 		})
 	}
 }
@@ -412,9 +394,7 @@ func TestToolVerifyJSON(t *testing.T) {
 			res := runCLI(t.Context(), t.TempDir(), nil, "tool", "verify", "GET", "https://api.example/whoami", "--json",
 				"--signature", tt.sig, "--signature-input", h.SignatureInput, "--signature-agent", h.SignatureAgent,
 				"--allow-http", "--allow-private", "--now", strconv.FormatInt(created.Unix(), 10))
-			if got := exitOf(t, res.err); got != tt.wantExit {
-				t.Fatalf("exit = %d, want %d; stdout:\n%s", got, tt.wantExit, res.stdout)
-			}
+			res.wantExit(t, tt.wantExit)
 			var got verifyResult
 			if err := json.Unmarshal([]byte(res.stdout), &got); err != nil {
 				t.Fatalf("stdout is not one JSON document: %v\n%s", err, res.stdout)
@@ -440,11 +420,7 @@ func TestToolVerifyJSON(t *testing.T) {
 
 func TestToolVerifyUsage(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name    string
-		args    []string
-		wantErr string
-	}{
+	checkUsage(t, t.TempDir(), []string{"tool", "verify"}, []usageCase{
 		{"no arguments", nil, "want METHOD and URL"},
 		{"URL only", []string{"https://a.example/"}, "want METHOD and URL"},
 		{"no signature", []string{"GET", "https://a.example/"}, "--signature and --signature-input are required"},
@@ -454,16 +430,7 @@ func TestToolVerifyUsage(t *testing.T) {
 		{"bad now", []string{"GET", "https://a.example/", "--now", "yesterday", "--signature", "x", "--signature-input", "y"}, "--now"},
 		{"bad trust", []string{"GET", "https://a.example/", "--trust", "https://a.example", "--signature", "x", "--signature-input", "y"}, "--trust"},
 		{"relaxed without any key", []string{"GET", "https://a.example/", "--relaxed", "--signature", "x", "--signature-input", "y"}, "give the key with --jwk"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			res := runCLI(t.Context(), t.TempDir(), nil, append([]string{"tool", "verify"}, tt.args...)...)
-			if res.err == nil || !strings.Contains(res.err.Error(), tt.wantErr) {
-				t.Errorf("err = %v, want it to contain %q", res.err, tt.wantErr)
-			}
-		})
-	}
+	})
 }
 
 // TestToolVerifyKeySets verifies requests whose Signature-Agent names each
@@ -472,25 +439,8 @@ func TestToolVerifyUsage(t *testing.T) {
 // RSA-PSS-SHA512 and ECDSA P-256 under published kids.
 func TestToolVerifyKeySets(t *testing.T) {
 	t.Parallel()
-	ed, rsaKey, ecKey := clitest.Key(5), clitest.RSAKey(t), clitest.ECKey(t, 9)
-	var edPub map[string]any
-	if err := json.Unmarshal(ed.Public.JWK.MarshalPublic(), &edPub); err != nil {
-		t.Fatal(err)
-	}
-	edPub["kid"] = "ed-1"
-	rsaPub := clitest.PublicJWK(t, &rsaKey.PublicKey, "rsa-1", "PS512")
-	ecPub := clitest.PublicJWK(t, &ecKey.PublicKey, "", "")
-	ecThumb := clitest.Thumbprint(t, ecPub)
-
-	remote := clitest.ServeJSON(t, map[string]clitest.Doc{
-		"/jwks.json": {ContentType: "application/jwk-set+json", Body: map[string]any{"keys": []any{rsaPub}}},
-	})
-	ks := clitest.ServeJSON(t, map[string]clitest.Doc{
-		"/keys/directory.json": {ContentType: signer.DirectoryMediaType, Body: map[string]any{"keys": []any{edPub}}},
-		"/jwks.json":           {ContentType: "application/jwk-set+json", Body: map[string]any{"keys": []any{rsaPub}}},
-		"/agent-card.json":     {ContentType: "application/json", Body: map[string]any{"client_name": "test agent", "jwks": map[string]any{"keys": []any{ecPub}}}},
-		"/remote-card.json":    {ContentType: "application/json", Body: map[string]any{"client_name": "test agent", "jwks_uri": remote.URL + "/jwks.json"}},
-	})
+	sets := serveKeySets(t)
+	ed, rsaKey, ecKey, ks := sets.ed, sets.rsa, sets.ec, sets.ks
 	created := int64(1767225600)
 	params := func(keyid, alg, nonce string) string {
 		return `("@authority" "signature-agent";key="sig1");created=1767225600;keyid="` + keyid + `";alg="` + alg +
@@ -522,7 +472,7 @@ func TestToolVerifyKeySets(t *testing.T) {
 		},
 		{
 			name: "Signature Agent Card with inline keys, ECDSA P-256", agent: `sig1="` + ks.URL + `/agent-card.json";type=cimd`,
-			keyid: ecThumb, alg: "ecdsa-p256-sha256", sign: clitest.ECDSAP256(ecKey),
+			keyid: sets.ecThumb, alg: "ecdsa-p256-sha256", sign: clitest.ECDSAP256(ecKey),
 			wantOut: []string{"✔ verified identity         " + ks.URL + "/agent-card.json", "✔ verified algorithm        ecdsa-p256-sha256"},
 		},
 		{
@@ -548,9 +498,7 @@ func TestToolVerifyKeySets(t *testing.T) {
 			args := append([]string{"tool", "verify", "GET", target,
 				"--signature", h["Signature"], "--signature-input", h["Signature-Input"], "--signature-agent", h["Signature-Agent"]}, local...)
 			res := runCLI(t.Context(), t.TempDir(), nil, append(args, tt.extra...)...)
-			if got := exitOf(t, res.err); got != tt.wantExit {
-				t.Fatalf("exit = %d, want %d; stdout:\n%s\nstderr:\n%s", got, tt.wantExit, res.stdout, res.stderr)
-			}
+			res.wantExit(t, tt.wantExit)
 			checkStdout(t, res.stdout, tt.wantOut, nil)
 		})
 	}
@@ -595,9 +543,7 @@ func TestToolVerifyJWKAlgorithms(t *testing.T) {
 			h := clitest.SignedWith(t, "GET", target, tt.agent, params(tt.keyid, tt.alg), tt.sign)
 			res := runCLI(t.Context(), t.TempDir(), nil, "tool", "verify", "GET", target, "--jwk", tt.jwk, "--now", "1767225600",
 				"--signature", h["Signature"], "--signature-input", h["Signature-Input"], "--signature-agent", h["Signature-Agent"])
-			if got := exitOf(t, res.err); got != tt.wantExit {
-				t.Fatalf("exit = %d, want %d; stdout:\n%s\nstderr:\n%s", got, tt.wantExit, res.stdout, res.stderr)
-			}
+			res.wantExit(t, tt.wantExit)
 			checkStdout(t, res.stdout, []string{tt.wantOut}, nil)
 		})
 	}
