@@ -16,7 +16,6 @@ import (
 	"testing"
 
 	"github.com/agentid/agentid/cmd/idcli/internal/clitest"
-	"github.com/agentid/agentid/refserver/dbtest"
 	"github.com/agentid/agentid/signer"
 )
 
@@ -207,103 +206,101 @@ func curlWhoami(t *testing.T, dir, url string) whoamiBody {
 // loopback: init → curl /whoami → rotate → curl /whoami, a second init, the
 // old key refused, the directory serving the new key.
 func TestAgentEndToEnd(t *testing.T) {
-	for _, b := range dbtest.Backends() {
-		t.Run(b.Name, func(t *testing.T) {
-			srv := clitest.StartServer(t, clitest.ServerOptions{DatabaseURL: b.URL(t), Host: "127.0.0.1"})
-			url := srv.URL
-			host := strings.TrimPrefix(url, "http://")
-			dir := t.TempDir()
-			if err := os.WriteFile(filepath.Join(dir, ".env"), []byte("# keep me\nOTHER=1\n"), 0o600); err != nil {
-				t.Fatal(err)
-			}
+	clitest.EachServer(t, clitest.ServerOptions{Host: "127.0.0.1"}, func(t *testing.T, srv *clitest.Server) {
+		url := srv.URL
+		host := strings.TrimPrefix(url, "http://")
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, ".env"), []byte("# keep me\nOTHER=1\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
 
-			res := runCLI(t.Context(), dir, nil, "agent", "init", "--hostname", url)
-			if res.err != nil {
-				t.Fatalf("agent init: %v\n%s%s", res.err, res.stdout, res.stderr)
-			}
-			m := regexp.MustCompile(`^✔ agent created \(\.env/AGENT_UID=(agent-[0-9a-f]{24})\)\n⮕ next run: \[idcli agent curl ` + regexp.QuoteMeta(url) + `/whoami\]\n$`).FindStringSubmatch(res.stdout)
-			if m == nil {
-				t.Fatalf("agent init printed %q", res.stdout)
-			}
-			uid := m[1]
-			env, _ := os.ReadFile(filepath.Join(dir, ".env"))
-			if !strings.HasPrefix(string(env), "# keep me\nOTHER=1\n") || !strings.Contains(string(env), "AGENT_HOSTNAME=\""+url+"\"\n") {
-				t.Errorf(".env =\n%s\nwant the old lines kept and AGENT_HOSTNAME", env)
-			}
-			if st, _ := os.Stat(filepath.Join(dir, ".env")); st.Mode().Perm() != 0o600 {
-				t.Errorf(".env mode = %v, want 0600", st.Mode().Perm())
-			}
+		res := runCLI(t.Context(), dir, nil, "agent", "init", "--hostname", url)
+		if res.err != nil {
+			t.Fatalf("agent init: %v\n%s%s", res.err, res.stdout, res.stderr)
+		}
+		m := regexp.MustCompile(`^✔ agent created \(\.env/AGENT_UID=(agent-[0-9a-f]{24})\)\n⮕ next run: \[idcli agent curl ` + regexp.QuoteMeta(url) + `/whoami\]\n$`).FindStringSubmatch(res.stdout)
+		if m == nil {
+			t.Fatalf("agent init printed %q", res.stdout)
+		}
+		uid := m[1]
+		env, _ := os.ReadFile(filepath.Join(dir, ".env"))
+		if !strings.HasPrefix(string(env), "# keep me\nOTHER=1\n") || !strings.Contains(string(env), "AGENT_HOSTNAME=\""+url+"\"\n") {
+			t.Errorf(".env =\n%s\nwant the old lines kept and AGENT_HOSTNAME", env)
+		}
+		if st, _ := os.Stat(filepath.Join(dir, ".env")); st.Mode().Perm() != 0o600 {
+			t.Errorf(".env mode = %v, want 0600", st.Mode().Perm())
+		}
 
-			w1 := curlWhoami(t, dir, url)
-			if w1.UID != uid || w1.Kid != w1.PublicJWK.Kid || w1.WellKnownURL != "http://"+uid+"."+host+"/.well-known/http-message-signatures-directory" {
-				t.Errorf("whoami = %+v; want uid %s and its well-known URL on %s", w1, uid, host)
-			}
+		w1 := curlWhoami(t, dir, url)
+		if w1.UID != uid || w1.Kid != w1.PublicJWK.Kid || w1.WellKnownURL != "http://"+uid+"."+host+"/.well-known/http-message-signatures-directory" {
+			t.Errorf("whoami = %+v; want uid %s and its well-known URL on %s", w1, uid, host)
+		}
 
-			// headers: the Signature-Agent value, and the headers work on a real request.
-			res = runCLI(t.Context(), dir, nil, "agent", "headers", "GET", url+"/whoami")
-			if res.err != nil {
-				t.Fatal(res.err)
-			}
-			var h map[string]string
-			if err := json.Unmarshal([]byte(res.stdout), &h); err != nil {
-				t.Fatal(err)
-			}
-			if want := `sig1="http://` + uid + `.` + host + `"`; h["Signature-Agent"] != want {
-				t.Errorf("Signature-Agent = %s, want %s", h["Signature-Agent"], want)
-			}
-			oldHeaders := h
-			if got := clitest.MustDo(t, http.MethodGet, url+"/whoami", "", h, nil).Status; got != http.StatusOK {
-				t.Errorf("GET /whoami with printed headers = %d, want 200", got)
-			}
+		// headers: the Signature-Agent value, and the headers work on a real request.
+		res = runCLI(t.Context(), dir, nil, "agent", "headers", "GET", url+"/whoami")
+		if res.err != nil {
+			t.Fatal(res.err)
+		}
+		var h map[string]string
+		if err := json.Unmarshal([]byte(res.stdout), &h); err != nil {
+			t.Fatal(err)
+		}
+		if want := `sig1="http://` + uid + `.` + host + `"`; h["Signature-Agent"] != want {
+			t.Errorf("Signature-Agent = %s, want %s", h["Signature-Agent"], want)
+		}
+		oldHeaders := h
+		if got := clitest.MustDo(t, http.MethodGet, url+"/whoami", "", h, nil).Status; got != http.StatusOK {
+			t.Errorf("GET /whoami with printed headers = %d, want 200", got)
+		}
 
-			res = runCLI(t.Context(), dir, nil, "agent", "rotate")
-			if res.err != nil {
-				t.Fatalf("agent rotate: %v\n%s%s", res.err, res.stdout, res.stderr)
-			}
-			w2 := curlWhoami(t, dir, url)
-			if w2.UID != uid || w2.Kid == w1.Kid {
-				t.Errorf("whoami after rotate = %+v; want uid %s with a new kid (old %s)", w2, uid, w1.Kid)
-			}
-			if want := "✔ agent keys rotated (.env/AGENT_UID=" + uid + ")\n⮕ new kid " + w2.Kid + " (every older key of the agent is revoked)\n"; res.stdout != want {
-				t.Errorf("agent rotate printed %q, want %q", res.stdout, want)
-			}
+		res = runCLI(t.Context(), dir, nil, "agent", "rotate")
+		if res.err != nil {
+			t.Fatalf("agent rotate: %v\n%s%s", res.err, res.stdout, res.stderr)
+		}
+		w2 := curlWhoami(t, dir, url)
+		if w2.UID != uid || w2.Kid == w1.Kid {
+			t.Errorf("whoami after rotate = %+v; want uid %s with a new kid (old %s)", w2, uid, w1.Kid)
+		}
+		if want := "✔ agent keys rotated (.env/AGENT_UID=" + uid + ")\n⮕ new kid " + w2.Kid + " (every older key of the agent is revoked)\n"; res.stdout != want {
+			t.Errorf("agent rotate printed %q, want %q", res.stdout, want)
+		}
 
-			// The old key no longer verifies: its earlier headers (replayed
-			// nonce aside) and a fresh request signed by it are refused.
-			if got := clitest.MustDo(t, http.MethodGet, url+"/whoami", "", oldHeaders, nil).Status; got != http.StatusUnauthorized {
-				t.Errorf("GET /whoami with the old key's headers = %d, want 401", got)
-			}
-			oldJWK := oldPrivateJWK(t, w1.Kid, string(env))
-			res = runCLI(t.Context(), t.TempDir(), map[string]string{"AGENT_UID": uid, "AGENT_PRIVATE_JWK": oldJWK, "AGENT_HOSTNAME": url}, "agent", "curl", url+"/whoami")
-			if !errors.Is(res.err, exitCode(22)) || !strings.Contains(res.stdout, "revoked_key") {
-				t.Errorf("curl with the old key: err %v, body %q; want exit 22 and revoked_key", res.err, res.stdout)
-			}
+		// The old key no longer verifies: its earlier headers (replayed
+		// nonce aside) and a fresh request signed by it are refused.
+		if got := clitest.MustDo(t, http.MethodGet, url+"/whoami", "", oldHeaders, nil).Status; got != http.StatusUnauthorized {
+			t.Errorf("GET /whoami with the old key's headers = %d, want 401", got)
+		}
+		oldJWK := oldPrivateJWK(t, w1.Kid, string(env))
+		res = runCLI(t.Context(), t.TempDir(), map[string]string{"AGENT_UID": uid, "AGENT_PRIVATE_JWK": oldJWK, "AGENT_HOSTNAME": url}, "agent", "curl", url+"/whoami")
+		if !errors.Is(res.err, exitCode(22)) || !strings.Contains(res.stdout, "revoked_key") {
+			t.Errorf("curl with the old key: err %v, body %q; want exit 22 and revoked_key", res.err, res.stdout)
+		}
 
-			res = runCLI(t.Context(), dir, nil, "agent", "init")
-			if res.err != nil {
-				t.Fatal(res.err)
-			}
-			if want := "• agent exists (.env/AGENT_UID=" + uid + ")\n⮕ next run: [idcli agent curl " + url + "/whoami]\n"; res.stdout != want {
-				t.Errorf("second agent init printed %q, want %q", res.stdout, want)
-			}
+		res = runCLI(t.Context(), dir, nil, "agent", "init")
+		if res.err != nil {
+			t.Fatal(res.err)
+		}
+		if want := "• agent exists (.env/AGENT_UID=" + uid + ")\n⮕ next run: [idcli agent curl " + url + "/whoami]\n"; res.stdout != want {
+			t.Errorf("second agent init printed %q, want %q", res.stdout, want)
+		}
 
-			// The directory on the agent host serves the new key only.
-			resp, err := srv.Client.Get(w2.WellKnownURL)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			var dirBody struct {
-				Keys []signer.JWK `json:"keys"`
-			}
-			if err := json.NewDecoder(resp.Body).Decode(&dirBody); err != nil {
-				t.Fatal(err)
-			}
-			if resp.StatusCode != 200 || len(dirBody.Keys) != 1 || dirBody.Keys[0].Kid != w2.Kid {
-				t.Errorf("directory = %d %+v; want only kid %s", resp.StatusCode, dirBody.Keys, w2.Kid)
-			}
-		})
-	}
+		// The directory on the agent host serves the new key only.
+		resp, err := srv.Client.Get(w2.WellKnownURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var dirBody struct {
+			Keys []signer.JWK `json:"keys"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&dirBody); err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != 200 || len(dirBody.Keys) != 1 || dirBody.Keys[0].Kid != w2.Kid {
+			t.Errorf("directory = %d %+v; want only kid %s", resp.StatusCode, dirBody.Keys, w2.Kid)
+		}
+
+	})
 }
 
 // oldPrivateJWK returns the AGENT_PRIVATE_JWK value from an .env text.

@@ -14,7 +14,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -321,9 +320,8 @@ func TestInteropAgentidSignsPeersVerify(t *testing.T) {
 func TestInteropDirectoryKeyIDs(t *testing.T) {
 	t.Parallel()
 	peers := clitest.NeedPeers(t)
-	clitest.EachDatabase(t, func(t *testing.T, databaseURL string) {
+	clitest.EachServer(t, clitest.ServerOptions{}, func(t *testing.T, srv *clitest.Server) {
 		ctx := context.Background()
-		srv := clitest.StartServer(t, clitest.ServerOptions{DatabaseURL: databaseURL})
 		hostname := srv.URL
 		dir := t.TempDir()
 		res, err := agent.Init(ctx, agent.InitOptions{Dir: dir, Hostname: hostname, Getenv: noEnv})
@@ -345,10 +343,8 @@ func TestInteropDirectoryKeyIDs(t *testing.T) {
 // back after `idcli agent rotate`; agentid's /whoami accepts its requests.
 func TestInteropVestauthCLIUsesIdcliCredentials(t *testing.T) {
 	t.Parallel()
-	peers := clitest.NeedPeers(t)
-	clitest.NeedCurl(t)
-	clitest.EachDatabase(t, func(t *testing.T, databaseURL string) {
-		srv := clitest.StartServer(t, clitest.ServerOptions{DatabaseURL: databaseURL})
+	peers := clitest.NeedVestauthCLI(t)
+	clitest.EachServer(t, clitest.ServerOptions{}, func(t *testing.T, srv *clitest.Server) {
 		hostname := srv.URL
 		dir := t.TempDir()
 		if r := runCLI(t.Context(), dir, nil, "agent", "init", "--hostname", hostname); r.err != nil {
@@ -399,8 +395,7 @@ func TestInteropVestauthCLIUsesIdcliCredentials(t *testing.T) {
 func TestInteropAttacksVestauthAcceptsAgentidRejects(t *testing.T) {
 	t.Parallel()
 	peers := clitest.NeedPeers(t)
-	clitest.EachDatabase(t, func(t *testing.T, databaseURL string) {
-		srv := clitest.StartServer(t, clitest.ServerOptions{DatabaseURL: databaseURL})
+	clitest.EachServer(t, clitest.ServerOptions{}, func(t *testing.T, srv *clitest.Server) {
 		hostname := srv.URL
 		uid := clitest.Register(t, nil, hostname, interopKey)
 		origin := srv.AgentOrigin(uid)
@@ -454,18 +449,39 @@ func TestInteropAttacksVestauthAcceptsAgentidRejects(t *testing.T) {
 			h := vestauthSign(t, "GET", "https://evil-tool.example/x")
 			// vestauth's server rebuilds the URL from Host: http://evil-tool.example/rotate.
 			vestauthAccepts(t, "POST", "http://evil-tool.example/rotate", h, "Host swap")
-			body := []byte(`{"public_jwk":` + string(interopOther.Public.JWK.MarshalPublic()) + `}`)
-			rejects(t, clitest.MustDo(t, "PUT", serverURL+"/agents/"+uid+"/keys", "evil-tool.example", h, body), http.StatusMisdirectedRequest, "misdirected_request")
+			rejects(t, clitest.MustDo(t, "PUT", serverURL+"/agents/"+uid+"/keys", "evil-tool.example", h, clitest.JWKBody(interopOther)), http.StatusMisdirectedRequest, "misdirected_request")
 			rejects(t, clitest.MustDo(t, "GET", serverURL+"/whoami", "evil-tool.example", h, nil), http.StatusMisdirectedRequest, "misdirected_request")
 		})
 
 		t.Run("signature for one route reused on another", func(t *testing.T) {
 			h := vestauthSign(t, "GET", whoami)
 			vestauthAccepts(t, "POST", hostname+"/rotate", h, "route reuse")
-			body := []byte(`{"public_jwk":` + string(interopOther.Public.JWK.MarshalPublic()) + `}`)
-			rejects(t, clitest.MustDo(t, "PUT", hostname+"/agents/"+uid+"/keys", "", h, body), http.StatusUnauthorized, "missing_components")
+			rejects(t, clitest.MustDo(t, "PUT", hostname+"/agents/"+uid+"/keys", "", h, clitest.JWKBody(interopOther)), http.StatusUnauthorized, "missing_components")
 			peers.CheckDirectory(t, srv.WellKnownURL(uid), interopKey.KeyID())
 		})
+	})
+}
+
+// vestauthAgent is an agent the vestauth CLI created (`vestauth agent
+// init`) on a reference server serving the vestauth-compat routes.
+type vestauthAgent struct {
+	peers   *clitest.Peers
+	srv     *clitest.Server
+	dir     string // the agent's folder, holding the .env vestauth wrote
+	initOut string // what vestauth agent init printed
+}
+
+// eachVestauthAgent runs fn with a new vestauthAgent per database backend.
+func eachVestauthAgent(t *testing.T, fn func(t *testing.T, va vestauthAgent)) {
+	t.Helper()
+	peers := clitest.NeedVestauthCLI(t)
+	clitest.EachServer(t, clitest.ServerOptions{VestauthCompat: true}, func(t *testing.T, srv *clitest.Server) {
+		dir := t.TempDir()
+		out, errOut, err := peers.VestauthCLI(t, dir, "agent", "init", "--hostname", srv.URL)
+		if err != nil {
+			t.Fatalf("vestauth agent init --hostname %s (POST %s/register): %v\nstdout: %s\nstderr: %s", srv.URL, srv.URL, err, out, errOut)
+		}
+		fn(t, vestauthAgent{peers: peers, srv: srv, dir: dir, initOut: out})
 	})
 }
 
@@ -474,17 +490,9 @@ func TestInteropAttacksVestauthAcceptsAgentidRejects(t *testing.T) {
 // lists only the new key and the old key is refused.
 func TestInteropVestauthCLIAgainstCompat(t *testing.T) {
 	t.Parallel()
-	peers := clitest.NeedPeers(t)
-	clitest.NeedCurl(t)
-	clitest.EachDatabase(t, func(t *testing.T, databaseURL string) {
-		srv := clitest.StartServer(t, clitest.ServerOptions{DatabaseURL: databaseURL, VestauthCompat: true})
+	eachVestauthAgent(t, func(t *testing.T, va vestauthAgent) {
+		peers, srv, dir, out := va.peers, va.srv, va.dir, va.initOut
 		hostname := srv.URL
-		dir := t.TempDir()
-
-		out, errOut, err := peers.VestauthCLI(t, dir, "agent", "init", "--hostname", hostname)
-		if err != nil {
-			t.Fatalf("vestauth agent init --hostname %s (POST %s/register): %v\nstdout: %s\nstderr: %s", hostname, hostname, err, out, errOut)
-		}
 		uid := clitest.EnvValue(t, dir, agent.EnvUID)
 		if !signer.ValidUID(uid) {
 			t.Fatalf("vestauth agent init wrote AGENT_UID=%q, want agent-<24 hex>", uid)
@@ -494,7 +502,7 @@ func TestInteropVestauthCLIAgainstCompat(t *testing.T) {
 				t.Errorf("vestauth agent init printed %q, want a line %q", out, want)
 			}
 		}
-		out, errOut, err = peers.VestauthCLI(t, dir, "agent", "init", "--hostname", hostname)
+		out, errOut, err := peers.VestauthCLI(t, dir, "agent", "init", "--hostname", hostname)
 		if want := "• agent exists (.env/AGENT_UID=" + uid + ")"; err != nil || !strings.Contains(out, want) {
 			t.Errorf("second vestauth agent init (POST %s/register, same key): err=%v stdout=%q stderr=%q, want a line %q", hostname, err, out, errOut, want)
 		}
@@ -541,15 +549,8 @@ func TestInteropVestauthCLIAgainstCompat(t *testing.T) {
 // (curl and a further vestauth rotate), and idcli reads vestauth's rewrite.
 func TestInteropEnvFileSharedWithVestauth(t *testing.T) {
 	t.Parallel()
-	peers := clitest.NeedPeers(t)
-	clitest.NeedCurl(t)
-	clitest.EachDatabase(t, func(t *testing.T, databaseURL string) {
-		srv := clitest.StartServer(t, clitest.ServerOptions{DatabaseURL: databaseURL, VestauthCompat: true})
-		hostname := srv.URL
-		dir := t.TempDir()
-		if out, errOut, err := peers.VestauthCLI(t, dir, "agent", "init", "--hostname", hostname); err != nil {
-			t.Fatalf("vestauth agent init --hostname %s: %v\nstdout: %s\nstderr: %s", hostname, err, out, errOut)
-		}
+	eachVestauthAgent(t, func(t *testing.T, va vestauthAgent) {
+		peers, dir, hostname := va.peers, va.dir, va.srv.URL
 		envPath := filepath.Join(dir, ".env")
 		written, err := os.ReadFile(envPath)
 		if err != nil {
@@ -604,21 +605,17 @@ func TestInteropEnvFileSharedWithVestauth(t *testing.T) {
 func TestInteropCompatAttacksRejected(t *testing.T) {
 	t.Parallel()
 	peers := clitest.NeedPeers(t)
-	clitest.EachDatabase(t, func(t *testing.T, databaseURL string) {
-		srv := clitest.StartServer(t, clitest.ServerOptions{DatabaseURL: databaseURL, VestauthCompat: true})
+	clitest.EachServer(t, clitest.ServerOptions{VestauthCompat: true}, func(t *testing.T, srv *clitest.Server) {
 		hostname := srv.URL
 		uid := clitest.Register(t, nil, hostname, interopKey)
 		serverURL := "http://127.0.0.1" + hostname[strings.LastIndex(hostname, ":"):]
 		sign := func(t *testing.T, method, url string) map[string]string {
 			return peers.VestauthSign(t, method, url, uid, hostname, interopKey)
 		}
-		body := func(k signer.PrivateKey) []byte {
-			return []byte(`{"public_jwk":` + string(k.Public.JWK.MarshalPublic()) + `}`)
-		}
 
 		t.Run("Host header swap on /rotate", func(t *testing.T) {
 			h := sign(t, "GET", "https://evil-tool.example/x")
-			got := clitest.MustDo(t, "POST", serverURL+"/rotate", "evil-tool.example", h, body(interopOther))
+			got := clitest.MustDo(t, "POST", serverURL+"/rotate", "evil-tool.example", h, clitest.JWKBody(interopOther))
 			if got.Status != http.StatusMisdirectedRequest {
 				t.Errorf("agentid on vestauth headers for evil-tool.example sent to POST /rotate with Host evil-tool.example: %d %s, want 421", got.Status, got.Body)
 			}
@@ -632,11 +629,11 @@ func TestInteropCompatAttacksRejected(t *testing.T) {
 			errs := make([]error, 3)
 			var wg sync.WaitGroup
 			for i := range keys {
-				keys[i] = signer.NewPrivateKey(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{byte(0x51 + i)}, ed25519.SeedSize)))
+				keys[i] = clitest.Key(byte(0x51 + i))
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					answers[i], errs[i] = clitest.Do("POST", hostname+"/rotate", "", h, body(keys[i]))
+					answers[i], errs[i] = clitest.Do("POST", hostname+"/rotate", "", h, clitest.JWKBody(keys[i]))
 				}()
 			}
 			wg.Wait()
@@ -661,7 +658,7 @@ func TestInteropCompatAttacksRejected(t *testing.T) {
 		})
 
 		t.Run("a /whoami request already served cannot rotate", func(t *testing.T) {
-			key := signer.NewPrivateKey(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{0x61}, ed25519.SeedSize)))
+			key := clitest.Key(0x61)
 			uid := clitest.Register(t, nil, hostname, key)
 			var out struct {
 				Headers map[string]string `json:"headers"`
@@ -673,7 +670,7 @@ func TestInteropCompatAttacksRejected(t *testing.T) {
 			if got := clitest.MustDo(t, "GET", hostname+"/whoami", "", out.Headers, nil); got.Status != http.StatusOK {
 				t.Fatalf("agentid on vestauth's GET %s/whoami: %d %s, want 200", hostname, got.Status, got.Body)
 			}
-			got := clitest.MustDo(t, "POST", hostname+"/rotate", "", out.Headers, body(interopOther))
+			got := clitest.MustDo(t, "POST", hostname+"/rotate", "", out.Headers, clitest.JWKBody(interopOther))
 			if got.Status != http.StatusUnauthorized || got.Code != "replayed_nonce" {
 				t.Errorf("agentid on vestauth's headers of a served GET %s/whoami replayed to POST /rotate: %d %s, want 401 replayed_nonce", hostname, got.Status, got.Body)
 			}

@@ -109,8 +109,7 @@ func TestProxyBehindNginx(t *testing.T) {
 		t.Fatalf("README has %d nginx blocks, want the auth_request snippet", len(blocks))
 	}
 	key := clitest.Key(0x36)
-	srv, uid := localAgent(t, key)
-	origin := srv.AgentOrigin(uid)
+	uid, origin := localAgent(t, key)
 	up := newEchoUpstream(t)
 
 	for _, mode := range []string{"required", "optional"} {

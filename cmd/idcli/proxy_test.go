@@ -70,11 +70,12 @@ func (u *echoUpstream) got(path string) []http.Header {
 }
 
 // localAgent starts a reference server on http://localhost:PORT and
-// registers key there; it returns the server and the agent's uid.
-func localAgent(t *testing.T, key signer.PrivateKey) (*clitest.Server, string) {
+// registers key there; it returns the agent's uid and origin.
+func localAgent(t *testing.T, key signer.PrivateKey) (uid, origin string) {
 	t.Helper()
 	srv := clitest.StartServer(t, clitest.ServerOptions{})
-	return srv, clitest.Register(t, nil, srv.URL, key)
+	uid = clitest.Register(t, nil, srv.URL, key)
+	return uid, srv.AgentOrigin(uid)
 }
 
 // localTrust are the flags that let a proxy verify agents of a local
@@ -148,8 +149,7 @@ func accessLog(t *testing.T, stdout string) map[string][]accessLine {
 func TestProxyModes(t *testing.T) {
 	t.Parallel()
 	key := clitest.Key(0x31)
-	srv, uid := localAgent(t, key)
-	origin := srv.AgentOrigin(uid)
+	uid, origin := localAgent(t, key)
 	up := newEchoUpstream(t)
 
 	type want struct {
@@ -310,8 +310,7 @@ func checkAgentHeaders(t *testing.T, what string, h http.Header, verdict, reason
 func TestProxyForwardAuth(t *testing.T) {
 	t.Parallel()
 	key := clitest.Key(0x32)
-	srv, uid := localAgent(t, key)
-	origin := srv.AgentOrigin(uid)
+	uid, origin := localAgent(t, key)
 	auth, _ := startProxy(t, append([]string{"--forward-auth"}, localTrust...)...)
 
 	const original = "https://app.example/api/items?color=blue"
@@ -329,30 +328,22 @@ func TestProxyForwardAuth(t *testing.T) {
 		spoof(h)
 		return h
 	}
-	traefik := func(method, host, uri string, sig http.Header) *http.Request {
-		// Traefik's ForwardAuth: a GET to the auth address carrying the
-		// original headers plus X-Forwarded-*.
-		r, _ := http.NewRequest(http.MethodGet, auth, nil)
-		r.Header = client(sig)
-		r.Header.Set("X-Forwarded-For", "203.0.113.7")
-		r.Header.Set("X-Forwarded-Method", method)
-		r.Header.Set("X-Forwarded-Proto", "https")
-		r.Header.Set("X-Forwarded-Host", host)
-		r.Header.Set("X-Forwarded-Uri", uri)
-		return r
-	}
-	caddy := func(method, host, uri string, sig http.Header) *http.Request {
-		// Caddy's forward_auth: a GET to the auth address (path rewritten
-		// to /), the original headers, X-Forwarded-Method and -Uri, and
-		// reverse_proxy's X-Forwarded-For, -Proto and -Host.
-		r, _ := http.NewRequest(http.MethodGet, auth+"/", nil)
-		r.Header = client(sig)
-		r.Header.Set("X-Forwarded-For", "203.0.113.7")
-		r.Header.Set("X-Forwarded-Proto", "https")
-		r.Header.Set("X-Forwarded-Host", host)
-		r.Header.Set("X-Forwarded-Method", method)
-		r.Header.Set("X-Forwarded-Uri", uri)
-		return r
+	// forwarded is a GET of path at the auth address carrying the original
+	// headers plus X-Forwarded-For, -Method, -Proto, -Host and -Uri: what
+	// Traefik's ForwardAuth sends (path ""), and Caddy's forward_auth (path
+	// rewritten to /; X-Forwarded-Method and -Uri its own, -For, -Proto and
+	// -Host reverse_proxy's).
+	forwarded := func(path string) func(method, host, uri string, sig http.Header) *http.Request {
+		return func(method, host, uri string, sig http.Header) *http.Request {
+			r, _ := http.NewRequest(http.MethodGet, auth+path, nil)
+			r.Header = client(sig)
+			r.Header.Set("X-Forwarded-For", "203.0.113.7")
+			r.Header.Set("X-Forwarded-Method", method)
+			r.Header.Set("X-Forwarded-Proto", "https")
+			r.Header.Set("X-Forwarded-Host", host)
+			r.Header.Set("X-Forwarded-Uri", uri)
+			return r
+		}
 	}
 	nginx := func(method, host, uri string, sig http.Header) *http.Request {
 		// nginx auth_request to `location = /_agentid { internal;
@@ -373,7 +364,7 @@ func TestProxyForwardAuth(t *testing.T) {
 	fronts := []struct {
 		name string
 		req  func(method, host, uri string, sig http.Header) *http.Request
-	}{{"Traefik", traefik}, {"Caddy", caddy}, {"nginx", nginx}}
+	}{{"Traefik", forwarded("")}, {"Caddy", forwarded("/")}, {"nginx", nginx}}
 
 	for _, f := range fronts {
 		t.Run(f.name, func(t *testing.T) {
@@ -445,8 +436,7 @@ func TestProxyRedisSharedNonces(t *testing.T) {
 	addr, _, _ = strings.Cut(addr, "/")
 
 	key := clitest.Key(0x33)
-	srv, uid := localAgent(t, key)
-	origin := srv.AgentOrigin(uid)
+	_, origin := localAgent(t, key)
 	up := newEchoUpstream(t)
 
 	// send signs one request for first's authority, sends it to first, then
@@ -493,8 +483,7 @@ func TestProxyRedisSharedNonces(t *testing.T) {
 func TestProxyMetricsListen(t *testing.T) {
 	t.Parallel()
 	key := clitest.Key(0x34)
-	srv, uid := localAgent(t, key)
-	origin := srv.AgentOrigin(uid)
+	_, origin := localAgent(t, key)
 	up := newEchoUpstream(t)
 	base, p := startProxy(t, append([]string{"--upstream", up.URL, "--metrics-listen", "127.0.0.1:0"}, localTrust...)...)
 	metricsURL := p.waitFor(t, metricsBanner)
@@ -526,13 +515,13 @@ func TestProxyMetricsListen(t *testing.T) {
 func TestProxyGracefulShutdown(t *testing.T) {
 	t.Parallel()
 	key := clitest.Key(0x35)
-	srv, uid := localAgent(t, key)
+	_, origin := localAgent(t, key)
 	up := newEchoUpstream(t)
 	base, p := startProxy(t, append([]string{"--upstream", up.URL}, localTrust...)...)
 
 	done := make(chan clitest.Answer, 1)
 	go func() {
-		a, err := clitest.Send(http.DefaultClient, signedGet(t, base+"/slow", key, srv.AgentOrigin(uid), signer.Options{}))
+		a, err := clitest.Send(http.DefaultClient, signedGet(t, base+"/slow", key, origin, signer.Options{}))
 		if err != nil {
 			a.Body = err.Error()
 		}

@@ -68,16 +68,19 @@ func InteropDir() string {
 	return filepath.Join(filepath.Dir(file), "..", "..", "testdata", "interop")
 }
 
-// NeedCurl skips the test unless the curl binary is installed (vestauth's
-// `agent curl` runs it); with CI set it fails instead.
-func NeedCurl(t testing.TB) {
+// NeedVestauthCLI is NeedPeers for a test that runs the vestauth command
+// line: its `agent curl` runs the curl binary, so the test is skipped too
+// (with CI set, fails) when curl is not installed.
+func NeedVestauthCLI(t testing.TB) *Peers {
 	t.Helper()
+	p := NeedPeers(t)
 	if _, err := exec.LookPath("curl"); err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatalf("vestauth agent curl needs the curl binary: %v", err)
 		}
 		t.Skipf("vestauth agent curl needs the curl binary: %v", err)
 	}
+	return p
 }
 
 // Verdict is a driver's answer: OK, or the peer's reason for refusing.

@@ -123,6 +123,18 @@ func EachDatabase(t *testing.T, fn func(t *testing.T, databaseURL string)) {
 	}
 }
 
+// EachServer runs fn as a subtest per database backend (as EachDatabase)
+// with a reference server started by StartServer with o on that backend's
+// fresh database.
+func EachServer(t *testing.T, o ServerOptions, fn func(t *testing.T, srv *Server)) {
+	t.Helper()
+	EachDatabase(t, func(t *testing.T, databaseURL string) {
+		o := o
+		o.DatabaseURL = databaseURL
+		fn(t, StartServer(t, o))
+	})
+}
+
 // Register registers key at the service hostname with agent.Register
 // (through c; nil means http.DefaultClient) and returns the uid, failing
 // the test on any error.
