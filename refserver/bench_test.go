@@ -9,13 +9,14 @@ import (
 
 	"github.com/agentid/agentid/refserver/dbtest"
 	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/signertest"
 )
 
 // benchEnv is a migrated SQLite server with one registered agent.
 func benchEnv(b *testing.B) (*testEnv, string, signer.PrivateKey) {
 	b.Helper()
 	e := newTestEnv(b, dbtest.Open(b, "sqlite::memory:"))
-	key := testKey(91)
+	key := signertest.Key(91)
 	return e, e.register(key), key
 }
 
@@ -73,7 +74,7 @@ func BenchmarkWhoami(b *testing.B) {
 // BenchmarkEd25519Verify is the baseline of BenchmarkWhoami: one bare
 // ed25519.Verify of a signature base of the same size.
 func BenchmarkEd25519Verify(b *testing.B) {
-	key := testKey(92)
+	key := signertest.Key(92)
 	msg := bytes.Repeat([]byte("x"), 250)
 	sig := ed25519.Sign(key.Key, msg)
 	b.ReportAllocs()

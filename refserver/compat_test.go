@@ -18,6 +18,7 @@ import (
 	"github.com/agentid/agentid/refserver/dbtest"
 	"github.com/agentid/agentid/refserver/ratelimit"
 	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/signertest"
 	"gorm.io/gorm"
 )
 
@@ -135,7 +136,7 @@ func TestCompatRoutesOffByDefault(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		e := newTestEnv(t, db)
-		key := testKey(201)
+		key := signertest.Key(201)
 		for _, path := range []string{"/register", "/rotate"} {
 			h := vestauthHeaders(t, e.base+path, key, refserver.NullTag, "", 300)
 			r := e.send(e.compatReq(http.MethodPost, e.base+path, "", h, jwkBody(key.Public.JWK)))
@@ -152,12 +153,12 @@ func TestCompatRegister(t *testing.T) {
 		lure := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			fetched.Add(1)
 			w.Header().Set("Content-Type", signer.DirectoryMediaType)
-			fmt.Fprintf(w, `{"keys":[%s]}`, testKey(209).Public.JWK.MarshalPublic())
+			fmt.Fprintf(w, `{"keys":[%s]}`, signertest.Key(209).Public.JWK.MarshalPublic())
 		}))
 		defer lure.Close()
 
 		e := compatEnv(t, db, nil)
-		key := testKey(202)
+		key := signertest.Key(202)
 		url := e.base + "/register"
 		body := jwkBody(key.Public.JWK)
 
@@ -187,10 +188,10 @@ func TestCompatRegister(t *testing.T) {
 			{"repeat, no Content-Type", vestauthHeaders(t, url, key, refserver.NullTag, "", 300), body, true, "", "", 200},
 			{"repeat with a Signature-Agent (ignored, never fetched)", vestauthHeaders(t, url, key, refserver.NullTag, lure.URL, 300), body, false, "", "", 200},
 			{"another tag", vestauthHeaders(t, url, key, "agentid-key-possession", "", 300), body, false, "", "invalid_signature_input", 401},
-			{"signed by another key", vestauthHeaders(t, url, testKey(203), refserver.NullTag, "", 300), body, false, "", "unknown_key", 401},
+			{"signed by another key", vestauthHeaders(t, url, signertest.Key(203), refserver.NullTag, "", 300), body, false, "", "unknown_key", 401},
 			{"made for another host", vestauthHeaders(t, "http://evil-tool.example/x", key, refserver.NullTag, "", 300), body, false, "", "invalid_signature", 401},
 			{"window over 10 minutes", vestauthHeaders(t, url, key, refserver.NullTag, "", 3600), body, false, "", "signature_window_too_long", 401},
-			{"no public_jwk, Signature-Agent names a directory", vestauthHeaders(t, url, testKey(209), refserver.NullTag, lure.URL, 300), []byte(`{}`), false, "", "invalid_request", 400},
+			{"no public_jwk, Signature-Agent names a directory", vestauthHeaders(t, url, signertest.Key(209), refserver.NullTag, lure.URL, 300), []byte(`{}`), false, "", "invalid_request", 400},
 			{"public_jwk null", vestauthHeaders(t, url, key, refserver.NullTag, lure.URL, 300), []byte(`{"public_jwk":null}`), false, "", "invalid_request", 400},
 			{"empty body", vestauthHeaders(t, url, key, refserver.NullTag, lure.URL, 300), []byte{}, false, "", "invalid_request", 400},
 			{"private JWK in the body", vestauthHeaders(t, url, key, refserver.NullTag, "", 300), []byte(`{"public_jwk":` + string(key.MarshalPrivateJWK()) + `}`), false, "", "invalid_jwk", 400},
@@ -225,15 +226,15 @@ func TestCompatRegister(t *testing.T) {
 		e.wantOnlyKey(uid, key.KeyID())
 
 		// The same captured registration twice: the nonce is spent.
-		h := vestauthHeaders(t, url, testKey(204), refserver.NullTag, "", 300)
-		if r := e.send(e.compatReq(http.MethodPost, url, "", h, jwkBody(testKey(204).Public.JWK))); r.status != http.StatusOK {
+		h := vestauthHeaders(t, url, signertest.Key(204), refserver.NullTag, "", 300)
+		if r := e.send(e.compatReq(http.MethodPost, url, "", h, jwkBody(signertest.Key(204).Public.JWK))); r.status != http.StatusOK {
 			t.Fatalf("POST /register for a second key: %d (%s), want 200", r.status, r.body)
 		}
-		r := e.send(e.compatReq(http.MethodPost, url, "", h, jwkBody(testKey(204).Public.JWK)))
+		r := e.send(e.compatReq(http.MethodPost, url, "", h, jwkBody(signertest.Key(204).Public.JWK)))
 		r.wantError(t, "replayed POST /register", http.StatusUnauthorized, middleware.CodeReplayedNonce)
 
 		// A native registration and a compat one of the same key meet.
-		if r := e.send(e.registerReq(testKey(204))); r.status != http.StatusOK || r.json(t)["is_new"] != false {
+		if r := e.send(e.registerReq(signertest.Key(204))); r.status != http.StatusOK || r.json(t)["is_new"] != false {
 			t.Errorf("POST /agents for the key registered by /register: %d %s, want 200 is_new false", r.status, r.body)
 		}
 	})
@@ -247,9 +248,9 @@ func TestCompatRegisterRateLimited(t *testing.T) {
 			t.Fatal(err)
 		}
 		e := compatEnv(t, db, func(c *refserver.Config) { c.RegisterLimit = lim })
-		e.compatRegister(testKey(205))
+		e.compatRegister(signertest.Key(205))
 		url := e.base + "/register"
-		r := e.send(e.compatReq(http.MethodPost, url, "", vestauthHeaders(t, url, testKey(206), refserver.NullTag, "", 300), jwkBody(testKey(206).Public.JWK)))
+		r := e.send(e.compatReq(http.MethodPost, url, "", vestauthHeaders(t, url, signertest.Key(206), refserver.NullTag, "", 300), jwkBody(signertest.Key(206).Public.JWK)))
 		r.wantError(t, "second POST /register from one address over the limit", http.StatusTooManyRequests, middleware.CodeRateLimited)
 	})
 }
@@ -258,7 +259,7 @@ func TestCompatWhoami(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		e := compatEnv(t, db, nil)
-		key := testKey(207)
+		key := signertest.Key(207)
 		uid := e.compatRegister(key)
 		for _, method := range []string{http.MethodGet, http.MethodPost} {
 			h := vestauthHeaders(t, e.base+"/whoami", key, "web-bot-auth", e.origin(uid), 300)
@@ -283,7 +284,7 @@ func TestCompatRotate(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		e := compatEnv(t, db, nil)
-		cur, next := testKey(210), testKey(211)
+		cur, next := signertest.Key(210), signertest.Key(211)
 		uid := e.compatRegister(cur)
 		tests := []struct {
 			name     string
@@ -298,7 +299,7 @@ func TestCompatRotate(t *testing.T) {
 			{"Signature-Agent on another host", cur, next, "http://" + uid + ".evil.example", 300, 401, "untrusted_signature_agent"},
 			{"Signature-Agent names no agent", cur, next, "http://" + e.host, 300, 401, "untrusted_signature_agent"},
 			{"Signature-Agent names another agent", cur, next, e.origin("agent-0123456789abcdef01234567"), 300, 401, "unknown_key"},
-			{"signed by an unregistered key", testKey(212), next, e.origin(uid), 300, 401, "unknown_key"},
+			{"signed by an unregistered key", signertest.Key(212), next, e.origin(uid), 300, 401, "unknown_key"},
 			{"window over 5 minutes", cur, next, e.origin(uid), 301, 401, "signature_window_too_long"},
 			{"to the current key", cur, cur, e.origin(uid), 300, 409, "key_in_use"},
 		}
@@ -323,11 +324,11 @@ func TestCompatRotate(t *testing.T) {
 			t.Errorf("whoami with the new key: %d %s, want 200", r.status, r.body)
 		}
 		// The old key can no longer rotate; the native route works with the new one.
-		e.compatRotate(cur, testKey(213), e.origin(uid), 300).wantError(t, "POST /rotate by the rotated-out key", http.StatusUnauthorized, middleware.CodeRevokedKey)
-		if r := e.send(e.rotateReq(uid, next, testKey(213))); r.status != http.StatusOK {
+		e.compatRotate(cur, signertest.Key(213), e.origin(uid), 300).wantError(t, "POST /rotate by the rotated-out key", http.StatusUnauthorized, middleware.CodeRevokedKey)
+		if r := e.send(e.rotateReq(uid, next, signertest.Key(213))); r.status != http.StatusOK {
 			t.Errorf("PUT /agents/%s/keys after a compat rotation: %d %s, want 200", uid, r.status, r.body)
 		}
-		e.wantOnlyKey(uid, testKey(213).KeyID())
+		e.wantOnlyKey(uid, signertest.Key(213).KeyID())
 	})
 }
 
@@ -338,10 +339,10 @@ func TestCompatRotateAttacks(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		e := compatEnv(t, db, nil)
-		attacker := testKey(229)
+		attacker := signertest.Key(229)
 
 		t.Run("Host header swap", func(t *testing.T) {
-			key := testKey(220)
+			key := signertest.Key(220)
 			uid := e.compatRegister(key)
 			// Headers the agent made for a third-party tool…
 			h := vestauthHeaders(t, "https://evil-tool.example/x", key, "web-bot-auth", e.origin(uid), 300)
@@ -355,13 +356,13 @@ func TestCompatRotateAttacks(t *testing.T) {
 		})
 
 		t.Run("three concurrent copies of one captured rotation", func(t *testing.T) {
-			key := testKey(221)
+			key := signertest.Key(221)
 			uid := e.compatRegister(key)
 			h := vestauthHeaders(t, e.base+"/rotate", key, "web-bot-auth", e.origin(uid), 300)
 			var keys [3]signer.PrivateKey
 			reqs := make([]*http.Request, len(keys))
 			for i := range keys {
-				keys[i] = testKey(byte(230 + i))
+				keys[i] = signertest.Key(byte(230 + i))
 				reqs[i] = e.rotateWith(h, keys[i])
 			}
 			won := -1
@@ -389,7 +390,7 @@ func TestCompatRotateAttacks(t *testing.T) {
 		})
 
 		t.Run("replayed nonce after a failed rotation", func(t *testing.T) {
-			key := testKey(222)
+			key := signertest.Key(222)
 			uid := e.compatRegister(key)
 			h := vestauthHeaders(t, e.base+"/rotate", key, "web-bot-auth", e.origin(uid), 300)
 			// Verified, then refused by the transaction: the nonce is spent all the same.
@@ -403,7 +404,7 @@ func TestCompatRotateAttacks(t *testing.T) {
 		})
 
 		t.Run("a served /whoami cannot be replayed to /rotate", func(t *testing.T) {
-			key := testKey(223)
+			key := signertest.Key(223)
 			uid := e.compatRegister(key)
 			h := vestauthHeaders(t, e.base+"/whoami", key, "web-bot-auth", e.origin(uid), 300)
 			if r := e.send(e.compatReq(http.MethodGet, e.base+"/whoami", "", h, nil)); r.status != http.StatusOK {
@@ -415,7 +416,7 @@ func TestCompatRotateAttacks(t *testing.T) {
 		})
 
 		t.Run("a /whoami signature made with idcli's write profile cannot rotate", func(t *testing.T) {
-			key := testKey(224)
+			key := signertest.Key(224)
 			uid := e.compatRegister(key)
 			// Covers @method and @path: a GET /whoami signature does not fit POST /rotate.
 			req := e.sign(e.request(http.MethodGet, e.base+"/whoami", nil), key,
@@ -433,7 +434,7 @@ func TestCompatRotateAttacks(t *testing.T) {
 		// @authority-only signature for this host that was never presented
 		// rotates, whatever route it was made for.
 		t.Run("documented: an unused @authority-only signature rotates", func(t *testing.T) {
-			key := testKey(225)
+			key := signertest.Key(225)
 			uid := e.compatRegister(key)
 			h := vestauthHeaders(t, e.base+"/whoami", key, "web-bot-auth", e.origin(uid), 300)
 			r := e.send(e.rotateWith(h, attacker))
@@ -474,12 +475,12 @@ func TestCompatRotateKeyInUse(t *testing.T) {
 			return e.compatRotate(signing, newKey, e.origin(uid), 300)
 		}
 
-		victimKey, victimOld := testKey(241), testKey(240)
+		victimKey, victimOld := signertest.Key(241), signertest.Key(240)
 		victim := e.compatRegister(victimOld)
 		if r := rotate(victim, victimOld, victimKey); r.status != http.StatusOK {
 			t.Fatalf("victim rotation: %d %s", r.status, r.body)
 		}
-		callerOld, caller := testKey(242), testKey(243)
+		callerOld, caller := signertest.Key(242), signertest.Key(243)
 		uid := e.compatRegister(callerOld)
 		if r := rotate(uid, callerOld, caller); r.status != http.StatusOK {
 			t.Fatalf("caller rotation: %d %s", r.status, r.body)

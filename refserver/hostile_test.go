@@ -13,6 +13,7 @@ import (
 	"github.com/agentid/agentid/refserver/dbtest"
 	"github.com/agentid/agentid/refserver/replaypg"
 	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/signertest"
 	"gorm.io/gorm"
 )
 
@@ -34,7 +35,7 @@ func TestLongNoncesOnPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := newTestEnvConfig(t, db, "", func(c *refserver.Config) { c.Replay = store })
-	good, hostile := testKey(91), testKey(92)
+	good, hostile := signertest.Key(91), signertest.Key(92)
 	goodUID, hostileUID := e.register(good), e.register(hostile)
 
 	type call struct {
@@ -102,7 +103,7 @@ func TestRotationContentDigestForms(t *testing.T) {
 		}
 		for i, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
-				cur, next, attacker := testKey(byte(100+3*i)), testKey(byte(101+3*i)), testKey(byte(102+3*i))
+				cur, next, attacker := signertest.Key(byte(100+3*i)), signertest.Key(byte(101+3*i)), signertest.Key(byte(102+3*i))
 				uid := e.register(cur)
 				components := []string{"@method", "@authority", "@path", tt.digest}
 				req := e.request(http.MethodPut, e.base+"/agents/"+uid+"/keys", jwkBody(next.Public.JWK))

@@ -11,6 +11,7 @@ import (
 	"github.com/agentid/agentid/refserver/dbtest"
 	"github.com/agentid/agentid/refserver/metrics"
 	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/signertest"
 	"gorm.io/gorm"
 )
 
@@ -18,7 +19,7 @@ func TestDBKeySource(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		e := newTestEnv(t, db)
-		k1, k2, other := testKey(71), testKey(72), testKey(73)
+		k1, k2, other := signertest.Key(71), signertest.Key(72), signertest.Key(73)
 		uid := e.register(k1)
 		e.register(other)
 		if r := e.send(e.rotateReq(uid, k1, k2)); r.status != 200 {
@@ -39,7 +40,7 @@ func TestDBKeySource(t *testing.T) {
 			{"active key, uppercase origin", "HTTP://" + uid + ".AGENTID.TEST" + port, k2.KeyID(), nil},
 			{"revoked key", e.origin(uid), k1.KeyID(), signer.ErrRevokedKey},
 			{"another agent's key", e.origin(uid), other.KeyID(), signer.ErrUnknownKey},
-			{"unknown key", e.origin(uid), testKey(74).KeyID(), signer.ErrUnknownKey},
+			{"unknown key", e.origin(uid), signertest.Key(74).KeyID(), signer.ErrUnknownKey},
 			{"unregistered agent", e.origin("agent-aaaaaaaaaaaaaaaaaaaaaaaa"), k2.KeyID(), signer.ErrUnknownKey},
 			{"empty kid", e.origin(uid), "", signer.ErrUnknownKey},
 			{"no agent", "", k2.KeyID(), signer.ErrUntrustedAgent},
@@ -114,13 +115,13 @@ func TestUnknownKidNegativeCache(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		clock := newTestClock()
 		e := newTestEnvConfig(t, db, "", func(c *refserver.Config) { c.Now = clock.Now })
-		owner := e.register(testKey(81))
+		owner := e.register(signertest.Key(81))
 		ks := e.srv.KeySource()
 		queries := countKeyQueries(t, db)
 		ctx := context.Background()
 		set := e.keySet
 
-		unknown := testKey(82)
+		unknown := signertest.Key(82)
 		lookups := func(uid, kid string, n int, wantErr error) {
 			t.Helper()
 			for range n {
@@ -157,9 +158,9 @@ func TestUnknownKidNegativeCache(t *testing.T) {
 		}
 
 		// Same for a rotation to a kid cached as unknown.
-		next := testKey(83)
+		next := signertest.Key(83)
 		lookups(owner, next.KeyID(), 3, signer.ErrUnknownKey)
-		if r := e.send(e.rotateReq(owner, testKey(81), next)); r.status != 200 {
+		if r := e.send(e.rotateReq(owner, signertest.Key(81), next)); r.status != 200 {
 			t.Fatalf("rotate: %d %s", r.status, r.body)
 		}
 		if _, err := ks.Key(ctx, set(owner), next.KeyID()); err != nil {
@@ -188,7 +189,7 @@ func TestKeyRefreshAhead(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		clock := newTestClock()
 		e := newTestEnvConfig(t, db, "", func(c *refserver.Config) { c.Now = clock.Now; c.Metrics = metrics.NewRegistry() })
-		key := testKey(84)
+		key := signertest.Key(84)
 		uid := e.register(key)
 		ks := e.srv.KeySource()
 		queries := countKeyQueries(t, db)

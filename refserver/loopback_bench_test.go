@@ -21,6 +21,7 @@ import (
 	"github.com/agentid/agentid/refserver/metrics"
 	"github.com/agentid/agentid/refserver/replaypg"
 	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/signertest"
 )
 
 // loopbackConns is how many keep-alive connections the loopback
@@ -126,7 +127,7 @@ func BenchmarkWhoamiOpenLoop(b *testing.B) {
 // /whoami requests signed by it, each with its own nonce.
 func signedWhoami(b *testing.B, e *testEnv, n int) [][]byte {
 	b.Helper()
-	key := testKey(95)
+	key := signertest.Key(95)
 	uid := e.register(key)
 	reqs := make([][]byte, n)
 	for i := range reqs {

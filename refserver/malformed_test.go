@@ -12,6 +12,7 @@ import (
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/refserver/dbtest"
 	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/signertest"
 	"gorm.io/gorm"
 )
 
@@ -21,7 +22,7 @@ func TestMalformedRequests(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		e := newTestEnv(t, db)
-		keyA, keyB, fresh := testKey(61), testKey(62), testKey(63)
+		keyA, keyB, fresh := signertest.Key(61), signertest.Key(62), signertest.Key(63)
 		uidA, uidB := e.register(keyA), e.register(keyB)
 		unknownUID := "agent-0123456789abcdef01234567"
 		write := signer.WriteComponents
@@ -123,7 +124,7 @@ func TestMalformedRequests(t *testing.T) {
 				return signedReg(signer.Options{Components: []string{"@method", "@authority", "@path"}})
 			}, 401, "missing_components"},
 			{"register signed by another key", func() *http.Request {
-				return e.sign(post(freshBody, "application/json"), testKey(64), signer.Options{Components: write})
+				return e.sign(post(freshBody, "application/json"), signertest.Key(64), signer.Options{Components: write})
 			}, 401, "unknown_key"},
 			{"register tampered signature", func() *http.Request {
 				req := signedReg(signer.Options{})
@@ -224,7 +225,7 @@ func TestMalformedRequests(t *testing.T) {
 			{"rotate sig2 by another key", func() *http.Request {
 				req := rotate(uidA, jwkBody(fresh.Public.JWK), "application/json")
 				e.sign(req, keyA, signer.Options{Components: write, SignatureAgent: e.origin(uidA)})
-				return e.sign(req, testKey(65), signer.Options{Label: "sig2", Tag: signer.KeyPossessionTag, Components: write})
+				return e.sign(req, signertest.Key(65), signer.Options{Label: "sig2", Tag: signer.KeyPossessionTag, Components: write})
 			}, 401, "unknown_key"},
 			{"rotate sig1 by the new key only", func() *http.Request {
 				req := rotate(uidA, jwkBody(fresh.Public.JWK), "application/json")
@@ -272,7 +273,7 @@ func TestInvalidAuthority(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		e := newTestEnv(t, db)
-		key := testKey(66)
+		key := signertest.Key(66)
 		uid := e.register(key)
 		port := e.host[len("agentid.test:"):]
 		tests := []struct {

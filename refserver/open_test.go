@@ -17,6 +17,7 @@ import (
 	"github.com/agentid/agentid/refserver/dbtest"
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/agent"
+	"github.com/agentid/agentid/signer/signertest"
 )
 
 // dialing returns a client that sends every request to addr, whatever
@@ -194,7 +195,7 @@ func TestOpenSharedReplayStore(t *testing.T) {
 				t.Cleanup(func() { cancel(); <-done })
 				ins = append(ins, in)
 			}
-			key := testKey(40)
+			key := signertest.Key(40)
 			reg, err := agent.Register(context.Background(), dialing(ins[0].Addr), "http://agentid.test", key)
 			if err != nil {
 				t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentid/agentid/refserver/dbtest"
+	"github.com/agentid/agentid/signer/signertest"
 )
 
 // tcpProxy forwards a local port to PostgreSQL; stopping it is, for the
@@ -85,7 +86,7 @@ func TestPostgresOutage(t *testing.T) {
 	u.RawQuery = q.Encode()
 	db := dbtest.Open(t, u.String())
 	e := newTestEnv(t, db)
-	key := testKey(81)
+	key := signertest.Key(81)
 	uid := e.register(key)
 
 	p.stop()
@@ -96,7 +97,7 @@ func TestPostgresOutage(t *testing.T) {
 		{"readyz", func() *http.Request { return e.request(http.MethodGet, e.base+"/readyz", nil) }},
 		{"directory", func() *http.Request { return e.request(http.MethodGet, e.directoryURL(uid), nil) }},
 		{"whoami", func() *http.Request { return e.whoamiReq(http.MethodGet, uid, key) }},
-		{"register", func() *http.Request { return e.registerReq(testKey(82)) }},
+		{"register", func() *http.Request { return e.registerReq(signertest.Key(82)) }},
 	}
 	for _, c := range checks {
 		r := e.send(c.req())

@@ -3,7 +3,6 @@ package refserver_test
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -18,13 +17,9 @@ import (
 	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/refserver/dbtest"
 	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/signertest"
 	"gorm.io/gorm"
 )
-
-// testKey returns a fixed Ed25519 key derived from seed.
-func testKey(seed byte) signer.PrivateKey {
-	return signer.NewPrivateKey(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{seed}, ed25519.SeedSize)))
-}
 
 type syncBuffer struct {
 	mu sync.Mutex
@@ -324,7 +319,7 @@ func TestDatabaseUnavailable(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		e := newTestEnv(t, db)
-		key := testKey(1)
+		key := signertest.Key(1)
 		uid := e.register(key)
 		sqlDB, err := db.DB()
 		if err != nil {
@@ -338,8 +333,8 @@ func TestDatabaseUnavailable(t *testing.T) {
 			{"readyz", e.request(http.MethodGet, e.base+"/readyz", nil)},
 			{"directory", e.request(http.MethodGet, e.directoryURL(uid), nil)},
 			{"whoami", e.whoamiReq(http.MethodGet, uid, key)},
-			{"register", e.registerReq(testKey(2))},
-			{"rotate", e.rotateReq(uid, key, testKey(3))},
+			{"register", e.registerReq(signertest.Key(2))},
+			{"rotate", e.rotateReq(uid, key, signertest.Key(3))},
 		}
 		for _, tt := range tests {
 			resp := e.send(tt.req)
@@ -365,7 +360,7 @@ func TestDirectory(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		e := newTestEnv(t, db)
-		key := testKey(7)
+		key := signertest.Key(7)
 		uid := e.register(key)
 
 		resp := e.send(e.request(http.MethodGet, e.directoryURL(uid), nil))
@@ -449,7 +444,7 @@ func TestLifecycle(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		e := newTestEnv(t, db)
-		k1, k2 := testKey(11), testKey(12)
+		k1, k2 := signertest.Key(11), signertest.Key(12)
 
 		// Register.
 		resp := e.send(e.registerReq(k1))
@@ -519,9 +514,9 @@ func TestLifecycle(t *testing.T) {
 		// The revoked key cannot register again (it would resurrect it).
 		e.send(e.registerReq(k1)).wantError(t, "register a revoked key", http.StatusConflict, middleware.CodeKeyConflict)
 		// The old key cannot rotate any more.
-		e.send(e.rotateReq(uid, k1, testKey(13))).wantError(t, "rotate with the old key", http.StatusUnauthorized, middleware.CodeRevokedKey)
+		e.send(e.rotateReq(uid, k1, signertest.Key(13))).wantError(t, "rotate with the old key", http.StatusUnauthorized, middleware.CodeRevokedKey)
 		// Rotating to a key another agent holds is a conflict.
-		other := testKey(14)
+		other := signertest.Key(14)
 		e.register(other)
 		e.send(e.rotateReq(uid, k2, other)).wantError(t, "rotate to another agent's key", http.StatusConflict, middleware.CodeKeyConflict)
 
@@ -541,7 +536,7 @@ func TestConcurrentRegistration(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		e := newTestEnv(t, db)
-		key := testKey(21)
+		key := signertest.Key(21)
 		const n = 20
 		reqs := make([]*http.Request, n)
 		for i := range reqs {
@@ -571,12 +566,12 @@ func TestConcurrentRotation(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		e := newTestEnv(t, db)
-		cur := testKey(31)
+		cur := signertest.Key(31)
 		uid := e.register(cur)
 		const n = 20
 		reqs := make([]*http.Request, n)
 		for i := range reqs {
-			reqs[i] = e.rotateReq(uid, cur, testKey(byte(100+i)))
+			reqs[i] = e.rotateReq(uid, cur, signertest.Key(byte(100+i)))
 		}
 		ok := 0
 		for i, r := range e.doAll(reqs) {
@@ -602,7 +597,7 @@ func TestReplayAndForgery(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		e := newTestEnv(t, db)
-		victim, attacker := testKey(41), testKey(42)
+		victim, attacker := signertest.Key(41), signertest.Key(42)
 		uid := e.register(victim)
 
 		check := func(name string, resp response, wantStatus int, wantCodes ...string) {
@@ -666,7 +661,7 @@ func TestReplayAndForgery(t *testing.T) {
 		check("replayed whoami", e.send(second), 401, "replayed_nonce")
 
 		// Replayed rotation: the second copy must not rotate again.
-		next := testKey(43)
+		next := signertest.Key(43)
 		r1 := e.rotateReq(uid, victim, next)
 		r2 := e.request(http.MethodPut, e.base+"/agents/"+uid+"/keys", jwkBody(next.Public.JWK))
 		r2.Header = r1.Header.Clone()
@@ -709,14 +704,14 @@ func TestReplayAndForgery(t *testing.T) {
 		}
 
 		// A signature by a key not in the body cannot register it.
-		req = e.sign(e.request(http.MethodPost, e.base+"/agents", jwkBody(testKey(44).Public.JWK)), attacker, signer.Options{Components: signer.WriteComponents})
+		req = e.sign(e.request(http.MethodPost, e.base+"/agents", jwkBody(signertest.Key(44).Public.JWK)), attacker, signer.Options{Components: signer.WriteComponents})
 		check("register without possession", e.send(req), 401, "unknown_key")
 
 		// Another registered agent cannot rotate the victim's keys.
-		otherUID := e.register(testKey(45))
-		req = e.request(http.MethodPut, e.base+"/agents/"+uid+"/keys", jwkBody(testKey(46).Public.JWK))
-		e.sign(req, testKey(45), signer.Options{Components: signer.WriteComponents, SignatureAgent: e.origin(otherUID)})
-		e.sign(req, testKey(46), signer.Options{Label: "sig2", Tag: signer.KeyPossessionTag, Components: signer.WriteComponents})
+		otherUID := e.register(signertest.Key(45))
+		req = e.request(http.MethodPut, e.base+"/agents/"+uid+"/keys", jwkBody(signertest.Key(46).Public.JWK))
+		e.sign(req, signertest.Key(45), signer.Options{Components: signer.WriteComponents, SignatureAgent: e.origin(otherUID)})
+		e.sign(req, signertest.Key(46), signer.Options{Label: "sig2", Tag: signer.KeyPossessionTag, Components: signer.WriteComponents})
 		check("rotate another agent", e.send(req), 403, "forbidden")
 	})
 }
@@ -725,7 +720,7 @@ func TestRequestLog(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		e := newTestEnv(t, db)
-		key := testKey(51)
+		key := signertest.Key(51)
 		uid := e.register(key)
 		req := e.whoamiReq(http.MethodGet, uid, key)
 		if r := e.send(req); r.status != 200 {

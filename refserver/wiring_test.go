@@ -16,6 +16,7 @@ import (
 	"github.com/agentid/agentid/refserver/metrics"
 	"github.com/agentid/agentid/refserver/ratelimit"
 	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/signertest"
 	"gorm.io/gorm"
 )
 
@@ -67,7 +68,7 @@ func TestKeyCacheAcrossInstances(t *testing.T) {
 		regB := metrics.NewRegistry()
 		a := newTestEnvConfig(t, db, "", func(c *refserver.Config) { c.KeyCacheTTL = ttl; c.Now = clock.Now })
 		b := a.sibling(db, func(c *refserver.Config) { c.KeyCacheTTL = ttl; c.Now = clock.Now; c.Metrics = regB })
-		k1, k2, k3 := testKey(111), testKey(112), testKey(113)
+		k1, k2, k3 := signertest.Key(111), signertest.Key(112), signertest.Key(113)
 		uid := a.register(k1)
 
 		whoami := func(e *testEnv, key signer.PrivateKey) (int, string) {
@@ -176,7 +177,7 @@ func TestMetricsWiring(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		reg := metrics.NewRegistry()
 		e := newTestEnvConfig(t, db, "", func(c *refserver.Config) { c.Metrics = reg })
-		key := testKey(121)
+		key := signertest.Key(121)
 		uid := e.register(key)
 		first := e.whoamiReq(http.MethodGet, uid, key)
 		again := e.request(http.MethodGet, e.base+"/whoami", nil)
@@ -254,7 +255,7 @@ func TestRegisterRateLimit(t *testing.T) {
 		}
 		var uid string
 		for _, tt := range tests {
-			req := e.registerReq(testKey(tt.seed))
+			req := e.registerReq(signertest.Key(tt.seed))
 			req.Header.Set("X-Forwarded-For", tt.forwarded)
 			r := e.send(req)
 			if r.status != tt.wantStatus {
@@ -274,7 +275,7 @@ func TestRegisterRateLimit(t *testing.T) {
 		}
 		// Only registration is limited.
 		for range 3 {
-			if r := e.send(e.whoamiReq(http.MethodGet, uid, testKey(131))); r.status != http.StatusOK {
+			if r := e.send(e.whoamiReq(http.MethodGet, uid, signertest.Key(131))); r.status != http.StatusOK {
 				t.Fatalf("whoami from a limited client: status = %d (%s), want 200", r.status, r.body)
 			}
 		}

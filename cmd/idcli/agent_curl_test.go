@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentid/agentid/cmd/idcli/internal/clitest"
 	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/signer/signertest"
 )
 
 // echoServers are two loopback servers behind the verification middleware,
@@ -28,7 +29,7 @@ type echoServers struct {
 
 func newEchoServers(t *testing.T, dir string) *echoServers {
 	t.Helper()
-	k := clitest.Key(20)
+	k := signertest.Key(20)
 	uid := "agent-0123456789abcdef01234567"
 	keys := middleware.NewStaticKeys()
 	keys.Add("http://"+uid+".localhost:3000", k.Public)
@@ -195,7 +196,7 @@ func TestAgentCurl(t *testing.T) {
 					t.Errorf("stderr = %q, want it to contain %q", res.stderr, w)
 				}
 			}
-			if strings.Contains(res.stdout+res.stderr, clitest.Key(20).JWK().D) {
+			if strings.Contains(res.stdout+res.stderr, signertest.Key(20).JWK().D) {
 				t.Error("output contains the private key")
 			}
 			if tt.wantHops != nil {
@@ -243,7 +244,7 @@ func TestAgentCurlUsage(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			dir := credsDir(t, "agent-0123456789abcdef01234567", clitest.Key(21), "")
+			dir := credsDir(t, "agent-0123456789abcdef01234567", signertest.Key(21), "")
 			res := runCLI(t.Context(), dir, nil, tt.args...)
 			if res.err == nil || errors.Is(res.err, exitCode(22)) {
 				t.Errorf("err = %v, want a usage error", res.err)
@@ -287,7 +288,7 @@ func TestAgentCurlHints(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			dir := credsDir(t, "agent-0123456789abcdef01234567", clitest.Key(22), "")
+			dir := credsDir(t, "agent-0123456789abcdef01234567", signertest.Key(22), "")
 			res := runCLI(t.Context(), dir, nil, append([]string{"agent", "curl"}, tt.args...)...)
 			if !errors.Is(res.err, exitCode(22)) {
 				t.Fatalf("err = %v, want exit code 22", res.err)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentid/agentid/cmd/idcli/internal/clitest"
 	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/signertest"
 )
 
 func TestParseInterspersed(t *testing.T) {
@@ -53,7 +54,7 @@ func TestParseInterspersed(t *testing.T) {
 
 func TestAgentHeadersCommand(t *testing.T) {
 	t.Parallel()
-	k := clitest.Key(1)
+	k := signertest.Key(1)
 	uid := "agent-0123456789abcdef01234567"
 	dir := credsDir(t, uid, k, "")
 	tests := []struct {
@@ -136,7 +137,7 @@ func TestAgentHeadersCommand(t *testing.T) {
 
 func TestAgentHeadersErrors(t *testing.T) {
 	t.Parallel()
-	dir := credsDir(t, "agent-0123456789abcdef01234567", clitest.Key(1), "")
+	dir := credsDir(t, "agent-0123456789abcdef01234567", signertest.Key(1), "")
 	checkUsage(t, dir, []string{"agent", "headers"}, []usageCase{
 		{"content-digest without a body", []string{"GET", "https://api.example/x", "--components", "@authority,content-digest"}, "content-digest needs a body"},
 		{"unknown component", []string{"GET", "https://api.example/x", "--components", "@authority,@bogus"}, `unknown component "@bogus"`},
@@ -148,7 +149,7 @@ func TestAgentHeadersErrors(t *testing.T) {
 
 func TestAgentCommandsMissingCredentials(t *testing.T) {
 	t.Parallel()
-	k := clitest.Key(2)
+	k := signertest.Key(2)
 	tests := []struct {
 		name     string
 		args     []string
@@ -327,7 +328,7 @@ func TestAgentHeadersNodeVerify(t *testing.T) {
 	if err != nil {
 		t.Skip("node not installed")
 	}
-	k := clitest.Key(3)
+	k := signertest.Key(3)
 	dir := credsDir(t, "agent-0123456789abcdef01234567", k, "")
 	for _, u := range []string{"https://API.example:443/x?y=1", "http://127.0.0.1:8080/whoami"} {
 		t.Run(u, func(t *testing.T) {

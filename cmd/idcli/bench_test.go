@@ -18,6 +18,7 @@ import (
 	"github.com/agentid/agentid/cmd/idcli/internal/clitest"
 	"github.com/agentid/agentid/refserver/dbtest"
 	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/signertest"
 )
 
 // benchServer starts a reference server on loopback with the given database
@@ -253,7 +254,7 @@ func TestBenchOpenLoopSeesAStall(t *testing.T) {
 func TestBenchEnvFile(t *testing.T) {
 	t.Parallel()
 	srv := clitest.StartServer(t, clitest.ServerOptions{Host: "localhost"})
-	key := clitest.Key(30)
+	key := signertest.Key(30)
 	uid := clitest.Register(t, srv.Client, srv.URL, key)
 	dir := credsDir(t, uid, key, srv.URL)
 	r := runCLI(t.Context(), dir, nil, "bench", "--url", srv.URL, "--connect", srv.Addr, "--env-file", ".env", "--requests", "20", "--concurrency", "2", "--json")

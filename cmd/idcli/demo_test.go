@@ -11,7 +11,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/agentid/agentid/cmd/idcli/internal/clitest"
+	"github.com/agentid/agentid/signer/signertest"
 )
 
 // cancelWriter is a buffer that cancels a context once its content
@@ -70,7 +70,7 @@ var demoLines = []struct {
 func TestDemo(t *testing.T) {
 	t.Parallel()
 	// A hostile environment: the demo must neither use nor print these.
-	foreignKey := clitest.Key(7)
+	foreignKey := signertest.Key(7)
 	hostile := map[string]string{
 		"AGENT_UID":         "agent-000000000000000000000000",
 		"AGENT_PRIVATE_JWK": string(foreignKey.MarshalPrivateJWK()),

@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentid/agentid/cmd/idcli/internal/clitest"
 	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/signertest"
 )
 
 // directoryResponse is what a test key directory answers.
@@ -90,7 +91,7 @@ type keySets struct {
 
 func serveKeySets(t *testing.T) keySets {
 	t.Helper()
-	s := keySets{ed: clitest.Key(5), rsa: clitest.RSAKey(t), ec: clitest.ECKey(t, 9)}
+	s := keySets{ed: signertest.Key(5), rsa: clitest.RSAKey(t), ec: clitest.ECKey(t, 9)}
 	edPub := clitest.PublicJWKMap(t, s.ed)
 	edPub["kid"] = "ed-1"
 	rsaPub := clitest.PublicJWK(t, &s.rsa.PublicKey, "rsa-1", "PS512")
@@ -109,7 +110,7 @@ func serveKeySets(t *testing.T) keySets {
 
 func TestDirectoryCheck(t *testing.T) {
 	t.Parallel()
-	key, other := clitest.Key(1), clitest.Key(2)
+	key, other := signertest.Key(1), signertest.Key(2)
 	good := directoryBody(t, key, other)
 	badKid := strings.Replace(directoryBody(t, key), key.KeyID(), other.KeyID(), 1)
 	withD := `{"keys":[` + string(key.MarshalPrivateJWK()) + `]}`
@@ -244,7 +245,7 @@ func TestDirectoryCheck(t *testing.T) {
 
 func TestDirectoryCheckJSON(t *testing.T) {
 	t.Parallel()
-	key := clitest.Key(1)
+	key := signertest.Key(1)
 	tests := []struct {
 		name         string
 		resp         directoryResponse

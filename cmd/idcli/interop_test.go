@@ -29,12 +29,13 @@ import (
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/agent"
+	"github.com/agentid/agentid/signer/signertest"
 )
 
 // Fixed test identities (never real keys).
 var (
-	interopKey   = clitest.Key(0x42)
-	interopOther = clitest.Key(0x17)
+	interopKey   = signertest.Key(0x42)
+	interopOther = signertest.Key(0x17)
 )
 
 const (
@@ -629,7 +630,7 @@ func TestInteropCompatAttacksRejected(t *testing.T) {
 			errs := make([]error, 3)
 			var wg sync.WaitGroup
 			for i := range keys {
-				keys[i] = clitest.Key(byte(0x51 + i))
+				keys[i] = signertest.Key(byte(0x51 + i))
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
@@ -658,7 +659,7 @@ func TestInteropCompatAttacksRejected(t *testing.T) {
 		})
 
 		t.Run("a /whoami request already served cannot rotate", func(t *testing.T) {
-			key := clitest.Key(0x61)
+			key := signertest.Key(0x61)
 			uid := clitest.Register(t, nil, hostname, key)
 			var out struct {
 				Headers map[string]string `json:"headers"`

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentid/agentid/cmd/idcli/internal/clitest"
 	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/signertest"
 )
 
 // startNginx runs nginx (with daemon off) on a free loopback port with
@@ -108,7 +109,7 @@ func TestProxyBehindNginx(t *testing.T) {
 	if len(blocks) != 1 || !strings.Contains(blocks[0], "auth_request /_agentid;") {
 		t.Fatalf("README has %d nginx blocks, want the auth_request snippet", len(blocks))
 	}
-	key := clitest.Key(0x36)
+	key := signertest.Key(0x36)
 	uid, origin := localAgent(t, key)
 	up := newEchoUpstream(t)
 

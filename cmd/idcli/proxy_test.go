@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentid/agentid/cmd/idcli/internal/clitest"
 	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/signertest"
 )
 
 // The tests of `idcli proxy` run the command as main would (in-process,
@@ -148,7 +149,7 @@ func accessLog(t *testing.T, stdout string) map[string][]accessLine {
 // log.
 func TestProxyModes(t *testing.T) {
 	t.Parallel()
-	key := clitest.Key(0x31)
+	key := signertest.Key(0x31)
 	uid, origin := localAgent(t, key)
 	up := newEchoUpstream(t)
 
@@ -309,7 +310,7 @@ func checkAgentHeaders(t *testing.T, what string, h http.Header, verdict, reason
 // so a signature verifies only for the original request.
 func TestProxyForwardAuth(t *testing.T) {
 	t.Parallel()
-	key := clitest.Key(0x32)
+	key := signertest.Key(0x32)
 	uid, origin := localAgent(t, key)
 	auth, _ := startProxy(t, append([]string{"--forward-auth"}, localTrust...)...)
 
@@ -435,7 +436,7 @@ func TestProxyRedisSharedNonces(t *testing.T) {
 	addr := strings.TrimPrefix(redisURL, "redis://")
 	addr, _, _ = strings.Cut(addr, "/")
 
-	key := clitest.Key(0x33)
+	key := signertest.Key(0x33)
 	_, origin := localAgent(t, key)
 	up := newEchoUpstream(t)
 
@@ -482,7 +483,7 @@ func TestProxyRedisSharedNonces(t *testing.T) {
 // proxy's listener still belongs to the upstream.
 func TestProxyMetricsListen(t *testing.T) {
 	t.Parallel()
-	key := clitest.Key(0x34)
+	key := signertest.Key(0x34)
 	_, origin := localAgent(t, key)
 	up := newEchoUpstream(t)
 	base, p := startProxy(t, append([]string{"--upstream", up.URL, "--metrics-listen", "127.0.0.1:0"}, localTrust...)...)
@@ -514,7 +515,7 @@ func TestProxyMetricsListen(t *testing.T) {
 // exits without error and the port is closed.
 func TestProxyGracefulShutdown(t *testing.T) {
 	t.Parallel()
-	key := clitest.Key(0x35)
+	key := signertest.Key(0x35)
 	_, origin := localAgent(t, key)
 	up := newEchoUpstream(t)
 	base, p := startProxy(t, append([]string{"--upstream", up.URL}, localTrust...)...)

@@ -20,6 +20,7 @@ import (
 	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/refserver/dbtest"
 	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/signertest"
 )
 
 // scaleHostname is the HOSTNAME every instance shares (as behind one load
@@ -43,7 +44,7 @@ func TestScaleTwoInstancesShareReplayAndKeys(t *testing.T) {
 			a := newScaleInstance(t, u, nil)
 			bb := newScaleInstance(t, u, nil)
 
-			key := clitest.Key(71)
+			key := signertest.Key(71)
 			reg := clitest.MustSend(t, a.Client, clitest.RegisterRequest(t, scaleHostname, key))
 			if reg.Status != http.StatusCreated {
 				t.Fatalf("register via A: status = %d (%s), want 201", reg.Status, reg.Code)
@@ -67,7 +68,7 @@ func TestScaleTwoInstancesShareReplayAndKeys(t *testing.T) {
 			})
 
 			t.Run("key rotated through A is refused by B within 1 s", func(t *testing.T) {
-				next := clitest.Key(72)
+				next := signertest.Key(72)
 				// B accepts the current key before the rotation.
 				if got := clitest.MustSend(t, bb.Client, clitest.WhoamiRequest(t, scaleHostname, uid, key)); got.Status != http.StatusOK {
 					t.Fatalf("B before rotation: status = %d (%s), want 200", got.Status, got.Code)
@@ -120,7 +121,7 @@ func TestScalePostgresStoppedUnderLoad(t *testing.T) {
 	inst := newScaleInstance(t, u.String(), func(c *refserver.Config) { c.DBTimeout = dbTimeout })
 	// check reads the database directly, around the proxy.
 	check := clitest.StartServer(t, clitest.ServerOptions{DatabaseURL: direct, Hostname: scaleHostname})
-	key := clitest.Key(81)
+	key := signertest.Key(81)
 	reg := clitest.MustSend(t, inst.Client, clitest.RegisterRequest(t, scaleHostname, key))
 	if reg.Status != http.StatusCreated {
 		t.Fatalf("register: status = %d (%s), want 201", reg.Status, reg.Code)

@@ -16,6 +16,7 @@ import (
 	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/refserver/dbtest"
 	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/signertest"
 )
 
 func readDotEnv(t *testing.T, dir string) string {
@@ -418,7 +419,7 @@ func TestServerStartFlags(t *testing.T) {
 			srv := startServer(t, tt.args...)
 			var uid string
 			for j, want := range tt.wantStatuses {
-				key := clitest.Key(byte(100 + 10*i + j))
+				key := signertest.Key(byte(100 + 10*i + j))
 				a, err := clitest.Send(http.DefaultClient, srv.registerReq(t, key))
 				if err != nil {
 					t.Fatal(err)
@@ -436,7 +437,7 @@ func TestServerStartFlags(t *testing.T) {
 			// whoami, then the same request again: the replay is refused
 			// whichever store holds the nonce.
 			who, _ := http.NewRequest(http.MethodGet, srv.base+"/whoami", nil)
-			clitest.Sign(t, who, clitest.Key(byte(100+10*i)), signer.Options{SignatureAgent: "http://" + uid + "." + strings.TrimPrefix(srv.base, "http://")})
+			clitest.Sign(t, who, signertest.Key(byte(100+10*i)), signer.Options{SignatureAgent: "http://" + uid + "." + strings.TrimPrefix(srv.base, "http://")})
 			if status, code := srv.send(t, clitest.CopyRequest(who, nil)); status != http.StatusOK {
 				t.Fatalf("whoami: status = %d (%s), want 200", status, code)
 			}
@@ -482,7 +483,7 @@ func TestServerStartVestauthCompat(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			srv := startServer(t, tt.args...)
-			cur, next := clitest.Key(byte(160+2*i)), clitest.Key(byte(161+2*i))
+			cur, next := signertest.Key(byte(160+2*i)), signertest.Key(byte(161+2*i))
 
 			// vestauth's `agent init`: tag "null", no Signature-Agent, @authority only.
 			reg, _ := http.NewRequest(http.MethodPost, srv.base+"/register", bytes.NewReader(clitest.JWKBody(cur)))

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentid/agentid/cmd/idcli/internal/clitest"
 	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/signertest"
 )
 
 // signedHeaders signs method url with key as an agent whose origin is agent,
@@ -55,7 +56,7 @@ func sigArgs(h signer.SignatureHeaders) []string {
 
 func TestToolVerify(t *testing.T) {
 	t.Parallel()
-	key, other := clitest.Key(1), clitest.Key(2)
+	key, other := signertest.Key(1), signertest.Key(2)
 	ts, hits := serveDirectory(t, directoryResponse{header: goodDirectoryHeader(), body: directoryBody(t, key)})
 	host := strings.TrimPrefix(ts.URL, "http://")
 	created := time.Unix(1767225600, 0) // 2026-01-01T00:00:00Z
@@ -213,7 +214,7 @@ func TestToolVerify(t *testing.T) {
 
 func TestToolVerifyBody(t *testing.T) {
 	t.Parallel()
-	key := clitest.Key(1)
+	key := signertest.Key(1)
 	ts, _ := serveDirectory(t, directoryResponse{header: goodDirectoryHeader(), body: directoryBody(t, key)})
 	created := time.Unix(1767225600, 0)
 	body := []byte(`{"public_jwk":{"kty":"OKP"}}`)
@@ -258,7 +259,7 @@ func TestToolVerifyBody(t *testing.T) {
 
 func TestToolVerifyJWK(t *testing.T) {
 	t.Parallel()
-	key, other := clitest.Key(1), clitest.Key(2)
+	key, other := signertest.Key(1), signertest.Key(2)
 	// The agent's origin does not resolve: with --jwk nothing is fetched.
 	const agent = "https://agent-0123456789abcdef01234567.agents.invalid"
 	created := time.Unix(1767225600, 0)
@@ -375,7 +376,7 @@ func TestToolVerifyRelaxedRFC9421Vector(t *testing.T) {
 
 func TestToolVerifyJSON(t *testing.T) {
 	t.Parallel()
-	key := clitest.Key(1)
+	key := signertest.Key(1)
 	ts, _ := serveDirectory(t, directoryResponse{header: goodDirectoryHeader(), body: directoryBody(t, key)})
 	created := time.Unix(1767225600, 0)
 	h := signedHeaders(t, "GET", "https://api.example/whoami", key, ts.URL, created, true)

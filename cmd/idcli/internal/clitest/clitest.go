@@ -1,10 +1,10 @@
-// Package clitest holds what the tests of cmd/idcli share: fixed keys, a
-// reference server on loopback built with refserver.Open, signed requests
+// Package clitest holds what the tests of cmd/idcli share: fixed RSA and
+// P-256 keys (Ed25519 ones come from signertest.Key), a reference server on loopback built with refserver.Open, signed requests
 // and their answers, the interop peers (npm vestauth and web-bot-auth,
 // driven through node) and a TCP proxy that can cut connections.
 //
 //	srv := clitest.StartServer(t, clitest.ServerOptions{DatabaseURL: url})
-//	key := clitest.Key(1)
+//	key := signertest.Key(1)
 //	reg, err := agent.Register(ctx, srv.Client, srv.URL, key)
 //	a := clitest.MustSend(t, srv.Client, clitest.WhoamiRequest(t, srv.URL, reg.UID, key))
 //
@@ -13,7 +13,6 @@ package clitest
 
 import (
 	"bytes"
-	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -22,12 +21,6 @@ import (
 
 	"github.com/agentid/agentid/signer"
 )
-
-// Key returns a fixed Ed25519 key whose seed is 32 bytes of seed (never a
-// real key).
-func Key(seed byte) signer.PrivateKey {
-	return signer.NewPrivateKey(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{seed}, ed25519.SeedSize)))
-}
 
 // Answer is what a test reads from a response.
 type Answer struct {

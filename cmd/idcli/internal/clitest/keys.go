@@ -5,23 +5,18 @@ import (
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/rsa"
-	"crypto/sha256"
-	"crypto/sha512"
-	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
-	"encoding/pem"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"runtime"
 	"testing"
 
 	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/signertest"
 )
 
 // RSAKey returns the fixed RSA 2048 test key of
@@ -29,19 +24,7 @@ import (
 func RSAKey(t testing.TB) *rsa.PrivateKey {
 	t.Helper()
 	_, file, _, _ := runtime.Caller(0)
-	data, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "testdata", "rsa_test_key.pem"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, _ := pem.Decode(data)
-	if block == nil {
-		t.Fatal("testdata/rsa_test_key.pem holds no PEM block")
-	}
-	k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k.(*rsa.PrivateKey)
+	return signertest.RSAKey(t, filepath.Join(filepath.Dir(file), "..", "..", "testdata", "rsa_test_key.pem"))
 }
 
 // ECKey returns a fixed P-256 test key (its scalar is 32 bytes of seed).
@@ -108,29 +91,15 @@ func Thumbprint(t testing.TB, jwk map[string]any) string {
 	return pk.Thumbprint
 }
 
-// RSAPSS signs a signature base with RSASSA-PSS, SHA-512 and a 64-byte salt
-// (rsa-pss-sha512).
+// RSAPSS signs a signature base as rsa-pss-sha512 (signertest.SignRSAPSS).
 func RSAPSS(k *rsa.PrivateKey) func([]byte) ([]byte, error) {
-	return func(base []byte) ([]byte, error) {
-		h := sha512.Sum512(base)
-		return rsa.SignPSS(rand.Reader, k, crypto.SHA512, h[:], &rsa.PSSOptions{SaltLength: sha512.Size})
-	}
+	return func(base []byte) ([]byte, error) { return signertest.SignRSAPSS(k, base), nil }
 }
 
-// ECDSAP256 signs a signature base with ECDSA P-256 over SHA-256, r‖s
-// (ecdsa-p256-sha256).
+// ECDSAP256 signs a signature base as ecdsa-p256-sha256
+// (signertest.SignECDSA).
 func ECDSAP256(k *ecdsa.PrivateKey) func([]byte) ([]byte, error) {
-	return func(base []byte) ([]byte, error) {
-		h := sha256.Sum256(base)
-		r, s, err := ecdsa.Sign(rand.Reader, k, h[:])
-		if err != nil {
-			return nil, err
-		}
-		sig := make([]byte, 64)
-		r.FillBytes(sig[:32])
-		s.FillBytes(sig[32:])
-		return sig, nil
-	}
+	return func(base []byte) ([]byte, error) { return signertest.SignECDSA(k, base), nil }
 }
 
 // SignedWith signs method rawURL carrying Signature-Agent agentField (if
