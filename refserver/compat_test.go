@@ -26,12 +26,15 @@ import (
 func compatEnv(t *testing.T, db *gorm.DB, configure func(*refserver.Config)) *testEnv {
 	t.Helper()
 	return newTestEnvConfig(t, db, "", func(c *refserver.Config) {
-		c.VestauthCompat = true
+		vestauthCompat(c)
 		if configure != nil {
 			configure(c)
 		}
 	})
 }
+
+// vestauthCompat turns the vestauth-compat routes on.
+func vestauthCompat(c *refserver.Config) { c.VestauthCompat = true }
 
 // compatNonce is a fresh 64-byte nonce, base64url as vestauth sends it.
 func compatNonce(t testing.TB) string {
@@ -134,8 +137,7 @@ func (e *testEnv) wantOnlyKey(uid, kid string) {
 
 func TestCompatRoutesOffByDefault(t *testing.T) {
 	t.Parallel()
-	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
-		e := newTestEnv(t, db)
+	eachEnv(t, nil, func(t *testing.T, e *testEnv) {
 		key := signertest.Key(201)
 		for _, path := range []string{"/register", "/rotate"} {
 			h := vestauthHeaders(t, e.base+path, key, refserver.NullTag, "", 300)
@@ -257,8 +259,7 @@ func TestCompatRegisterRateLimited(t *testing.T) {
 
 func TestCompatWhoami(t *testing.T) {
 	t.Parallel()
-	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
-		e := compatEnv(t, db, nil)
+	eachEnv(t, vestauthCompat, func(t *testing.T, e *testEnv) {
 		key := signertest.Key(207)
 		uid := e.compatRegister(key)
 		for _, method := range []string{http.MethodGet, http.MethodPost} {
@@ -282,8 +283,7 @@ func TestCompatWhoami(t *testing.T) {
 
 func TestCompatRotate(t *testing.T) {
 	t.Parallel()
-	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
-		e := compatEnv(t, db, nil)
+	eachEnv(t, vestauthCompat, func(t *testing.T, e *testEnv) {
 		cur, next := signertest.Key(210), signertest.Key(211)
 		uid := e.compatRegister(cur)
 		tests := []struct {
@@ -337,8 +337,7 @@ func TestCompatRotate(t *testing.T) {
 // route cannot stop, pinned so the documentation stays true.
 func TestCompatRotateAttacks(t *testing.T) {
 	t.Parallel()
-	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
-		e := compatEnv(t, db, nil)
+	eachEnv(t, vestauthCompat, func(t *testing.T, e *testEnv) {
 		attacker := signertest.Key(229)
 
 		t.Run("Host header swap", func(t *testing.T) {
@@ -468,8 +467,7 @@ func keyRows(t *testing.T, db *gorm.DB) []string {
 // possession, keeps its own answer (key_conflict).
 func TestCompatRotateKeyInUse(t *testing.T) {
 	t.Parallel()
-	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
-		e := compatEnv(t, db, nil)
+	eachEnv(t, vestauthCompat, func(t *testing.T, e *testEnv) {
 		rotate := func(uid string, signing, newKey signer.PrivateKey) response {
 			t.Helper()
 			return e.compatRotate(signing, newKey, e.origin(uid), 300)
@@ -497,10 +495,10 @@ func TestCompatRotateKeyInUse(t *testing.T) {
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
-				before := keyRows(t, db)
+				before := keyRows(t, e.db)
 				r := rotate(uid, caller, tt.newKey)
 				r.wantError(t, "POST /rotate to "+tt.name, http.StatusConflict, middleware.CodeKeyInUse)
-				if after := keyRows(t, db); strings.Join(after, "\n") != strings.Join(before, "\n") {
+				if after := keyRows(t, e.db); strings.Join(after, "\n") != strings.Join(before, "\n") {
 					t.Errorf("public_jwks changed:\nbefore %v\nafter  %v", before, after)
 				}
 			})

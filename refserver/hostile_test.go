@@ -14,7 +14,6 @@ import (
 	"github.com/agentid/agentid/refserver/replaypg"
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/signertest"
-	"gorm.io/gorm"
 )
 
 // TestLongNoncesOnPostgres: on PostgreSQL with the shared replay store, 50
@@ -91,8 +90,7 @@ func TestLongNoncesOnPostgres(t *testing.T) {
 // attacker), is refused and changes nothing.
 func TestRotationContentDigestForms(t *testing.T) {
 	t.Parallel()
-	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
-		e := newTestEnv(t, db)
+	eachEnv(t, nil, func(t *testing.T, e *testEnv) {
 		tests := []struct {
 			name   string
 			digest string

@@ -17,15 +17,14 @@ import (
 
 func TestDBKeySource(t *testing.T) {
 	t.Parallel()
-	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
-		e := newTestEnv(t, db)
+	eachEnv(t, nil, func(t *testing.T, e *testEnv) {
 		k1, k2, other := signertest.Key(71), signertest.Key(72), signertest.Key(73)
 		uid := e.register(k1)
 		e.register(other)
 		if r := e.send(e.rotateReq(uid, k1, k2)); r.status != 200 {
 			t.Fatalf("rotate: %d %s", r.status, r.body)
 		}
-		ks, err := refserver.NewDBKeySource(db, e.base)
+		ks, err := refserver.NewDBKeySource(e.db, e.base)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -75,7 +74,7 @@ func TestDBKeySource(t *testing.T) {
 		}
 
 		// A database failure is 503 database_unavailable, not a missing key.
-		sqlDB, _ := db.DB()
+		sqlDB, _ := e.db.DB()
 		sqlDB.Close()
 		set, _ := signer.ParseKeySetURL(e.origin(uid))
 		_, err = ks.Key(context.Background(), set, k2.KeyID())

@@ -10,18 +10,15 @@ import (
 	"time"
 
 	"github.com/agentid/agentid/middleware"
-	"github.com/agentid/agentid/refserver/dbtest"
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/signertest"
-	"gorm.io/gorm"
 )
 
 // TestMalformedRequests sends requests that are wrong in one way each and
 // checks the documented 4xx status, the JSON error body and its code.
 func TestMalformedRequests(t *testing.T) {
 	t.Parallel()
-	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
-		e := newTestEnv(t, db)
+	eachEnv(t, nil, func(t *testing.T, e *testEnv) {
 		keyA, keyB, fresh := signertest.Key(61), signertest.Key(62), signertest.Key(63)
 		uidA, uidB := e.register(keyA), e.register(keyB)
 		unknownUID := "agent-0123456789abcdef01234567"
@@ -261,7 +258,7 @@ func TestMalformedRequests(t *testing.T) {
 			})
 		}
 		// None of this changed anything.
-		wantRows(t, db, "after the malformed requests (active keys)", 2, 2, "revoked_at IS NULL")
+		wantRows(t, e.db, "after the malformed requests (active keys)", 2, 2, "revoked_at IS NULL")
 	})
 }
 
@@ -271,8 +268,7 @@ func TestMalformedRequests(t *testing.T) {
 // would leave the service host) or an agent host.
 func TestInvalidAuthority(t *testing.T) {
 	t.Parallel()
-	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
-		e := newTestEnv(t, db)
+	eachEnv(t, nil, func(t *testing.T, e *testEnv) {
 		key := signertest.Key(66)
 		uid := e.register(key)
 		port := e.host[len("agentid.test:"):]

@@ -57,6 +57,14 @@ func newTestEnv(t testing.TB, db *gorm.DB) *testEnv {
 	return newTestEnvConfig(t, db, "", nil)
 }
 
+// eachEnv runs fn as a subtest per database backend (dbtest.Each) with a
+// testEnv on that backend's fresh database, its Config adjusted by
+// configure unless nil.
+func eachEnv(t *testing.T, configure func(*refserver.Config), fn func(t *testing.T, e *testEnv)) {
+	t.Helper()
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) { fn(t, newTestEnvConfig(t, db, "", configure)) })
+}
+
 // newTestEnvConfig is newTestEnv with the Config adjusted by configure. If
 // base is not "", it is the Hostname (a second instance of an existing
 // env's service); the client still dials this server.
@@ -295,8 +303,7 @@ func (e *testEnv) whoamiReq(method, uid string, key signer.PrivateKey) *http.Req
 
 func TestHealth(t *testing.T) {
 	t.Parallel()
-	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
-		e := newTestEnv(t, db)
+	eachEnv(t, nil, func(t *testing.T, e *testEnv) {
 		resp := e.send(e.request(http.MethodGet, e.base+"/", nil))
 		if resp.status != http.StatusOK {
 			t.Fatalf("GET / status = %d, want 200", resp.status)
@@ -317,11 +324,10 @@ func TestHealth(t *testing.T) {
 
 func TestDatabaseUnavailable(t *testing.T) {
 	t.Parallel()
-	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
-		e := newTestEnv(t, db)
+	eachEnv(t, nil, func(t *testing.T, e *testEnv) {
 		key := signertest.Key(1)
 		uid := e.register(key)
-		sqlDB, err := db.DB()
+		sqlDB, err := e.db.DB()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -358,8 +364,7 @@ func TestDatabaseUnavailable(t *testing.T) {
 
 func TestDirectory(t *testing.T) {
 	t.Parallel()
-	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
-		e := newTestEnv(t, db)
+	eachEnv(t, nil, func(t *testing.T, e *testEnv) {
 		key := signertest.Key(7)
 		uid := e.register(key)
 
@@ -442,8 +447,7 @@ func TestDirectory(t *testing.T) {
 
 func TestLifecycle(t *testing.T) {
 	t.Parallel()
-	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
-		e := newTestEnv(t, db)
+	eachEnv(t, nil, func(t *testing.T, e *testEnv) {
 		k1, k2 := signertest.Key(11), signertest.Key(12)
 
 		// Register.
@@ -520,9 +524,9 @@ func TestLifecycle(t *testing.T) {
 		e.register(other)
 		e.send(e.rotateReq(uid, k2, other)).wantError(t, "rotate to another agent's key", http.StatusConflict, middleware.CodeKeyConflict)
 
-		wantRows(t, db, "rows", 2, 3)
+		wantRows(t, e.db, "rows", 2, 3)
 		var stored refserver.PublicJWK
-		if err := db.Where("kid = ?", k2.KeyID()).Take(&stored).Error; err != nil {
+		if err := e.db.Where("kid = ?", k2.KeyID()).Take(&stored).Error; err != nil {
 			t.Fatal(err)
 		}
 		var m map[string]any
@@ -534,8 +538,7 @@ func TestLifecycle(t *testing.T) {
 
 func TestConcurrentRegistration(t *testing.T) {
 	t.Parallel()
-	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
-		e := newTestEnv(t, db)
+	eachEnv(t, nil, func(t *testing.T, e *testEnv) {
 		key := signertest.Key(21)
 		const n = 20
 		reqs := make([]*http.Request, n)
@@ -558,14 +561,13 @@ func TestConcurrentRegistration(t *testing.T) {
 		if created != 1 || len(uids) != 1 {
 			t.Errorf("%d created, %d distinct uids; want 1, 1", created, len(uids))
 		}
-		wantRows(t, db, "rows (no orphans)", 1, 1)
+		wantRows(t, e.db, "rows (no orphans)", 1, 1)
 	})
 }
 
 func TestConcurrentRotation(t *testing.T) {
 	t.Parallel()
-	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
-		e := newTestEnv(t, db)
+	eachEnv(t, nil, func(t *testing.T, e *testEnv) {
 		cur := signertest.Key(31)
 		uid := e.register(cur)
 		const n = 20
@@ -586,8 +588,8 @@ func TestConcurrentRotation(t *testing.T) {
 		if ok != 1 {
 			t.Errorf("%d rotations succeeded, want exactly 1", ok)
 		}
-		active := countRows(t, db, &refserver.PublicJWK{}, "agent_uid = ? AND revoked_at IS NULL", uid)
-		if total := countRows(t, db, &refserver.PublicJWK{}, "agent_uid = ?", uid); active != 1 || total != 2 {
+		active := countRows(t, e.db, &refserver.PublicJWK{}, "agent_uid = ? AND revoked_at IS NULL", uid)
+		if total := countRows(t, e.db, &refserver.PublicJWK{}, "agent_uid = ?", uid); active != 1 || total != 2 {
 			t.Errorf("keys of %s: %d active, %d total; want 1, 2", uid, active, total)
 		}
 	})
@@ -595,8 +597,7 @@ func TestConcurrentRotation(t *testing.T) {
 
 func TestReplayAndForgery(t *testing.T) {
 	t.Parallel()
-	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
-		e := newTestEnv(t, db)
+	eachEnv(t, nil, func(t *testing.T, e *testEnv) {
 		victim, attacker := signertest.Key(41), signertest.Key(42)
 		uid := e.register(victim)
 
@@ -718,8 +719,7 @@ func TestReplayAndForgery(t *testing.T) {
 
 func TestRequestLog(t *testing.T) {
 	t.Parallel()
-	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
-		e := newTestEnv(t, db)
+	eachEnv(t, nil, func(t *testing.T, e *testEnv) {
 		key := signertest.Key(51)
 		uid := e.register(key)
 		req := e.whoamiReq(http.MethodGet, uid, key)
