@@ -95,6 +95,23 @@ func (e *testEnv) compatRegister(key signer.PrivateKey) string {
 	return uid
 }
 
+// vestauthAs is the headers vestauth sends for a request to path as the
+// agent uid holding key: tag web-bot-auth, Signature-Agent the agent's
+// origin, expires 300 s after created.
+func (e *testEnv) vestauthAs(t testing.TB, key signer.PrivateKey, uid, path string) map[string]string {
+	t.Helper()
+	return vestauthHeaders(t, e.base+path, key, "web-bot-auth", e.origin(uid), 300)
+}
+
+// compatAgent registers key through POST /register (compatRegister) and
+// returns the agent's uid and the headers vestauth sends as that agent for
+// a request to path (vestauthAs).
+func (e *testEnv) compatAgent(t testing.TB, key signer.PrivateKey, path string) (string, map[string]string) {
+	t.Helper()
+	uid := e.compatRegister(key)
+	return uid, e.vestauthAs(t, key, uid, path)
+}
+
 // rotateWith is POST /rotate to newKey carrying the signature headers h.
 func (e *testEnv) rotateWith(h map[string]string, newKey signer.PrivateKey) *http.Request {
 	return e.compatReq(http.MethodPost, e.base+"/rotate", "", h, jwkBody(newKey.Public.JWK))
@@ -263,7 +280,7 @@ func TestCompatWhoami(t *testing.T) {
 		key := signertest.Key(207)
 		uid := e.compatRegister(key)
 		for _, method := range []string{http.MethodGet, http.MethodPost} {
-			h := vestauthHeaders(t, e.base+"/whoami", key, "web-bot-auth", e.origin(uid), 300)
+			h := e.vestauthAs(t, key, uid, "/whoami")
 			r := e.send(e.compatReq(method, e.base+"/whoami", "", h, nil))
 			if r.status != http.StatusOK {
 				t.Fatalf("vestauth %s /whoami: status = %d (%s), want 200", method, r.status, r.body)
@@ -349,15 +366,13 @@ func TestCompatRotateAttacks(t *testing.T) {
 			r := e.send(e.compatReq(http.MethodPost, e.base+"/rotate", "evil-tool.example", h, jwkBody(attacker.Public.JWK)))
 			r.wantError(t, "POST /rotate with Host evil-tool.example", http.StatusMisdirectedRequest, middleware.CodeMisdirectedRequest)
 			// …presented with the service's Host: the authority does not match.
-			r = e.send(e.rotateWith(h, attacker))
-			r.wantError(t, "POST /rotate with headers made for evil-tool.example", http.StatusUnauthorized, middleware.CodeInvalidSignature)
+			e.send(e.rotateWith(h, attacker)).wantError(t, "POST /rotate with headers made for evil-tool.example", http.StatusUnauthorized, middleware.CodeInvalidSignature)
 			e.wantOnlyKey(uid, key.KeyID())
 		})
 
 		t.Run("three concurrent copies of one captured rotation", func(t *testing.T) {
 			key := signertest.Key(221)
-			uid := e.compatRegister(key)
-			h := vestauthHeaders(t, e.base+"/rotate", key, "web-bot-auth", e.origin(uid), 300)
+			uid, h := e.compatAgent(t, key, "/rotate")
 			var keys [3]signer.PrivateKey
 			reqs := make([]*http.Request, len(keys))
 			for i := range keys {
@@ -390,27 +405,23 @@ func TestCompatRotateAttacks(t *testing.T) {
 
 		t.Run("replayed nonce after a failed rotation", func(t *testing.T) {
 			key := signertest.Key(222)
-			uid := e.compatRegister(key)
-			h := vestauthHeaders(t, e.base+"/rotate", key, "web-bot-auth", e.origin(uid), 300)
+			uid, h := e.compatAgent(t, key, "/rotate")
 			// Verified, then refused by the transaction: the nonce is spent all the same.
 			r := e.send(e.rotateWith(h, key))
 			if !r.wantError(t, "POST /rotate to the current key", http.StatusConflict, middleware.CodeKeyInUse) {
 				t.FailNow()
 			}
-			r = e.send(e.rotateWith(h, attacker))
-			r.wantError(t, "the same signature again with another key", http.StatusUnauthorized, middleware.CodeReplayedNonce)
+			e.send(e.rotateWith(h, attacker)).wantError(t, "the same signature again with another key", http.StatusUnauthorized, middleware.CodeReplayedNonce)
 			e.wantOnlyKey(uid, key.KeyID())
 		})
 
 		t.Run("a served /whoami cannot be replayed to /rotate", func(t *testing.T) {
 			key := signertest.Key(223)
-			uid := e.compatRegister(key)
-			h := vestauthHeaders(t, e.base+"/whoami", key, "web-bot-auth", e.origin(uid), 300)
+			uid, h := e.compatAgent(t, key, "/whoami")
 			if r := e.send(e.compatReq(http.MethodGet, e.base+"/whoami", "", h, nil)); r.status != http.StatusOK {
 				t.Fatalf("GET /whoami: %d %s, want 200", r.status, r.body)
 			}
-			r := e.send(e.rotateWith(h, attacker))
-			r.wantError(t, "the /whoami signature presented to POST /rotate", http.StatusUnauthorized, middleware.CodeReplayedNonce)
+			e.send(e.rotateWith(h, attacker)).wantError(t, "the /whoami signature presented to POST /rotate", http.StatusUnauthorized, middleware.CodeReplayedNonce)
 			e.wantOnlyKey(uid, key.KeyID())
 		})
 
@@ -424,8 +435,7 @@ func TestCompatRotateAttacks(t *testing.T) {
 			for _, k := range []string{"Signature", "Signature-Input", "Signature-Agent"} {
 				h[k] = req.Header.Get(k)
 			}
-			r := e.send(e.rotateWith(h, attacker))
-			r.wantError(t, "a GET /whoami signature covering @method @path presented to POST /rotate", http.StatusUnauthorized, middleware.CodeInvalidSignature)
+			e.send(e.rotateWith(h, attacker)).wantError(t, "a GET /whoami signature covering @method @path presented to POST /rotate", http.StatusUnauthorized, middleware.CodeInvalidSignature)
 			e.wantOnlyKey(uid, key.KeyID())
 		})
 
@@ -434,8 +444,7 @@ func TestCompatRotateAttacks(t *testing.T) {
 		// rotates, whatever route it was made for.
 		t.Run("documented: an unused @authority-only signature rotates", func(t *testing.T) {
 			key := signertest.Key(225)
-			uid := e.compatRegister(key)
-			h := vestauthHeaders(t, e.base+"/whoami", key, "web-bot-auth", e.origin(uid), 300)
+			uid, h := e.compatAgent(t, key, "/whoami")
 			r := e.send(e.rotateWith(h, attacker))
 			if r.status != http.StatusOK {
 				t.Fatalf("an unused /whoami signature presented to POST /rotate: %d %s; the documented weakness is gone, update docs/migrating-from-vestauth.md and docs/security.md", r.status, r.body)
