@@ -1,5 +1,6 @@
 // Shared helpers of the interop drivers: locate the peers installed by
-// install.sh, read the JSON argument, print the JSON result.
+// install.sh, read the JSON argument and the request it describes, print the
+// JSON result.
 //
 // The peers live outside the repository, in the node_modules directory named
 // by AGENTID_INTEROP_NODE_MODULES (or the first NODE_PATH entry that holds
@@ -102,6 +103,44 @@ export function need(args, name, type = 'string') {
   return v;
 }
 
+// requestMethod is the "method" argument, upper-cased (default GET).
+export function requestMethod(args) {
+  return String(args.method || 'GET').toUpperCase();
+}
+
+// needURL is need(args, 'url') for an absolute URL, returned as given.
+export function needURL(args) {
+  const url = need(args, 'url');
+  try { new URL(url); } catch { throw new UsageError(`url ${url} is not absolute`); }
+  return url;
+}
+
+// givenHeaders returns the [name, value] pairs of a "headers" argument
+// that carry a value, each value as a string.
+export function givenHeaders(given) {
+  return Object.entries(given).filter(([, v]) => v !== undefined && v !== null && v !== '').map(([k, v]) => [k, String(v)]);
+}
+
+// wbaMessage is the request web-bot-auth signs or verifies: method, url and
+// the Map headers (lower-case names). When agentMember is not null it is
+// the value of the covered "signature-agent";key=… component: the member's
+// serialized value (RFC 9421 §2.1.2), which web-bot-auth 0.1.3 does not
+// extract from the Signature-Agent dictionary itself.
+export function wbaMessage(method, url, headers, agentMember = null) {
+  return {
+    method,
+    url,
+    headers: {
+      get: (name) => {
+        const n = name.toLowerCase();
+        if (agentMember !== null && n === 'signature-agent') return agentMember;
+        return headers.has(n) ? headers.get(n) : null;
+      },
+      set: (name, value) => headers.set(name.toLowerCase(), value),
+    },
+  };
+}
+
 // main runs fn(args) and prints its result as JSON. A thrown error becomes
 // {"ok":false,…} on stdout, a one-line message on stderr naming the peer
 // and the request, and exit status 1 (2 for a UsageError).
@@ -110,7 +149,7 @@ export async function main(script, peer, fn) {
   let request = '';
   try {
     args = await readArgs();
-    if (args.method || args.url) request = `${String(args.method || 'GET').toUpperCase()} ${args.url || ''}`.trim();
+    if (args.method || args.url) request = `${requestMethod(args)} ${args.url || ''}`.trim();
     const out = await fn(args);
     process.stdout.write(JSON.stringify({ ok: true, ...out }) + '\n');
   } catch (e) {

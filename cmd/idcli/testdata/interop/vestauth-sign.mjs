@@ -7,10 +7,10 @@
 // hostname is the agent API hostname (Signature-Agent becomes
 // <scheme>://<uid>.<host of hostname>); tag and nonce are optional.
 // Prints {"ok":true,"peer":…,"headers":{"Signature","Signature-Input","Signature-Agent"}}.
-import { importPeer, main, need, peerName } from './_peers.mjs';
+import { importPeer, main, need, peerName, requestMethod } from './_peers.mjs';
 
 await main('vestauth-sign', 'vestauth', async (args) => {
-  const method = String(args.method || 'GET').toUpperCase();
+  const method = requestMethod(args);
   const url = need(args, 'url');
   const uid = need(args, 'uid');
   const jwk = need(args, 'private_jwk', 'object');

@@ -8,7 +8,7 @@
 // Prints {"ok":true,"peer":…,"result":{uid,kid,public_jwk,well_known_url},"keyid_matches"}
 // or {"ok":false,"peer":…,"error":…} with exit status 1.
 import crypto from 'node:crypto';
-import { importPeer, main, need, peerName, UsageError } from './_peers.mjs';
+import { givenHeaders, importPeer, main, need, needURL, peerName, requestMethod } from './_peers.mjs';
 
 function thumbprint(jwk) {
   const canon = `{"crv":"${jwk.crv}","kty":"${jwk.kty}","x":"${jwk.x}"}`;
@@ -16,16 +16,13 @@ function thumbprint(jwk) {
 }
 
 await main('vestauth-verify', 'vestauth', async (args) => {
-  const method = String(args.method || 'GET').toUpperCase();
-  const url = need(args, 'url');
-  const given = need(args, 'headers', 'object');
+  const method = requestMethod(args);
+  const url = needURL(args);
+  const headers = Object.fromEntries(givenHeaders(need(args, 'headers', 'object')));
   const jwk = need(args, 'public_jwk', 'object');
-  try { new URL(url); } catch { throw new UsageError(`url ${url} is not absolute`); }
 
   const mod = await importPeer('vestauth');
   const vestauth = mod.default || mod;
-  const headers = {};
-  for (const [k, v] of Object.entries(given)) if (v !== undefined && v !== null && v !== '') headers[k] = String(v);
   const result = await vestauth.primitives.verify(method, url, headers, jwk);
   return { peer: peerName('vestauth'), result, keyid_matches: result.kid === thumbprint(jwk) };
 });

@@ -8,7 +8,7 @@
 // Prints {"ok":true,"peer":…,"status","content_type","cache_control","media_type_expected",
 //         "keys":[{"kid","computed","match"}]}; exit 1 if the fetch or JSON parse fails.
 import http from 'node:http';
-import { importPeer, main, need, peerName, UsageError } from './_peers.mjs';
+import { importPeer, main, needURL, peerName, UsageError } from './_peers.mjs';
 
 function loopback(hostname) {
   const h = hostname.replace(/^\[|\]$/g, '').toLowerCase();
@@ -40,9 +40,7 @@ function get(url) {
 }
 
 await main('wba-keyid', 'web-bot-auth', async (args) => {
-  const raw = need(args, 'url');
-  let url;
-  try { url = new URL(raw); } catch { throw new UsageError(`url ${raw} is not absolute`); }
+  const url = new URL(needURL(args));
   if (url.protocol !== 'http:') throw new UsageError('only http:// (loopback) URLs are supported');
   const wba = await importPeer('web-bot-auth');
   const { res, body } = await get(url);

@@ -18,18 +18,17 @@
 // Optional: label (default "sig1"), created / expires (unix seconds; default now / now+300),
 // nonce (64 bytes, standard base64: what web-bot-auth accepts).
 // Prints {"ok":true,"peer":…,"headers":{"Signature","Signature-Input"[,"Signature-Agent"]},"keyid","alg","base"}.
-import { importPeer, main, need, peerName, sfString, UsageError } from './_peers.mjs';
+import { importPeer, main, need, needURL, peerName, requestMethod, sfString, UsageError, wbaMessage } from './_peers.mjs';
 
 await main('wba-sign', 'web-bot-auth', async (args) => {
-  const method = String(args.method || 'GET').toUpperCase();
-  const url = need(args, 'url');
+  const method = requestMethod(args);
+  const url = needURL(args);
   const jwk = need(args, 'private_jwk', 'object');
   const label = args.label || 'sig1';
   const origin = args.signature_agent || '';
   const mode = args.mode || (origin ? 'whole-field' : 'none');
   if (!['none', 'whole-field', 'member', 'member-raw'].includes(mode)) throw new UsageError(`unknown mode ${mode}`);
   if (mode !== 'none' && !origin) throw new UsageError(`mode ${mode} needs signature_agent`);
-  try { new URL(url); } catch { throw new UsageError(`url ${url} is not absolute`); }
 
   const wba = await importPeer('web-bot-auth');
   const wbaCrypto = await importPeer('web-bot-auth', './crypto');
@@ -40,19 +39,7 @@ await main('wba-sign', 'web-bot-auth', async (args) => {
     agentHeader = `${label}=${sfString(origin)}`;
     headers.set('signature-agent', agentHeader);
   }
-  const memberValue = sfString(origin);
-  const message = {
-    method,
-    url,
-    headers: {
-      get: (name) => {
-        const n = name.toLowerCase();
-        if (mode === 'member' && n === 'signature-agent') return memberValue;
-        return headers.has(n) ? headers.get(n) : null;
-      },
-      set: (name, value) => headers.set(name.toLowerCase(), value),
-    },
-  };
+  const message = wbaMessage(method, url, headers, mode === 'member' ? sfString(origin) : null);
 
   const signer = await wbaCrypto.signerFromJWK(jwk);
   let base = '';

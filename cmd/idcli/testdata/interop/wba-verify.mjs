@@ -12,21 +12,17 @@
 // which is what a correct verifier (and the web-bot-auth repository head) uses.
 // Prints {"ok":true,"peer":…,"keyid","tag","created","expires","nonce","base"}
 // or {"ok":false,"peer":…,"error":…} with exit status 1.
-import { importPeer, main, need, peerName, UsageError } from './_peers.mjs';
+import { givenHeaders, importPeer, main, need, needURL, peerName, requestMethod, wbaMessage } from './_peers.mjs';
 
 await main('wba-verify', 'web-bot-auth', async (args) => {
-  const method = String(args.method || 'GET').toUpperCase();
-  const url = need(args, 'url');
-  const given = need(args, 'headers', 'object');
+  const method = requestMethod(args);
+  const url = needURL(args);
+  const headers = new Map(givenHeaders(need(args, 'headers', 'object')).map(([k, v]) => [k.toLowerCase(), v]));
   const jwk = need(args, 'public_jwk', 'object');
-  try { new URL(url); } catch { throw new UsageError(`url ${url} is not absolute`); }
 
   const wba = await importPeer('web-bot-auth');
   const wbaCrypto = await importPeer('web-bot-auth', './crypto');
   const sh = await importPeer('structured-headers');
-
-  const headers = new Map();
-  for (const [k, v] of Object.entries(given)) if (v !== undefined && v !== null && v !== '') headers.set(k.toLowerCase(), String(v));
 
   let member = null;
   if (args.member_adapter && headers.has('signature-input') && headers.has('signature-agent')) {
@@ -43,18 +39,7 @@ await main('wba-verify', 'web-bot-auth', async (args) => {
       }
     }
   }
-  const message = {
-    method,
-    url,
-    headers: {
-      get: (name) => {
-        const n = name.toLowerCase();
-        if (member !== null && n === 'signature-agent') return member;
-        return headers.has(n) ? headers.get(n) : null;
-      },
-      set: (name, value) => headers.set(name.toLowerCase(), value),
-    },
-  };
+  const message = wbaMessage(method, url, headers, member);
 
   const wantKid = await wba.jwkToKeyID(jwk, wba.helpers.WEBCRYPTO_SHA256, wba.helpers.BASE64URL_DECODE);
   const check = await wbaCrypto.verifierFromJWK(jwk);
