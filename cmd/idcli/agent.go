@@ -11,24 +11,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
-
-	"github.com/peterbourgon/ff/v3/ffcli"
 )
-
-// newAgentCmd is `idcli agent …`: init, headers, rotate, curl.
-func newAgentCmd(env *cliEnv) *ffcli.Command {
-	return newGroupCmd(env, "idcli agent",
-		"idcli agent <init|headers|rotate|curl> [flags]",
-		"give this agent an identity and sign requests with it",
-		"Credentials come from flags, then the process environment, then ./.env:\n"+
-			"AGENT_UID, AGENT_PRIVATE_JWK, AGENT_PUBLIC_JWK and AGENT_HOSTNAME\n"+
-			"(default http://localhost:3000).",
-		newAgentInitCmd(env),
-		newAgentHeadersCmd(env),
-		newAgentRotateCmd(env),
-		newAgentCurlCmd(env),
-	)
-}
 
 // parseInterspersed parses the flags of fs wherever they appear in args and
 // returns the positional arguments in order. ffcli (like package flag) stops

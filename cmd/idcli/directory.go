@@ -13,12 +13,6 @@ import (
 	"github.com/agentid/agentid/signer"
 )
 
-// newDirectoryCmd is `idcli directory …`: key directory tools.
-func newDirectoryCmd(env *cliEnv) *ffcli.Command {
-	return newGroupCmd(env, "idcli directory", "idcli directory <check> [flags]",
-		"inspect signature agents' key directories", "", newDirectoryCheckCmd(env))
-}
-
 const directoryCheckUsage = "idcli directory check URL [--type directory|jwks_uri|cimd] [--trust PATTERN]… [--allow-http] [--allow-private] [--json]"
 
 // newDirectoryCheckCmd is `idcli directory check URL`: one uncached fetch

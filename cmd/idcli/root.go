@@ -109,7 +109,8 @@ func runCommand(ctx context.Context, args []string, env *cliEnv) error {
 	return root.Run(ctx)
 }
 
-// newRootCmd is the command tree.
+// newRootCmd is the command tree: each command group with its commands
+// (defined in the group's files), and the single commands.
 func newRootCmd(env *cliEnv) *ffcli.Command {
 	fs := newFlagSet("idcli", env)
 	version := fs.Bool("version", false, "print the version and exit")
@@ -120,10 +121,41 @@ func newRootCmd(env *cliEnv) *ffcli.Command {
 		ShortHelp:  "agentid: identity for software agents",
 		LongHelp:   "Run idcli COMMAND --help for the flags and arguments of a command.",
 		FlagSet:    fs,
-		Subcommands: append([]*ffcli.Command{
-			newAgentCmd(env),
-			newServerCmd(env),
-		}, extraCommands(env)...),
+		Subcommands: []*ffcli.Command{
+			newGroupCmd(env, "idcli agent",
+				"idcli agent <init|headers|rotate|curl> [flags]",
+				"give this agent an identity and sign requests with it",
+				"Credentials come from flags, then the process environment, then ./.env:\n"+
+					"AGENT_UID, AGENT_PRIVATE_JWK, AGENT_PUBLIC_JWK and AGENT_HOSTNAME\n"+
+					"(default http://localhost:3000).",
+				newAgentInitCmd(env),
+				newAgentHeadersCmd(env),
+				newAgentRotateCmd(env),
+				newAgentCurlCmd(env),
+			),
+			newGroupCmd(env, "idcli server",
+				"idcli server <init|start|db:create|db:migrate|db:drop> [flags]",
+				"self-host the agentid reference server",
+				"Settings come from flags, then the process environment (PORT, HOSTNAME,\n"+
+					"DATABASE_URL), then the .env file of the current directory, then the defaults\n"+
+					"PORT=3000, HOSTNAME=http://localhost:<PORT>, DATABASE_URL="+defaultServerDatabaseURL+".\n"+
+					"HOSTNAME must carry a scheme; a bare shell $HOSTNAME (a machine name) is ignored.\n"+
+					"DATABASE_URL may also be sqlite://PATH or sqlite::memory: (embedded database).",
+				newServerInitCmd(env),
+				newServerStartCmd(env),
+				newServerDBCmd(env, "db:create", "create the database (needs the CREATEDB privilege)", serverDBCreate),
+				newServerDBCmd(env, "db:migrate", "create or update the schema (idempotent)", serverDBMigrate),
+				newServerDBCmd(env, "db:drop", "permanently delete the database and all agent data", serverDBDrop),
+			),
+			newDemoCmd(env),
+			newProxyCmd(env),
+			newGroupCmd(env, "idcli tool", "idcli tool <verify> [flags]",
+				"check signed requests captured elsewhere", "", newToolVerifyCmd(env)),
+			newGroupCmd(env, "idcli directory", "idcli directory <check> [flags]",
+				"inspect signature agents' key directories", "", newDirectoryCheckCmd(env)),
+			newBenchCmd(env),
+			newVersionCmd(env),
+		},
 		Exec: func(ctx context.Context, args []string) error {
 			if *version {
 				printVersion(env)

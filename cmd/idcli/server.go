@@ -27,24 +27,6 @@ const (
 	defaultServerDatabaseURL = "postgres://localhost/service_production"
 )
 
-// newServerCmd is `idcli server …`: init, start, db:create, db:migrate, db:drop.
-func newServerCmd(env *cliEnv) *ffcli.Command {
-	return newGroupCmd(env, "idcli server",
-		"idcli server <init|start|db:create|db:migrate|db:drop> [flags]",
-		"self-host the agentid reference server",
-		"Settings come from flags, then the process environment (PORT, HOSTNAME,\n"+
-			"DATABASE_URL), then the .env file of the current directory, then the defaults\n"+
-			"PORT=3000, HOSTNAME=http://localhost:<PORT>, DATABASE_URL="+defaultServerDatabaseURL+".\n"+
-			"HOSTNAME must carry a scheme; a bare shell $HOSTNAME (a machine name) is ignored.\n"+
-			"DATABASE_URL may also be sqlite://PATH or sqlite::memory: (embedded database).",
-		newServerInitCmd(env),
-		newServerStartCmd(env),
-		newServerDBCmd(env, "db:create", "create the database (needs the CREATEDB privilege)", serverDBCreate),
-		newServerDBCmd(env, "db:migrate", "create or update the schema (idempotent)", serverDBMigrate),
-		newServerDBCmd(env, "db:drop", "permanently delete the database and all agent data", serverDBDrop),
-	)
-}
-
 // serverFlags are the flags shared by the server commands; "" means unset.
 type serverFlags struct {
 	port, hostname, databaseURL string

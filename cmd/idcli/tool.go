@@ -22,12 +22,6 @@ import (
 	"github.com/agentid/agentid/signer"
 )
 
-// newToolCmd is `idcli tool …`: helpers for people who run verifiers.
-func newToolCmd(env *cliEnv) *ffcli.Command {
-	return newGroupCmd(env, "idcli tool", "idcli tool <verify> [flags]",
-		"check signed requests captured elsewhere", "", newToolVerifyCmd(env))
-}
-
 const toolVerifyUsage = "idcli tool verify METHOD URL --signature S --signature-input I [--signature-agent A] [-H 'K: V']… [--body-file F] [--now UNIX] [--trust PATTERN]… [--allow-http] [--allow-private] [--jwk PUBLIC_JWK] [--relaxed] [--json]"
 
 // toolVerify holds the flags of `idcli tool verify`.
