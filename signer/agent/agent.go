@@ -61,7 +61,7 @@ func (c Credentials) GoString() string { return c.String() }
 // Origin returns the agent's signature agent origin,
 // "<scheme>://<uid>.<service host[:port]>", the value Signature-Agent names.
 func (c Credentials) Origin() (string, error) {
-	svc, err := parseService(c.Hostname)
+	svc, err := signer.ParseServiceURL(c.Hostname)
 	if err != nil {
 		return "", err
 	}
@@ -209,7 +209,7 @@ func (s *source) hostname(explicit string) (string, error) {
 	if h == "" {
 		return DefaultHostname, nil
 	}
-	u, err := parseService(h)
+	u, err := signer.ParseServiceURL(h)
 	if err != nil {
 		if from != "flag" {
 			return "", fmt.Errorf("%w (from %s %s)", err, EnvHostname, from)

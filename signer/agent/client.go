@@ -61,7 +61,7 @@ func RotateKey(ctx context.Context, client *http.Client, serviceURL, uid string,
 // uid. Registering a key twice is not an error: IsNew is then false.
 // serviceURL is a service base URL (no scheme means https://).
 func (c *Client) Register(ctx context.Context, serviceURL string, key signer.PrivateKey) (Registration, error) {
-	svc, err := parseService(serviceURL)
+	svc, err := signer.ParseServiceURL(serviceURL)
 	if err != nil {
 		return Registration{}, err
 	}
@@ -98,7 +98,7 @@ func (c *Client) Register(ctx context.Context, serviceURL string, key signer.Pri
 // signature-agent). It checks that the service answered for uid with
 // exactly next. On success every other key of the agent is revoked.
 func (c *Client) RotateKey(ctx context.Context, serviceURL, uid string, current, next signer.PrivateKey) (Registration, error) {
-	svc, err := parseService(serviceURL)
+	svc, err := signer.ParseServiceURL(serviceURL)
 	if err != nil {
 		return Registration{}, err
 	}

@@ -10,12 +10,6 @@ import (
 // hostname nor AGENT_HOSTNAME is configured.
 const DefaultHostname = "http://localhost:3000"
 
-// parseService normalises a service base URL with signer.ParseServiceURL
-// (no scheme means https://); errors wrap signer.ErrInvalidServiceURL.
-func parseService(hostname string) (signer.ServiceURL, error) {
-	return signer.ParseServiceURL(hostname)
-}
-
 // checkUID accepts a uid of the form signer.ValidUID checks (agent- and 24
 // lowercase hex characters), which is what agentid and vestauth servers
 // assign.
