@@ -411,37 +411,46 @@ func (b *bench) runClosed(ctx context.Context, target string) benchTarget {
 	var (
 		issued   atomic.Int64
 		deadline time.Time
-		wg       sync.WaitGroup
 	)
 	start := time.Now()
 	if b.cfg.Duration > 0 {
 		deadline = start.Add(b.cfg.Duration)
 	}
-	stats := make([]workerStats, b.cfg.Concurrency)
+	stats := runWorkers(b.cfg.Concurrency, func(ws *workerStats) {
+		for ctx.Err() == nil {
+			if !deadline.IsZero() && !time.Now().Before(deadline) {
+				return
+			}
+			if n := issued.Add(1); b.cfg.Requests > 0 && n > b.cfg.Requests {
+				return
+			}
+			t0 := time.Now()
+			status, err := b.do(ctx, target)
+			if !ws.record(ctx, time.Since(t0), status, err) {
+				return
+			}
+		}
+	})
+	out := summarize(target, stats, time.Since(start))
+	out.Mode = "closed"
+	return out
+}
+
+// runWorkers runs work in n goroutines, each recording into its own
+// workerStats, and returns the records once every one has returned.
+func runWorkers(n int, work func(ws *workerStats)) []workerStats {
+	stats := make([]workerStats, n)
+	var wg sync.WaitGroup
 	for i := range stats {
 		wg.Add(1)
 		go func(ws *workerStats) {
 			defer wg.Done()
 			ws.status = map[int]int{}
-			for ctx.Err() == nil {
-				if !deadline.IsZero() && !time.Now().Before(deadline) {
-					return
-				}
-				if n := issued.Add(1); b.cfg.Requests > 0 && n > b.cfg.Requests {
-					return
-				}
-				t0 := time.Now()
-				status, err := b.do(ctx, target)
-				if !ws.record(ctx, time.Since(t0), status, err) {
-					return
-				}
-			}
+			work(ws)
 		}(&stats[i])
 	}
 	wg.Wait()
-	out := summarize(target, stats, time.Since(start))
-	out.Mode = "closed"
-	return out
+	return stats
 }
 
 // lateAfter is how far behind its schedule an open-loop request may be sent
@@ -470,44 +479,34 @@ func (c benchConfig) openLoopCount() int64 {
 func (b *bench) runOpen(ctx context.Context, target string) benchTarget {
 	n := b.cfg.openLoopCount()
 	perRequest := float64(time.Second) / b.cfg.Rate
-	var (
-		next atomic.Int64
-		wg   sync.WaitGroup
-	)
+	var next atomic.Int64
 	start := time.Now()
-	stats := make([]workerStats, min(int64(b.cfg.Concurrency), n))
-	for i := range stats {
-		wg.Add(1)
-		go func(ws *workerStats) {
-			defer wg.Done()
-			ws.status = map[int]int{}
-			timer := time.NewTimer(0)
-			defer timer.Stop()
-			<-timer.C
-			for ctx.Err() == nil {
-				i := next.Add(1) - 1
-				if i >= n {
-					return
-				}
-				due := start.Add(time.Duration(float64(i) * perRequest))
-				if wait := time.Until(due); wait > 0 {
-					timer.Reset(wait)
-					select {
-					case <-timer.C:
-					case <-ctx.Done():
-						return
-					}
-				} else if -wait > lateAfter {
-					ws.late++
-				}
-				status, err := b.do(ctx, target)
-				if !ws.record(ctx, time.Since(due), status, err) {
-					return
-				}
+	stats := runWorkers(int(min(int64(b.cfg.Concurrency), n)), func(ws *workerStats) {
+		timer := time.NewTimer(0)
+		defer timer.Stop()
+		<-timer.C
+		for ctx.Err() == nil {
+			i := next.Add(1) - 1
+			if i >= n {
+				return
 			}
-		}(&stats[i])
-	}
-	wg.Wait()
+			due := start.Add(time.Duration(float64(i) * perRequest))
+			if wait := time.Until(due); wait > 0 {
+				timer.Reset(wait)
+				select {
+				case <-timer.C:
+				case <-ctx.Done():
+					return
+				}
+			} else if -wait > lateAfter {
+				ws.late++
+			}
+			status, err := b.do(ctx, target)
+			if !ws.record(ctx, time.Since(due), status, err) {
+				return
+			}
+		}
+	})
 	out := summarize(target, stats, time.Since(start))
 	out.Mode = "open"
 	out.OfferedRPS = b.cfg.Rate

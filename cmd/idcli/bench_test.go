@@ -106,13 +106,7 @@ func TestBenchUsageErrors(t *testing.T) {
 }
 
 func TestBenchServerDown(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	_, _, err = benchCLI(t, "--url", "http://"+addr, "--requests", "1")
+	_, _, err := benchCLI(t, "--url", "http://127.0.0.1:"+freePort(t), "--requests", "1")
 	if err == nil || !strings.Contains(err.Error(), "register the bench agent") {
 		t.Errorf("error = %v, want a registration failure", err)
 	}

@@ -30,12 +30,7 @@ func startNginx(t *testing.T, serverBlock string) string {
 		}
 		t.Skipf("nginx is not installed (apt-get install nginx-light): %v", err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := "127.0.0.1:" + freePort(t)
 	dir := t.TempDir()
 	user := ""
 	if os.Geteuid() == 0 {

@@ -73,19 +73,12 @@ func MustSend(t testing.TB, c *http.Client, req *http.Request) Answer {
 // the Host header; headers are set as given; a non-nil body is sent as
 // application/json.
 func Do(method, url, host string, headers map[string]string, body []byte) (Answer, error) {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequest(method, url, rd)
+	req, err := jsonRequest(method, url, body)
 	if err != nil {
 		return Answer{}, err
 	}
 	if host != "" {
 		req.Host = host
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
 	}
 	for k, v := range headers {
 		req.Header.Set(k, v)
@@ -128,18 +121,25 @@ func service(t testing.TB, hostname string) signer.ServiceURL {
 	return svc
 }
 
-func newRequest(t testing.TB, method, url string, body []byte) *http.Request {
-	t.Helper()
+// jsonRequest is method url carrying body, when not nil, as
+// application/json.
+func jsonRequest(method, url string, body []byte) (*http.Request, error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
 	req, err := http.NewRequest(method, url, rd)
+	if err == nil && body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	return req, err
+}
+
+func newRequest(t testing.TB, method, url string, body []byte) *http.Request {
+	t.Helper()
+	req, err := jsonRequest(method, url, body)
 	if err != nil {
 		t.Fatal(err)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
 	}
 	return req
 }
