@@ -20,17 +20,6 @@ import (
 	"github.com/agentid/agentid/signer/signertest"
 )
 
-// dialing returns a client that sends every request to addr, whatever
-// the URL's host (agent hosts included).
-func dialing(addr net.Addr) *http.Client {
-	var d net.Dialer
-	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return d.DialContext(ctx, "tcp", addr.String())
-		},
-	}}
-}
-
 // health GETs the instance's / and returns the status and the version.
 func health(t *testing.T, in *refserver.Instance) (int, string) {
 	t.Helper()

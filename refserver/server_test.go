@@ -97,16 +97,21 @@ func newTestEnvConfig(t testing.TB, db *gorm.DB, base string, configure func(*re
 	ts.Config.Handler = srv.Handler()
 	ts.Start()
 	t.Cleanup(ts.Close)
-	addr := ts.Listener.Addr().String()
+	e.client = dialing(ts.Listener.Addr())
+	t.Cleanup(e.client.CloseIdleConnections)
+	return e
+}
+
+// dialing returns a client that sends every request to addr, whatever the
+// URL's host (agent hosts and foreign hosts included).
+func dialing(addr net.Addr) *http.Client {
 	var d net.Dialer
-	e.client = &http.Client{Transport: &http.Transport{
+	return &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return d.DialContext(ctx, "tcp", addr)
+			return d.DialContext(ctx, "tcp", addr.String())
 		},
 		MaxIdleConnsPerHost: 64,
 	}}
-	t.Cleanup(e.client.CloseIdleConnections)
-	return e
 }
 
 // sibling starts another instance of e's service (same Hostname) on db,
