@@ -21,22 +21,8 @@ import (
 	"gorm.io/gorm"
 )
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is signertest.SyncBuffer.
+type syncBuffer = signertest.SyncBuffer
 
 // testEnv is a reference server on loopback whose Hostname is
 // http://agentid.test:<port>; its client dials the server for every host, so

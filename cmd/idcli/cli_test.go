@@ -9,11 +9,11 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/signertest"
 )
 
 // cliResult is what one run of the CLI printed and returned.
@@ -110,24 +110,8 @@ func credsDir(t *testing.T, uid string, k signer.PrivateKey, hostname string) st
 	return dir
 }
 
-// syncBuffer is a bytes.Buffer safe for a command writing while a test
-// reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is signertest.SyncBuffer.
+type syncBuffer = signertest.SyncBuffer
 
 // bgCLI is one run of idcli in the background (a server or a proxy), as
 // main would run it until SIGTERM.

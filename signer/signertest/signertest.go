@@ -268,3 +268,24 @@ func Paired(b *testing.B, block int, baseName, name string, baseline, measured f
 		b.ReportMetric(float64(measCPU)/float64(baseCPU), "cpu-x-"+baseName)
 	}
 }
+
+// SyncBuffer is a bytes.Buffer that a server or command may write to while
+// a test reads it.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write appends p.
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String returns what was written so far.
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
