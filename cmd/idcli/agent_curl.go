@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/signer/agent"
 	"github.com/peterbourgon/ff/v3/ffcli"
 )
@@ -194,9 +195,9 @@ func curlHint(resp *http.Response, body []byte, origin string) string {
 	switch {
 	case resp.StatusCode == http.StatusNotFound && req.Method == http.MethodPost && (req.URL.Path == "/register" || req.URL.Path == "/rotate"):
 		return "this server does not serve vestauth's " + req.URL.Path + ": start the agentid server with idcli server start --vestauth-compat (or use idcli agent init / idcli agent rotate)"
-	case e.Error.Code == "untrusted_signature_agent" && plain:
+	case e.Error.Code == string(middleware.CodeUntrustedAgent) && plain:
 		return "the verifier refuses your plain-HTTP signature agent " + origin + ": verifiers accept http:// key directories only when set up for local development (e.g. idcli tool verify --allow-http --allow-private); register the agent with an https:// service for everything else"
-	case e.Error.Code == "key_fetch_failed" && plain:
+	case e.Error.Code == string(middleware.CodeKeyFetchFailed) && plain:
 		return "the verifier could not fetch the key directory of " + origin + ": a verifier elsewhere cannot reach a local server, and a local one must allow http and private addresses"
 	}
 	return ""

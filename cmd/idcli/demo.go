@@ -320,7 +320,7 @@ func (d *demo) oldKeyAtServer(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if r.Status != http.StatusUnauthorized || (r.Code != "revoked_key" && r.Code != "unknown_key") {
+	if r.Status != http.StatusUnauthorized || (r.Code != string(middleware.CodeRevokedKey) && r.Code != string(middleware.CodeUnknownKey)) {
 		return "", fmt.Errorf("GET /whoami with the old key answered %s, want 401 revoked_key", r)
 	}
 	return fmt.Sprintf("old key rejected by the server (%d %s)", r.Status, r.Code), nil
@@ -347,7 +347,7 @@ func (d *demo) thirdPartyRefresh(ctx context.Context) (string, error) {
 		if r, err = d.call(ctx, d.newCred, url); err != nil {
 			return "", err
 		}
-		if r.Status != http.StatusUnauthorized || r.Code != "unknown_key" || time.Now().After(deadline) {
+		if r.Status != http.StatusUnauthorized || r.Code != string(middleware.CodeUnknownKey) || time.Now().After(deadline) {
 			break
 		}
 		// Refreshed too recently: wait out the cooldown.
@@ -364,7 +364,7 @@ func (d *demo) thirdPartyRefresh(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if old.Status != http.StatusUnauthorized || old.Code != "unknown_key" {
+	if old.Status != http.StatusUnauthorized || old.Code != string(middleware.CodeUnknownKey) {
 		return "", fmt.Errorf("the old key answered %s after the refresh, want 401 unknown_key", old)
 	}
 	return fmt.Sprintf("third-party API refreshed: new key %d, old key %d %s", r.Status, old.Status, old.Code), nil
@@ -397,7 +397,7 @@ func (d *demo) replay(ctx context.Context) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		if again.Status != http.StatusUnauthorized || again.Code != "replayed_nonce" {
+		if again.Status != http.StatusUnauthorized || again.Code != string(middleware.CodeReplayedNonce) {
 			return "", fmt.Errorf("the replayed request to %s answered %s, want 401 replayed_nonce", target.name, again)
 		}
 	}
