@@ -240,12 +240,24 @@ func atDepth(n int, f func(int), i int) {
 // other processes or a hypervisor does not distort.
 func Paired(b *testing.B, block int, baseName, name string, baseline, measured func(i int)) {
 	b.Helper()
+	PairedPrepared(b, block, baseName, name, nil, baseline, measured)
+}
+
+// PairedPrepared is Paired calling prepare(start, end), outside the timed
+// sections, before each block of iterations [start, end): a benchmark of a
+// server's path prepares the block's requests there, so that they are as
+// fresh in the caches as a request the server has just read.
+func PairedPrepared(b *testing.B, block int, baseName, name string, prepare func(start, end int), baseline, measured func(i int)) {
+	b.Helper()
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	var base, meas, baseCPU, measCPU time.Duration
 	b.ResetTimer()
 	for start := 0; start < b.N; start += block {
 		end := min(start+block, b.N)
+		if prepare != nil {
+			prepare(start, end)
+		}
 		c0, t0 := threadCPU(), time.Now()
 		for i := start; i < end; i++ {
 			atDepth(i%depths, baseline, i)
