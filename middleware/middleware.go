@@ -154,7 +154,9 @@ type Config struct {
 	AllowAnyKeyID bool
 	// RequireBound rejects signatures that do not cover Signature-Agent.
 	RequireBound bool
-	// MaxWindow bounds expires-created. If 0, 10 minutes; negative: unbounded.
+	// MaxWindow bounds expires-created. If 0, 10 minutes; negative: unbounded
+	// (refused with AllowMissingExpires unless AllowMissingNonce is set too:
+	// a nonce could not be remembered for as long as its signature lives).
 	MaxWindow time.Duration
 	// Skew is the allowed clock skew. If 0, 60 seconds; negative: none.
 	Skew time.Duration

@@ -53,6 +53,12 @@ func (c Config) Validate() error {
 			return fmt.Errorf("middleware: Config.Algorithms: %q is not supported", a)
 		}
 	}
+	if c.MaxWindow < 0 && c.AllowMissingExpires && !c.AllowMissingNonce {
+		// A signature without expires would then never expire, while its
+		// nonce can only be remembered for a bounded time: a replay after
+		// the store forgets it would pass.
+		return errors.New("middleware: Config.MaxWindow < 0 with AllowMissingExpires leaves no bound on how long a nonce must be remembered; set MaxWindow or AllowMissingNonce")
+	}
 	if c.Algorithms != nil && len(c.Algorithms) == 0 {
 		return errors.New("middleware: Config.Algorithms is empty (nil means the default list)")
 	}

@@ -846,6 +846,8 @@ func TestConfigValidate(t *testing.T) {
 		{"bad field name", middleware.Config{Keys: keys, RequiredComponents: []string{"bad name"}}, "RequiredComponents"},
 		{"tag with a control character", middleware.Config{Keys: keys, Tag: "web\nbot"}, "Tag"},
 		{"unparsable sf-item", middleware.Config{Keys: keys, RequiredComponents: []string{`"signature-agent";key=`}}, "RequiredComponents"},
+		{"unbounded window, no expires, nonces required", middleware.Config{Keys: keys, MaxWindow: -1, AllowMissingExpires: true}, "MaxWindow"},
+		{"unbounded window, no expires, no nonces", middleware.Config{Keys: keys, MaxWindow: -1, AllowMissingExpires: true, AllowMissingNonce: true}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
