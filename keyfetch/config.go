@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentid/agentid/signer"
 )
 
 // Defaults applied by New to zero Config fields.
@@ -265,7 +267,7 @@ func parsePattern(p string) (hostPattern, error) {
 		}
 	}
 	if rest, ok := strings.CutPrefix(host, "*."); ok {
-		if !validHostname(rest) {
+		if !signer.ValidHostname(rest) {
 			return bad("invalid suffix after \"*.\"")
 		}
 		return hostPattern{host: "." + rest, wildcard: true, port: port}, nil
@@ -273,30 +275,10 @@ func parsePattern(p string) (hostPattern, error) {
 	if _, err := netip.ParseAddr(host); err == nil {
 		return hostPattern{host: host, port: port}, nil
 	}
-	if !validHostname(host) {
+	if !signer.ValidHostname(host) {
 		return bad("invalid host name (a wildcard must be a leading \"*.\")")
 	}
 	return hostPattern{host: host, port: port}, nil
-}
-
-// validHostname reports whether h is a lowercase DNS name: non-empty labels of
-// [a-z0-9-_], no empty label, no trailing dot.
-func validHostname(h string) bool {
-	if h == "" || len(h) > 253 {
-		return false
-	}
-	for label := range strings.SplitSeq(h, ".") {
-		if label == "" || len(label) > 63 {
-			return false
-		}
-		for i := 0; i < len(label); i++ {
-			c := label[i]
-			if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 // match reports whether host (lowercase, no brackets) on port (effective,

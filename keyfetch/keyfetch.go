@@ -204,7 +204,7 @@ func (f *Fetcher) TrustURL(rawURL string) error {
 	if isIP && a.Zone() != "" {
 		return untrusted("%q: zoned addresses are refused", truncate(rawURL))
 	}
-	if !isIP && !validHostname(host) {
+	if !isIP && !signer.ValidHostname(host) {
 		return untrusted("%q has an invalid host name", truncate(rawURL))
 	}
 	if isIP != strings.HasPrefix(u.Host, "[") && a.Is6() {

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"net/netip"
 	"net/url"
 	"strings"
 )
@@ -161,44 +162,36 @@ func (s ServiceURL) UIDOfHost(host string) string {
 	return ""
 }
 
-// ValidAuthority reports whether h is a host[:port] authority: a DNS name
-// (letters, digits, '-', '_', '.'), an IPv4 address or a bracketed IPv6
-// address, then at most one port of 1 to 5 digits. "localhost:1:80" and
-// "host:" are not.
+// ValidAuthority reports whether h is a lowercase host[:port] authority: a
+// DNS name (ValidHostname; an IPv4 address is one) or a bracketed IPv6
+// address, then at most one port of 1 to 5 digits. "localhost:1:80",
+// "host:", "[::1]:" and "a..b" are not.
 func ValidAuthority(h string) bool {
-	host, port := h, ""
+	host, port, hasPort := h, "", false
 	if strings.HasPrefix(h, "[") {
 		i := strings.IndexByte(h, ']')
 		if i < 0 {
 			return false
 		}
-		host, port = h[1:i], strings.TrimPrefix(h[i+1:], ":")
-		if h[i+1:] != "" && !strings.HasPrefix(h[i+1:], ":") {
+		a, err := netip.ParseAddr(h[1:i])
+		if err != nil || !a.Is6() || a.Zone() != "" {
 			return false
 		}
-		for _, c := range host {
-			if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c == ':' || c == '.') {
+		rest := h[i+1:]
+		if rest != "" {
+			if port, hasPort = strings.CutPrefix(rest, ":"); !hasPort {
 				return false
 			}
 		}
 	} else {
 		if i := strings.LastIndexByte(h, ':'); i >= 0 {
-			host, port = h[:i], h[i+1:]
-			if port == "" {
-				return false
-			}
+			host, port, hasPort = h[:i], h[i+1:], true
 		}
-		if host == "" || len(host) > 253 {
+		if !ValidHostname(host) {
 			return false
 		}
-		for i := 0; i < len(host); i++ {
-			c := host[i]
-			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '.' || c == '_') {
-				return false
-			}
-		}
 	}
-	if len(port) > 5 {
+	if hasPort && (port == "" || len(port) > 5) {
 		return false
 	}
 	for i := 0; i < len(port); i++ {
@@ -207,4 +200,30 @@ func ValidAuthority(h string) bool {
 		}
 	}
 	return true
+}
+
+// ValidHostname reports whether h is a lowercase DNS name of at most 253
+// bytes: dot-separated labels of 1 to 63 bytes of [a-z0-9-_], so no empty
+// label and no trailing dot.
+func ValidHostname(h string) bool {
+	if h == "" || len(h) > 253 {
+		return false
+	}
+	n := 0 // length of the current label
+	for i := 0; i < len(h); i++ {
+		switch c := h[i]; {
+		case c == '.':
+			if n == 0 {
+				return false
+			}
+			n = 0
+		case 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_':
+			if n++; n > 63 {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return n > 0
 }
