@@ -95,6 +95,9 @@ func Sign(req *http.Request, key PrivateKey, opts Options) error {
 		return errors.New("signer: no private key")
 	}
 	o := opts.withDefaults()
+	if !validKey(o.Label) {
+		return fmt.Errorf("signer: label %q is not a structured-field key (lowercase letter or '*', then a-z 0-9 _ - . *)", o.Label)
+	}
 	if o.SignatureAgent != "" {
 		ks, err := ParseKeySetURL(o.SignatureAgent)
 		if err != nil {

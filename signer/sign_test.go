@@ -201,6 +201,9 @@ func TestSignErrors(t *testing.T) {
 		{"absent header", key, signer.Options{Components: []string{"@authority", "x-absent"}}, signer.ErrMissingComponent},
 		{"absent key member", key, signer.Options{Components: []string{`"signature-agent";key="sig1"`}}, signer.ErrMissingComponent},
 		{"rand fails", key, signer.Options{Rand: iotest.ErrReader(errors.New("no entropy"))}, nil},
+		{"uppercase label", key, signer.Options{Label: "Sig1", SignatureAgent: "https://agent.example"}, nil},
+		{"label with a space", key, signer.Options{Label: "sig 1"}, nil},
+		{"label starting with a digit", key, signer.Options{Label: "1sig"}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -213,8 +216,10 @@ func TestSignErrors(t *testing.T) {
 			if !strings.HasPrefix(err.Error(), "signer: ") {
 				t.Errorf("error %q lacks the package prefix", err)
 			}
-			if got := req.Header.Values("Signature"); got != nil {
-				t.Errorf("Signature = %q after a failed Sign, want none", got)
+			for _, f := range []string{"Signature", "Signature-Input"} {
+				if got := req.Header.Values(f); got != nil {
+					t.Errorf("%s = %q after a failed Sign, want none", f, got)
+				}
 			}
 		})
 	}
