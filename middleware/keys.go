@@ -14,9 +14,10 @@ import (
 // or the zero KeySet when the request carries no Signature-Agent and the
 // configuration allows it. keyID is the signature's keyid parameter.
 //
-// At the well-known directory of an origin (set.WellKnown) the verifier
-// accepts the key only if its thumbprint equals keyID; elsewhere keyID may
-// be the JWK's kid or its thumbprint. Implementations return an error
+// At the well-known directory of an origin (set.WellKnown), and for the
+// zero KeySet, the verifier accepts the key only if its thumbprint equals
+// keyID (unless Config.AllowAnyKeyID); elsewhere keyID may be the JWK's kid
+// or its thumbprint. Implementations return an error
 // wrapping signer.ErrUnknownKey when the key is not published,
 // signer.ErrRevokedKey when it has been revoked, signer.ErrUntrustedAgent
 // when they refuse to look at set, and any other error when the key could
@@ -100,10 +101,10 @@ func (s *StaticKeys) Key(_ context.Context, set signer.KeySet, keyID string) (si
 // ReplayStore remembers the nonces of verified signatures. Seen records key
 // until expiry and reports whether it was already present, atomically: of
 // two concurrent calls with the same key, exactly one returns false. The
-// verifier's key is the agent identity, keyid and nonce joined by spaces (at
-// most a few hundred bytes, by the length limits); stores keep a fixed-size
-// digest of it, never the key itself. Implementations must be safe for
-// concurrent use. An error means the store could not answer; the request is
+// verifier's key is ReplayKey: a 32-byte digest of the agent identity,
+// keyid and nonce. Stores may hash keys again to a fixed size of their own,
+// so that a key from another caller cannot make an entry large.
+// Implementations must be safe for concurrent use. An error means the store could not answer; the request is
 // then refused (503), never let through.
 type ReplayStore interface {
 	Seen(ctx context.Context, key string, expiry time.Time) (bool, error)

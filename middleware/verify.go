@@ -255,9 +255,10 @@ func (v *Verifier) verify(r *http.Request, a *Agent) *Error {
 
 // verifyRequest runs the policy. Its order keeps the cost of refusing any
 // request linear in the request's size: field sizes and counts first (while
-// parsing), then each candidate signature's parameters and window, then its
-// signature agent and key, and only then the signature base, the signature,
-// the body digest and, last, the replay store.
+// parsing), then each candidate signature's parameters and window, then the
+// signature base (so that a request missing a covered component costs no
+// key lookup), its signature agent and key, the signature, the body digest
+// and, last, the replay store.
 func (v *Verifier) verifyRequest(r *http.Request, a *Agent) *Error {
 	cfg := &v.cfg
 	in, sv := r.Header["Signature-Input"], r.Header["Signature"]

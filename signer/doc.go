@@ -10,5 +10,5 @@
 //	err := signer.Sign(req, key, signer.Options{SignatureAgent: "https://agent-x.example"})
 //	client := &http.Client{Transport: &signer.Transport{Key: key}}
 //	sigs, _ := signer.ParseSignatures(r.Header.Values("Signature-Input"), r.Header.Values("Signature"))
-//	base, _ := sigs[0].Base(r) // then ed25519.Verify(pub, base, sigs[0].Value)
+//	base, _ := sigs[0].Base(r) // then pub.Verify(alg, base, sigs[0].Value)
 package signer

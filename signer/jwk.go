@@ -53,7 +53,7 @@ type PrivateKey struct {
 
 // JWKError reports which JWK member is wrong and why.
 type JWKError struct {
-	Member string // "kty", "crv", "x", "d", "kid" or "" for the whole object
+	Member string // the JWK member at fault ("kty", "crv", "x", "d", "kid", "alg", "n", "e", …) or "" for the whole object
 	Reason string
 }
 

@@ -19,8 +19,8 @@ import (
 // answers exactly what httpsfv would (FuzzFastPathAgrees checks that on
 // every input it accepts) or declines, and the caller then parses with
 // httpsfv, the reference. It declines anything unusual: string escapes,
-// decimals, dates, display strings, duplicate keys, parameters on
-// Signature members, trailing spaces.
+// decimals, dates, display strings, duplicate keys, separators other than
+// optional whitespace around commas.
 
 // itemKind is the type of a bare item.
 type itemKind uint8

@@ -45,8 +45,9 @@ type Options struct {
 	Expires time.Time
 	// TTL is the validity when Expires is zero. If 0, 300 s.
 	TTL time.Duration
-	// SignatureAgent is the agent's origin, sent as Signature-Agent
-	// `<label>="<origin>"`. If "", the header is left alone.
+	// SignatureAgent is the agent's key-set URL or origin; Signature-Agent
+	// is sent as `<label>="<identity>"`, the origin for an origin's
+	// well-known directory, else the URL. If "", the header is left alone.
 	SignatureAgent string
 	// Standards also covers `"signature-agent";key="<label>"` when
 	// SignatureAgent is set (what newer web-bot-auth verifiers require).
