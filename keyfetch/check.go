@@ -53,17 +53,6 @@ type Report struct {
 // OK reports whether the key set is fully usable: no problems.
 func (r *Report) OK() bool { return len(r.Problems) == 0 }
 
-// Check fetches the key set that the Signature-Agent URL agent names (an
-// origin means its well-known directory; signer.ParseKeySetURL) without the
-// cache, and reports what a Fetcher would accept and why. See CheckKeySet.
-func (f *Fetcher) Check(ctx context.Context, agent string) (*Report, error) {
-	set, err := signer.ParseKeySetURL(agent)
-	if err != nil {
-		return nil, fmt.Errorf("keyfetch: %w: %w", signer.ErrUntrustedAgent, err)
-	}
-	return f.CheckKeySet(ctx, set)
-}
-
 // CheckKeySet fetches set without the cache (a card's jwks_uri too) and
 // reports what a Fetcher would accept and why. The error wraps
 // signer.ErrUntrustedAgent when set.URL is refused (nothing was fetched;

@@ -138,9 +138,6 @@ func TestUntrustedAgentMakesNoConnection(t *testing.T) {
 			if _, err := f.Keys(context.Background(), set); !errors.Is(err, signer.ErrUntrustedAgent) {
 				t.Errorf("Keys error = %v, want ErrUntrustedAgent", err)
 			}
-			if r, err := f.Check(context.Background(), tt.agent); !errors.Is(err, signer.ErrUntrustedAgent) || r != nil {
-				t.Errorf("Check = %v, %v; want nil, ErrUntrustedAgent", r, err)
-			}
 			if r, err := f.CheckKeySet(context.Background(), set); !errors.Is(err, signer.ErrUntrustedAgent) || r != nil {
 				t.Errorf("CheckKeySet = %v, %v; want nil, ErrUntrustedAgent", r, err)
 			}
@@ -385,7 +382,7 @@ func TestCheck(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			srv := newDirServer(t, tt.h)
-			r, err := keyfetch.New(testConfig(newClock())).Check(context.Background(), srv.URL)
+			r, err := keyfetch.New(testConfig(newClock())).CheckKeySet(context.Background(), agentSet(t, srv.URL))
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("Check error = %v, want error %v", err, tt.wantErr)
 			}

@@ -112,9 +112,6 @@ func (a SignatureAgent) Item() bool { return a.item }
 // The slice must not be modified.
 func (a SignatureAgent) Members() []AgentMember { return a.members }
 
-// Len returns the number of members (1 for the item forms).
-func (a SignatureAgent) Len() int { return len(a.members) }
-
 // Member returns the dictionary member named key.
 func (a SignatureAgent) Member(key string) (AgentMember, bool) {
 	if a.item {
@@ -124,14 +121,6 @@ func (a SignatureAgent) Member(key string) (AgentMember, bool) {
 		if m.Key == key {
 			return m, true
 		}
-	}
-	return AgentMember{}, false
-}
-
-// Only returns the member when the field holds exactly one.
-func (a SignatureAgent) Only() (AgentMember, bool) {
-	if len(a.members) == 1 {
-		return a.members[0], true
 	}
 	return AgentMember{}, false
 }

@@ -196,8 +196,8 @@ func FuzzParseSignatureAgent(f *testing.F) {
 			return
 		}
 		var ms []signer.AgentMember
-		if m, ok := sa.Only(); ok {
-			ms = append(ms, m)
+		if m := sa.Members(); len(m) == 1 {
+			ms = append(ms, m[0])
 		} else if sa.Item() {
 			t.Fatalf("item field %q has no single member", values)
 		}

@@ -6,7 +6,6 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/rsa"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -73,17 +72,12 @@ var b64url = base64.RawURLEncoding
 // padding) of an Ed25519 public key: the hash of
 // {"crv":"Ed25519","kty":"OKP","x":"…"} (RFC 8037 §A.3).
 func Thumbprint(pub ed25519.PublicKey) string {
-	return ThumbprintX(b64url.EncodeToString(pub))
+	return thumbprintX(b64url.EncodeToString(pub))
 }
 
-// ThumbprintX is Thumbprint for an already encoded x member.
-func ThumbprintX(x string) string {
-	var buf [128]byte
-	b := append(buf[:0], `{"crv":"Ed25519","kty":"OKP","x":"`...)
-	b = append(b, x...)
-	b = append(b, `"}`...)
-	sum := sha256.Sum256(b)
-	return b64url.EncodeToString(sum[:])
+// thumbprintX is Thumbprint for an already encoded x member.
+func thumbprintX(x string) string {
+	return thumbprintOf(`{"crv":"Ed25519","kty":"OKP","x":"` + x + `"}`)
 }
 
 // NewPublicKey wraps an Ed25519 public key; its JWK carries the thumbprint
@@ -91,7 +85,7 @@ func ThumbprintX(x string) string {
 // key, so that keys kept by key sources verify faster.
 func NewPublicKey(pub ed25519.PublicKey) PublicKey {
 	x := b64url.EncodeToString(pub)
-	tp := ThumbprintX(x)
+	tp := thumbprintX(x)
 	return PublicKey{Key: pub, JWK: JWK{Kty: "OKP", Crv: "Ed25519", X: x, Kid: tp}, Thumbprint: tp, ed: newEdPublicKey(pub)}
 }
 
@@ -213,19 +207,7 @@ func parseJWK(data []byte) (m map[string]json.RawMessage, pk PublicKey, d string
 	if kty != "OKP" {
 		return nil, PublicKey{}, "", "", &JWKError{Member: "kty", Reason: fmt.Sprintf("%q is not supported, want \"OKP\"", truncate(kty))}
 	}
-	crv, err := stringMember(m, "crv", true)
-	if err != nil {
-		return nil, PublicKey{}, "", "", err
-	}
-	if crv != "Ed25519" {
-		return nil, PublicKey{}, "", "", &JWKError{Member: "crv", Reason: fmt.Sprintf("%q is not supported, want \"Ed25519\"", truncate(crv))}
-	}
-	x, err := stringMember(m, "x", true)
-	if err != nil {
-		return nil, PublicKey{}, "", "", err
-	}
-	xb, err := decode32("x", x)
-	if err != nil {
+	if pk, err = parseOKP(m); err != nil {
 		return nil, PublicKey{}, "", "", err
 	}
 	if claimedKid, err = stringMember(m, "kid", false); err != nil {
@@ -234,7 +216,27 @@ func parseJWK(data []byte) (m map[string]json.RawMessage, pk PublicKey, d string
 	if d, err = stringMember(m, "d", false); err != nil {
 		return nil, PublicKey{}, "", "", err
 	}
-	return m, NewPublicKey(ed25519.PublicKey(xb)), d, claimedKid, nil
+	return m, pk, d, claimedKid, nil
+}
+
+// parseOKP reads the crv and x members of an OKP JWK: an Ed25519 key.
+func parseOKP(m map[string]json.RawMessage) (PublicKey, error) {
+	crv, err := stringMember(m, "crv", true)
+	if err != nil {
+		return PublicKey{}, err
+	}
+	if crv != "Ed25519" {
+		return PublicKey{}, &JWKError{Member: "crv", Reason: fmt.Sprintf("%q is not supported, want \"Ed25519\"", truncate(crv))}
+	}
+	x, err := stringMember(m, "x", true)
+	if err != nil {
+		return PublicKey{}, err
+	}
+	xb, err := decode32("x", x)
+	if err != nil {
+		return PublicKey{}, err
+	}
+	return NewPublicKey(ed25519.PublicKey(xb)), nil
 }
 
 func truncate(s string) string {

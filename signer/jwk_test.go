@@ -3,6 +3,7 @@ package signer_test
 import (
 	"bytes"
 	"crypto/ed25519"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -307,8 +308,15 @@ func TestThumbprintMatchesX(t *testing.T) {
 	t.Parallel()
 	for _, n := range []byte{0, 1, 200} {
 		k := signertest.Key(n)
-		if got, want := signer.Thumbprint(k.Public.Key), signer.ThumbprintX(k.Public.JWK.X); got != want {
-			t.Errorf("Thumbprint = %s, ThumbprintX = %s", got, want)
+		// RFC 7638: the hash of the required members, sorted, no spaces
+		// (encoding/json sorts map keys and writes compactly).
+		canonical, err := json.Marshal(map[string]string{"kty": "OKP", "crv": "Ed25519", "x": k.Public.JWK.X})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(canonical)
+		if got, want := signer.Thumbprint(k.Public.Key), base64.RawURLEncoding.EncodeToString(sum[:]); got != want {
+			t.Errorf("Thumbprint = %s, want %s (hash of %s)", got, want, canonical)
 		}
 		if len(k.KeyID()) != 43 {
 			t.Errorf("kid %q has length %d, want 43 (32 bytes, base64url)", k.KeyID(), len(k.KeyID()))

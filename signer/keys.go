@@ -103,22 +103,9 @@ func ParseKeySetJWK(data []byte) (PublicKey, error) {
 		if alg != "" && alg != "Ed25519" && alg != "EdDSA" {
 			return PublicKey{}, &JWKError{Member: "alg", Reason: fmt.Sprintf("%q is not an Ed25519 algorithm", truncate(alg))}
 		}
-		crv, err := stringMember(m, "crv", true)
-		if err != nil {
+		if pk, err = parseOKP(m); err != nil {
 			return PublicKey{}, err
 		}
-		if crv != "Ed25519" {
-			return PublicKey{}, &JWKError{Member: "crv", Reason: fmt.Sprintf("%q is not supported, want \"Ed25519\"", truncate(crv))}
-		}
-		x, err := stringMember(m, "x", true)
-		if err != nil {
-			return PublicKey{}, err
-		}
-		xb, err := decode32("x", x)
-		if err != nil {
-			return PublicKey{}, err
-		}
-		pk = NewPublicKey(ed25519.PublicKey(xb))
 	case "RSA":
 		if alg != "" && alg != "PS512" {
 			return PublicKey{}, &JWKError{Member: "alg", Reason: fmt.Sprintf("%q is not supported for RSA, want \"PS512\"", truncate(alg))}
