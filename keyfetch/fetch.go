@@ -131,8 +131,7 @@ func (f *Fetcher) fetch(ctx context.Context, rawURL, etag string, kind signer.Ke
 		etag:         resp.Header.Get("ETag"),
 		resp:         resp,
 	}
-	r.ttl, r.ttlNote = f.ttl(r.cacheControl)
-	r.ttlExact = r.ttlNote == fmt.Sprintf("max-age %v", r.ttl)
+	r.ttl, r.ttlNote, r.ttlExact = f.ttl(r.cacheControl)
 	discard := func() { _, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10)) }
 	switch {
 	case resp.StatusCode == http.StatusOK:
@@ -354,15 +353,16 @@ func parseKeySet(body []byte, maxKeys int, what string) (keys []signer.PublicKey
 
 // ttl derives a cache lifetime from Cache-Control: max-age clamped to
 // [MinTTL, MaxTTL]; no-store or no-cache → MinTTL; absent or unusable →
-// DefaultTTL.
-func (f *Fetcher) ttl(cc string) (time.Duration, string) {
+// DefaultTTL. note says which, and exact whether d is the response's own
+// max-age.
+func (f *Fetcher) ttl(cc string) (d time.Duration, note string, exact bool) {
 	c := &f.cfg
 	maxAge, found := time.Duration(-1), false
-	for d := range strings.SplitSeq(cc, ",") {
-		name, val, _ := strings.Cut(strings.TrimSpace(d), "=")
+	for dir := range strings.SplitSeq(cc, ",") {
+		name, val, _ := strings.Cut(strings.TrimSpace(dir), "=")
 		switch strings.ToLower(strings.TrimSpace(name)) {
 		case "no-store", "no-cache":
-			return c.MinTTL, fmt.Sprintf("Cache-Control %s: minimum %v", strings.ToLower(name), c.MinTTL)
+			return c.MinTTL, fmt.Sprintf("Cache-Control %s: minimum %v", strings.ToLower(name), c.MinTTL), false
 		case "max-age":
 			found = true
 			n, err := strconv.ParseInt(strings.Trim(strings.TrimSpace(val), `"`), 10, 64)
@@ -373,15 +373,15 @@ func (f *Fetcher) ttl(cc string) (time.Duration, string) {
 	}
 	switch {
 	case maxAge < 0 && found:
-		return c.DefaultTTL, fmt.Sprintf("unusable max-age: default %v", c.DefaultTTL)
+		return c.DefaultTTL, fmt.Sprintf("unusable max-age: default %v", c.DefaultTTL), false
 	case maxAge < 0:
-		return c.DefaultTTL, fmt.Sprintf("no max-age: default %v", c.DefaultTTL)
+		return c.DefaultTTL, fmt.Sprintf("no max-age: default %v", c.DefaultTTL), false
 	case maxAge < c.MinTTL:
-		return c.MinTTL, fmt.Sprintf("max-age %v raised to the minimum %v", maxAge, c.MinTTL)
+		return c.MinTTL, fmt.Sprintf("max-age %v raised to the minimum %v", maxAge, c.MinTTL), false
 	case maxAge > c.MaxTTL:
-		return c.MaxTTL, fmt.Sprintf("max-age %v lowered to the maximum %v", maxAge, c.MaxTTL)
+		return c.MaxTTL, fmt.Sprintf("max-age %v lowered to the maximum %v", maxAge, c.MaxTTL), false
 	}
-	return maxAge, fmt.Sprintf("max-age %v", maxAge)
+	return maxAge, fmt.Sprintf("max-age %v", maxAge), true
 }
 
 func truncate(s string) string {

@@ -413,10 +413,10 @@ func (f *Fetcher) refresh(ctx context.Context, set signer.KeySet, seen *entry) (
 	}
 }
 
+// fetchAndStore fetches set and stores the outcome. set passed trustSet
+// before its first entry was made (current), and fetch checks each URL it
+// requests against the trust policy again.
 func (f *Fetcher) fetchAndStore(ctx context.Context, set signer.KeySet) (*entry, error) {
-	if err := f.trustSet(set); err != nil {
-		return nil, err
-	}
 	k := keyOf(set)
 	prev := f.load(k)
 	o, ferr := f.resolve(ctx, set, prev)
