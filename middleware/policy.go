@@ -1,8 +1,8 @@
 package middleware
 
 import (
+	"net"
 	"net/http"
-	"net/url"
 	"path"
 	"strings"
 )
@@ -37,13 +37,10 @@ func (p Policy) Allows(a Agent) bool {
 			return true
 		}
 	}
-	if len(p.Hosts) > 0 && a.ID != "" {
-		if u, err := url.Parse(a.ID); err == nil {
-			host := strings.ToLower(u.Hostname())
-			for _, h := range p.Hosts {
-				if hostMatches(strings.ToLower(h), host) {
-					return true
-				}
+	if host := identityHost(a.ID); host != "" {
+		for _, h := range p.Hosts {
+			if hostMatches(h, host) {
+				return true
 			}
 		}
 	}
@@ -57,11 +54,30 @@ func (p Policy) Allows(a Agent) bool {
 	return false
 }
 
+// identityHost returns the host of an agent identity (an origin or a
+// key-set URL, as the verifier built it): no brackets, no port.
+func identityHost(id string) string {
+	_, rest, ok := strings.Cut(id, "://")
+	if !ok {
+		return ""
+	}
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		rest = rest[:i]
+	}
+	if h, _, err := net.SplitHostPort(rest); err == nil {
+		return h
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(rest, "["), "]")
+}
+
+// hostMatches compares case-insensitively: pattern is a host or
+// "*.suffix", matching hosts under suffix on a label boundary.
 func hostMatches(pattern, host string) bool {
 	if suffix, ok := strings.CutPrefix(pattern, "*."); ok {
-		return len(host) > len(suffix)+1 && strings.HasSuffix(host, "."+suffix)
+		n := len(host) - len(suffix)
+		return n > 1 && host[n-1] == '.' && strings.EqualFold(host[n:], suffix)
 	}
-	return pattern == host
+	return strings.EqualFold(pattern, host)
 }
 
 // Require returns next behind the policy: a request whose verified agent
