@@ -37,12 +37,18 @@ const DefaultPrefix = "agentid:replay:"
 // in the past) is moved to now+MinTTL, as the in-memory store does.
 const MinTTL = time.Second
 
+// Client is what a Store needs of a Redis client: every go-redis client
+// (single node, cluster, ring, universal) has it.
+type Client interface {
+	Do(ctx context.Context, args ...any) *redis.Cmd
+}
+
 // Config configures a Store.
 type Config struct {
 	// Client talks to Redis: a *redis.Client, a *redis.ClusterClient, or
 	// what redis.NewUniversalClient returns for an address list (one
 	// address: a single node; several: a cluster). Required.
-	Client redis.UniversalClient
+	Client Client
 	// Prefix is prepended to every stored key. If "", DefaultPrefix. It
 	// must not contain a hash tag ("{…}"), which would pin every key to
 	// one cluster slot.
