@@ -18,6 +18,9 @@ type AgentMember struct {
 	// Type is the member's ;type parameter ("directory", "jwks_uri",
 	// "cimd"), or "".
 	Type string
+	// badType: the type parameter is neither a token nor a string (KeySet
+	// refuses the member).
+	badType bool
 }
 
 // SignatureAgent is a parsed Signature-Agent field. It holds either
@@ -99,7 +102,7 @@ func agentMember(key string, it *sfItem) AgentMember {
 	if t, ok := getParam(it.params, "type"); ok && (t.kind == kindToken || t.kind == kindString) {
 		m.Type = t.s
 	} else if ok {
-		m.Type = "?" // a type that is neither a token nor a string: refused by KeySet
+		m.badType = true
 	}
 	return m
 }
@@ -189,6 +192,9 @@ func (k KeySet) IsZero() bool { return k.URL == "" }
 // sent; ;type=jwks_uri names a JWKS and ;type=cimd a Signature Agent Card.
 // Errors wrap ErrInvalidSignatureAgent.
 func (m AgentMember) KeySet() (KeySet, error) {
+	if m.badType {
+		return KeySet{}, fmt.Errorf("%w: the type parameter is not a token or string", ErrInvalidSignatureAgent)
+	}
 	kind := KindDirectory
 	switch m.Type {
 	case "", "directory":
@@ -230,14 +236,14 @@ func ParseKeySetURL(s string) (KeySet, error) {
 		hostport, path = rest[:i], rest[i:]
 	}
 	host, err := ParseAuthority(scheme, hostport)
-	if err != nil || strings.ContainsAny(hostport, "@%") {
+	if err != nil { // ValidAuthority also refuses userinfo ('@') and zones ('%')
 		return KeySet{}, fmt.Errorf("%w: %q has no valid host", ErrInvalidSignatureAgent, truncate(s))
 	}
 	origin := len(scheme) + 3 + len(host)
 	if path == "" || path == "/" {
 		return KeySet{URL: scheme + "://" + host + DirectoryPath, WellKnown: true, origin: origin}, nil
 	}
-	if path[0] != '/' || strings.ContainsAny(path, "# \t\\") || !printableString(path) {
+	if path[0] != '/' || strings.ContainsAny(path, "#\\") || !printableString(path) {
 		return KeySet{}, fmt.Errorf("%w: %q is not a key-set URL", ErrInvalidSignatureAgent, truncate(s))
 	}
 	if _, err := url.ParseRequestURI(path); err != nil {

@@ -171,3 +171,43 @@ func TestValidHostname(t *testing.T) {
 		}
 	}
 }
+
+func TestAgentMemberKeySet(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		field    string
+		wantURL  string // "" means refused with ErrInvalidSignatureAgent
+		wantKind signer.KeySetKind
+	}{
+		{`sig1="https://Agent.Example:443"`, "https://agent.example" + signer.DirectoryPath, signer.KindDirectory},
+		{`sig1="agent.example/"`, "https://agent.example" + signer.DirectoryPath, signer.KindDirectory},
+		{`sig1="https://agent.example/keys.json";type=jwks_uri`, "https://agent.example/keys.json", signer.KindJWKS},
+		{`sig1="https://agent.example/card.json";type="cimd"`, "https://agent.example/card.json", signer.KindCard},
+		{`sig1="https://agent.example/keys";type=directory`, "https://agent.example/keys", signer.KindDirectory},
+		{`sig1="https://agent.example/keys";type=1`, "", 0},
+		{`sig1="https://agent.example/keys";type=?1`, "", 0},
+		{`sig1="https://agent.example/keys";type=other`, "", 0},
+		{`sig1="https://u@agent.example"`, "", 0},
+		{`sig1="http://[fe80::1%25eth0]"`, "", 0},
+		{`sig1="https://agent.example/a b"`, "", 0},
+		{`sig1="https://agent.example/a\\b"`, "", 0},
+		{`sig1="ftp://agent.example"`, "", 0},
+	}
+	for _, tt := range tests {
+		sa, err := signer.ParseSignatureAgent([]string{tt.field})
+		if err != nil {
+			t.Errorf("ParseSignatureAgent(%s) = %v", tt.field, err)
+			continue
+		}
+		ks, err := sa.Members()[0].KeySet()
+		if tt.wantURL == "" {
+			if !errors.Is(err, signer.ErrInvalidSignatureAgent) {
+				t.Errorf("%s: KeySet = %+v, %v; want ErrInvalidSignatureAgent", tt.field, ks, err)
+			}
+			continue
+		}
+		if err != nil || ks.URL != tt.wantURL || ks.Kind != tt.wantKind {
+			t.Errorf("%s: KeySet = %+v, %v; want %s kind %v", tt.field, ks, err, tt.wantURL, tt.wantKind)
+		}
+	}
+}
