@@ -284,28 +284,41 @@ func signatureFromMember(m *member, maxComponents int) (Signature, error) {
 	return s, nil
 }
 
-// checkDuplicates refuses a component listed twice: by comparing with
-// every earlier one for short lists, with a set for long ones, so the cost
-// stays linear in the number of components.
+// checkDuplicates refuses a component listed twice.
 func checkDuplicates(cs []Component) error {
-	if len(cs) <= maxLinearDup {
-		for i := 1; i < len(cs); i++ {
+	if i := duplicateAt(cs, func(c Component) string { return c.id }); i >= 0 {
+		return fmt.Errorf("%w %s", ErrDuplicateComponent, cs[i].id)
+	}
+	return nil
+}
+
+// maxLinearDup is the length up to which duplicateAt compares each key
+// with every earlier one; above it, it uses a set.
+const maxLinearDup = 16
+
+// duplicateAt returns the index of the first element of xs whose key an
+// earlier element has, or -1. The cost stays linear in len(xs).
+func duplicateAt[T any](xs []T, key func(T) string) int {
+	if len(xs) <= maxLinearDup {
+		for i := 1; i < len(xs); i++ {
+			k := key(xs[i])
 			for j := 0; j < i; j++ {
-				if cs[i].id == cs[j].id {
-					return fmt.Errorf("%w %s", ErrDuplicateComponent, cs[i].id)
+				if key(xs[j]) == k {
+					return i
 				}
 			}
 		}
-		return nil
+		return -1
 	}
-	seen := make(map[string]struct{}, len(cs))
-	for i := range cs {
-		if _, dup := seen[cs[i].id]; dup {
-			return fmt.Errorf("%w %s", ErrDuplicateComponent, cs[i].id)
+	seen := make(map[string]struct{}, len(xs))
+	for i := range xs {
+		k := key(xs[i])
+		if _, dup := seen[k]; dup {
+			return i
 		}
-		seen[cs[i].id] = struct{}{}
+		seen[k] = struct{}{}
 	}
-	return nil
+	return -1
 }
 
 // newSignature builds a signature for signing: components then parameters

@@ -461,42 +461,20 @@ const (
 	tooMany              // more than the allowed number of members
 )
 
-// maxLinearDup is the member count up to which duplicate keys are found by
-// comparing with every earlier key; above it, a map is used.
-const maxLinearDup = 16
-
 // parseDictFast parses a dictionary, appending its members to out (a
 // buffer the caller may keep on its stack). With maxMembers > 0 it stops and
 // reports tooMany as soon as the field has more members than that.
 func parseDictFast(s string, maxMembers int, out []member) ([]member, parseStatus) {
 	p := fastScanner{s: s}
+	start := len(out)
 	p.skipSP()
-	var seen map[string]struct{}
 	for !p.eof() {
-		if maxMembers > 0 && len(out) == maxMembers {
+		if maxMembers > 0 && len(out)-start == maxMembers {
 			return nil, tooMany
 		}
 		k, ok := p.key()
 		if !ok {
 			return nil, declined
-		}
-		if len(out) < maxLinearDup {
-			for i := range out {
-				if out[i].key == k {
-					return nil, declined
-				}
-			}
-		} else {
-			if seen == nil {
-				seen = make(map[string]struct{}, 2*len(out))
-				for i := range out {
-					seen[out[i].key] = struct{}{}
-				}
-			}
-			if _, dup := seen[k]; dup {
-				return nil, declined
-			}
-			seen[k] = struct{}{}
 		}
 		m := member{key: k}
 		switch {
@@ -532,6 +510,11 @@ func parseDictFast(s string, maxMembers int, out []member) ([]member, parseStatu
 		if done {
 			break
 		}
+	}
+	// A duplicate key declines: httpsfv keeps the last value in the first
+	// position.
+	if duplicateAt(out[start:], func(m member) string { return m.key }) >= 0 {
+		return nil, declined
 	}
 	return out, parsed
 }
