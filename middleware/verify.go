@@ -273,7 +273,7 @@ func (v *Verifier) verifyRequest(r *http.Request, a *Agent) *Error {
 	// the configured tag (others are not even validated).
 	sigs, perr := signer.ParseSignaturesLimited(in, sv, v.limits)
 	if perr != nil {
-		return parseError(perr)
+		return signerError(perr)
 	}
 	// The parser returns only the signatures with the tag when any has it.
 	cands := sigs
@@ -301,8 +301,9 @@ func (v *Verifier) verifyRequest(r *http.Request, a *Agent) *Error {
 	return first
 }
 
-// parseError maps a parse failure to its code.
-func parseError(err error) *Error {
+// signerError maps a failure to parse the signature fields or to build the
+// signature base to its code.
+func signerError(err error) *Error {
 	msg := trimPrefix(err)
 	switch {
 	case errors.Is(err, signer.ErrFieldTooLarge):
@@ -313,6 +314,10 @@ func parseError(err error) *Error {
 		return &Error{Code: CodeTooManyComponents, Message: msg, Err: err}
 	case errors.Is(err, signer.ErrDuplicateComponent):
 		return &Error{Code: CodeDuplicateComponent, Message: msg, Err: err}
+	case errors.Is(err, signer.ErrInvalidAuthority):
+		return &Error{Code: CodeInvalidAuthority, Message: msg, Err: err}
+	case errors.Is(err, signer.ErrMissingComponent):
+		return &Error{Code: CodeMissingComponents, Message: msg, Err: err}
 	}
 	return &Error{Code: CodeInvalidSignatureInput, Message: msg, Err: err}
 }
@@ -395,7 +400,7 @@ func (v *Verifier) candidate(r *http.Request, sig *signer.Signature, st *request
 	defer basePool.Put(bp)
 	base, berr := sig.AppendBase((*bp)[:0], r)
 	if berr != nil {
-		return baseError(berr)
+		return signerError(berr)
 	}
 	*bp = base
 
@@ -459,18 +464,6 @@ func (v *Verifier) candidate(r *http.Request, sig *signer.Signature, st *request
 		a.UID = signer.UIDFromOrigin(a.SignatureAgent)
 	}
 	return nil
-}
-
-// baseError maps a failure to build the signature base.
-func baseError(err error) *Error {
-	msg := trimPrefix(err)
-	switch {
-	case errors.Is(err, signer.ErrInvalidAuthority):
-		return &Error{Code: CodeInvalidAuthority, Message: msg, Err: err}
-	case errors.Is(err, signer.ErrMissingComponent):
-		return &Error{Code: CodeMissingComponents, Message: msg, Err: err}
-	}
-	return &Error{Code: CodeInvalidSignatureInput, Message: msg, Err: err}
 }
 
 // checkDigest reads the body (capped, then put back for the handler) once
