@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"net/url"
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
@@ -16,7 +17,6 @@ import (
 
 	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/refserver/ratelimit"
-	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/agent/envfile"
 	"github.com/peterbourgon/ff/v3/ffcli"
 )
@@ -104,11 +104,11 @@ func resolveServerSettings(env *cliEnv, f serverFlags, needHostname bool) (serve
 		if err != nil {
 			return serverSettings{}, fmt.Errorf("%s: %s", c.source, strings.TrimPrefix(err.Error(), "refserver: "))
 		}
-		s.Hostname = strings.TrimSuffix(c.value, "/")
+		s.Hostname = svc.String()
 		// A local HOSTNAME names the port the server listens on: from
 		// --hostname unless --port is given, from a variable unless PORT is
 		// set anywhere.
-		if port, ok := localPort(svc); ok && f.port == "" && (c.source == "--hostname" || !portGiven) {
+		if port, ok := localPort(c.value); ok && f.port == "" && (c.source == "--hostname" || !portGiven) {
 			s.Port = port
 		}
 		break
@@ -119,17 +119,20 @@ func resolveServerSettings(env *cliEnv, f serverFlags, needHostname bool) (serve
 	return s, nil
 }
 
-// localPort returns the explicit port of a service URL on this machine
-// (localhost, a *.localhost name or a loopback address).
-func localPort(svc signer.ServiceURL) (string, bool) {
-	host, port, err := net.SplitHostPort(svc.Host)
-	if err != nil || port == "" {
+// localPort returns the port written in hostname, a valid HOSTNAME value,
+// when it names this machine (localhost, a *.localhost name or a loopback
+// address). The scheme's default port counts when written
+// ("http://localhost:80" is port 80), though the service URL drops it.
+func localPort(hostname string) (string, bool) {
+	u, err := url.Parse(strings.TrimSpace(hostname))
+	if err != nil || u.Port() == "" {
 		return "", false
 	}
+	host := strings.ToLower(u.Hostname())
 	if ip, err := netip.ParseAddr(host); err == nil {
-		return port, ip.IsLoopback()
+		return u.Port(), ip.IsLoopback()
 	}
-	return port, host == "localhost" || strings.HasSuffix(host, ".localhost")
+	return u.Port(), host == "localhost" || strings.HasSuffix(host, ".localhost")
 }
 
 func newServerInitCmd(env *cliEnv) *ffcli.Command {
