@@ -85,12 +85,19 @@ func (s *Server) handle(router *mux.Router, template string, hs methods) {
 
 // limitRegistration applies RegisterLimit, if set, to a registration
 // handler: the limit is checked before the body is read or a signature
-// verified.
+// verified, and a refusal is answered (and logged with its code) like any
+// other error.
 func (s *Server) limitRegistration(h handler) handler {
-	if lim := s.cfg.RegisterLimit; lim != nil {
-		return plain(lim.Middleware(s.serve(h)))
+	lim := s.cfg.RegisterLimit
+	if lim == nil {
+		return h
 	}
-	return h
+	return func(w http.ResponseWriter, r *http.Request) error {
+		if err := lim.Check(w, r); err != nil {
+			return err
+		}
+		return h(w, r)
+	}
 }
 
 type hostKind int
