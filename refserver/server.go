@@ -120,18 +120,15 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// ParseHostname validates a HOSTNAME value (http or https scheme, a host,
-// no path, query or user info) and returns its scheme and service host
-// (host[:port], lowercase, default port dropped).
+// ParseHostname parses a Config.Hostname value with
+// signer.ParseServiceURL (whose errors it returns as they are), except that
+// the scheme must be written: a bare name is more likely the machine's
+// HOSTNAME than the service's URL.
 func ParseHostname(hostname string) (signer.ServiceURL, error) {
 	if !strings.Contains(hostname, "://") {
 		return signer.ServiceURL{}, fmt.Errorf("refserver: hostname %q must include a scheme, as in http://localhost:3000", hostname)
 	}
-	u, err := signer.ParseServiceURL(hostname)
-	if err != nil {
-		return signer.ServiceURL{}, fmt.Errorf("refserver: %w", err)
-	}
-	return u, nil
+	return signer.ParseServiceURL(hostname)
 }
 
 // Server is the reference server. Build it with New; it is safe for
