@@ -204,17 +204,26 @@ func runProxy(ctx context.Context, env *cliEnv, f proxyFlags) error {
 	}
 	defer closeReplay()
 
-	verifier, err := middleware.NewVerifier(middleware.Config{
+	vc := middleware.Config{
 		Keys:          keyfetch.New(p.keys),
 		Mode:          p.mode,
 		Replay:        replay,
 		RefusalStatus: f.refusalStatus,
 		Logger:        logger.With("component", "verifier"),
-	})
+	}
+	var reg *metrics.Registry
+	if f.metricsListen != "" {
+		reg = metrics.NewRegistry()
+		vc.OnResult = reg.ObserveResult // verification outcomes
+	}
+	verifier, err := middleware.NewVerifier(vc)
 	if err != nil {
 		return fmt.Errorf("proxy: %w", err)
 	}
 	cfg := proxy.Config{Verifier: verifier, Upstream: p.upstream, ForwardAuth: f.forwardAuth}
+	if reg != nil {
+		cfg.Metrics = reg // answers
+	}
 	if p.upstream != nil {
 		// The upstream is a service next door: reach it directly, never
 		// through an HTTP_PROXY meant for outbound traffic.
@@ -224,11 +233,6 @@ func runProxy(ctx context.Context, env *cliEnv, f proxyFlags) error {
 	}
 	if p.access != nil {
 		cfg.AccessLog = slog.New(slog.NewJSONHandler(p.access, nil))
-	}
-	var reg *metrics.Registry
-	if f.metricsListen != "" {
-		reg = metrics.NewRegistry()
-		cfg.Metrics = reg
 	}
 	h, err := proxy.New(cfg)
 	if err != nil {
