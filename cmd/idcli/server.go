@@ -55,19 +55,17 @@ func resolveServerSettings(env *cliEnv, f serverFlags, needHostname bool) (serve
 		return serverSettings{}, err
 	}
 	s := serverSettings{envFile: ef}
-	lookup := func(flagValue, name string) (string, string) {
+	lookup := func(flagValue, name string) string {
 		if flagValue != "" {
-			return flagValue, "--" + strings.ToLower(strings.ReplaceAll(name, "_", "-"))
+			return flagValue
 		}
 		if v := env.Getenv(name); v != "" {
-			return v, "the environment"
+			return v
 		}
-		if v, ok := ef.Get(name); ok && v != "" {
-			return v, ".env"
-		}
-		return "", ""
+		v, _ := ef.Get(name)
+		return v
 	}
-	s.Port, _ = lookup(f.port, "PORT")
+	s.Port = lookup(f.port, "PORT")
 	portGiven := s.Port != ""
 	if s.Port == "" {
 		s.Port = defaultServerPort
@@ -75,7 +73,7 @@ func resolveServerSettings(env *cliEnv, f serverFlags, needHostname bool) (serve
 	if n, err := strconv.Atoi(s.Port); err != nil || n < 0 || n > 65535 {
 		return serverSettings{}, fmt.Errorf("port %q is not a port number (0-65535)", s.Port)
 	}
-	s.DatabaseURL, _ = lookup(f.databaseURL, "DATABASE_URL")
+	s.DatabaseURL = lookup(f.databaseURL, "DATABASE_URL")
 	if s.DatabaseURL == "" {
 		s.DatabaseURL = defaultServerDatabaseURL
 	}
