@@ -239,9 +239,6 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // own agents' signatures with.
 func (s *Server) KeySource() *DBKeySource { return s.keys }
 
-// ServiceHost returns host[:port] of the configured Hostname.
-func (s *Server) ServiceHost() string { return s.service.Host }
-
 // AgentOrigin returns <scheme>://<uid>.<service host>.
 func (s *Server) AgentOrigin(uid string) string {
 	return s.service.AgentOrigin(uid)

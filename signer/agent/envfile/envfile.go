@@ -70,9 +70,6 @@ func Read(path string) (*File, error) {
 	return f, nil
 }
 
-// Path returns the file's path.
-func (f *File) Path() string { return f.path }
-
 // Get returns the value of key. When a key appears more than once, the last
 // occurrence wins (as with dotenv).
 func (f *File) Get(key string) (string, bool) {
@@ -82,19 +79,6 @@ func (f *File) Get(key string) (string, bool) {
 		}
 	}
 	return "", false
-}
-
-// Keys returns the variable names in file order, without duplicates.
-func (f *File) Keys() []string {
-	seen := map[string]bool{}
-	var keys []string
-	for _, l := range f.lines {
-		if l.key != "" && !seen[l.key] {
-			seen[l.key] = true
-			keys = append(keys, l.key)
-		}
-	}
-	return keys
 }
 
 // Set sets key to value in memory: the last line defining key is replaced in
