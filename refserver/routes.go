@@ -110,25 +110,25 @@ const (
 	hostAgentLabel          // <label>.<service host> where label is not a uid
 )
 
-// classify sorts the request's authority. The Host must be a well-formed
-// host[:port] before it is normalised: "localhost:3000:80" is refused, not
+// classify sorts the request's authority and returns the uid of an agent
+// host. The Host must be a well-formed host[:port] before it is
+// normalised (signer.ParseAuthority): "localhost:3000:80" is refused, not
 // read as localhost:3000 with its default port dropped.
 func (s *Server) classify(r *http.Request) (hostKind, string) {
-	if !signer.ValidAuthority(strings.ToLower(r.Host)) {
+	h, err := signer.ParseAuthority(s.service.Scheme, r.Host)
+	switch {
+	case err != nil:
 		return hostInvalid, ""
-	}
-	h := signer.NormalizeAuthority(s.service.Scheme, r.Host)
-	if h == s.service.Host {
+	case h == s.service.Host:
 		return hostService, ""
 	}
-	label, ok := strings.CutSuffix(h, s.agentSuffix)
-	if !ok || label == "" || strings.Contains(label, ".") {
-		return hostOther, ""
+	if uid := s.service.UIDOfHost(h); uid != "" {
+		return hostAgent, uid
 	}
-	if signer.ValidUID(label) {
-		return hostAgent, label
+	if label, ok := strings.CutSuffix(h, s.agentSuffix); ok && label != "" && !strings.Contains(label, ".") {
+		return hostAgentLabel, ""
 	}
-	return hostAgentLabel, label
+	return hostOther, ""
 }
 
 func (s *Server) onServiceHost(r *http.Request, _ *mux.RouteMatch) bool {
