@@ -139,7 +139,6 @@ type Server struct {
 	log         *slog.Logger
 	service     signer.ServiceURL
 	agentSuffix string // "." + service host: agent hosts end with it
-	wellKnown   uidURL // service.DirectoryURL
 	keys        *DBKeySource
 
 	verifier   *middleware.Verifier // GET/POST /whoami
@@ -162,7 +161,6 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, db: cfg.DB, log: cfg.Logger}
 	s.service, _ = ParseHostname(cfg.Hostname)
 	s.agentSuffix = "." + s.service.Host
-	s.wellKnown = splitUIDURL(s.service.DirectoryURL)
 	var observeKey func(bool)
 	if cfg.Metrics != nil {
 		if err := cfg.Metrics.InstrumentGorm(cfg.DB); err != nil {
@@ -246,5 +244,5 @@ func (s *Server) AgentOrigin(uid string) string {
 
 // WellKnownURL returns the URL of uid's key directory.
 func (s *Server) WellKnownURL(uid string) string {
-	return s.wellKnown.of(uid)
+	return s.service.DirectoryURL(uid)
 }
