@@ -179,11 +179,7 @@ func parseMode(s string) (middleware.Mode, error) {
 func parseUpstream(s string) (*url.URL, error) {
 	u, err := url.Parse(s)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.Fragment != "" {
-		hint := ""
-		if !strings.Contains(s, "://") && s != "" && !strings.HasPrefix(s, "/") {
-			hint = fmt.Sprintf(" (did you mean %s?)", withScheme(s))
-		}
-		return nil, fmt.Errorf("--upstream %q: want an http:// or https:// URL such as http://127.0.0.1:8000%s", s, hint)
+		return nil, fmt.Errorf("--upstream %q: want an http:// or https:// URL such as http://127.0.0.1:8000%s", s, schemeHint(s))
 	}
 	return u, nil
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/netip"
 	"net/url"
 	"path/filepath"
 	"runtime/debug"
@@ -126,11 +125,7 @@ func localPort(hostname string) (string, bool) {
 	if err != nil || u.Port() == "" {
 		return "", false
 	}
-	host := strings.ToLower(u.Hostname())
-	if ip, err := netip.ParseAddr(host); err == nil {
-		return u.Port(), ip.IsLoopback()
-	}
-	return u.Port(), host == "localhost" || strings.HasSuffix(host, ".localhost")
+	return u.Port(), isLocalHost(strings.ToLower(u.Hostname()))
 }
 
 func newServerInitCmd(env *cliEnv) *ffcli.Command {
