@@ -12,7 +12,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/peterbourgon/ff/v3/ffcli"
@@ -237,7 +236,7 @@ func runProxy(ctx context.Context, env *cliEnv, f proxyFlags) error {
 
 	ln, err := net.Listen("tcp", f.listen)
 	if err != nil {
-		return listenError("--listen", f.listen, err)
+		return proxyListenError("--listen", f.listen, err)
 	}
 	servers := []*http.Server{newProxyServer(h, logger)}
 	listeners := []net.Listener{ln}
@@ -245,7 +244,7 @@ func runProxy(ctx context.Context, env *cliEnv, f proxyFlags) error {
 		mln, err := net.Listen("tcp", f.metricsListen)
 		if err != nil {
 			ln.Close()
-			return listenError("--metrics-listen", f.metricsListen, err)
+			return proxyListenError("--metrics-listen", f.metricsListen, err)
 		}
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", reg.Handler())
@@ -302,13 +301,11 @@ func serveUntilDone(ctx context.Context, servers []*http.Server, listeners []net
 	return errors.Join(errs...)
 }
 
-// listenError words a listen failure as one line with its fix.
-func listenError(flagName, addr string, err error) error {
-	switch {
-	case errors.Is(err, syscall.EADDRINUSE):
-		return fmt.Errorf("%s %s: the address is already in use: stop the process using it or choose another port", flagName, addr)
-	case errors.Is(err, syscall.EACCES):
-		return fmt.Errorf("%s %s: the port needs privileges: choose a port above 1023", flagName, addr)
+// proxyListenError words a failure to listen on the address of a flag as
+// one line (with its fix, see listenError).
+func proxyListenError(flagName, addr string, err error) error {
+	if lerr := listenError(flagName+" "+addr+": the address", "", err); lerr != nil {
+		return lerr
 	}
 	return fmt.Errorf("%s %s: %v", flagName, addr, err)
 }

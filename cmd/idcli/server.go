@@ -281,18 +281,11 @@ func (o *startFlags) register(fs *flag.FlagSet) {
 }
 
 // parse validates the flags into the settings refserver.Open takes (all
-// but the database URL, hostname and listen address).
+// but the database URL, hostname and listen address); Open checks
+// --replay-store.
 func (o startFlags) parse() (refserver.Options, slog.Level, error) {
-	var ro refserver.Options
+	ro := refserver.Options{ReplayStore: o.replayStore}
 	var level slog.Level
-	switch o.replayStore {
-	case "memory":
-		ro.ReplayStore = refserver.ReplayMemory
-	case "postgres", "database":
-		ro.ReplayStore = refserver.ReplayDatabase
-	default:
-		return ro, level, fmt.Errorf("--replay-store %q: want memory or postgres", o.replayStore)
-	}
 	rate, on, err := ratelimit.ParseRate(o.rateLimit)
 	if err != nil {
 		return ro, level, fmt.Errorf("--rate-limit %q: want N/s, N/m, N/h (e.g. %s) or off", o.rateLimit, defaultRateLimit)
@@ -371,23 +364,40 @@ func serverStart(ctx context.Context, env *cliEnv, ro refserver.Options) error {
 	setServerGC(env)
 	in, err := refserver.Open(ctx, ro)
 	if err != nil {
-		return startError(ro.Addr, err)
+		return startError(ro, err)
 	}
 	fmt.Fprintf(env.Stdout, "idcli server listening on %s (bound to %s)\n", in.URL, in.Addr)
 	return in.Serve(ctx)
 }
 
-// startError words a failure of refserver.Open for the command line: one
-// line naming the cause and the fix.
-func startError(addr string, err error) error {
-	_, port, _ := net.SplitHostPort(addr)
-	switch {
-	case errors.Is(err, syscall.EADDRINUSE):
-		return fmt.Errorf("port %s is already in use: stop the process using it or choose another port with --port (or PORT)", port)
-	case errors.Is(err, syscall.EACCES):
-		return fmt.Errorf("port %s needs privileges: choose a port above 1023 with --port (or PORT)", port)
+// startError words a failure of refserver.Open with ro for the command
+// line: one line naming the cause and the fix.
+func startError(ro refserver.Options, err error) error {
+	_, port, _ := net.SplitHostPort(ro.Addr)
+	if lerr := listenError("port "+port, "--port (or PORT)", err); lerr != nil {
+		return lerr
+	}
+	if errors.Is(err, refserver.ErrUnknownReplayStore) {
+		return fmt.Errorf("--replay-store %q: want memory or postgres", ro.ReplayStore)
 	}
 	return cliDBError(err)
+}
+
+// listenError words a failure to listen as one line with its fix, or
+// returns nil when err is none: an address in use, or a port that needs
+// privileges. what names the address ("port 3000", "--listen :80: the
+// address"); fix, if not "", is where to choose another port.
+func listenError(what, fix string, err error) error {
+	if fix != "" {
+		fix = " with " + fix
+	}
+	switch {
+	case errors.Is(err, syscall.EADDRINUSE):
+		return fmt.Errorf("%s is already in use: stop the process using it or choose another port%s", what, fix)
+	case errors.Is(err, syscall.EACCES):
+		return fmt.Errorf("%s needs privileges: choose a port above 1023%s", what, fix)
+	}
+	return nil
 }
 
 // serverGCPercent is the garbage collector target of `server start` when the
