@@ -181,30 +181,27 @@ func newServerDBCmd(env *cliEnv, name, help string, do func(ctx context.Context,
 
 func serverDBCreate(ctx context.Context, env *cliEnv, s serverSettings) error {
 	name, created, err := refserver.CreateDatabase(ctx, sqliteURLAbs(env, s.DatabaseURL))
-	switch {
-	case err != nil:
-		return cliDBError(err)
-	case name == refserver.InMemory:
-		fmt.Fprintf(env.Stdout, "Database %s lives in memory: nothing to create\n", quoteDBName(name))
-	case created:
-		fmt.Fprintf(env.Stdout, "Created database %s\n", quoteDBName(name))
-	default:
-		fmt.Fprintf(env.Stdout, "Database %s already exists\n", quoteDBName(name))
-	}
-	return nil
+	return printDBChange(env, "create", "Created", "already exists", name, created, err)
 }
 
 func serverDBDrop(ctx context.Context, env *cliEnv, s serverSettings) error {
 	name, dropped, err := refserver.DropDatabase(ctx, sqliteURLAbs(env, s.DatabaseURL))
+	return printDBChange(env, "drop", "Dropped", "does not exist", name, dropped, err)
+}
+
+// printDBChange prints what db:create or db:drop (verb) did to the
+// database name: done when it changed it, else that the database already
+// is as asked (asIs).
+func printDBChange(env *cliEnv, verb, done, asIs, name string, changed bool, err error) error {
 	switch {
 	case err != nil:
 		return cliDBError(err)
 	case name == refserver.InMemory:
-		fmt.Fprintf(env.Stdout, "Database %s lives in memory: nothing to drop\n", quoteDBName(name))
-	case dropped:
-		fmt.Fprintf(env.Stdout, "Dropped database %s\n", quoteDBName(name))
+		fmt.Fprintf(env.Stdout, "Database %s lives in memory: nothing to %s\n", quoteDBName(name), verb)
+	case changed:
+		fmt.Fprintf(env.Stdout, "%s database %s\n", done, quoteDBName(name))
 	default:
-		fmt.Fprintf(env.Stdout, "Database %s does not exist\n", quoteDBName(name))
+		fmt.Fprintf(env.Stdout, "Database %s %s\n", quoteDBName(name), asIs)
 	}
 	return nil
 }
