@@ -126,10 +126,11 @@ func newBenchCmd(env *cliEnv) *ffcli.Command {
 	presign := fs.Int("presign", 0, "sign this many whoami requests before the timed phase (each with its own nonce), so signing cost stays out of the measured loop; 0 signs inside the loop")
 	return &ffcli.Command{
 		Name:       "bench",
-		ShortUsage: "idcli bench [--url URL] [--duration 10s] [--requests N] [--concurrency 64] [--rate R] [--target whoami|register|directory|all] [--env-file PATH] [--json]",
+		ShortUsage: "idcli bench [--url URL] [--connect HOST:PORT] [--duration 10s] [--requests N] [--concurrency 64] [--rate R] [--timeout 10s] [--target whoami|register|directory|all] [--env-file PATH] [--presign N] [--json]",
 		ShortHelp:  "load-test a running agentid server",
-		LongHelp: "Registers a bench agent, then sends signed requests with a fresh nonce each\n" +
-			"(replay protection stays on): GET /whoami signed by the bench agent; POST /agents\n" +
+		LongHelp: "Registers a bench agent (or signs as the agent of --env-file), then sends signed\n" +
+			"requests with a fresh nonce each (replay protection stays on): GET /whoami signed\n" +
+			"by the bench agent (--presign signs them before the timed phase); POST /agents\n" +
 			"with a new key each time; GET of the bench agent's key directory on its agent host\n" +
 			"(dialed at the service address). Each target runs until --requests or --duration\n" +
 			"is used up, then prints requests/s, latency percentiles and status counts.\n" +

@@ -79,9 +79,9 @@ func newProxyCmd(env *cliEnv) *ffcli.Command {
 			"\n" +
 			"With --upstream, verified requests are forwarded there (required mode);\n" +
 			"optional mode also forwards unsigned ones, observe mode everything. A\n" +
-			"refused request gets 401 with a JSON error body and never reaches the\n" +
-			"upstream. A replayed signature is refused in required and optional modes\n" +
-			"(and marked invalid in observe mode).\n" +
+			"refused request gets 401 (403 with --refusal-status 403) with a JSON error\n" +
+			"body and never reaches the upstream. A replayed signature is refused in\n" +
+			"required and optional modes (and marked invalid in observe mode).\n" +
 			"\n" +
 			"With --forward-auth there is no upstream: each request is an auth\n" +
 			"subrequest describing the original one (X-Forwarded-Method, -Proto, -Host,\n" +

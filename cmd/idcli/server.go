@@ -268,7 +268,7 @@ const (
 
 func (o *startFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.replayStore, "replay-store", "memory", "where signature nonces are remembered: memory (one instance) or postgres (the server's database, shared by every instance; alias: database)")
-	fs.StringVar(&o.rateLimit, "rate-limit", defaultRateLimit, "registrations (POST /agents) allowed per client address: N/s, N/m, N/h, or off")
+	fs.StringVar(&o.rateLimit, "rate-limit", defaultRateLimit, "sustained rate of registrations (POST /agents, and POST /register with --vestauth-compat) per client address, after --rate-limit-burst: N/s, N/m, N/h, or off")
 	fs.IntVar(&o.rateLimitBurst, "rate-limit-burst", defaultRateLimitBurst, "registrations a client address may make at once before --rate-limit applies")
 	fs.StringVar(&o.trustedProxies, "trusted-proxies", "", "comma-separated CIDRs or addresses of reverse proxies whose X-Forwarded-For names the client (default: none; the peer address is the client)")
 	fs.BoolVar(&o.metrics, "metrics", true, "serve Prometheus metrics at GET /metrics on the service host (--metrics=false to disable)")
