@@ -20,7 +20,8 @@ import (
 	"github.com/peterbourgon/ff/v3/ffcli"
 )
 
-// Server configuration defaults (spec "Server configuration variables").
+// Server configuration defaults (the PORT and DATABASE_URL rows of
+// docs/deployment.md).
 const (
 	defaultServerPort        = "3000"
 	defaultServerDatabaseURL = "postgres://localhost/service_production"

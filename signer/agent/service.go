@@ -249,7 +249,7 @@ func writeCreds(ctx context.Context, f *envfile.File, path string, vars [][2]str
 	for _, kv := range vars {
 		switch kv[0] {
 		case EnvUID, EnvHostname:
-			f.SetQuoted(kv[0], kv[1]) // the spec's form: a quoted string
+			f.SetQuoted(kv[0], kv[1]) // a quoted string, as vestauth writes them
 		default:
 			f.Set(kv[0], kv[1])
 		}

@@ -89,8 +89,8 @@ func (f *File) Set(key, value string) {
 	f.set(key, value, formatEnvValue(value))
 }
 
-// SetQuoted is Set, but writes the value in double quotes (escaped), as the
-// spec's credentials file does for AGENT_UID: AGENT_UID="agent-…".
+// SetQuoted is Set, but writes the value in double quotes (escaped), as
+// vestauth's credentials file has AGENT_UID: AGENT_UID="agent-…".
 func (f *File) SetQuoted(key, value string) {
 	if !strings.ContainsAny(value, "\"\\\n\r\t") {
 		f.set(key, value, `"`+value+`"`)
