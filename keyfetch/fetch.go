@@ -249,6 +249,9 @@ func (f *Fetcher) resolve(ctx context.Context, set signer.KeySet, prev *entry) (
 			if fe := (*FetchError)(nil); errors.As(err, &fe) {
 				return o, err
 			}
+			if ue := (*UntrustedError)(nil); errors.As(err, &ue) {
+				ue.CardJWKS = true
+			}
 			return fail(r, fmt.Errorf("card jwks_uri: %w", err)) // refused by the trust policy
 		}
 		o.jwks = jr

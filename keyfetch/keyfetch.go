@@ -235,8 +235,11 @@ type UntrustedError struct {
 	// URL is malformed).
 	Host string
 	// HTTP reports a plain-http URL refused because AllowHTTP is off.
-	HTTP   bool
-	reason string
+	HTTP bool
+	// CardJWKS reports that the URL is the jwks_uri a Signature Agent Card
+	// names, not the key set the signature agent names.
+	CardJWKS bool
+	reason   string
 }
 
 func (e *UntrustedError) Error() string {

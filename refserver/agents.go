@@ -108,7 +108,7 @@ func (s *Server) proveAndRegister(r *http.Request, pk signer.PublicKey, v *middl
 	ctx, cancel := s.dbContext(r.Context())
 	defer cancel()
 	uid, isNew, err := s.registerKey(ctx, pk)
-	s.keys.known(pk.JWK.Kid) // even on error: a failed commit may have committed
+	s.keys.forget(pk.JWK.Kid) // even on error: a failed commit may have committed
 	if err != nil {
 		return keyResponse{}, err
 	}
@@ -192,16 +192,18 @@ func (s *Server) rotateKeys(w http.ResponseWriter, r *http.Request) error {
 }
 
 // rotateAgent rotates uid to pk (see rotate) and, whatever the outcome (a
-// failed commit may still have committed), drops this instance's cached
-// keys and directory of uid and forgets pk's kid as unknown. PUT /agents/{uid}/keys and the vestauth-compat
-// POST /rotate share it.
+// failed commit may still have committed), makes this instance forget what
+// it holds of the keys the rotation adds or revokes and of uid's directory:
+// cached entries, and lookups in flight, whose answers were read before
+// the rotation. PUT /agents/{uid}/keys and the vestauth-compat POST
+// /rotate share it.
 func (s *Server) rotateAgent(ctx context.Context, uid, signingKid string, pk signer.PublicKey) error {
-	err := s.rotate(ctx, uid, signingKid, pk)
-	s.keys.Invalidate(uid)
-	s.keys.known(pk.JWK.Kid)
+	revoked, err := s.rotate(ctx, uid, signingKid, pk)
+	s.keys.forget(append(revoked, pk.JWK.Kid)...)
 	if s.dirs != nil {
-		s.dirs.Remove(uid)
+		s.dirs.Remove(uid) // bumps the generation a read in flight caches under
 	}
+	s.dirGroup.Forget(uid)
 	return err
 }
 
@@ -209,9 +211,12 @@ func (s *Server) rotateAgent(ctx context.Context, uid, signingKid string, pk sig
 // already registered (to this agent or another, active or revoked).
 var errKeyRegistered = errors.New("refserver: new key already registered")
 
-func (s *Server) rotate(ctx context.Context, uid, signingKid string, pk signer.PublicKey) error {
+// rotate inserts pk as uid's key and revokes the others, in one
+// transaction holding the agent row lock. It returns the kids it revokes
+// (or would have, had the commit failed) with any error.
+func (s *Server) rotate(ctx context.Context, uid, signingKid string, pk signer.PublicKey) (revoked []string, err error) {
 	jwk := pk.JWK.MarshalPublic()
-	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var agent Agent
 		// Row lock: concurrent rotations of one agent run one after the
 		// other (SQLite: the immediate write transaction is the lock).
@@ -242,8 +247,13 @@ func (s *Server) rotate(ctx context.Context, uid, signingKid string, pk signer.P
 		if err := tx.Create(&PublicJWK{Kid: pk.JWK.Kid, AgentUID: uid, JWK: JSON(jwk), CreatedAt: now}).Error; err != nil {
 			return err
 		}
-		if err := tx.Model(&PublicJWK{}).Where("agent_uid = ? AND kid <> ? AND revoked_at IS NULL", uid, pk.JWK.Kid).
-			Update("revoked_at", now).Error; err != nil {
+		// The row lock keeps the agent's active keys as read here until
+		// the commit.
+		const others = "agent_uid = ? AND kid <> ? AND revoked_at IS NULL"
+		if err := tx.Model(&PublicJWK{}).Where(others, uid, pk.JWK.Kid).Pluck("kid", &revoked).Error; err != nil {
+			return err
+		}
+		if err := tx.Model(&PublicJWK{}).Where(others, uid, pk.JWK.Kid).Update("revoked_at", now).Error; err != nil {
 			return err
 		}
 		return tx.Model(&Agent{}).Where("uid = ?", uid).Update("updated_at", now).Error
@@ -251,14 +261,14 @@ func (s *Server) rotate(ctx context.Context, uid, signingKid string, pk signer.P
 	var me *middleware.Error
 	switch {
 	case err == nil:
-		return nil
+		return revoked, nil
 	case errors.As(err, &me):
-		return me
+		return revoked, me
 	case errors.Is(err, errKeyRegistered), errors.Is(err, gorm.ErrDuplicatedKey):
-		return &middleware.Error{Code: middleware.CodeKeyConflict,
+		return revoked, &middleware.Error{Code: middleware.CodeKeyConflict,
 			Message: "the new key is already registered; generate a new key", Err: errKeyRegistered}
 	}
-	return dbUnavailable(err)
+	return revoked, dbUnavailable(err)
 }
 
 // whoami is GET/POST /whoami: the agent that signed the request.

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/agentid/agentid/middleware"
@@ -119,16 +118,3 @@ func appendJSONString(b []byte, s string) []byte {
 	b = append(b, s...)
 	return append(b, '"')
 }
-
-// uidURL is a URL built around an agent uid (prefix + uid + suffix).
-type uidURL struct{ prefix, suffix string }
-
-// splitUIDURL returns the template of the URLs build makes from a uid, so
-// that each one costs one concatenation.
-func splitUIDURL(build func(uid string) string) uidURL {
-	sample := signer.UIDPrefix + strings.Repeat("0", 24)
-	prefix, suffix, _ := strings.Cut(build(sample), sample)
-	return uidURL{prefix, suffix}
-}
-
-func (u uidURL) of(uid string) string { return u.prefix + uid + u.suffix }

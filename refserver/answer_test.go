@@ -45,19 +45,3 @@ func TestKeyResponseJSON(t *testing.T) {
 		}
 	}
 }
-
-// TestWellKnownURL: the server's directory URLs are signer's.
-func TestWellKnownURL(t *testing.T) {
-	t.Parallel()
-	uid := signer.UIDPrefix + "0123456789abcdef01234567"
-	for _, hostname := range []string{"https://agentid.example", "http://localhost:3000", "https://AgentID.example:443"} {
-		service, err := ParseHostname(hostname)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s := &Server{service: service, wellKnown: splitUIDURL(service.DirectoryURL)}
-		if got, want := s.WellKnownURL(uid), service.DirectoryURL(uid); got != want {
-			t.Errorf("%s: WellKnownURL = %q, want %q", hostname, got, want)
-		}
-	}
-}

@@ -51,11 +51,12 @@ const (
 // recently used dropped first), so requests with made-up kids cost at most
 // one query per kid per TTL; the lookup is by kid alone (a kid belongs to
 // at most one agent), so one entry answers for every (uid, kid) pair with
-// that kid. A registration or rotation through this Server forgets the
-// new kid's unknown entry and drops the agent's cached keys when it
-// commits; one through another instance is seen here once the entries
-// expire, so a revoked key is refused by every instance within the TTL plus
-// one query, and a newly registered key is known everywhere as quickly.
+// that kid. A registration or rotation through this Server forgets what
+// this instance holds of the kids it adds or revokes (cached entries and
+// lookups in flight) when it commits; one through another instance is
+// seen here once the entries expire, so a revoked key is refused by every
+// instance within the TTL plus one query, and a newly registered key is
+// known everywhere as quickly.
 // It is safe for concurrent use.
 type DBKeySource struct {
 	db      *gorm.DB
@@ -213,25 +214,18 @@ func (k *DBKeySource) query(ctx context.Context, kid string) (keyEntry, bool, er
 	return e, true, nil
 }
 
-// Invalidate drops the cached keys of uid (every key when uid is ""), so
-// this instance sees a rotation at once. The server calls it when a
-// rotation commits.
-func (k *DBKeySource) Invalidate(uid string) {
-	switch {
-	case k.cache == nil:
-	case uid == "":
-		k.cache.Purge()
-		k.unknown.Purge()
-	default:
-		k.cache.RemoveFunc(func(_ string, e keyEntry) bool { return e.uid == uid })
-	}
-}
-
-// known forgets that kid was unknown: the server calls it when a
-// registration or rotation adding kid commits (or may have committed).
-func (k *DBKeySource) known(kid string) {
-	if k.unknown != nil {
-		k.unknown.Remove(kid)
+// forget drops what this instance knows of kids, whose rows a registration
+// or rotation has changed (or may have: a failed commit may have
+// committed): their cached keys and unknown verdicts, and any lookup of
+// them in flight, whose answer, read before the change, then reaches
+// neither the cache nor the lookups that begin after forget returns.
+func (k *DBKeySource) forget(kids ...string) {
+	for _, kid := range kids {
+		if k.cache != nil {
+			k.cache.Remove(kid) // bumps the generation a lookup in flight caches under
+			k.unknown.Remove(kid)
+		}
+		k.group.Forget(kid)
 	}
 }
 

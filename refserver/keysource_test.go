@@ -1,10 +1,15 @@
 package refserver_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"net/http"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/refserver"
@@ -213,5 +218,110 @@ func TestKeyRefreshAhead(t *testing.T) {
 		if got := scrape(t, e)[`agentid_key_cache_total{result="miss"}`]; got != 1 {
 			t.Errorf("key cache misses = %v, want 1 (every later lookup answered from the cache)", got)
 		}
+	})
+}
+
+// heldQuery is a statement on public_jwks held by holdNextQuery.
+type heldQuery struct {
+	started chan struct{} // closed when the statement is held
+	release func()        // lets it finish; called at cleanup too
+}
+
+// holdNextQuery holds the next statement on public_jwks whose SQL
+// contains match, once it has read its rows, until release is called.
+func holdNextQuery(t *testing.T, db *gorm.DB, match string) heldQuery {
+	t.Helper()
+	h := heldQuery{started: make(chan struct{})}
+	released := make(chan struct{})
+	var once sync.Once
+	h.release = func() { once.Do(func() { close(released) }) }
+	t.Cleanup(h.release)
+	var armed atomic.Bool
+	armed.Store(true)
+	name := "test:hold_query_" + dbtest.RandomHex(4)
+	err := db.Callback().Query().After("gorm:query").Register(name, func(tx *gorm.DB) {
+		if tx.Statement.Table == "public_jwks" && strings.Contains(tx.Statement.SQL.String(), match) && armed.CompareAndSwap(true, false) {
+			close(h.started)
+			<-released
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// TestRotationForgetsLookupsInFlight: a key lookup or a directory read
+// that began before a rotation committed answers its own caller with what
+// it read, but neither the lookups that begin once the rotation has
+// returned nor the caches: those refuse the revoked key and list the new
+// one. (The 5 s timeouts only bound a failure: a later lookup sharing the
+// held one would wait for it.)
+func TestRotationForgetsLookupsInFlight(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		e := newTestEnvConfig(t, db, "", nil)
+		old, next, third := signertest.Key(87), signertest.Key(88), signertest.Key(89)
+		uid := e.register(old)
+		ks := e.srv.KeySource()
+		set := e.keySet(uid)
+		ctx := context.Background()
+
+		// A key lookup in flight across a rotation.
+		held := holdNextQuery(t, db, "kid = ")
+		before := make(chan error, 1)
+		go func() {
+			_, err := ks.Key(ctx, set, old.KeyID())
+			before <- err
+		}()
+		<-held.started
+		if err := e.srv.RotateAgent(ctx, uid, old.KeyID(), next.Public); err != nil {
+			t.Fatalf("rotate: %v", err)
+		}
+		tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := ks.Key(tctx, set, old.KeyID())
+		cancel()
+		if !errors.Is(err, signer.ErrRevokedKey) {
+			t.Errorf("Key(old kid) after the rotation, a lookup of it in flight: error = %v, want %v", err, signer.ErrRevokedKey)
+		}
+		held.release()
+		if err := <-before; err != nil {
+			t.Errorf("Key(old kid) begun before the rotation: %v, want the key it read", err)
+		}
+		if _, err := ks.Key(ctx, set, old.KeyID()); !errors.Is(err, signer.ErrRevokedKey) {
+			t.Errorf("Key(old kid) once the lookup begun before the rotation is done: error = %v, want %v", err, signer.ErrRevokedKey)
+		}
+
+		// A directory read in flight across a rotation.
+		held = holdNextQuery(t, db, "agent_uid = ")
+		dirBefore := make(chan response, 1)
+		go func() {
+			r, err := e.do(e.request(http.MethodGet, e.directoryURL(uid), nil))
+			if err != nil {
+				r.body = []byte(err.Error())
+			}
+			dirBefore <- r
+		}()
+		<-held.started
+		if err := e.srv.RotateAgent(ctx, uid, next.KeyID(), third.Public); err != nil {
+			t.Fatalf("rotate: %v", err)
+		}
+		lists := func(what string, r response, want, notWant signer.PrivateKey) {
+			t.Helper()
+			if r.status != http.StatusOK || !bytes.Contains(r.body, []byte(want.KeyID())) || bytes.Contains(r.body, []byte(notWant.KeyID())) {
+				t.Errorf("%s: %d %s, want 200 listing %s and not %s", what, r.status, r.body, want.KeyID(), notWant.KeyID())
+			}
+		}
+		tctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+		r, err := e.do(e.request(http.MethodGet, e.directoryURL(uid), nil).WithContext(tctx))
+		cancel()
+		if err != nil {
+			t.Errorf("directory after the rotation, a read of it in flight: %v", err)
+		} else {
+			lists("directory after the rotation, a read of it in flight", r, third, next)
+		}
+		held.release()
+		lists("directory read begun before the rotation", <-dirBefore, next, third)
+		lists("directory once the read begun before the rotation is done", e.send(e.request(http.MethodGet, e.directoryURL(uid), nil)), third, next)
 	})
 }

@@ -27,6 +27,10 @@ const (
 	ReplayDatabase = "postgres"
 )
 
+// ErrUnknownReplayStore marks an Options.ReplayStore that names no replay
+// store kind.
+var ErrUnknownReplayStore = errors.New("refserver: unknown replay store")
+
 // Defaults of Options.
 const (
 	DefaultAddr            = ":3000"
@@ -55,7 +59,8 @@ type Options struct {
 	Migrate      bool
 	MigrationLog io.Writer
 	// ReplayStore is ReplayMemory or ReplayDatabase ("database" is an alias
-	// of the latter). If "", ReplayMemory.
+	// of the latter). If "", ReplayMemory. Any other value is an error
+	// wrapping ErrUnknownReplayStore.
 	ReplayStore string
 	// RegisterLimit, if set, limits POST /agents per client address (see
 	// Config.RegisterLimit). If nil, registration is not limited.
@@ -118,7 +123,7 @@ func Open(ctx context.Context, o Options) (_ *Instance, err error) {
 	case ReplayDatabase, "database":
 		replayShared = true
 	default:
-		return nil, fmt.Errorf("refserver: replay store %q: want %s or %s", o.ReplayStore, ReplayMemory, ReplayDatabase)
+		return nil, fmt.Errorf("%w %q: want %s or %s", ErrUnknownReplayStore, o.ReplayStore, ReplayMemory, ReplayDatabase)
 	}
 	logger := o.Logger
 	if logger == nil {

@@ -143,7 +143,7 @@ func TestOpenFailures(t *testing.T) {
 		{"unreachable database", refserver.Options{DatabaseURL: "postgres://postgres@127.0.0.1:1/agentid?connect_timeout=2"}, refserver.ErrDatabaseUnreachable},
 		{"unsupported database", refserver.Options{DatabaseURL: "mysql://localhost/x"}, refserver.ErrUnsupportedDatabaseURL},
 		{"bad hostname", refserver.Options{DatabaseURL: "sqlite::memory:", Addr: "127.0.0.1:0", Hostname: "agentid.test"}, nil},
-		{"bad replay store", refserver.Options{DatabaseURL: "sqlite::memory:", ReplayStore: "redis"}, nil},
+		{"bad replay store", refserver.Options{DatabaseURL: "sqlite::memory:", ReplayStore: "redis"}, refserver.ErrUnknownReplayStore},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

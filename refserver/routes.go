@@ -85,12 +85,19 @@ func (s *Server) handle(router *mux.Router, template string, hs methods) {
 
 // limitRegistration applies RegisterLimit, if set, to a registration
 // handler: the limit is checked before the body is read or a signature
-// verified.
+// verified, and a refusal is answered (and logged with its code) like any
+// other error.
 func (s *Server) limitRegistration(h handler) handler {
-	if lim := s.cfg.RegisterLimit; lim != nil {
-		return plain(lim.Middleware(s.serve(h)))
+	lim := s.cfg.RegisterLimit
+	if lim == nil {
+		return h
 	}
-	return h
+	return func(w http.ResponseWriter, r *http.Request) error {
+		if err := lim.Check(w, r); err != nil {
+			return err
+		}
+		return h(w, r)
+	}
 }
 
 type hostKind int
@@ -103,25 +110,25 @@ const (
 	hostAgentLabel          // <label>.<service host> where label is not a uid
 )
 
-// classify sorts the request's authority. The Host must be a well-formed
-// host[:port] before it is normalised: "localhost:3000:80" is refused, not
+// classify sorts the request's authority and returns the uid of an agent
+// host. The Host must be a well-formed host[:port] before it is
+// normalised (signer.ParseAuthority): "localhost:3000:80" is refused, not
 // read as localhost:3000 with its default port dropped.
 func (s *Server) classify(r *http.Request) (hostKind, string) {
-	if !signer.ValidAuthority(strings.ToLower(r.Host)) {
+	h, err := signer.ParseAuthority(s.service.Scheme, r.Host)
+	switch {
+	case err != nil:
 		return hostInvalid, ""
-	}
-	h := signer.NormalizeAuthority(s.service.Scheme, r.Host)
-	if h == s.service.Host {
+	case h == s.service.Host:
 		return hostService, ""
 	}
-	label, ok := strings.CutSuffix(h, s.agentSuffix)
-	if !ok || label == "" || strings.Contains(label, ".") {
-		return hostOther, ""
+	if uid := s.service.UIDOfHost(h); uid != "" {
+		return hostAgent, uid
 	}
-	if signer.ValidUID(label) {
-		return hostAgent, label
+	if label, ok := strings.CutSuffix(h, s.agentSuffix); ok && label != "" && !strings.Contains(label, ".") {
+		return hostAgentLabel, ""
 	}
-	return hostAgentLabel, label
+	return hostOther, ""
 }
 
 func (s *Server) onServiceHost(r *http.Request, _ *mux.RouteMatch) bool {

@@ -120,18 +120,15 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// ParseHostname validates a HOSTNAME value (http or https scheme, a host,
-// no path, query or user info) and returns its scheme and service host
-// (host[:port], lowercase, default port dropped).
+// ParseHostname parses a Config.Hostname value with
+// signer.ParseServiceURL (whose errors it returns as they are), except that
+// the scheme must be written: a bare name is more likely the machine's
+// HOSTNAME than the service's URL.
 func ParseHostname(hostname string) (signer.ServiceURL, error) {
 	if !strings.Contains(hostname, "://") {
 		return signer.ServiceURL{}, fmt.Errorf("refserver: hostname %q must include a scheme, as in http://localhost:3000", hostname)
 	}
-	u, err := signer.ParseServiceURL(hostname)
-	if err != nil {
-		return signer.ServiceURL{}, fmt.Errorf("refserver: %w", err)
-	}
-	return u, nil
+	return signer.ParseServiceURL(hostname)
 }
 
 // Server is the reference server. Build it with New; it is safe for
@@ -142,7 +139,6 @@ type Server struct {
 	log         *slog.Logger
 	service     signer.ServiceURL
 	agentSuffix string // "." + service host: agent hosts end with it
-	wellKnown   uidURL // service.DirectoryURL
 	keys        *DBKeySource
 
 	verifier   *middleware.Verifier // GET/POST /whoami
@@ -165,7 +161,6 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, db: cfg.DB, log: cfg.Logger}
 	s.service, _ = ParseHostname(cfg.Hostname)
 	s.agentSuffix = "." + s.service.Host
-	s.wellKnown = splitUIDURL(s.service.DirectoryURL)
 	var observeKey func(bool)
 	if cfg.Metrics != nil {
 		if err := cfg.Metrics.InstrumentGorm(cfg.DB); err != nil {
@@ -242,9 +237,6 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // own agents' signatures with.
 func (s *Server) KeySource() *DBKeySource { return s.keys }
 
-// ServiceHost returns host[:port] of the configured Hostname.
-func (s *Server) ServiceHost() string { return s.service.Host }
-
 // AgentOrigin returns <scheme>://<uid>.<service host>.
 func (s *Server) AgentOrigin(uid string) string {
 	return s.service.AgentOrigin(uid)
@@ -252,5 +244,5 @@ func (s *Server) AgentOrigin(uid string) string {
 
 // WellKnownURL returns the URL of uid's key directory.
 func (s *Server) WellKnownURL(uid string) string {
-	return s.wellKnown.of(uid)
+	return s.service.DirectoryURL(uid)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -769,5 +770,10 @@ func TestNewValidates(t *testing.T) {
 	}
 	if _, err := refserver.New(refserver.Config{DB: db, Hostname: "https://Agentid.Example:443/"}); err != nil {
 		t.Errorf("New(valid) error = %v", err)
+	}
+	// An invalid URL is signer's error, with its one prefix.
+	const want = `signer: invalid service URL "http://localhost:3000/api": a path is not allowed`
+	if _, err := refserver.ParseHostname("http://localhost:3000/api"); !errors.Is(err, signer.ErrInvalidServiceURL) || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("ParseHostname(with a path) error = %v, want %s…", err, want)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -272,6 +273,10 @@ func TestRegisterRateLimit(t *testing.T) {
 					t.Errorf("%s: Retry-After = %q, want 1 to 60 seconds", tt.name, r.header.Get("Retry-After"))
 				}
 			}
+		}
+		// A refusal is logged with its code, like any other error.
+		if logs := e.logs.String(); !regexp.MustCompile(`path=/agents status=429 .*code=rate_limited`).MatchString(logs) {
+			t.Errorf("log lacks the 429's code=rate_limited:\n%s", logs)
 		}
 		// Only registration is limited.
 		for range 3 {

@@ -109,10 +109,19 @@ func checkURL(cmd, raw string) error {
 	if err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" {
 		return nil
 	}
-	if !strings.Contains(raw, "://") && raw != "" && !strings.HasPrefix(raw, "/") {
-		return fmt.Errorf("%s: invalid URL %q: no scheme (did you mean %s?)", cmd, raw, withScheme(raw))
+	if hint := schemeHint(raw); hint != "" {
+		return fmt.Errorf("%s: invalid URL %q: no scheme%s", cmd, raw, hint)
 	}
 	return fmt.Errorf("%s: invalid URL %q: want http(s)://host/path", cmd, raw)
+}
+
+// schemeHint names the URL that raw, when it lacks a scheme, most likely
+// stands for, as " (did you mean …?)"; else "".
+func schemeHint(raw string) string {
+	if strings.Contains(raw, "://") || raw == "" || strings.HasPrefix(raw, "/") {
+		return ""
+	}
+	return " (did you mean " + withScheme(raw) + "?)"
 }
 
 // withScheme prefixes raw with http:// for a host on this machine
@@ -122,9 +131,18 @@ func withScheme(raw string) string {
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
 	}
-	host = strings.Trim(strings.ToLower(host), "[]")
-	if ip, err := netip.ParseAddr(host); (err == nil && ip.IsLoopback()) || host == "localhost" || strings.HasSuffix(host, ".localhost") {
+	if isLocalHost(strings.Trim(strings.ToLower(host), "[]")) {
 		return "http://" + raw
 	}
 	return "https://" + raw
+}
+
+// isLocalHost reports whether host, a lowercase host name or address
+// without port or brackets, names this machine: localhost, a *.localhost
+// name or a loopback address.
+func isLocalHost(host string) bool {
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return ip.IsLoopback()
+	}
+	return host == "localhost" || strings.HasSuffix(host, ".localhost")
 }

@@ -184,20 +184,14 @@ func curlHint(resp *http.Response, body []byte, origin string) string {
 	if agent.IsHTML(resp.Header.Get("Content-Type"), body) {
 		return fmt.Sprintf("%s://%s answered an HTML page, not a JSON API answer: check the URL (an API behind a proxy or a web server's error page?)", req.URL.Scheme, req.URL.Host)
 	}
-	var e struct {
-		Error struct {
-			Code    string `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
-	}
-	_ = json.Unmarshal(body, &e) // other bodies leave the code empty
+	code, _, _ := agent.ParseErrorBody(body) // other bodies leave the code empty
 	plain := strings.HasPrefix(origin, "http://")
 	switch {
 	case resp.StatusCode == http.StatusNotFound && req.Method == http.MethodPost && (req.URL.Path == "/register" || req.URL.Path == "/rotate"):
 		return "this server does not serve vestauth's " + req.URL.Path + ": start the agentid server with idcli server start --vestauth-compat (or use idcli agent init / idcli agent rotate)"
-	case e.Error.Code == string(middleware.CodeUntrustedAgent) && plain:
+	case code == string(middleware.CodeUntrustedAgent) && plain:
 		return "the verifier refuses your plain-HTTP signature agent " + origin + ": verifiers accept http:// key directories only when set up for local development (e.g. idcli tool verify --allow-http --allow-private); register the agent with an https:// service for everything else"
-	case e.Error.Code == string(middleware.CodeKeyFetchFailed) && plain:
+	case code == string(middleware.CodeKeyFetchFailed) && plain:
 		return "the verifier could not fetch the key directory of " + origin + ": a verifier elsewhere cannot reach a local server, and a local one must allow http and private addresses"
 	}
 	return ""

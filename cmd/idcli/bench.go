@@ -10,7 +10,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"runtime"
 	"slices"
 	"sort"
@@ -127,10 +126,11 @@ func newBenchCmd(env *cliEnv) *ffcli.Command {
 	presign := fs.Int("presign", 0, "sign this many whoami requests before the timed phase (each with its own nonce), so signing cost stays out of the measured loop; 0 signs inside the loop")
 	return &ffcli.Command{
 		Name:       "bench",
-		ShortUsage: "idcli bench [--url URL] [--duration 10s] [--requests N] [--concurrency 64] [--rate R] [--target whoami|register|directory|all] [--env-file PATH] [--json]",
+		ShortUsage: "idcli bench [--url URL] [--connect HOST:PORT] [--duration 10s] [--requests N] [--concurrency 64] [--rate R] [--timeout 10s] [--target whoami|register|directory|all] [--env-file PATH] [--presign N] [--json]",
 		ShortHelp:  "load-test a running agentid server",
-		LongHelp: "Registers a bench agent, then sends signed requests with a fresh nonce each\n" +
-			"(replay protection stays on): GET /whoami signed by the bench agent; POST /agents\n" +
+		LongHelp: "Registers a bench agent (or signs as the agent of --env-file), then sends signed\n" +
+			"requests with a fresh nonce each (replay protection stays on): GET /whoami signed\n" +
+			"by the bench agent (--presign signs them before the timed phase); POST /agents\n" +
 			"with a new key each time; GET of the bench agent's key directory on its agent host\n" +
 			"(dialed at the service address). Each target runs until --requests or --duration\n" +
 			"is used up, then prints requests/s, latency percentiles and status counts.\n" +
@@ -167,6 +167,10 @@ func newBenchCmd(env *cliEnv) *ffcli.Command {
 			default:
 				return fmt.Errorf("bench: --target %q: want whoami, register, directory or all", *target)
 			}
+			if span := cfg.presignSpan(); span > signer.DefaultTTL {
+				fmt.Fprintf(env.Stderr, "idcli: warning: the last of --presign %d requests at --rate %g is due %v into the run, but a signature expires %v after it is made: the later ones would be refused as expired\n",
+					cfg.Presign, cfg.Rate, span.Round(time.Second), signer.DefaultTTL)
+			}
 			rep, err := runBench(ctx, cfg)
 			if err != nil {
 				return err
@@ -184,13 +188,14 @@ func newBenchCmd(env *cliEnv) *ffcli.Command {
 
 // bench is one run's shared state.
 type bench struct {
-	cfg     benchConfig
-	client  *http.Client
-	base    *url.URL
-	service signer.ServiceURL
-	key     signer.PrivateKey
-	uid     string
-	origin  string // the bench agent's Signature-Agent origin
+	cfg       benchConfig
+	client    *http.Client
+	base      string // scheme://host of --url
+	whoamiURL string
+	service   signer.ServiceURL
+	key       signer.PrivateKey
+	uid       string
+	origin    string // the bench agent's Signature-Agent origin
 
 	presigned []signer.SignatureHeaders // whoami headers signed before the run
 	next      atomic.Int64              // index of the next unused presigned entry
@@ -204,7 +209,7 @@ func (b *bench) presign(n int) error {
 	for w := range workers {
 		g.Go(func() error {
 			for i := w; i < n; i += workers {
-				h, err := signer.Headers(http.MethodGet, b.base.String()+"/whoami", b.key, signer.Options{SignatureAgent: b.origin})
+				h, err := signer.Headers(http.MethodGet, b.whoamiURL, b.key, signer.Options{SignatureAgent: b.origin})
 				if err != nil {
 					return err
 				}
@@ -216,48 +221,59 @@ func (b *bench) presign(n int) error {
 	return g.Wait()
 }
 
-func (c benchConfig) validate() (*url.URL, error) {
-	u, err := url.Parse(c.URL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("bench: --url %q: want http(s)://host[:port]", c.URL)
+// validate checks the configuration and returns the service URL of --url.
+func (c benchConfig) validate() (signer.ServiceURL, error) {
+	var none signer.ServiceURL
+	if !strings.Contains(c.URL, "://") {
+		return none, fmt.Errorf("bench: --url %q: want http(s)://host[:port]", c.URL)
 	}
-	if _, err := signer.ParseServiceURL(c.URL); err != nil {
-		return nil, fmt.Errorf("bench: --url: %s", strings.TrimPrefix(err.Error(), "signer: "))
+	svc, err := signer.ParseServiceURL(c.URL)
+	if err != nil {
+		return none, fmt.Errorf("bench: --url: %s", strings.TrimPrefix(err.Error(), "signer: "))
 	}
 	if c.Duration < 0 || c.Requests < 0 {
-		return nil, errors.New("bench: --duration and --requests must not be negative")
+		return none, errors.New("bench: --duration and --requests must not be negative")
 	}
 	if c.Duration == 0 && c.Requests == 0 {
-		return nil, errors.New("bench: give --duration or --requests (a run must be bounded)")
+		return none, errors.New("bench: give --duration or --requests (a run must be bounded)")
 	}
 	if c.Concurrency < 1 || c.Concurrency > 10000 {
-		return nil, fmt.Errorf("bench: --concurrency %d: want 1 to 10000", c.Concurrency)
+		return none, fmt.Errorf("bench: --concurrency %d: want 1 to 10000", c.Concurrency)
 	}
 	if c.Timeout <= 0 {
-		return nil, errors.New("bench: --timeout must be positive")
+		return none, errors.New("bench: --timeout must be positive")
 	}
 	if c.Rate < 0 || c.Rate > 1e6 {
-		return nil, fmt.Errorf("bench: --rate %g: want 0 (closed loop) or up to 1000000 requests per second", c.Rate)
+		return none, fmt.Errorf("bench: --rate %g: want 0 (closed loop) or up to 1000000 requests per second", c.Rate)
 	}
-	return u, nil
+	return svc, nil
+}
+
+// presignSpan is how far into an open-loop run the last presigned /whoami
+// request is due; 0 in the closed loop, whose pace is not known ahead.
+func (c benchConfig) presignSpan() time.Duration {
+	if c.Presign <= 0 || c.Rate <= 0 {
+		return 0
+	}
+	n := min(int64(c.Presign), c.openLoopCount())
+	return time.Duration(float64(n) / c.Rate * float64(time.Second))
 }
 
 // runBench registers a bench agent and runs each target in turn.
 func runBench(ctx context.Context, cfg benchConfig) (benchReport, error) {
-	u, err := cfg.validate()
+	svc, err := cfg.validate()
 	if err != nil {
 		return benchReport{}, err
 	}
-	svc, _ := signer.ParseServiceURL(cfg.URL) // validated
 	addr := cfg.Connect
 	if addr == "" {
-		addr = u.Host
-		if u.Port() == "" {
+		addr = svc.Host
+		if _, _, err := net.SplitHostPort(addr); err != nil { // no port: the scheme's default
 			port := "80"
-			if u.Scheme == "https" {
+			if svc.Scheme == "https" {
 				port = "443"
 			}
-			addr = net.JoinHostPort(u.Hostname(), port)
+			addr = net.JoinHostPort(strings.Trim(addr, "[]"), port)
 		}
 	}
 	dialer := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
@@ -274,10 +290,11 @@ func runBench(ctx context.Context, cfg benchConfig) (benchReport, error) {
 	}
 	defer tr.CloseIdleConnections()
 	b := &bench{
-		cfg:     cfg,
-		client:  &http.Client{Transport: tr, Timeout: cfg.Timeout, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
-		base:    &url.URL{Scheme: u.Scheme, Host: u.Host},
-		service: svc,
+		cfg:       cfg,
+		client:    &http.Client{Transport: tr, Timeout: cfg.Timeout, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
+		base:      svc.String(),
+		whoamiURL: svc.String() + "/whoami",
+		service:   svc,
 	}
 	if c := cfg.Credentials; c != nil {
 		if c.Hostname != svc.String() {
@@ -288,7 +305,7 @@ func runBench(ctx context.Context, cfg benchConfig) (benchReport, error) {
 		if b.key, err = signer.GenerateKey(rand.Reader); err != nil {
 			return benchReport{}, err
 		}
-		reg, err := agent.Register(ctx, b.client, b.base.String(), b.key)
+		reg, err := agent.Register(ctx, b.client, b.base, b.key)
 		if err != nil {
 			return benchReport{}, fmt.Errorf("bench: register the bench agent at %s: %w", b.base, err)
 		}
@@ -301,7 +318,7 @@ func runBench(ctx context.Context, cfg benchConfig) (benchReport, error) {
 		}
 	}
 
-	rep := benchReport{URL: b.base.String(), Concurrency: cfg.Concurrency, AgentUID: b.uid}
+	rep := benchReport{URL: b.base, Concurrency: cfg.Concurrency, AgentUID: b.uid}
 	for _, t := range cfg.Targets {
 		if err := ctx.Err(); err != nil {
 			return rep, err
@@ -322,7 +339,7 @@ func (b *bench) do(ctx context.Context, target string) (int, error) {
 		}
 		// agent.Register checks the answer; an error answer (such as 429
 		// rate_limited) is counted by its status, not as a failure.
-		reg, err := agent.Register(ctx, b.client, b.base.String(), key)
+		reg, err := agent.Register(ctx, b.client, b.base, key)
 		var se *agent.ServerError
 		switch {
 		case err == nil && reg.IsNew:
@@ -334,7 +351,7 @@ func (b *bench) do(ctx context.Context, target string) (int, error) {
 		}
 		return 0, err
 	case benchWhoami:
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.base.String()+"/whoami", nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.whoamiURL, nil)
 		if err != nil {
 			return 0, err
 		}
@@ -565,7 +582,7 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 func (b *bench) serverMemory(ctx context.Context) (rss, heap int64) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.base.String()+"/metrics", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.base+"/metrics", nil)
 	if err != nil {
 		return 0, 0
 	}

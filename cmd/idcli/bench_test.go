@@ -112,6 +112,32 @@ func TestBenchServerDown(t *testing.T) {
 	}
 }
 
+// TestBenchPresignExpiryWarning: presigned requests due more than a
+// signature's lifetime into an open-loop run draw a warning.
+func TestBenchPresignExpiryWarning(t *testing.T) {
+	_, errOut, err := benchCLI(t, "--url", "http://127.0.0.1:"+freePort(t), "--rate", "10", "--presign", "3010", "--duration", "10m")
+	if err == nil {
+		t.Fatal("bench against no server succeeded")
+	}
+	if !strings.Contains(errOut, "warning: the last of --presign 3010 requests at --rate 10 is due 5m1s into the run") {
+		t.Errorf("stderr lacks the expiry warning:\n%s", errOut)
+	}
+	for _, tt := range []struct {
+		cfg  benchConfig
+		want time.Duration
+	}{
+		{benchConfig{Presign: 3000, Rate: 10, Duration: time.Hour}, 300 * time.Second},
+		{benchConfig{Presign: 3000, Rate: 10, Duration: time.Minute}, 60 * time.Second}, // only 600 are sent
+		{benchConfig{Presign: 3000, Rate: 10, Requests: 100}, 10 * time.Second},
+		{benchConfig{Presign: 3000, Duration: time.Hour}, 0}, // closed loop
+		{benchConfig{Rate: 10, Duration: time.Hour}, 0},
+	} {
+		if got := tt.cfg.presignSpan(); got != tt.want {
+			t.Errorf("presignSpan(%+v) = %v, want %v", tt.cfg, got, tt.want)
+		}
+	}
+}
+
 func TestPercentile(t *testing.T) {
 	t.Parallel()
 	var lat []time.Duration

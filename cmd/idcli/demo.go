@@ -490,12 +490,10 @@ func (d *demo) send(ctx context.Context, c *http.Client, method, url string, h h
 		return demoReply{}, fmt.Errorf("%s %s: read body: %w", method, url, err)
 	}
 	var b struct {
-		UID   string `json:"uid"`
-		Kid   string `json:"kid"`
-		Error struct {
-			Code string `json:"code"`
-		} `json:"error"`
+		UID string `json:"uid"`
+		Kid string `json:"kid"`
 	}
 	_ = json.Unmarshal(body, &b) // a non-JSON body leaves the fields empty
-	return demoReply{Status: resp.StatusCode, UID: b.UID, Kid: b.Kid, Code: b.Error.Code}, nil
+	code, _, _ := agent.ParseErrorBody(body)
+	return demoReply{Status: resp.StatusCode, UID: b.UID, Kid: b.Kid, Code: code}, nil
 }

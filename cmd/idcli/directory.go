@@ -62,7 +62,7 @@ func newDirectoryCheckCmd(env *cliEnv) *ffcli.Command {
 				// Refused before any I/O (scheme or host).
 				r = &keyfetch.Report{URL: set.URL, Kind: set.Kind, WellKnown: set.WellKnown, Problems: []string{cerr.Error()}}
 			}
-			hint := directoryHint(cerr)
+			hint := fetchHint(cerr)
 			if *asJSON {
 				if err := writeJSON(env.Stdout, newDirectoryReport(r, hint), true); err != nil {
 					return err
@@ -101,16 +101,16 @@ func checkedKeySet(raw, typ string) (signer.KeySet, string, error) {
 	return set, u.Host, nil
 }
 
-// directoryHint suggests the flag that addresses a refusal, if one does.
-func directoryHint(err error) string {
+// fetchHint suggests the flag that addresses a refusal by keyfetch (of
+// directory check, or inside a verification), if one does.
+func fetchHint(err error) string {
 	var ue *keyfetch.UntrustedError
+	untrusted := errors.As(err, &ue)
 	switch {
-	case err == nil:
-		return ""
-	case errors.As(err, &ue) && ue.HTTP:
+	case untrusted && ue.HTTP:
 		return "the URL uses http://; add --allow-http for local development"
-	case errors.As(err, &ue) && ue.Host != "" && strings.Contains(err.Error(), "card jwks_uri"):
-		return "the card names its keys at another host: add --trust " + ue.Host + " to check them"
+	case untrusted && ue.CardJWKS && ue.Host != "":
+		return "the Signature Agent Card names its keys at another host: add --trust " + ue.Host + " to fetch them"
 	case errors.Is(err, keyfetch.ErrPrivateAddress):
 		return "the host is on a private address; add --allow-private for local development"
 	}

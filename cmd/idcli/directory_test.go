@@ -352,7 +352,7 @@ func TestDirectoryCheckKeySets(t *testing.T) {
 		},
 		{
 			name: "card naming a jwks_uri on another host", url: ks.URL + "/remote-card.json", flags: []string{"--type", "cimd"}, wantExit: 1,
-			wantOut: []string{"card jwks_uri", "hint: the card names its keys at another host: add --trust " + strings.TrimPrefix(remote.URL, "http://") + " to check them", "✘ card has 1 problem"},
+			wantOut: []string{"card jwks_uri", "hint: the Signature Agent Card names its keys at another host: add --trust " + strings.TrimPrefix(remote.URL, "http://") + " to fetch them", "✘ card has 1 problem"},
 		},
 		{
 			name: "card naming a jwks_uri, its host trusted", url: ks.URL + "/remote-card.json", flags: []string{"--type", "cimd", "--trust", "127.0.0.1"},

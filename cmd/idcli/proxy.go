@@ -12,7 +12,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/peterbourgon/ff/v3/ffcli"
@@ -80,9 +79,9 @@ func newProxyCmd(env *cliEnv) *ffcli.Command {
 			"\n" +
 			"With --upstream, verified requests are forwarded there (required mode);\n" +
 			"optional mode also forwards unsigned ones, observe mode everything. A\n" +
-			"refused request gets 401 with a JSON error body and never reaches the\n" +
-			"upstream. A replayed signature is refused in required and optional modes\n" +
-			"(and marked invalid in observe mode).\n" +
+			"refused request gets 401 (403 with --refusal-status 403) with a JSON error\n" +
+			"body and never reaches the upstream. A replayed signature is refused in\n" +
+			"required and optional modes (and marked invalid in observe mode).\n" +
 			"\n" +
 			"With --forward-auth there is no upstream: each request is an auth\n" +
 			"subrequest describing the original one (X-Forwarded-Method, -Proto, -Host,\n" +
@@ -179,11 +178,7 @@ func parseMode(s string) (middleware.Mode, error) {
 func parseUpstream(s string) (*url.URL, error) {
 	u, err := url.Parse(s)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.Fragment != "" {
-		hint := ""
-		if !strings.Contains(s, "://") && s != "" && !strings.HasPrefix(s, "/") {
-			hint = fmt.Sprintf(" (did you mean %s?)", withScheme(s))
-		}
-		return nil, fmt.Errorf("--upstream %q: want an http:// or https:// URL such as http://127.0.0.1:8000%s", s, hint)
+		return nil, fmt.Errorf("--upstream %q: want an http:// or https:// URL such as http://127.0.0.1:8000%s", s, schemeHint(s))
 	}
 	return u, nil
 }
@@ -204,17 +199,26 @@ func runProxy(ctx context.Context, env *cliEnv, f proxyFlags) error {
 	}
 	defer closeReplay()
 
-	verifier, err := middleware.NewVerifier(middleware.Config{
+	vc := middleware.Config{
 		Keys:          keyfetch.New(p.keys),
 		Mode:          p.mode,
 		Replay:        replay,
 		RefusalStatus: f.refusalStatus,
 		Logger:        logger.With("component", "verifier"),
-	})
+	}
+	var reg *metrics.Registry
+	if f.metricsListen != "" {
+		reg = metrics.NewRegistry()
+		vc.OnResult = reg.ObserveResult // verification outcomes
+	}
+	verifier, err := middleware.NewVerifier(vc)
 	if err != nil {
 		return fmt.Errorf("proxy: %w", err)
 	}
 	cfg := proxy.Config{Verifier: verifier, Upstream: p.upstream, ForwardAuth: f.forwardAuth}
+	if reg != nil {
+		cfg.Metrics = reg // answers
+	}
 	if p.upstream != nil {
 		// The upstream is a service next door: reach it directly, never
 		// through an HTTP_PROXY meant for outbound traffic.
@@ -225,11 +229,6 @@ func runProxy(ctx context.Context, env *cliEnv, f proxyFlags) error {
 	if p.access != nil {
 		cfg.AccessLog = slog.New(slog.NewJSONHandler(p.access, nil))
 	}
-	var reg *metrics.Registry
-	if f.metricsListen != "" {
-		reg = metrics.NewRegistry()
-		cfg.Metrics = reg
-	}
 	h, err := proxy.New(cfg)
 	if err != nil {
 		return fmt.Errorf("proxy: %w", err)
@@ -237,7 +236,7 @@ func runProxy(ctx context.Context, env *cliEnv, f proxyFlags) error {
 
 	ln, err := net.Listen("tcp", f.listen)
 	if err != nil {
-		return listenError("--listen", f.listen, err)
+		return proxyListenError("--listen", f.listen, err)
 	}
 	servers := []*http.Server{newProxyServer(h, logger)}
 	listeners := []net.Listener{ln}
@@ -245,7 +244,7 @@ func runProxy(ctx context.Context, env *cliEnv, f proxyFlags) error {
 		mln, err := net.Listen("tcp", f.metricsListen)
 		if err != nil {
 			ln.Close()
-			return listenError("--metrics-listen", f.metricsListen, err)
+			return proxyListenError("--metrics-listen", f.metricsListen, err)
 		}
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", reg.Handler())
@@ -302,13 +301,11 @@ func serveUntilDone(ctx context.Context, servers []*http.Server, listeners []net
 	return errors.Join(errs...)
 }
 
-// listenError words a listen failure as one line with its fix.
-func listenError(flagName, addr string, err error) error {
-	switch {
-	case errors.Is(err, syscall.EADDRINUSE):
-		return fmt.Errorf("%s %s: the address is already in use: stop the process using it or choose another port", flagName, addr)
-	case errors.Is(err, syscall.EACCES):
-		return fmt.Errorf("%s %s: the port needs privileges: choose a port above 1023", flagName, addr)
+// proxyListenError words a failure to listen on the address of a flag as
+// one line (with its fix, see listenError).
+func proxyListenError(flagName, addr string, err error) error {
+	if lerr := listenError(flagName+" "+addr+": the address", "", err); lerr != nil {
+		return lerr
 	}
 	return fmt.Errorf("%s %s: %v", flagName, addr, err)
 }

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/netip"
+	"net/url"
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
@@ -16,12 +16,12 @@ import (
 
 	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/refserver/ratelimit"
-	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/agent/envfile"
 	"github.com/peterbourgon/ff/v3/ffcli"
 )
 
-// Server configuration defaults (spec "Server configuration variables").
+// Server configuration defaults (the PORT and DATABASE_URL rows of
+// docs/deployment.md).
 const (
 	defaultServerPort        = "3000"
 	defaultServerDatabaseURL = "postgres://localhost/service_production"
@@ -55,19 +55,17 @@ func resolveServerSettings(env *cliEnv, f serverFlags, needHostname bool) (serve
 		return serverSettings{}, err
 	}
 	s := serverSettings{envFile: ef}
-	lookup := func(flagValue, name string) (string, string) {
+	lookup := func(flagValue, name string) string {
 		if flagValue != "" {
-			return flagValue, "--" + strings.ToLower(strings.ReplaceAll(name, "_", "-"))
+			return flagValue
 		}
 		if v := env.Getenv(name); v != "" {
-			return v, "the environment"
+			return v
 		}
-		if v, ok := ef.Get(name); ok && v != "" {
-			return v, ".env"
-		}
-		return "", ""
+		v, _ := ef.Get(name)
+		return v
 	}
-	s.Port, _ = lookup(f.port, "PORT")
+	s.Port = lookup(f.port, "PORT")
 	portGiven := s.Port != ""
 	if s.Port == "" {
 		s.Port = defaultServerPort
@@ -75,7 +73,7 @@ func resolveServerSettings(env *cliEnv, f serverFlags, needHostname bool) (serve
 	if n, err := strconv.Atoi(s.Port); err != nil || n < 0 || n > 65535 {
 		return serverSettings{}, fmt.Errorf("port %q is not a port number (0-65535)", s.Port)
 	}
-	s.DatabaseURL, _ = lookup(f.databaseURL, "DATABASE_URL")
+	s.DatabaseURL = lookup(f.databaseURL, "DATABASE_URL")
 	if s.DatabaseURL == "" {
 		s.DatabaseURL = defaultServerDatabaseURL
 	}
@@ -104,11 +102,11 @@ func resolveServerSettings(env *cliEnv, f serverFlags, needHostname bool) (serve
 		if err != nil {
 			return serverSettings{}, fmt.Errorf("%s: %s", c.source, strings.TrimPrefix(err.Error(), "refserver: "))
 		}
-		s.Hostname = strings.TrimSuffix(c.value, "/")
+		s.Hostname = svc.String()
 		// A local HOSTNAME names the port the server listens on: from
 		// --hostname unless --port is given, from a variable unless PORT is
 		// set anywhere.
-		if port, ok := localPort(svc); ok && f.port == "" && (c.source == "--hostname" || !portGiven) {
+		if port, ok := localPort(c.value); ok && f.port == "" && (c.source == "--hostname" || !portGiven) {
 			s.Port = port
 		}
 		break
@@ -119,17 +117,16 @@ func resolveServerSettings(env *cliEnv, f serverFlags, needHostname bool) (serve
 	return s, nil
 }
 
-// localPort returns the explicit port of a service URL on this machine
-// (localhost, a *.localhost name or a loopback address).
-func localPort(svc signer.ServiceURL) (string, bool) {
-	host, port, err := net.SplitHostPort(svc.Host)
-	if err != nil || port == "" {
+// localPort returns the port written in hostname, a valid HOSTNAME value,
+// when it names this machine (localhost, a *.localhost name or a loopback
+// address). The scheme's default port counts when written
+// ("http://localhost:80" is port 80), though the service URL drops it.
+func localPort(hostname string) (string, bool) {
+	u, err := url.Parse(strings.TrimSpace(hostname))
+	if err != nil || u.Port() == "" {
 		return "", false
 	}
-	if ip, err := netip.ParseAddr(host); err == nil {
-		return port, ip.IsLoopback()
-	}
-	return port, host == "localhost" || strings.HasSuffix(host, ".localhost")
+	return u.Port(), isLocalHost(strings.ToLower(u.Hostname()))
 }
 
 func newServerInitCmd(env *cliEnv) *ffcli.Command {
@@ -185,30 +182,27 @@ func newServerDBCmd(env *cliEnv, name, help string, do func(ctx context.Context,
 
 func serverDBCreate(ctx context.Context, env *cliEnv, s serverSettings) error {
 	name, created, err := refserver.CreateDatabase(ctx, sqliteURLAbs(env, s.DatabaseURL))
-	switch {
-	case err != nil:
-		return cliDBError(err)
-	case name == refserver.InMemory:
-		fmt.Fprintf(env.Stdout, "Database %s lives in memory: nothing to create\n", quoteDBName(name))
-	case created:
-		fmt.Fprintf(env.Stdout, "Created database %s\n", quoteDBName(name))
-	default:
-		fmt.Fprintf(env.Stdout, "Database %s already exists\n", quoteDBName(name))
-	}
-	return nil
+	return printDBChange(env, "create", "Created", "already exists", name, created, err)
 }
 
 func serverDBDrop(ctx context.Context, env *cliEnv, s serverSettings) error {
 	name, dropped, err := refserver.DropDatabase(ctx, sqliteURLAbs(env, s.DatabaseURL))
+	return printDBChange(env, "drop", "Dropped", "does not exist", name, dropped, err)
+}
+
+// printDBChange prints what db:create or db:drop (verb) did to the
+// database name: done when it changed it, else that the database already
+// is as asked (asIs).
+func printDBChange(env *cliEnv, verb, done, asIs, name string, changed bool, err error) error {
 	switch {
 	case err != nil:
 		return cliDBError(err)
 	case name == refserver.InMemory:
-		fmt.Fprintf(env.Stdout, "Database %s lives in memory: nothing to drop\n", quoteDBName(name))
-	case dropped:
-		fmt.Fprintf(env.Stdout, "Dropped database %s\n", quoteDBName(name))
+		fmt.Fprintf(env.Stdout, "Database %s lives in memory: nothing to %s\n", quoteDBName(name), verb)
+	case changed:
+		fmt.Fprintf(env.Stdout, "%s database %s\n", done, quoteDBName(name))
 	default:
-		fmt.Fprintf(env.Stdout, "Database %s does not exist\n", quoteDBName(name))
+		fmt.Fprintf(env.Stdout, "Database %s %s\n", quoteDBName(name), asIs)
 	}
 	return nil
 }
@@ -275,7 +269,7 @@ const (
 
 func (o *startFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.replayStore, "replay-store", "memory", "where signature nonces are remembered: memory (one instance) or postgres (the server's database, shared by every instance; alias: database)")
-	fs.StringVar(&o.rateLimit, "rate-limit", defaultRateLimit, "registrations (POST /agents) allowed per client address: N/s, N/m, N/h, or off")
+	fs.StringVar(&o.rateLimit, "rate-limit", defaultRateLimit, "sustained rate of registrations (POST /agents, and POST /register with --vestauth-compat) per client address, after --rate-limit-burst: N/s, N/m, N/h, or off")
 	fs.IntVar(&o.rateLimitBurst, "rate-limit-burst", defaultRateLimitBurst, "registrations a client address may make at once before --rate-limit applies")
 	fs.StringVar(&o.trustedProxies, "trusted-proxies", "", "comma-separated CIDRs or addresses of reverse proxies whose X-Forwarded-For names the client (default: none; the peer address is the client)")
 	fs.BoolVar(&o.metrics, "metrics", true, "serve Prometheus metrics at GET /metrics on the service host (--metrics=false to disable)")
@@ -285,18 +279,11 @@ func (o *startFlags) register(fs *flag.FlagSet) {
 }
 
 // parse validates the flags into the settings refserver.Open takes (all
-// but the database URL, hostname and listen address).
+// but the database URL, hostname and listen address); Open checks
+// --replay-store.
 func (o startFlags) parse() (refserver.Options, slog.Level, error) {
-	var ro refserver.Options
+	ro := refserver.Options{ReplayStore: o.replayStore}
 	var level slog.Level
-	switch o.replayStore {
-	case "memory":
-		ro.ReplayStore = refserver.ReplayMemory
-	case "postgres", "database":
-		ro.ReplayStore = refserver.ReplayDatabase
-	default:
-		return ro, level, fmt.Errorf("--replay-store %q: want memory or postgres", o.replayStore)
-	}
 	rate, on, err := ratelimit.ParseRate(o.rateLimit)
 	if err != nil {
 		return ro, level, fmt.Errorf("--rate-limit %q: want N/s, N/m, N/h (e.g. %s) or off", o.rateLimit, defaultRateLimit)
@@ -375,23 +362,40 @@ func serverStart(ctx context.Context, env *cliEnv, ro refserver.Options) error {
 	setServerGC(env)
 	in, err := refserver.Open(ctx, ro)
 	if err != nil {
-		return startError(ro.Addr, err)
+		return startError(ro, err)
 	}
 	fmt.Fprintf(env.Stdout, "idcli server listening on %s (bound to %s)\n", in.URL, in.Addr)
 	return in.Serve(ctx)
 }
 
-// startError words a failure of refserver.Open for the command line: one
-// line naming the cause and the fix.
-func startError(addr string, err error) error {
-	_, port, _ := net.SplitHostPort(addr)
-	switch {
-	case errors.Is(err, syscall.EADDRINUSE):
-		return fmt.Errorf("port %s is already in use: stop the process using it or choose another port with --port (or PORT)", port)
-	case errors.Is(err, syscall.EACCES):
-		return fmt.Errorf("port %s needs privileges: choose a port above 1023 with --port (or PORT)", port)
+// startError words a failure of refserver.Open with ro for the command
+// line: one line naming the cause and the fix.
+func startError(ro refserver.Options, err error) error {
+	_, port, _ := net.SplitHostPort(ro.Addr)
+	if lerr := listenError("port "+port, "--port (or PORT)", err); lerr != nil {
+		return lerr
+	}
+	if errors.Is(err, refserver.ErrUnknownReplayStore) {
+		return fmt.Errorf("--replay-store %q: want memory or postgres", ro.ReplayStore)
 	}
 	return cliDBError(err)
+}
+
+// listenError words a failure to listen as one line with its fix, or
+// returns nil when err is none: an address in use, or a port that needs
+// privileges. what names the address ("port 3000", "--listen :80: the
+// address"); fix, if not "", is where to choose another port.
+func listenError(what, fix string, err error) error {
+	if fix != "" {
+		fix = " with " + fix
+	}
+	switch {
+	case errors.Is(err, syscall.EADDRINUSE):
+		return fmt.Errorf("%s is already in use: stop the process using it or choose another port%s", what, fix)
+	case errors.Is(err, syscall.EACCES):
+		return fmt.Errorf("%s needs privileges: choose a port above 1023%s", what, fix)
+	}
+	return nil
 }
 
 // serverGCPercent is the garbage collector target of `server start` when the

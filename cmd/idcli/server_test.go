@@ -105,6 +105,18 @@ func TestServerInit(t *testing.T) {
 			wantStdout: "✔ ready (.env/HOSTNAME=http://localhost:4002)\n",
 		},
 		{
+			name:       "a local --hostname with the scheme's default port names that port",
+			args:       []string{"--hostname", "http://localhost:80"},
+			wantEnv:    "PORT=80\nHOSTNAME=http://localhost\nDATABASE_URL=postgres://localhost/service_production\n",
+			wantStdout: "✔ ready (.env/HOSTNAME=http://localhost)\n",
+		},
+		{
+			name:       "HOSTNAME is stored normalised",
+			args:       []string{"--hostname", "HTTPS://AgentID.Example:443/"},
+			wantEnv:    "PORT=3000\nHOSTNAME=https://agentid.example\nDATABASE_URL=postgres://localhost/service_production\n",
+			wantStdout: "✔ ready (.env/HOSTNAME=https://agentid.example)\n",
+		},
+		{
 			name:       "PORT wins over a local HOSTNAME variable",
 			environ:    map[string]string{"HOSTNAME": "http://localhost:4002", "PORT": "4003"},
 			wantEnv:    "PORT=4003\nHOSTNAME=http://localhost:4002\nDATABASE_URL=postgres://localhost/service_production\n",

@@ -375,18 +375,13 @@ func (tv *toolVerify) printFailure(e *middleware.Error) {
 
 // verifyHint suggests the flag that addresses a failure, if one does.
 func verifyHint(e *middleware.Error) string {
-	var ue *keyfetch.UntrustedError
-	untrusted := errors.As(e.Err, &ue)
-	switch {
-	case untrusted && ue.HTTP:
-		return "the signature agent uses http://; add --allow-http for local development"
-	case errors.Is(e.Err, keyfetch.ErrPrivateAddress):
-		return "the key set is on a private address; add --allow-private for local development"
-	case untrusted && ue.Host != "" && strings.Contains(e.Err.Error(), "card jwks_uri"):
-		return "the Signature Agent Card names its keys at another host: add --trust " + ue.Host + " (with the card's own host) to fetch them"
-	case e.Code == middleware.CodeUntrustedAgent:
+	if hint := fetchHint(e.Err); hint != "" {
+		return hint
+	}
+	switch e.Code {
+	case middleware.CodeUntrustedAgent:
 		return "add --trust HOST (or --trust '*.suffix') to allow this signature agent"
-	case e.Code == middleware.CodeExpiredSignature || e.Code == middleware.CodeNotYetValid:
+	case middleware.CodeExpiredSignature, middleware.CodeNotYetValid:
 		return "use --now UNIX to verify as of the time the request was sent"
 	}
 	return ""

@@ -164,13 +164,13 @@ func TestToolVerify(t *testing.T) {
 			name:     "http agent without --allow-http",
 			args:     append(sigArgs(h), "--allow-private", "--now", at),
 			wantExit: 1,
-			wantOut:  []string{"✘ untrusted_signature_agent:", "http scheme refused", "hint: the signature agent uses http://; add --allow-http"},
+			wantOut:  []string{"✘ untrusted_signature_agent:", "http scheme refused", "hint: the URL uses http://; add --allow-http"},
 		},
 		{
 			name:     "loopback without --allow-private",
 			args:     append(sigArgs(h), "--allow-http", "--now", at),
 			wantExit: 1,
-			wantOut:  []string{"✘ key_fetch_failed: the key set of " + ts.URL + " could not be fetched", "non-public address", "hint: the key set is on a private address"},
+			wantOut:  []string{"✘ key_fetch_failed: the key set of " + ts.URL + " could not be fetched", "non-public address", "hint: the host is on a private address"},
 		},
 		{
 			name:     "no Signature-Agent",

@@ -42,11 +42,11 @@ const (
 
 // Metrics receives the proxy's counts; *metrics.Registry of the reference
 // server satisfies it. Implementations must be safe for concurrent use.
+// Verification outcomes are the verifier's to report, through its
+// middleware.Config.OnResult hook.
 type Metrics interface {
 	// ObserveRequest counts one answer to a client.
 	ObserveRequest(route, method string, status int)
-	// ObserveVerification counts one outcome: "ok" or the error code.
-	ObserveVerification(outcome string)
 }
 
 // Config configures a proxy handler.
@@ -71,7 +71,7 @@ type Config struct {
 	// AccessLog, if set, gets one line per request: method, host, path,
 	// status, verdict, reason (the error code), identity and duration.
 	AccessLog *slog.Logger
-	// Metrics, if set, counts answers and verification outcomes.
+	// Metrics, if set, counts answers.
 	Metrics Metrics
 }
 
@@ -212,13 +212,6 @@ func (h *Handler) observe(r *http.Request, status int, res *middleware.Result, s
 	}
 	if m := h.cfg.Metrics; m != nil {
 		m.ObserveRequest(h.route, r.Method, status)
-		if res != nil {
-			outcome := "ok"
-			if res.Err != nil {
-				outcome = string(res.Err.Code)
-			}
-			m.ObserveVerification(outcome)
-		}
 	}
 	if l := h.cfg.AccessLog; l != nil {
 		attrs := []slog.Attr{

@@ -164,15 +164,6 @@ func (r *Registry) ObserveResult(res middleware.Result) {
 	r.ObserveVerification(string(res.Err.Code))
 }
 
-// Outcome maps the result of middleware.Verifier.Verify to an outcome
-// label: "ok" for nil, else the error's code (middleware.Code).
-func Outcome(err error) string {
-	if err == nil {
-		return "ok"
-	}
-	return string(middleware.AsError(err).Code)
-}
-
 // ObserveKeyCache counts one key lookup answered from the cache (hit) or
 // not (miss).
 func (r *Registry) ObserveKeyCache(hit bool) {

@@ -2,7 +2,6 @@ package metrics_test
 
 import (
 	"bufio"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -153,31 +152,14 @@ func TestVerificationOutcomes(t *testing.T) {
 	} {
 		reg.ObserveResult(res)
 	}
-	// …or from an error.
-	reg.ObserveVerification(metrics.Outcome(fmt.Errorf("wrapped: %w", middleware.Fail(middleware.CodeMissingSignature, "x"))))
+	// …or by outcome label.
+	reg.ObserveVerification(string(middleware.CodeMissingSignature))
 	var b strings.Builder
 	reg.WriteTo(&b)
 	e := parse(t, strings.NewReader(b.String()))
 	e.want(t, `agentid_verifications_total{outcome="ok"}`, 1)
 	e.want(t, `agentid_verifications_total{outcome="replayed_nonce"}`, 1)
 	e.want(t, `agentid_verifications_total{outcome="missing_signature"}`, 2)
-}
-
-func TestOutcome(t *testing.T) {
-	tests := []struct {
-		err  error
-		want string
-	}{
-		{nil, "ok"},
-		{middleware.Fail(middleware.CodeExpiredSignature, "x"), "expired_signature"},
-		{fmt.Errorf("wrapped: %w", middleware.Fail(middleware.CodeKeyFetchFailed, "x")), "key_fetch_failed"},
-		{io.EOF, "internal"},
-	}
-	for _, tt := range tests {
-		if got := metrics.Outcome(tt.err); got != tt.want {
-			t.Errorf("Outcome(%v) = %q, want %q", tt.err, got, tt.want)
-		}
-	}
 }
 
 func TestKeyCacheAndHistogram(t *testing.T) {

@@ -267,19 +267,29 @@ func parseAddr(s string) (netip.Addr, bool) {
 	return a.WithZone("").Unmap(), true
 }
 
+// Check takes a token from the bucket of r's client. When none is left it
+// sets a Retry-After header on w, in whole seconds (at least 1), and returns
+// the 429 rate_limited *middleware.Error for the caller to write; else nil.
+func (l *Limiter) Check(w http.ResponseWriter, r *http.Request) error {
+	ok, wait := l.Allow(l.ClientAddr(r))
+	if ok {
+		return nil
+	}
+	secs := max(int64(math.Ceil(wait.Seconds())), 1)
+	w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+	return &middleware.Error{
+		Code:    middleware.CodeRateLimited,
+		Message: fmt.Sprintf("too many requests from this address; retry after %d s", secs),
+	}
+}
+
 // Middleware limits next per client address. A client over its limit gets
 // 429 with the JSON error body (code rate_limited) and a Retry-After header
-// in whole seconds (at least 1).
+// in whole seconds (at least 1): see Check.
 func (l *Limiter) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ok, wait := l.Allow(l.ClientAddr(r))
-		if !ok {
-			secs := max(int64(math.Ceil(wait.Seconds())), 1)
-			w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
-			middleware.WriteError(w, &middleware.Error{
-				Code:    middleware.CodeRateLimited,
-				Message: fmt.Sprintf("too many requests from this address; retry after %d s", secs),
-			})
+		if err := l.Check(w, r); err != nil {
+			middleware.WriteError(w, err)
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -2,6 +2,7 @@ package ratelimit_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/refserver/ratelimit"
 )
 
@@ -217,6 +219,30 @@ func TestMiddleware(t *testing.T) {
 	}
 	if got := served.Load(); got != 4 {
 		t.Errorf("handler ran %d times, want 4", got)
+	}
+}
+
+// TestCheck: Check lets a caller write the refusal itself: it returns nil
+// while the client has tokens, then the 429 rate_limited error, having set
+// only Retry-After on the writer.
+func TestCheck(t *testing.T) {
+	l, _ := newLimiter(t, ratelimit.Config{Rate: 0.25, Burst: 1})
+	r := httptest.NewRequest("POST", "/agents", nil)
+	r.RemoteAddr = "192.0.2.7:5000"
+	if err := l.Check(httptest.NewRecorder(), r); err != nil {
+		t.Fatalf("first Check = %v, want nil", err)
+	}
+	w := httptest.NewRecorder()
+	err := l.Check(w, r)
+	var e *middleware.Error
+	if !errors.As(err, &e) || e.Code != middleware.CodeRateLimited || e.Message == "" {
+		t.Fatalf("second Check = %#v, want a rate_limited *middleware.Error", err)
+	}
+	if got := w.Header().Get("Retry-After"); got != "4" {
+		t.Errorf("Retry-After = %q, want %q", got, "4")
+	}
+	if w.Body.Len() != 0 || w.Code != http.StatusOK && w.Code != 0 {
+		t.Errorf("Check wrote an answer (status %d, body %q); the caller writes it", w.Code, w.Body)
 	}
 }
 

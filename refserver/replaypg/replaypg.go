@@ -220,9 +220,14 @@ func (s *Store) runBatch(batch []*seenReq) {
 		}
 	}
 	fresh, err := s.insert(ctx, now, distinct)
-	if err != nil && len(distinct) > 1 {
+	var errs map[digest]error // the error of each digest whose insert failed
+	switch {
+	case err == nil:
+	case len(distinct) == 1:
+		errs = map[digest]error{distinct[0].sum: err}
+	default:
 		fresh = make(map[digest]bool, len(distinct))
-		errs := make(map[digest]error)
+		errs = make(map[digest]error)
 		for _, r := range distinct {
 			one, err := s.insert(ctx, now, []*seenReq{r})
 			if err != nil {
@@ -230,18 +235,9 @@ func (s *Store) runBatch(batch []*seenReq) {
 			}
 			fresh[r.sum] = one[r.sum]
 		}
-		for _, r := range batch {
-			if err := errs[r.sum]; err != nil {
-				r.done <- seenRes{err: err}
-				continue
-			}
-			r.done <- seenRes{seen: !fresh[r.sum]}
-			fresh[r.sum] = false // a second copy in the batch was seen
-		}
-		return
 	}
 	for _, r := range batch {
-		if err != nil {
+		if err := errs[r.sum]; err != nil {
 			r.done <- seenRes{err: err}
 			continue
 		}

@@ -23,7 +23,8 @@ import (
 	"github.com/agentid/agentid/signer/agent/envfile"
 )
 
-// Names of the credential variables (spec: "Agent credentials").
+// Names of the credential variables, as vestauth's credentials file names
+// them (docs/migrating-from-vestauth.md).
 const (
 	EnvUID        = "AGENT_UID"
 	EnvPublicJWK  = "AGENT_PUBLIC_JWK"

@@ -476,6 +476,28 @@ func TestInitServerError(t *testing.T) {
 	}
 }
 
+func TestParseErrorBody(t *testing.T) {
+	tests := []struct {
+		body          string
+		code, message string
+		ok            bool
+	}{
+		{`{"error":{"status":401,"code":"invalid_signature","message":"bad"}}`, "invalid_signature", "bad", true},
+		{`{"error":{"code":401,"message":"vestauth"}}`, "401", "vestauth", true},
+		{`{"error":{"message":"no code"}}`, "", "no code", true},
+		{`{"error":{}}`, "", "", false},
+		{`{"uid":"agent-0123456789abcdef01234567"}`, "", "", false},
+		{`<html>oops</html>`, "", "", false},
+		{``, "", "", false},
+	}
+	for _, tt := range tests {
+		code, message, ok := agent.ParseErrorBody([]byte(tt.body))
+		if code != tt.code || message != tt.message || ok != tt.ok {
+			t.Errorf("ParseErrorBody(%s) = %q, %q, %v; want %q, %q, %v", tt.body, code, message, ok, tt.code, tt.message, tt.ok)
+		}
+	}
+}
+
 func TestInitInvalidExistingKey(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()

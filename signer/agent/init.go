@@ -53,10 +53,10 @@ type InitResult struct {
 	Warning string
 }
 
-// Init gives the agent an identity (spec "Client operations: init"). It
-// reuses the private key in AGENT_PRIVATE_JWK (environment, then file) or
-// generates one, registers its public key with POST {hostname}/agents signed
-// by that key (proof of possession: covers @method, @authority, @path and
+// Init gives the agent an identity (`idcli agent init`). It reuses the
+// private key in AGENT_PRIVATE_JWK (environment, then file) or generates
+// one, registers its public key with POST {hostname}/agents signed by that
+// key (proof of possession: covers @method, @authority, @path and
 // content-digest, no Signature-Agent), and writes AGENT_UID,
 // AGENT_PUBLIC_JWK, AGENT_PRIVATE_JWK — and AGENT_HOSTNAME when the service
 // is not DefaultHostname — to the credentials file with mode 0600, keeping
@@ -169,8 +169,8 @@ type RotateResult struct {
 	Warning string
 }
 
-// Rotate replaces the agent's key and keeps its uid (spec "Client
-// operations: rotate"). It generates a key and sends PUT
+// Rotate replaces the agent's key and keeps its uid (`idcli agent
+// rotate`). It generates a key and sends PUT
 // {hostname}/agents/{uid}/keys with body {"public_jwk": new}, signed twice:
 // sig1 by the current key (covers @method, @authority, @path,
 // content-digest and "signature-agent";key="sig1", with Signature-Agent

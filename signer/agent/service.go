@@ -63,20 +63,8 @@ func serverError(req *http.Request, resp *http.Response, body []byte) *ServerErr
 		e.Hint = fmt.Sprintf("is %s://%s an agentid service? check --hostname or %s", req.URL.Scheme, req.URL.Host, EnvHostname)
 		return e
 	}
-	var eb struct {
-		Error struct {
-			Code    json.RawMessage `json:"code"`
-			Message string          `json:"message"`
-		} `json:"error"`
-	}
-	if json.Unmarshal(body, &eb) == nil && (eb.Error.Message != "" || len(eb.Error.Code) > 0) {
-		var s string
-		if json.Unmarshal(eb.Error.Code, &s) == nil {
-			e.Code = s
-		} else {
-			e.Code = string(eb.Error.Code)
-		}
-		e.Message = eb.Error.Message
+	if code, message, ok := ParseErrorBody(body); ok {
+		e.Code, e.Message = code, message
 		return e
 	}
 	msg := strings.TrimSpace(string(body))
@@ -88,6 +76,26 @@ func serverError(req *http.Request, resp *http.Response, body []byte) *ServerErr
 	}
 	e.Message = msg
 	return e
+}
+
+// ParseErrorBody reads the JSON error body of an answer,
+// {"error":{"status","code","message"}}. The code may be a string
+// (agentid) or a number (vestauth), returned as its JSON text. ok is false
+// when body is not JSON of that shape (no code and no message).
+func ParseErrorBody(body []byte) (code, message string, ok bool) {
+	var eb struct {
+		Error struct {
+			Code    json.RawMessage `json:"code"`
+			Message string          `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &eb) != nil || eb.Error.Message == "" && len(eb.Error.Code) == 0 {
+		return "", "", false
+	}
+	if json.Unmarshal(eb.Error.Code, &code) != nil {
+		code = string(eb.Error.Code)
+	}
+	return code, eb.Error.Message, true
 }
 
 // IsHTML reports whether a response body is an HTML page rather than JSON:
@@ -241,7 +249,7 @@ func writeCreds(ctx context.Context, f *envfile.File, path string, vars [][2]str
 	for _, kv := range vars {
 		switch kv[0] {
 		case EnvUID, EnvHostname:
-			f.SetQuoted(kv[0], kv[1]) // the spec's form: a quoted string
+			f.SetQuoted(kv[0], kv[1]) // a quoted string, as vestauth writes them
 		default:
 			f.Set(kv[0], kv[1])
 		}

@@ -70,9 +70,6 @@ func Read(path string) (*File, error) {
 	return f, nil
 }
 
-// Path returns the file's path.
-func (f *File) Path() string { return f.path }
-
 // Get returns the value of key. When a key appears more than once, the last
 // occurrence wins (as with dotenv).
 func (f *File) Get(key string) (string, bool) {
@@ -84,19 +81,6 @@ func (f *File) Get(key string) (string, bool) {
 	return "", false
 }
 
-// Keys returns the variable names in file order, without duplicates.
-func (f *File) Keys() []string {
-	seen := map[string]bool{}
-	var keys []string
-	for _, l := range f.lines {
-		if l.key != "" && !seen[l.key] {
-			seen[l.key] = true
-			keys = append(keys, l.key)
-		}
-	}
-	return keys
-}
-
 // Set sets key to value in memory: the last line defining key is replaced in
 // place, or a line is appended. Every other line is kept as it was. key must
 // be a valid variable name ([A-Za-z_][A-Za-z0-9_.-]*); Set panics otherwise,
@@ -105,8 +89,8 @@ func (f *File) Set(key, value string) {
 	f.set(key, value, formatEnvValue(value))
 }
 
-// SetQuoted is Set, but writes the value in double quotes (escaped), as the
-// spec's credentials file does for AGENT_UID: AGENT_UID="agent-…".
+// SetQuoted is Set, but writes the value in double quotes (escaped), as
+// vestauth's credentials file has AGENT_UID: AGENT_UID="agent-…".
 func (f *File) SetQuoted(key, value string) {
 	if !strings.ContainsAny(value, "\"\\\n\r\t") {
 		f.set(key, value, `"`+value+`"`)
