@@ -114,8 +114,8 @@ import (
 
 	"golang.org/x/sync/singleflight"
 
-	"github.com/agentid/agentid/keyfetch/lru"
 	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/lru"
 )
 
 // Fetcher resolves (key set, keyid) to a public key by fetching the key

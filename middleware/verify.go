@@ -15,8 +15,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentid/agentid/keyfetch/lru"
 	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/lru"
 )
 
 // Verifier checks signed requests against a policy. It is safe for

@@ -7,9 +7,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/agentid/agentid/keyfetch/lru"
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/lru"
 	"golang.org/x/sync/singleflight"
 	"gorm.io/gorm"
 )

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/middleware/metrics"
 	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/refserver/dbtest"
-	"github.com/agentid/agentid/refserver/metrics"
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/signertest"
 	"gorm.io/gorm"

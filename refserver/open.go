@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentid/agentid/refserver/metrics"
+	"github.com/agentid/agentid/middleware/metrics"
 	"github.com/agentid/agentid/refserver/ratelimit"
 	"github.com/agentid/agentid/refserver/replaypg"
 	"gorm.io/gorm"

@@ -8,11 +8,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentid/agentid/keyfetch/lru"
 	"github.com/agentid/agentid/middleware"
-	"github.com/agentid/agentid/refserver/metrics"
+	"github.com/agentid/agentid/middleware/metrics"
 	"github.com/agentid/agentid/refserver/ratelimit"
 	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/lru"
 	"golang.org/x/sync/singleflight"
 	"gorm.io/gorm"
 )

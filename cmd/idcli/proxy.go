@@ -18,8 +18,8 @@ import (
 
 	"github.com/agentid/agentid/keyfetch"
 	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/middleware/metrics"
 	"github.com/agentid/agentid/middleware/proxy"
-	"github.com/agentid/agentid/refserver/metrics"
 )
 
 // Defaults of `idcli proxy`.

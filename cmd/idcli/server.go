@@ -16,7 +16,7 @@ import (
 
 	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/refserver/ratelimit"
-	"github.com/agentid/agentid/signer/agent/envfile"
+	"github.com/agentid/agentid/signer/envfile"
 	"github.com/peterbourgon/ff/v3/ffcli"
 )
 

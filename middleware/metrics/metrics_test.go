@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/middleware/metrics"
 	"github.com/agentid/agentid/refserver/dbtest"
-	"github.com/agentid/agentid/refserver/metrics"
 )
 
 // exposition is a parsed text exposition: series (name plus labels as

@@ -20,7 +20,7 @@ import (
 	"path/filepath"
 
 	"github.com/agentid/agentid/signer"
-	"github.com/agentid/agentid/signer/agent/envfile"
+	"github.com/agentid/agentid/signer/envfile"
 )
 
 // Names of the credential variables, as vestauth's credentials file names

@@ -14,7 +14,7 @@ import (
 	"syscall"
 
 	"github.com/agentid/agentid/signer"
-	"github.com/agentid/agentid/signer/agent/envfile"
+	"github.com/agentid/agentid/signer/envfile"
 )
 
 // ServerError is an error answer of the service, carrying the fields of its

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentid/agentid/keyfetch/lru"
+	"github.com/agentid/agentid/signer/lru"
 	"github.com/agentid/agentid/signer/signertest"
 )
 

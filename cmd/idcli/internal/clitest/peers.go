@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/agentid/agentid/signer"
-	"github.com/agentid/agentid/signer/agent/envfile"
+	"github.com/agentid/agentid/signer/envfile"
 )
 
 // PeersEnvVar names the node_modules directory holding the interop peers,
