@@ -19,3 +19,6 @@ func (k *DBKeySource) WaitKeyLookup(kid string) {
 func (s *Server) RotateAgent(ctx context.Context, uid, signingKid string, pk signer.PublicKey) error {
 	return s.rotateAgent(ctx, uid, signingKid, pk)
 }
+
+// InstrumentGorm is instrumentGorm, for its test.
+var InstrumentGorm = instrumentGorm

@@ -163,7 +163,7 @@ func New(cfg Config) (*Server, error) {
 	s.agentSuffix = "." + s.service.Host
 	var observeKey func(bool)
 	if cfg.Metrics != nil {
-		if err := cfg.Metrics.InstrumentGorm(cfg.DB); err != nil {
+		if err := instrumentGorm(cfg.DB, cfg.Metrics); err != nil {
 			return nil, err
 		}
 		observeKey = cfg.Metrics.ObserveKeyCache

@@ -4,7 +4,7 @@
 //
 //	reg := metrics.NewRegistry()
 //	reg.ObserveRequest("/whoami", "GET", 200) // once per answered request
-//	reg.InstrumentGorm(db)                    // database statement latency
+//	reg.ObserveDBQuery(elapsed)               // once per database statement
 //	router.Handle("/metrics", reg.Handler())
 //
 // Series: agentid_http_requests_total{route,method,status},
@@ -31,7 +31,6 @@ import (
 	"time"
 
 	"github.com/agentid/agentid/middleware"
-	"gorm.io/gorm"
 )
 
 // ContentType is the media type of the exposition.
@@ -176,44 +175,6 @@ func (r *Registry) ObserveKeyCache(hit bool) {
 
 // ObserveDBQuery records the duration of one database statement.
 func (r *Registry) ObserveDBQuery(d time.Duration) { r.db.Observe(d) }
-
-const startKey = "agentid:metrics:start"
-
-// InstrumentGorm registers gorm callbacks that time every statement
-// (create, query, update, delete, row, raw) into
-// agentid_db_query_duration_seconds.
-func (r *Registry) InstrumentGorm(db *gorm.DB) error {
-	before := func(tx *gorm.DB) { tx.InstanceSet(startKey, time.Now()) }
-	after := func(tx *gorm.DB) {
-		if v, ok := tx.InstanceGet(startKey); ok {
-			if t, ok := v.(time.Time); ok {
-				r.ObserveDBQuery(time.Since(t))
-			}
-		}
-	}
-	cb := db.Callback()
-	steps := []struct {
-		name   string
-		before func(string, func(*gorm.DB)) error
-		after  func(string, func(*gorm.DB)) error
-	}{
-		{"create", cb.Create().Before("gorm:create").Register, cb.Create().After("gorm:create").Register},
-		{"query", cb.Query().Before("gorm:query").Register, cb.Query().After("gorm:query").Register},
-		{"update", cb.Update().Before("gorm:update").Register, cb.Update().After("gorm:update").Register},
-		{"delete", cb.Delete().Before("gorm:delete").Register, cb.Delete().After("gorm:delete").Register},
-		{"row", cb.Row().Before("gorm:row").Register, cb.Row().After("gorm:row").Register},
-		{"raw", cb.Raw().Before("gorm:raw").Register, cb.Raw().After("gorm:raw").Register},
-	}
-	for _, s := range steps {
-		if err := s.before("agentid:metrics:before_"+s.name, before); err != nil {
-			return fmt.Errorf("metrics: gorm callback: %w", err)
-		}
-		if err := s.after("agentid:metrics:after_"+s.name, after); err != nil {
-			return fmt.Errorf("metrics: gorm callback: %w", err)
-		}
-	}
-	return nil
-}
 
 // Handler serves the exposition (GET and HEAD).
 func (r *Registry) Handler() http.Handler {

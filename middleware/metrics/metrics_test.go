@@ -12,7 +12,6 @@ import (
 
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/middleware/metrics"
-	"github.com/agentid/agentid/refserver/dbtest"
 )
 
 // exposition is a parsed text exposition: series (name plus labels as
@@ -203,28 +202,6 @@ func TestLabelEscaping(t *testing.T) {
 		t.Errorf("exposition lacks %s:\n%s", want, b.String())
 	}
 	parse(t, strings.NewReader(b.String()))
-}
-
-func TestInstrumentGorm(t *testing.T) {
-	db := dbtest.Open(t, "sqlite::memory:")
-	reg := metrics.NewRegistry()
-	if err := reg.InstrumentGorm(db); err != nil {
-		t.Fatalf("InstrumentGorm: %v", err)
-	}
-	if err := db.Exec("CREATE TABLE t (x integer)").Error; err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Exec("INSERT INTO t VALUES (1)").Error; err != nil {
-		t.Fatal(err)
-	}
-	var n int64
-	if err := db.Table("t").Count(&n).Error; err != nil {
-		t.Fatal(err)
-	}
-	var b strings.Builder
-	reg.WriteTo(&b)
-	e := parse(t, strings.NewReader(b.String()))
-	e.want(t, "agentid_db_query_duration_seconds_count", 3)
 }
 
 func TestHandlerMethods(t *testing.T) {

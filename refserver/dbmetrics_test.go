@@ -1,0 +1,35 @@
+package refserver_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/agentid/agentid/middleware/metrics"
+	"github.com/agentid/agentid/refserver"
+	"github.com/agentid/agentid/refserver/dbtest"
+)
+
+// TestInstrumentGorm (moved from package metrics with the gorm callbacks):
+// every statement is timed into the database latency histogram.
+func TestInstrumentGorm(t *testing.T) {
+	db := dbtest.Open(t, "sqlite::memory:")
+	reg := metrics.NewRegistry()
+	if err := refserver.InstrumentGorm(db, reg); err != nil {
+		t.Fatalf("InstrumentGorm: %v", err)
+	}
+	if err := db.Exec("CREATE TABLE t (x integer)").Error; err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Exec("INSERT INTO t VALUES (1)").Error; err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	if err := db.Table("t").Count(&n).Error; err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	reg.WriteTo(&b)
+	if want := "agentid_db_query_duration_seconds_count 3\n"; !strings.Contains(b.String(), want) {
+		t.Errorf("exposition lacks %q:\n%s", want, b.String())
+	}
+}
