@@ -196,7 +196,13 @@ func (v *Verifier) Middleware(next http.Handler) http.Handler {
 // call it instead of Middleware.
 func (v *Verifier) Check(r *http.Request) *Result {
 	res := &Result{Request: r}
-	err := v.verify(r, &res.Agent)
+	v.decide(res, v.verify(r, &res.Agent))
+	return res
+}
+
+// decide sets res's verdict from err (nil when verified) and whether the
+// request may go on by Config.Mode, and reports res to Config.OnResult.
+func (v *Verifier) decide(res *Result, err *Error) {
 	switch {
 	case err == nil:
 		res.Verdict = Verified
@@ -216,7 +222,6 @@ func (v *Verifier) Check(r *http.Request) *Result {
 	if v.cfg.OnResult != nil {
 		v.cfg.OnResult(*res)
 	}
-	return res
 }
 
 // WriteError writes a verification failure: the JSON error body, with
@@ -245,7 +250,11 @@ func (v *Verifier) Verify(r *http.Request) (Agent, error) {
 }
 
 func (v *Verifier) verify(r *http.Request, a *Agent) *Error {
-	err := v.verifyRequest(r, a)
+	return v.logRefusal(r, v.verifyRequest(r, a))
+}
+
+// logRefusal logs err, if any, at debug level and returns it.
+func (v *Verifier) logRefusal(r *http.Request, err *Error) *Error {
 	if err != nil && v.cfg.Logger.Enabled(r.Context(), slog.LevelDebug) {
 		v.cfg.Logger.LogAttrs(r.Context(), slog.LevelDebug, "signature rejected",
 			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("error", err.Error()))
@@ -260,32 +269,46 @@ func (v *Verifier) verify(r *http.Request, a *Agent) *Error {
 // key lookup), its signature agent and key, the signature, the body digest
 // and, last, the replay store.
 func (v *Verifier) verifyRequest(r *http.Request, a *Agent) *Error {
-	cfg := &v.cfg
+	sigs, err := v.parseSignatures(r, v.limits)
+	if err != nil {
+		return err
+	}
+	st := requestState{}
+	return v.verifySignatures(r, sigs, &st, v.cfg.Keys, a)
+}
+
+// parseSignatures is step 1: sizes, counts and syntax of Signature-Input
+// and Signature, parsed with lim (with lim.Tag set, only the signatures
+// with that tag when any has it; others are not even validated).
+func (v *Verifier) parseSignatures(r *http.Request, lim signer.Limits) ([]signer.Signature, *Error) {
 	in, sv := r.Header["Signature-Input"], r.Header["Signature"]
 	if len(in) == 0 && len(sv) == 0 {
-		return Fail(CodeMissingSignature, "the request is not signed: Signature and Signature-Input are required")
+		return nil, Fail(CodeMissingSignature, "the request is not signed: Signature and Signature-Input are required")
 	}
 	if len(in) == 0 || len(sv) == 0 {
-		return Fail(CodeInvalidSignatureInput, "Signature and Signature-Input must both be present")
+		return nil, Fail(CodeInvalidSignatureInput, "Signature and Signature-Input must both be present")
 	}
-
-	// 1. Sizes, counts and syntax; the candidates are the signatures with
-	// the configured tag (others are not even validated).
-	sigs, perr := signer.ParseSignaturesLimited(in, sv, v.limits)
+	sigs, perr := signer.ParseSignaturesLimited(in, sv, lim)
 	if perr != nil {
-		return signerError(perr)
+		return nil, signerError(perr)
 	}
-	// The parser returns only the signatures with the tag when any has it.
+	return sigs, nil
+}
+
+// verifySignatures runs steps 2–9 on the parsed signatures of r whose tag
+// is the configured one, looking keys up in keys.
+func (v *Verifier) verifySignatures(r *http.Request, sigs []signer.Signature, st *requestState, keys KeySource, a *Agent) *Error {
+	cfg := &v.cfg
+	// sigs holds only the signatures with the tag when any has it.
 	cands := sigs
 	if sigs[0].Params.Tag != cfg.Tag && (!cfg.AnyTag || len(sigs) != 1) {
 		return Fail(CodeInvalidSignatureInput, "no signature has tag=%q", cfg.Tag)
 	}
 
 	// 2–8 for each candidate in order; the first that passes decides.
-	st := requestState{}
 	var first *Error
 	for i := range cands {
-		err := v.candidate(r, &cands[i], &st, a)
+		err := v.candidate(r, &cands[i], st, keys, a)
 		if err == nil {
 			// 9. Replay, only for a signature that verified.
 			if err := v.replay(r, a, cands[i].Params.HasExpires); err != nil {
@@ -336,7 +359,7 @@ type requestState struct {
 var basePool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 
 // candidate runs steps 2–8 for one signature.
-func (v *Verifier) candidate(r *http.Request, sig *signer.Signature, st *requestState, a *Agent) *Error {
+func (v *Verifier) candidate(r *http.Request, sig *signer.Signature, st *requestState, keys KeySource, a *Agent) *Error {
 	cfg := &v.cfg
 	p := &sig.Params
 
@@ -412,7 +435,7 @@ func (v *Verifier) candidate(r *http.Request, sig *signer.Signature, st *request
 
 	// 6. Key. At a well-known directory (or with no key set at all) the
 	// keyid must be the key's thumbprint.
-	pk, kerr := cfg.Keys.Key(r.Context(), set, p.KeyID)
+	pk, kerr := keys.Key(r.Context(), set, p.KeyID)
 	if kerr != nil {
 		return keyError(kerr, set, p.KeyID)
 	}
