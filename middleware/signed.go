@@ -35,6 +35,7 @@ func (v *Verifier) Parse(r *http.Request) *Signed {
 // body and the request's Body is not read again.
 func (s *Signed) SetBody(body []byte) {
 	s.st.body, s.st.bodyErr, s.st.bodyDone = body, nil, true
+	s.st.digestErr, s.st.digestDone = nil, false
 }
 
 // CheckSigned is Check for a request parsed by Parse: it checks the

@@ -37,7 +37,7 @@ func (b *failingBody) Close() error             { return nil }
 
 // TestCheckSignedParsesOnce checks two signatures of one request with two
 // verifiers after one Parse: once parsed (and the body given with
-// SetBody), the header fields and the body are never read again, which
+// SetBody), the signature fields and the body are never read again, which
 // the test makes evident by replacing them with garbage.
 func TestCheckSignedParsesOnce(t *testing.T) {
 	const body = `{"public_jwk":{}}`

@@ -346,13 +346,16 @@ func signerError(err error) *Error {
 }
 
 // requestState is what the candidates of one request share: the parsed
-// Signature-Agent and the body read for Content-Digest.
+// Signature-Agent, the body read for Content-Digest and the outcome of
+// comparing them.
 type requestState struct {
-	agent     *agentField
-	agentDone bool
-	body      []byte
-	bodyErr   *Error
-	bodyDone  bool
+	agent      *agentField
+	agentDone  bool
+	body       []byte
+	bodyErr    *Error
+	bodyDone   bool
+	digestErr  *Error
+	digestDone bool
 }
 
 // basePool holds signature-base buffers.
@@ -506,10 +509,13 @@ func (v *Verifier) checkDigest(r *http.Request, st *requestState) *Error {
 	if st.bodyErr != nil {
 		return st.bodyErr
 	}
-	if err := signer.VerifyContentDigest(r.Header["Content-Digest"], st.body); err != nil {
-		return &Error{Code: CodeDigestMismatch, Message: "Content-Digest does not match the body", Err: err}
+	if !st.digestDone { // once per request, however many signatures cover it
+		st.digestDone = true
+		if err := signer.VerifyContentDigest(r.Header["Content-Digest"], st.body); err != nil {
+			st.digestErr = &Error{Code: CodeDigestMismatch, Message: "Content-Digest does not match the body", Err: err}
+		}
 	}
-	return nil
+	return st.digestErr
 }
 
 // replay records the nonce of a verified signature (step 9).
