@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"mime"
 	"net/http"
@@ -18,67 +17,51 @@ import (
 	"gorm.io/gorm/clause"
 )
 
-type bodyKeyCtx struct{}
-
-// bodyKey is the KeySource of the proof-of-possession verifiers: the key is
-// the public_jwk of the request body (put in the context by the handler),
-// and the signature's keyid must be its thumbprint.
-func bodyKey(ctx context.Context, _ signer.KeySet, keyID string) (signer.PublicKey, error) {
-	pk, ok := ctx.Value(bodyKeyCtx{}).(signer.PublicKey)
-	if !ok {
-		return signer.PublicKey{}, errors.New("refserver: no body key in context")
-	}
-	if keyID != pk.JWK.Kid {
-		return signer.PublicKey{}, fmt.Errorf("%w: keyid is not the thumbprint of the public_jwk in the body", signer.ErrUnknownKey)
-	}
-	return pk, nil
-}
-
-// readKeyBody checks the content type and size, decodes {"public_jwk":{…}},
-// validates the JWK and restores the body for Content-Digest verification.
-func (s *Server) readKeyBody(w http.ResponseWriter, r *http.Request) (signer.PublicKey, error) {
+// readKeyBody checks the content type and size, reads the body once,
+// decodes {"public_jwk":{…}} and validates the JWK. It returns the key and
+// the body, for Content-Digest verification.
+func (s *Server) readKeyBody(w http.ResponseWriter, r *http.Request) (signer.PublicKey, []byte, error) {
 	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mt != "application/json" {
-		return signer.PublicKey{}, middleware.Fail(middleware.CodeUnsupportedMediaType, "the body must be application/json")
+		return signer.PublicKey{}, nil, middleware.Fail(middleware.CodeUnsupportedMediaType, "the body must be application/json")
 	}
 	if r.ContentLength > s.cfg.MaxBodyBytes {
-		return signer.PublicKey{}, middleware.Fail(middleware.CodePayloadTooLarge, "the body is larger than %d bytes", s.cfg.MaxBodyBytes)
+		return signer.PublicKey{}, nil, middleware.Fail(middleware.CodePayloadTooLarge, "the body is larger than %d bytes", s.cfg.MaxBodyBytes)
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return signer.PublicKey{}, middleware.Fail(middleware.CodePayloadTooLarge, "the body is larger than %d bytes", s.cfg.MaxBodyBytes)
+			return signer.PublicKey{}, nil, middleware.Fail(middleware.CodePayloadTooLarge, "the body is larger than %d bytes", s.cfg.MaxBodyBytes)
 		}
-		return signer.PublicKey{}, &middleware.Error{Code: middleware.CodeInvalidRequest, Message: "the body could not be read", Err: err}
+		return signer.PublicKey{}, nil, &middleware.Error{Code: middleware.CodeInvalidRequest, Message: "the body could not be read", Err: err}
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
 	var req struct {
 		PublicJWK json.RawMessage `json:"public_jwk"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(&req); err != nil || dec.More() {
-		return signer.PublicKey{}, middleware.Fail(middleware.CodeInvalidRequest, `the body must be a JSON object {"public_jwk":{…}}`)
+		return signer.PublicKey{}, nil, middleware.Fail(middleware.CodeInvalidRequest, `the body must be a JSON object {"public_jwk":{…}}`)
 	}
 	if len(req.PublicJWK) == 0 || bytes.Equal(req.PublicJWK, []byte("null")) {
-		return signer.PublicKey{}, middleware.Fail(middleware.CodeInvalidRequest, "public_jwk is required")
+		return signer.PublicKey{}, nil, middleware.Fail(middleware.CodeInvalidRequest, "public_jwk is required")
 	}
 	pk, err := signer.ParsePublicJWK(req.PublicJWK)
 	if err != nil {
-		return signer.PublicKey{}, &middleware.Error{Code: middleware.CodeInvalidJWK, Message: strings.TrimPrefix(err.Error(), "signer: "), Err: err}
+		return signer.PublicKey{}, nil, &middleware.Error{Code: middleware.CodeInvalidJWK, Message: strings.TrimPrefix(err.Error(), "signer: "), Err: err}
 	}
-	return pk, nil
+	return pk, body, nil
 }
 
 // registerAgent is POST /agents: register the body's public key, proven by a
 // signature made with it. An already registered (active) key answers 200
 // with its agent and is_new false.
 func (s *Server) registerAgent(w http.ResponseWriter, r *http.Request) error {
-	pk, err := s.readKeyBody(w, r)
+	pk, body, err := s.readKeyBody(w, r)
 	if err != nil {
 		return err
 	}
-	resp, err := s.proveAndRegister(r, pk, s.register, nil)
+	resp, err := s.proveAndRegister(r, body, pk, s.verify.register, nil)
 	if err != nil {
 		return err
 	}
@@ -90,18 +73,17 @@ func (s *Server) registerAgent(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// proveAndRegister verifies that r is signed by pk (proof of possession,
-// with verifier v and the optional extra check, whose error is a refusal
-// by v too), then registers pk. POST /agents and the vestauth-compat POST
-// /register share it.
-func (s *Server) proveAndRegister(r *http.Request, pk signer.PublicKey, v *middleware.Verifier, extra func(middleware.Agent) error) (keyResponse, error) {
-	vr := r.WithContext(context.WithValue(r.Context(), bodyKeyCtx{}, pk))
-	a, err := check(v, vr)
-	if err != nil {
+// proveAndRegister verifies that r (whose body the handler read) is
+// signed by pk (proof of possession, with verifier v and the optional
+// extra check, whose error is a refusal by v too), then registers pk. POST
+// /agents and the vestauth-compat POST /register share it.
+func (s *Server) proveAndRegister(r *http.Request, body []byte, pk signer.PublicKey, v *middleware.Verifier, extra func(middleware.Agent) *middleware.Error) (keyResponse, error) {
+	res := v.CheckSigned(s.parse(v, r, body), possessionKey{pk})
+	if err := refuse(v, res); err != nil {
 		return keyResponse{}, err
 	}
 	if extra != nil {
-		if err := extra(a); err != nil {
+		if err := extra(res.Agent); err != nil {
 			return keyResponse{}, &refusal{v: v, err: err}
 		}
 	}
@@ -167,19 +149,23 @@ func (s *Server) rotateKeys(w http.ResponseWriter, r *http.Request) error {
 	if !signer.ValidUID(uid) {
 		return middleware.Fail(middleware.CodeAgentNotFound, "%q is not an agent uid (want agent-<24 hex>)", truncate(uid))
 	}
-	pk, err := s.readKeyBody(w, r)
+	pk, body, err := s.readKeyBody(w, r)
 	if err != nil {
 		return err
 	}
-	a, err := check(s.current, r)
-	if err != nil {
+	// Both signatures are checked on one parse of the signature fields
+	// and the body read above.
+	sr := s.parse(s.verify.agentWrite, r, body)
+	res := s.verify.agentWrite.CheckSigned(sr, nil)
+	if err := refuse(s.verify.agentWrite, res); err != nil {
 		return err
 	}
+	a := res.Agent
 	if a.UID != uid {
 		return middleware.Fail(middleware.CodeForbidden, "the signing agent %s may not rotate the keys of %s", a.SignatureAgent, uid)
 	}
-	vr := r.WithContext(context.WithValue(r.Context(), bodyKeyCtx{}, pk))
-	if _, err := check(s.possession, vr); err != nil {
+	proof := s.verify.rotationProof
+	if err := refuse(proof, proof.CheckSigned(sr, possessionKey{pk})); err != nil {
 		return err
 	}
 	ctx, cancel := s.dbContext(r.Context())
@@ -273,10 +259,11 @@ func (s *Server) rotate(ctx context.Context, uid, signingKid string, pk signer.P
 
 // whoami is GET/POST /whoami: the agent that signed the request.
 func (s *Server) whoami(w http.ResponseWriter, r *http.Request) error {
-	a, err := check(s.verifier, r)
-	if err != nil {
+	res := s.verify.agent.Check(r)
+	if err := refuse(s.verify.agent, res); err != nil {
 		return err
 	}
+	a := res.Agent
 	if a.UID == "" { // the DB key source accepts only agent-<hex> origins
 		return middleware.Fail(middleware.CodeUntrustedAgent, "the signature agent is not an agent of this service")
 	}

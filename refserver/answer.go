@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/signer"
 )
 
@@ -19,14 +18,15 @@ var (
 	headerNosniff = []string{"nosniff"}
 )
 
-// writeJSON writes v as a JSON answer with status.
-func writeJSON(w http.ResponseWriter, status int, v any) {
+// writeJSON writes v as a JSON answer with status, or returns the error
+// that kept it from encoding v (nothing written).
+func writeJSON(w http.ResponseWriter, status int, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
-		middleware.WriteError(w, err)
-		return
+		return err
 	}
 	writeBody(w, status, append(b, '\n'))
+	return nil
 }
 
 // writeBody writes b, a JSON document ending in a newline, as the answer.

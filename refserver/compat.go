@@ -30,60 +30,23 @@ const NullTag = "null"
 // unused signature of the agent's key can be turned into a rotation.
 const CompatRotateMaxWindow = 5 * time.Minute
 
-// vestauthCompat serves the compat routes of a Server.
-type vestauthCompat struct {
-	s        *Server
-	register *middleware.Verifier // proof of possession by the body's key, @authority only
-	rotate   *middleware.Verifier // the agent's current key, @authority only
-}
-
-func newVestauthCompat(s *Server) (*vestauthCompat, error) {
-	base := s.verifierConfig()
-	base.RequiredComponents = []string{"@authority"}
-	c := &vestauthCompat{s: s}
-
-	rc := base
-	rc.Keys = middleware.KeySourceFunc(bodyKey)
-	rc.AllowMissingSignatureAgent = true
-	// A single signature with another tag (vestauth's "null") is taken;
-	// registerAgent then admits only "web-bot-auth" and "null".
-	rc.AnyTag = true
-	var err error
-	if c.register, err = middleware.NewVerifier(rc); err != nil {
-		return nil, err
-	}
-
-	ot := base
-	ot.Keys = s.keys
-	ot.MaxWindow = CompatRotateMaxWindow
-	if c.rotate, err = middleware.NewVerifier(ot); err != nil {
-		return nil, err
-	}
-	return c, nil
-}
-
 // compatRoutes registers POST /register and POST /rotate on api (the
 // service-host subrouter). GET and POST /whoami need nothing extra: the
 // native route already verifies vestauth's default-profile signatures.
 func (s *Server) compatRoutes(api *mux.Router) {
-	c, err := newVestauthCompat(s)
-	if err != nil {
-		// The verifier configurations are fixed; only a programming error gets here.
-		panic("refserver: vestauth compat verifiers: " + err.Error())
-	}
-	s.handle(api, "/register", methods{http.MethodPost: s.limitRegistration(c.registerAgent)})
-	s.handle(api, "/rotate", methods{http.MethodPost: c.rotateKey})
+	s.handle(api, "/register", methods{http.MethodPost: s.limitRegistration(s.compatRegister)})
+	s.handle(api, "/rotate", methods{http.MethodPost: s.compatRotate})
 }
 
 // readCompatKeyBody is readKeyBody with a missing Content-Type taken as
 // application/json (a present one must still be application/json). The
 // header is not covered by vestauth's signatures, so setting it changes
 // nothing that was signed.
-func (c *vestauthCompat) readCompatKeyBody(w http.ResponseWriter, r *http.Request) (signer.PublicKey, error) {
+func (s *Server) readCompatKeyBody(w http.ResponseWriter, r *http.Request) (signer.PublicKey, []byte, error) {
 	if len(r.Header.Values("Content-Type")) == 0 {
 		r.Header.Set("Content-Type", "application/json")
 	}
-	return c.s.readKeyBody(w, r)
+	return s.readKeyBody(w, r)
 }
 
 // registerAgent is POST /register: vestauth's `agent init`. The body must
@@ -91,12 +54,12 @@ func (c *vestauthCompat) readCompatKeyBody(w http.ResponseWriter, r *http.Reques
 // request must be signed by that key (keyid = its thumbprint) over
 // @authority with tag "web-bot-auth" or "null". Registration is POST
 // /agents's (registerKey); the answer is always 200 with is_new.
-func (c *vestauthCompat) registerAgent(w http.ResponseWriter, r *http.Request) error {
-	pk, err := c.readCompatKeyBody(w, r)
+func (s *Server) compatRegister(w http.ResponseWriter, r *http.Request) error {
+	pk, body, err := s.readCompatKeyBody(w, r)
 	if err != nil {
 		return err
 	}
-	resp, err := c.s.proveAndRegister(r, pk, c.register, func(a middleware.Agent) error {
+	resp, err := s.proveAndRegister(r, body, pk, s.verify.compatRegister, func(a middleware.Agent) *middleware.Error {
 		if a.Tag != signer.DefaultTag && a.Tag != NullTag {
 			return middleware.Fail(middleware.CodeInvalidSignatureInput,
 				"no signature has tag=%q (or vestauth's tag=%q)", signer.DefaultTag, NullTag)
@@ -120,16 +83,17 @@ func (c *vestauthCompat) registerAgent(w http.ResponseWriter, r *http.Request) e
 // key already registered anywhere (another agent's, or this agent's own
 // current or revoked key) is refused with 409 key_in_use, and the
 // database is left unchanged.
-func (c *vestauthCompat) rotateKey(w http.ResponseWriter, r *http.Request) error {
-	s := c.s
-	pk, err := c.readCompatKeyBody(w, r)
+func (s *Server) compatRotate(w http.ResponseWriter, r *http.Request) error {
+	pk, body, err := s.readCompatKeyBody(w, r)
 	if err != nil {
 		return err
 	}
-	a, err := check(c.rotate, r)
-	if err != nil {
+	v := s.verify.compatRotate
+	res := v.CheckSigned(s.parse(v, r, body), nil)
+	if err := refuse(v, res); err != nil {
 		return err
 	}
+	a := res.Agent
 	if a.UID == "" { // the DB key source accepts only agent-<hex> origins
 		return middleware.Fail(middleware.CodeUntrustedAgent, "the signature agent is not an agent of this service")
 	}

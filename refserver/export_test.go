@@ -22,3 +22,7 @@ func (s *Server) RotateAgent(ctx context.Context, uid, signingKid string, pk sig
 
 // InstrumentGorm is instrumentGorm, for its test.
 var InstrumentGorm = instrumentGorm
+
+// Parses returns how many requests had their signature fields parsed for
+// a route that checks them with CheckSigned.
+func (s *Server) Parses() int64 { return s.parses.Load() }

@@ -18,8 +18,7 @@ import (
 
 // health is GET / : liveness, no database access.
 func (s *Server) health(w http.ResponseWriter, r *http.Request) error {
-	writeJSON(w, http.StatusOK, map[string]string{"service": "agentid", "status": "ok", "version": s.cfg.Version})
-	return nil
+	return writeJSON(w, http.StatusOK, map[string]string{"service": "agentid", "status": "ok", "version": s.cfg.Version})
 }
 
 // ready is GET /readyz: 200 when the database answers within 2 s (or
@@ -38,8 +37,7 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return dbUnavailable(err)
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	return nil
+	return writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
 type directoryBody struct {

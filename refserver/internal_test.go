@@ -17,9 +17,9 @@ func TestRecoverPanics(t *testing.T) {
 	t.Parallel()
 	var logs bytes.Buffer
 	s := &Server{log: slog.New(slog.NewTextHandler(&logs, nil))}
-	h := s.logRequests(s.recoverPanics(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+	h := s.serve("/boom", func(http.ResponseWriter, *http.Request) error {
 		panic("secret internal state")
-	})))
+	})
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "http://localhost:3000/boom", nil))
 	if rec.Code != http.StatusInternalServerError {
@@ -44,14 +44,8 @@ func TestRecoverPanics(t *testing.T) {
 	}
 }
 
-// wrapWriter is a ResponseWriter wrapped by some middleware.
-type wrapWriter struct{ http.ResponseWriter }
-
-func (w wrapWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// TestRequestLogNotesErrors: an error written under wrapping writers
-// reaches the request's log line: its code always, its internal cause only
-// for a 5xx.
+// TestRequestLogNotesErrors: an error a handler returns reaches the
+// request's log line: its code always, its internal cause only for a 5xx.
 func TestRequestLogNotesErrors(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -68,9 +62,9 @@ func TestRequestLogNotesErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var logs bytes.Buffer
 			s := &Server{log: slog.New(slog.NewTextHandler(&logs, nil))}
-			h := s.logRequests(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-				s.writeError(wrapWriter{wrapWriter{w}}, tt.err)
-			}))
+			h := s.serve("/x", func(http.ResponseWriter, *http.Request) error {
+				return tt.err
+			})
 			h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "http://localhost:3000/x", nil))
 			for _, want := range tt.want {
 				if !strings.Contains(logs.String(), want) {

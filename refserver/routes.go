@@ -2,12 +2,12 @@ package refserver
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"sort"
 	"strings"
 
 	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/middleware/metrics"
 	"github.com/agentid/agentid/signer"
 	"github.com/gorilla/mux"
 )
@@ -18,8 +18,8 @@ import (
 func (s *Server) routes() http.Handler {
 	r := mux.NewRouter()
 	r.SkipClean(true) // never answer an unclean path with a non-JSON redirect
-	r.NotFoundHandler = s.serve(s.notFound)
-	r.MethodNotAllowedHandler = s.serve(s.methodNotAllowed)
+	r.NotFoundHandler = s.serve(metrics.Unmatched, s.notFound)
+	r.MethodNotAllowedHandler = s.serve(metrics.Unmatched, s.methodNotAllowed)
 	// Methods are dispatched by byMethod rather than mux's Methods matcher:
 	// mux 1.8.1 loses a method mismatch when a later route's host matcher
 	// matches, answering 404 where 405 is right.
@@ -44,10 +44,6 @@ func (s *Server) routes() http.Handler {
 	return r
 }
 
-// handler is a route's handler: it writes the answer, or returns the error
-// to answer with, which serve writes.
-type handler func(http.ResponseWriter, *http.Request) error
-
 // methods are a route's handlers by request method.
 type methods map[string]handler
 
@@ -60,27 +56,10 @@ func plain(h http.Handler) handler {
 	}
 }
 
-// serve is h as an http.Handler: an error h returns is written by
-// writeError.
-func (s *Server) serve(h handler) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if err := h(w, r); err != nil {
-			s.writeError(w, err)
-		}
-	}
-}
-
 // handle registers a route's handlers (by method, see byMethod) at the
-// path template on router. The template names the route in the request
-// log's metrics (requests that match no route are "unmatched").
+// path template on router. The template names the route in the metrics.
 func (s *Server) handle(router *mux.Router, template string, hs methods) {
-	h := s.serve(s.byMethod(hs))
-	router.Handle(template, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if rw := requestWriterOf(w); rw != nil {
-			rw.route = template
-		}
-		h(w, r)
-	}))
+	router.Handle(template, s.serve(template, s.byMethod(hs)))
 }
 
 // limitRegistration applies RegisterLimit, if set, to a registration
@@ -185,40 +164,6 @@ func (s *Server) byMethod(handlers methods) handler {
 		w.Header().Set("Allow", allow)
 		return s.methodNotAllowed(w, r)
 	}
-}
-
-// refusal is a verification refusal by v, written by v's error writer
-// (which adds Accept-Signature).
-type refusal struct {
-	v   *middleware.Verifier
-	err error
-}
-
-func (e *refusal) Error() string { return e.err.Error() }
-func (e *refusal) Unwrap() error { return e.err }
-
-// writeError writes the JSON error body (a refusal with its verifier's
-// writer) and hands the internal cause to the request log.
-func (s *Server) writeError(w http.ResponseWriter, err error) {
-	var rf *refusal
-	if errors.As(err, &rf) {
-		rf.v.WriteError(w, noteError(w, rf.err))
-		return
-	}
-	middleware.WriteError(w, noteError(w, err))
-}
-
-// noteError records err's code and internal cause for the log line of the
-// request answered through w and returns it as a *middleware.Error.
-func noteError(w http.ResponseWriter, err error) *middleware.Error {
-	e := middleware.AsError(err)
-	if rw := requestWriterOf(w); rw != nil {
-		rw.code = e.Code
-		if e.Err != nil {
-			rw.cause = e.Err
-		}
-	}
-	return e
 }
 
 // dbUnavailable is the answer to any database failure: 503 with no detail.

@@ -1,6 +1,7 @@
 package refserver
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -10,94 +11,111 @@ import (
 	"github.com/agentid/agentid/middleware"
 )
 
-// requestWriter is the ResponseWriter of one request under logRequests:
-// a middleware.StatusWriter (status and size of the answer) that also
-// collects what the request log line and the metrics report besides them:
-// the route template (set by handle), the error code and its internal
-// cause (never sent to clients).
-type requestWriter struct {
-	middleware.StatusWriter
-	route string
-	code  middleware.Code
-	cause error
-}
+// handler is a route's handler: it writes the answer, or returns the error
+// to answer with (a *middleware.Error carries the code, hence the status,
+// and the client message; a *refusal is a verifier's refusal), which serve
+// writes. Anything else is 500 internal with no detail for the client.
+type handler func(http.ResponseWriter, *http.Request) error
 
-// requestWriterOf finds logRequests' writer under w (through the Unwrap
-// methods of the writers wrapped around it), or nil.
-func requestWriterOf(w http.ResponseWriter) *requestWriter {
-	for {
-		switch t := w.(type) {
-		case *requestWriter:
-			return t
-		case interface{ Unwrap() http.ResponseWriter }:
-			w = t.Unwrap()
-		default:
-			return nil
-		}
-	}
-}
-
-// logRequests writes one line per request: method, path, status, host,
-// duration, bytes, and for errors the code (plus the internal cause for
-// 5xx). Headers, signatures, keys and bodies are never logged. Handlers
-// note an error's code and cause with noteError through the ResponseWriter,
-// so the request and its context are not copied. With Metrics, it also
-// counts the request by route template, method and status.
-func (s *Server) logRequests(next http.Handler) http.Handler {
+// serve is h as the http.Handler of the route named route (the path
+// template, or metrics.Unmatched): the one place a request is answered
+// and accounted for. It runs h, writes the error h returns (writeError),
+// turns a panic into 500 internal, then writes the request's log line and,
+// with Metrics, counts the request by route, method and status.
+func (s *Server) serve(route string, h handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		sw := &requestWriter{StatusWriter: middleware.StatusWriter{ResponseWriter: w}}
-		next.ServeHTTP(sw, r)
+		sw := &middleware.StatusWriter{ResponseWriter: w}
+		var e *middleware.Error
+		if err := s.run(h, sw, r); err != nil {
+			e = writeError(sw, err)
+		}
 		if sw.Status == 0 {
 			sw.Status = http.StatusOK
 		}
 		if m := s.cfg.Metrics; m != nil {
-			m.ObserveRequest(sw.route, r.Method, sw.Status)
+			m.ObserveRequest(route, r.Method, sw.Status)
 		}
-		level := slog.LevelInfo
-		if sw.Status >= 500 {
-			level = slog.LevelError
-		}
-		if !s.log.Enabled(r.Context(), level) {
-			return // e.g. --log-level warn: no per-request cost beyond this
-		}
-		attrs := make([]slog.Attr, 0, 8)
-		attrs = append(attrs,
-			slog.String("method", r.Method),
-			slog.String("path", r.URL.Path),
-			slog.Int("status", sw.Status),
-			slog.String("host", r.Host),
-			slog.Duration("duration", time.Since(start)),
-			slog.Int64("bytes", sw.Bytes),
-		)
-		if sw.code != "" {
-			attrs = append(attrs, slog.String("code", string(sw.code)))
-		}
-		if sw.Status >= 500 && sw.cause != nil {
-			attrs = append(attrs, slog.String("cause", sw.cause.Error()))
-		}
-		s.log.LogAttrs(r.Context(), level, "request", attrs...)
+		s.logRequest(r, sw, e, time.Since(start))
 	})
 }
 
-// recoverPanics turns a handler panic into 500 internal (no detail to the
-// client; the panic value and stack go to the log).
-func (s *Server) recoverPanics(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		defer func() {
-			v := recover()
-			if v == nil {
-				return
-			}
-			if v == http.ErrAbortHandler {
-				panic(v)
-			}
-			s.log.LogAttrs(r.Context(), slog.LevelError, "panic", slog.String("panic", fmt.Sprint(v)), slog.String("stack", string(debug.Stack())))
-			if rw := requestWriterOf(w); rw != nil {
-				rw.code = middleware.CodeInternal
-			}
-			middleware.WriteError(w, fmt.Errorf("refserver: panic: %v", v))
-		}()
-		next.ServeHTTP(w, r)
-	})
+// run calls h; a panic in h is logged (value and stack) and returned as
+// 500 internal, except http.ErrAbortHandler, which goes on up.
+func (s *Server) run(h handler, w http.ResponseWriter, r *http.Request) (err error) {
+	defer func() {
+		v := recover()
+		if v == nil {
+			return
+		}
+		if v == http.ErrAbortHandler {
+			panic(v)
+		}
+		s.log.LogAttrs(r.Context(), slog.LevelError, "panic", slog.String("panic", fmt.Sprint(v)), slog.String("stack", string(debug.Stack())))
+		err = errPanic
+	}()
+	return h(w, r)
+}
+
+// errPanic is the answer to a handler's panic (already logged by run).
+var errPanic = &middleware.Error{Code: middleware.CodeInternal, Message: "internal error"}
+
+// refusal is a verification refusal by v: writeError writes it with v's
+// error writer, which adds Accept-Signature.
+type refusal struct {
+	v   *middleware.Verifier
+	err *middleware.Error
+}
+
+func (e *refusal) Error() string { return e.err.Error() }
+func (e *refusal) Unwrap() error { return e.err }
+
+// refuse returns res's refusal by v as an error, or nil when res passed.
+func refuse(v *middleware.Verifier, res *middleware.Result) error {
+	if res.Verdict == middleware.Verified {
+		return nil
+	}
+	return &refusal{v: v, err: res.Err}
+}
+
+// writeError writes err as the JSON error answer, the only place this
+// package writes one, and returns it as the *middleware.Error the log line
+// reports (its code, and for a 5xx its internal cause).
+func writeError(w http.ResponseWriter, err error) *middleware.Error {
+	e := middleware.AsError(err)
+	if rf := (*refusal)(nil); errors.As(err, &rf) {
+		rf.v.WriteError(w, e)
+	} else {
+		middleware.WriteError(w, e)
+	}
+	return e
+}
+
+// logRequest writes one line per request: method, path, status, host,
+// duration, bytes, and for an error its code (plus the internal cause for
+// a 5xx). Headers, signatures, keys and bodies are never logged.
+func (s *Server) logRequest(r *http.Request, sw *middleware.StatusWriter, e *middleware.Error, d time.Duration) {
+	level := slog.LevelInfo
+	if sw.Status >= 500 {
+		level = slog.LevelError
+	}
+	if !s.log.Enabled(r.Context(), level) {
+		return // e.g. --log-level warn: no per-request cost beyond this
+	}
+	attrs := make([]slog.Attr, 0, 8)
+	attrs = append(attrs,
+		slog.String("method", r.Method),
+		slog.String("path", r.URL.Path),
+		slog.Int("status", sw.Status),
+		slog.String("host", r.Host),
+		slog.Duration("duration", d),
+		slog.Int64("bytes", sw.Bytes),
+	)
+	if e != nil {
+		attrs = append(attrs, slog.String("code", string(e.Code)))
+		if sw.Status >= 500 && e.Err != nil {
+			attrs = append(attrs, slog.String("cause", e.Err.Error()))
+		}
+	}
+	s.log.LogAttrs(r.Context(), level, "request", attrs...)
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentid/agentid/middleware"
@@ -141,10 +142,8 @@ type Server struct {
 	agentSuffix string // "." + service host: agent hosts end with it
 	keys        *DBKeySource
 
-	verifier   *middleware.Verifier // GET/POST /whoami
-	register   *middleware.Verifier // proof of possession on POST /agents
-	current    *middleware.Verifier // sig1 of PUT /agents/{uid}/keys
-	possession *middleware.Verifier // sig2 of PUT /agents/{uid}/keys
+	verify verifiers
+	parses atomic.Int64 // requests whose signature fields parse parsed (tests read it)
 
 	dirs     *lru.Cache[string, dirEntry] // uid → rendered directory; nil: no cache
 	dirGroup singleflight.Group
@@ -173,39 +172,11 @@ func New(cfg Config) (*Server, error) {
 		s.dirs = lru.New[string, dirEntry](maxCacheEntries, cfg.KeyCacheTTL, cfg.Now)
 	}
 
-	writeComponents := []string{"@method", "@path", "content-digest"}
-	base := s.verifierConfig()
-
-	wc := base
-	wc.Keys = s.keys
-	v, err := middleware.NewVerifier(wc)
-	if err != nil {
+	var err error
+	if s.verify, err = newVerifiers(s.verifierConfig(), s.keys, cfg.VestauthCompat); err != nil {
 		return nil, err
 	}
-	s.verifier = v
-
-	cc := base
-	cc.Keys = s.keys
-	cc.RequiredComponents = writeComponents
-	if s.current, err = middleware.NewVerifier(cc); err != nil {
-		return nil, err
-	}
-
-	rc := base
-	rc.Keys = middleware.KeySourceFunc(bodyKey)
-	rc.AllowMissingSignatureAgent = true
-	rc.RequiredComponents = writeComponents
-	if s.register, err = middleware.NewVerifier(rc); err != nil {
-		return nil, err
-	}
-
-	pc := rc
-	pc.Tag = signer.KeyPossessionTag
-	if s.possession, err = middleware.NewVerifier(pc); err != nil {
-		return nil, err
-	}
-
-	s.handler = s.logRequests(s.recoverPanics(s.routes()))
+	s.handler = s.routes()
 	return s, nil
 }
 
@@ -220,14 +191,14 @@ func (s *Server) verifierConfig() middleware.Config {
 	return c
 }
 
-// check verifies r with v; the outcome reaches Metrics through the
-// verifier's OnResult hook. A refusal is a *refusal by v.
-func check(v *middleware.Verifier, r *http.Request) (middleware.Agent, error) {
-	res := v.Check(r)
-	if res.Verdict != middleware.Verified {
-		return middleware.Agent{}, &refusal{v: v, err: res.Err}
-	}
-	return res.Agent, nil
+// parse parses r's signature fields once for the verifiers of a route
+// that checks several signatures, or whose handler read the body (given
+// here, so that it is not read again).
+func (s *Server) parse(v *middleware.Verifier, r *http.Request, body []byte) *middleware.Signed {
+	s.parses.Add(1)
+	sr := v.Parse(r)
+	sr.SetBody(body)
+	return sr
 }
 
 // Handler returns the server's HTTP handler.
