@@ -182,12 +182,6 @@ func serve(t testing.TB, cfg middleware.Config, r *http.Request) result {
 	return res
 }
 
-var (
-	reCreated = regexp.MustCompile(`;created=\d+`)
-	reExpires = regexp.MustCompile(`;expires=\d+`)
-	reKeyID   = regexp.MustCompile(`;keyid="[^"]*"`)
-)
-
 // TestVerifyPolicy walks the verification policy step by step (docs/security.md): each case breaks one rule
 // and expects its code. Rejections before step 6 never consult the key
 // source, and no rejection records a nonce.

@@ -53,6 +53,7 @@ func SQLitePath(databaseURL string) (string, error) {
 	}
 	p, ok := strings.CutPrefix(rest, "//")
 	if !ok {
+		//lint:ignore ST1005 the message ends with the URL form sqlite::memory:
 		return "", fmt.Errorf("%w: want sqlite://PATH or sqlite::memory:", ErrUnsupportedDatabaseURL)
 	}
 	if i := strings.IndexByte(p, '?'); i >= 0 {

@@ -199,7 +199,8 @@ func stallServer(t *testing.T, stallAt int64, stall time.Duration) (base, addr s
 			mu.Unlock()
 		} else {
 			mu.RLock()
-			mu.RUnlock() //nolint:staticcheck // waits out a stall in progress
+			//lint:ignore SA2001 the empty critical section waits out a stall in progress
+			mu.RUnlock()
 		}
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprint(w, `{"uid":"agent-0123456789abcdef01234567"}`)

@@ -78,6 +78,7 @@ func resolveServerSettings(env *cliEnv, f serverFlags, needHostname bool) (serve
 		s.DatabaseURL = defaultServerDatabaseURL
 	}
 	if refserver.DatabaseKind(s.DatabaseURL) == "" {
+		//lint:ignore ST1005 the message ends with the URL form sqlite::memory:
 		return serverSettings{}, fmt.Errorf("DATABASE_URL %s is not supported: use postgres://USER:PASS@HOST:PORT/DATABASE, sqlite://PATH or sqlite::memory:", refserver.RedactURL(s.DatabaseURL))
 	}
 

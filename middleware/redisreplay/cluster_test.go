@@ -256,18 +256,25 @@ func TestCluster(t *testing.T) {
 	defer cancel()
 	admin := redis.NewClient(&redis.Options{Addr: nodes[1].addr, MaxRetries: -1})
 	defer admin.Close()
-	slots, err := admin.ClusterSlots(ctx).Result()
+	shards, err := admin.ClusterShards(ctx).Result()
 	if err != nil {
-		t.Fatalf("CLUSTER SLOTS: %v", err)
+		t.Fatalf("CLUSTER SHARDS: %v", err)
 	}
 	owner := func(storedKey string) string {
 		slot, err := admin.ClusterKeySlot(ctx, storedKey).Result()
 		if err != nil {
 			t.Fatalf("CLUSTER KEYSLOT: %v", err)
 		}
-		for _, s := range slots {
-			if int64(s.Start) <= slot && slot <= int64(s.End) && len(s.Nodes) > 0 {
-				return s.Nodes[0].Addr
+		for _, sh := range shards {
+			for _, r := range sh.Slots {
+				if r.Start > slot || slot > r.End {
+					continue
+				}
+				for _, n := range sh.Nodes {
+					if n.Role == "master" {
+						return net.JoinHostPort(n.IP, strconv.FormatInt(n.Port, 10))
+					}
+				}
 			}
 		}
 		t.Fatalf("slot %d has no master", slot)
