@@ -1,6 +1,6 @@
 module github.com/agentid/agentid
 
-go 1.26.8
+go 1.26.0
 
 require (
 	github.com/dunglas/httpsfv v1.1.2
