@@ -12,10 +12,27 @@ import (
 
 const module = "github.com/agentid/agentid"
 
+// The layering rules of the module's non-test files. Imports point down
+// only:
+//
+//	signer (the protocol's vocabulary) ← signer/agent ← cmd
+//	signer ← keyfetch ← middleware ← refserver ← cmd
+//
+// and besides:
+//   - leaf packages (the one bounded cache, the .env parser) import nothing
+//     of the module, so that every layer may use them;
+//   - signer does not import signer/agent (the agent client is above it);
+//   - only refserver links an ORM, a database driver or database/sql:
+//     below it they have no business, and cmd (its tests too) reaches the
+//     database only through refserver. middleware/metrics in particular
+//     links none, so idcli proxy, which counts with it, links none.
+
+// leaves are the packages that import nothing of the module.
+var leaves = []string{"signer/lru", "signer/envfile"}
+
 // layers lists, for each part of the module, the module packages its
-// non-test files may import (a prefix covers subpackages). Imports point
-// down only: signer (the protocol's vocabulary) ← signer/agent ← cmd, and
-// signer ← keyfetch ← middleware ← refserver ← cmd.
+// non-test files may import (a prefix covers subpackages); leaves may be
+// imported from anywhere. The first matching dir applies.
 var layers = []struct {
 	dir     string
 	allowed []string
@@ -28,14 +45,13 @@ var layers = []struct {
 	{"cmd", []string{"signer", "keyfetch", "middleware", "refserver", "cmd"}},
 }
 
-// forbiddenInCmd are the database drivers and ORMs the CLI must reach only
-// through refserver (its tests included).
-var forbiddenInCmd = []string{"gorm.io/", "github.com/jackc/", "github.com/glebarez/", "modernc.org/sqlite",
+// databasePackages are the ORMs, database drivers and database/sql, which
+// only refserver may import.
+var databasePackages = []string{"gorm.io/", "github.com/jackc/", "github.com/glebarez/", "modernc.org/sqlite",
 	"github.com/go-gormigrate/", "github.com/lib/pq", "github.com/mattn/go-sqlite3", "database/sql"}
 
 // TestLayering parses the import lines of every Go file of the module and
-// checks them: non-test files against the layers, and every file under cmd/
-// (tests too) against forbiddenInCmd.
+// checks them with violations.
 func TestLayering(t *testing.T) {
 	root, err := filepath.Abs("..")
 	if err != nil {
@@ -59,22 +75,13 @@ func TestLayering(t *testing.T) {
 			return err
 		}
 		checked++
+		imports := make([]string, 0, len(f.Imports))
 		for _, im := range f.Imports {
 			p, _ := strconv.Unquote(im.Path.Value)
-			if strings.HasPrefix(rel, "cmd/") {
-				for _, bad := range forbiddenInCmd {
-					if strings.HasPrefix(p, bad) {
-						t.Errorf("%s imports %s: the CLI reaches the database only through refserver", rel, p)
-					}
-				}
-			}
-			inner, ok := strings.CutPrefix(p, module+"/")
-			if !ok || strings.HasSuffix(rel, "_test.go") {
-				continue
-			}
-			if !allowedImport(rel, inner) {
-				t.Errorf("%s imports %s, which is above it", rel, p)
-			}
+			imports = append(imports, p)
+		}
+		for _, v := range violations(rel, imports) {
+			t.Error(v)
 		}
 		return nil
 	})
@@ -86,7 +93,94 @@ func TestLayering(t *testing.T) {
 	}
 }
 
+// TestLayeringRefuses shows that violations catches a wrong import of
+// each rule, and lets the right ones through.
+func TestLayeringRefuses(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		file, imports string
+		want          string // a substring of the violation; "" for none
+	}{
+		{"keyfetch/fetch.go", module + "/middleware", "above it"},
+		{"signer/base.go", module + "/signer/agent", "above it"},
+		{"signer/agent/agent.go", module + "/keyfetch", "above it"},
+		{"middleware/verify.go", module + "/refserver", "above it"},
+		{"refserver/server.go", module + "/cmd/idcli", "above it"},
+		{"signer/lru/lru.go", module + "/signer", "leaf package"},
+		{"signer/envfile/envfile.go", module + "/signer/lru", "leaf package"},
+		{"middleware/metrics/metrics.go", "gorm.io/gorm", "database"},
+		{"keyfetch/fetch.go", "database/sql", "database"},
+		{"cmd/idcli/server.go", "gorm.io/gorm", "database"},
+		{"cmd/idcli/server_test.go", "github.com/glebarez/sqlite", "database"},
+
+		{"keyfetch/fetch.go", module + "/signer/lru", ""},
+		{"refserver/server.go", module + "/signer/lru", ""},
+		{"cmd/idcli/server.go", module + "/signer/envfile", ""},
+		{"cmd/idcli/proxy.go", module + "/middleware/metrics", ""},
+		{"refserver/server.go", "gorm.io/gorm", ""},
+		{"refserver/dbtest/dbtest.go", "github.com/glebarez/sqlite", ""},
+		{"signer/signertest/signertest.go", module + "/signer", ""},
+		{"keyfetch/fetch_test.go", module + "/middleware", ""}, // tests may import upward
+	}
+	for _, tt := range tests {
+		got := violations(tt.file, []string{tt.imports})
+		switch {
+		case tt.want == "" && len(got) > 0:
+			t.Errorf("%s importing %s: %q, want no violation", tt.file, tt.imports, got)
+		case tt.want != "" && (len(got) != 1 || !strings.Contains(got[0], tt.want)):
+			t.Errorf("%s importing %s: %q, want one violation mentioning %q", tt.file, tt.imports, got, tt.want)
+		}
+	}
+}
+
+// violations returns what is wrong with file (a slash path from the module
+// root) importing imports.
+func violations(file string, imports []string) []string {
+	var out []string
+	test := strings.HasSuffix(file, "_test.go")
+	for _, p := range imports {
+		if !strings.HasPrefix(file, "refserver/") && (!test || strings.HasPrefix(file, "cmd/")) && isDatabase(p) {
+			out = append(out, file+" imports "+p+": only refserver links a database package (cmd reaches the database through it)")
+			continue
+		}
+		inner, ok := strings.CutPrefix(p, module+"/")
+		if !ok || test {
+			continue
+		}
+		if under(file, leaves) {
+			out = append(out, file+" imports "+p+": a leaf package imports nothing of the module")
+			continue
+		}
+		if !allowedImport(file, inner) {
+			out = append(out, file+" imports "+p+", which is above it")
+		}
+	}
+	return out
+}
+
+func isDatabase(pkg string) bool {
+	for _, bad := range databasePackages {
+		if strings.HasPrefix(pkg, bad) {
+			return true
+		}
+	}
+	return false
+}
+
+// under reports whether file is in one of the packages dirs (or below).
+func under(file string, dirs []string) bool {
+	for _, d := range dirs {
+		if strings.HasPrefix(file, d+"/") {
+			return true
+		}
+	}
+	return false
+}
+
 func allowedImport(file, pkg string) bool {
+	if under(pkg+"/", leaves) {
+		return true
+	}
 	for _, l := range layers {
 		if !strings.HasPrefix(file, l.dir+"/") {
 			continue
