@@ -16,7 +16,7 @@ import (
 func BenchmarkKeyCacheHit(b *testing.B) {
 	k := testKey(1)
 	srv := newDirServerB(b, serveKeys("max-age=3600", "", k))
-	f := keyfetch.New(keyfetch.Config{TrustedHosts: []string{"127.0.0.1"}, AllowHTTP: true, AllowPrivateNetworks: true})
+	f := keyfetch.New(keyfetch.Config{TrustedHosts: []string{"127.0.0.1:*"}, AllowHTTP: true, AllowPrivateNetworks: true})
 	ctx := context.Background()
 	set := agentSet(b, srv)
 	if _, err := f.Key(ctx, set, k.JWK.Kid); err != nil {
