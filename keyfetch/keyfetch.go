@@ -53,11 +53,14 @@
 // must be the RFC 7638 thumbprint of a key of the set, its created and
 // expires must hold the current time (Skew allowed), and it must verify.
 // A response whose directory signature fails is not used: the fetch fails
-// (ErrDirectorySignature) and the last good set keeps serving. Unsigned
-// responses are accepted unless RequireSignedDirectories is set
-// (ErrUnsignedDirectory). Signatures with other tags are ignored. Such a
-// signature covers the authority, not the body: it shows that the holder of
-// a key of the set vouches for the host serving it.
+// (ErrDirectorySignature) and the last good set keeps serving. Signatures
+// with other tags are ignored. A signature over the authority alone shows
+// that the holder of a key of the set vouches for the host serving it, not
+// for the body; one that also covers content-digest, with a Content-Digest
+// matching the body (checked), authenticates the keys themselves
+// (Report.Authenticated). RequireSignedDirectories requires such a
+// signature (ErrUnsignedDirectory otherwise); without it, unsigned and
+// authority-only responses are accepted.
 //
 // # Trust
 //
@@ -66,7 +69,20 @@
 // AllowHTTP), and, unless AllowPrivateNetworks is set, the addresses it
 // resolves to must be public (checked when dialing, so DNS rebinding cannot
 // bypass it). This holds for a card's jwks_uri as for the key-set URL
-// itself. Untrusted key sets are never fetched and never cached.
+// itself. Untrusted key sets are never fetched and never cached. A
+// TrustedHosts entry without a port means the scheme's default port;
+// "host:*" means any port. Refusals name their cause in their text and as a
+// Reason (ReasonOf): the host and the patterns, AllowHTTP,
+// AllowPrivateNetworks, or the fetch's status or network error.
+//
+// # Fetch bounds
+//
+// Concurrent lookups of a key set share one fetch, which runs at most
+// Timeout and is cancelled as soon as every caller waiting for it has gone
+// (a client hanging up ends its fetch); an abandoned fetch is not
+// remembered. A lookup waits at most Timeout. At most MaxFetchesPerHost
+// fetches run to one host at a time; a lookup that would start another
+// fails at once (ErrHostBusy).
 //
 // # Local development
 //
@@ -75,9 +91,9 @@
 // then ::1, never asking the system resolver, which often does not know
 // *.localhost. So an agent registered on a reference server at
 // http://localhost:3000, signing with Signature-Agent
-// "http://agent-….localhost:3000", verifies with
+// "http://agent-….localhost:3000", verifies with LocalDevelopment():
 //
-//	keyfetch.Config{TrustedHosts: []string{"*.localhost"}, AllowHTTP: true, AllowPrivateNetworks: true}
+//	keyfetch.Config{TrustedHosts: []string{"*.localhost:*"}, AllowHTTP: true, AllowPrivateNetworks: true}
 //
 // Without AllowPrivateNetworks those names are refused before any
 // connection (ErrPrivateAddress).
@@ -94,12 +110,22 @@
 // the next refresh. Concurrent lookups of a key set share one fetch. A
 // keyid absent from a fresh set forces one refresh per key set per
 // RefreshCooldown; other lookups meanwhile get signer.ErrUnknownKey at
-// once. A failed fetch is remembered for NegativeTTL. The stale window:
+// once. A failed fetch is remembered for NegativeTTL (both at most
+// MaxNegativeTTL, 5 minutes, as protocol-01 asks). The stale window:
 // while refreshes fail, the last good set keeps serving for up to MaxStale
 // past its expiry; it is replaced by the next successful fetch and never
 // evicted because a fetch failed (when more than MaxOrigins key sets are
-// cached, entries with nothing left to serve go first). A 404 or 410 is an
-// authoritative empty set (signer.ErrUnknownKey), not a failure.
+// cached, entries with nothing left to serve go first). Only a 200 delivers
+// keys. A 404 or 410 on the first fetch is an authoritative empty set
+// (signer.ErrUnknownKey); after a set was served it is a failed refresh,
+// and the last good set keeps serving.
+//
+// Admission: a key set is cached on probation (MaxProbation) until it is
+// admitted, when the verifier reports a verified signature by one of its
+// keys (Verified) or its response carries a directory signature covering
+// its body. Sets on probation evict only each other, so lookups naming new
+// key sets cannot push out one whose signatures verified (MaxOrigins
+// bounds the admitted ones).
 package keyfetch
 
 import (
@@ -569,7 +595,7 @@ func (f *Fetcher) fetchAndStore(ctx context.Context, set signer.KeySet) (*entry,
 	now := f.cfg.Now()
 	c := &f.cfg
 	switch {
-	case context.Cause(ctx) == errAbandoned:
+	case ferr != nil && context.Cause(ctx) == errAbandoned:
 		// Nobody waits: remember nothing, so a caller hanging up cannot
 		// make a key set fail for the others.
 		return nil, &FetchError{URL: set.URL, Err: errAbandoned}
