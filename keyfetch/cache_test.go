@@ -203,6 +203,7 @@ func TestCallerGivesUpWithoutCancellingSharedFetch(t *testing.T) {
 	<-entered
 	errB := make(chan error, 1)
 	go func() { _, err := f.Key(context.Background(), set, k.JWK.Kid); errB <- err }()
+	waitFor(t, func() bool { return f.Waiters(set) == 2 })
 	cancelA()
 	if err := <-errA; !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled caller error = %v, want context.Canceled", err)
@@ -380,5 +381,17 @@ func TestNoStaleServingWhenDisabled(t *testing.T) {
 	clk.Advance(61 * time.Second)
 	if _, err := f.Key(context.Background(), agentSet(t, srv.URL), k1.JWK.Kid); errKind(err) != "fetch" {
 		t.Errorf("Key error = %v, want a FetchError", err)
+	}
+}
+
+// waitFor polls cond until it holds, failing the test after 10 seconds.
+func waitFor(t testing.TB, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached within 10s")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

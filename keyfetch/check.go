@@ -40,7 +40,12 @@ type Report struct {
 	// signatures verified. A signature that fails is a problem: the
 	// response would not be used.
 	Signed, Verified bool
-	SignedBy         []string
+	// Authenticated reports that a verified directory signature on the
+	// response holding the keys covers content-digest, and that the
+	// Content-Digest matches the body: the keys themselves are vouched
+	// for, which RequireSignedDirectories requires.
+	Authenticated bool
+	SignedBy      []string
 	// Problems make the key set (or some of its keys) unusable: the fetch
 	// error, and each skipped key with the reason.
 	Problems []string
@@ -78,7 +83,7 @@ func (f *Fetcher) CheckKeySet(ctx context.Context, set signer.KeySet) (*Report, 
 			r.TTLNote = "jwks_uri " + o.jwks.ttlNote
 		}
 		r.Keys = o.keys
-		r.Signed, r.Verified, r.SignedBy = o.signed, o.verified, o.signedBy
+		r.Signed, r.Verified, r.Authenticated, r.SignedBy = o.signed, o.verified, o.authenticated, o.signedBy
 		r.Problems = append(r.Problems, o.problems...)
 		r.Warnings = append(r.Warnings, o.notes...)
 		if o.notFound != 0 {

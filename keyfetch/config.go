@@ -31,6 +31,14 @@ const (
 	DefaultUserAgent       = "agentid-keyfetch/1"
 )
 
+// DefaultMaxFetchesPerHost is the default of Config.MaxFetchesPerHost.
+const DefaultMaxFetchesPerHost = 4
+
+// MaxNegativeTTL is the longest a failure or an unknown keyid is
+// remembered (web-bot-auth protocol-01): Config.NegativeTTL and
+// Config.RefreshCooldown above it are lowered to it.
+const MaxNegativeTTL = 5 * time.Minute
+
 // Config configures a Fetcher. The zero value of every field is the strict,
 // safe default; the zero Config itself is valid but trusts no host, so every
 // lookup is refused with signer.ErrUntrustedAgent.
@@ -41,10 +49,12 @@ type Config struct {
 	// ending in ".suffix" on a label boundary: "*.example.com" matches
 	// "a.example.com" and "a.b.example.com" but not "example.com" nor
 	// "evilexample.com". A wildcard never matches an IP address. Matching
-	// is case-insensitive. An entry without a port matches the host on any
-	// port; "host:port" matches only that port (the scheme's default port
-	// when the URL names none). The check happens before any network I/O.
-	// If empty, no host is trusted and every lookup is refused.
+	// is case-insensitive. An entry without a port matches only the URL
+	// scheme's default port (443 for https, 80 for http); "host:port"
+	// matches only that port (a URL naming no port is on its scheme's
+	// default port); "host:*" matches any port. The check happens before
+	// any network I/O. If empty, no host is trusted, every lookup is
+	// refused, and New logs a warning.
 	TrustedHosts []string
 
 	// AllowHTTP permits http:// key-set URLs. If false, only https:// URLs
@@ -81,8 +91,19 @@ type Config struct {
 	HTTPClient *http.Client
 
 	// Timeout bounds one key-set fetch from dial to the last body byte (a
-	// card and its jwks_uri together). If 0, 5 seconds.
+	// card and its jwks_uri together), and each Key, Keys or CheckKeySet
+	// call: a caller waits at most Timeout for its answer, however many
+	// callers share the fetch. A shared fetch is cancelled as soon as every
+	// caller waiting for it has gone (its context done), and nothing is
+	// remembered of it. If 0, 5 seconds.
 	Timeout time.Duration
+
+	// MaxFetchesPerHost caps the fetches in flight to one host (host:port
+	// of the URL fetched). A lookup that would start one more fails at once
+	// with a *FetchError wrapping ErrHostBusy (ReasonHostBusy), which is
+	// not remembered, so one slow trusted host cannot hold more than this
+	// many requests at a time. If 0, 4; negative: no limit.
+	MaxFetchesPerHost int
 
 	// MaxBodyBytes caps each document's body; a larger body is a fetch
 	// failure. If 0, 64 KiB.
@@ -103,12 +124,14 @@ type Config struct {
 
 	// RefreshCooldown limits refreshes forced by an unknown keyid on a
 	// fresh cache entry to one per key set per cooldown. If 0, 30 seconds;
-	// negative: an unknown keyid never forces a refresh.
+	// negative: an unknown keyid never forces a refresh. Above
+	// MaxNegativeTTL (5 minutes) it is lowered to 5 minutes.
 	RefreshCooldown time.Duration
 
 	// NegativeTTL is how long a fetch failure is remembered (no new fetch
 	// of that key set meanwhile), and how long a 404 or 410 key set counts
-	// as empty. If 0, 10 seconds; negative: failures are not cached.
+	// as empty. If 0, 10 seconds; negative: failures are not cached. Above
+	// MaxNegativeTTL (5 minutes) it is lowered to 5 minutes.
 	NegativeTTL time.Duration
 
 	// MaxStale is the stale window: how long past its expiry the last good
@@ -117,17 +140,29 @@ type Config struct {
 	// negative: never serve stale keys.
 	MaxStale time.Duration
 
-	// MaxOrigins caps the number of key sets held in the cache; beyond it
-	// entries with nothing left to serve (past their stale window, no
-	// failure to remember), then the least recently used, are evicted. If
-	// 0, 10000.
+	// MaxOrigins caps the number of admitted key sets held in the cache:
+	// those a verifier reported a verified signature for (Fetcher.Verified)
+	// or whose response carried a directory signature covering its body.
+	// Beyond it entries with nothing left to serve (past their stale
+	// window, no failure to remember), then the least recently used, are
+	// evicted. If 0, 10000.
 	MaxOrigins int
 
+	// MaxProbation caps the key sets held on probation: fetched, but not
+	// yet admitted. They are evicted among themselves (least recently used
+	// first) and never evict an admitted set, so lookups naming new key
+	// sets, however many, cannot push out a set that verified. If 0,
+	// MaxOrigins.
+	MaxProbation int
+
 	// RequireSignedDirectories refuses a key-set response that carries no
-	// signature tagged DirectorySignatureTag (a fetch failure: the last
-	// good set keeps serving). If false, unsigned responses are accepted.
-	// Either way a response whose directory signature is present but does
-	// not verify is refused.
+	// verified signature tagged DirectorySignatureTag covering both
+	// `"@authority";req` and `content-digest` (with a Content-Digest that
+	// matches the body): a fetch failure, and the last good set keeps
+	// serving. A signature over the authority alone vouches for the host,
+	// not for the keys, so it does not count. If false, unsigned responses
+	// are accepted. Either way a response whose directory signature is
+	// present but does not verify is refused.
 	RequireSignedDirectories bool
 
 	// Skew is the clock skew allowed when checking the created and expires
@@ -140,11 +175,30 @@ type Config struct {
 	Now func() time.Time
 
 	// Logger receives debug lines about fetches and warnings about skipped
-	// keys. If nil, nothing is logged.
+	// keys. If nil, nothing is logged, except New's warning that
+	// TrustedHosts is empty, which then goes to slog.Default().
 	Logger *slog.Logger
 
 	// UserAgent is sent with each fetch. If "", "agentid-keyfetch/1".
 	UserAgent string
+}
+
+// LocalDevelopment returns the Config for developing against a reference
+// server on this machine: it trusts every name under .localhost on any
+// port ("*.localhost:*"), over plain http, at private (loopback) addresses,
+// where keyfetch resolves those names to loopback itself (RFC 6761). An
+// agent registered on http://localhost:3000 signs with Signature-Agent
+// "http://<uid>.localhost:3000" and verifies with
+//
+//	keys := keyfetch.New(keyfetch.LocalDevelopment())
+//
+// Never use it in production: it opens plain http and private addresses.
+func LocalDevelopment() Config {
+	return Config{
+		TrustedHosts:         []string{"*.localhost:*"},
+		AllowHTTP:            true,
+		AllowPrivateNetworks: true,
+	}
 }
 
 // Validate reports whether c, once defaults are applied, is usable.
@@ -178,6 +232,9 @@ func (c Config) withDefaults() (settings, error) {
 	if c.MaxOrigins < 0 {
 		errs = append(errs, fmt.Errorf("MaxOrigins %d is negative", c.MaxOrigins))
 	}
+	if c.MaxProbation < 0 {
+		errs = append(errs, fmt.Errorf("MaxProbation %d is negative", c.MaxProbation))
+	}
 	c.Timeout = cmp.Or(c.Timeout, DefaultTimeout)
 	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, DefaultMaxBodyBytes)
 	c.MaxKeys = cmp.Or(c.MaxKeys, DefaultMaxKeys)
@@ -192,9 +249,12 @@ func (c Config) withDefaults() (settings, error) {
 		errs = append(errs, fmt.Errorf("DefaultTTL %v is outside [MinTTL %v, MaxTTL %v]", c.DefaultTTL, c.MinTTL, c.MaxTTL))
 	}
 	c.RefreshCooldown = cmp.Or(c.RefreshCooldown, DefaultRefreshCooldown)
-	c.NegativeTTL = cmp.Or(c.NegativeTTL, DefaultNegativeTTL)
+	c.RefreshCooldown = min(c.RefreshCooldown, MaxNegativeTTL)
+	c.NegativeTTL = min(cmp.Or(c.NegativeTTL, DefaultNegativeTTL), MaxNegativeTTL)
 	c.MaxStale = cmp.Or(c.MaxStale, DefaultMaxStale)
 	c.MaxOrigins = cmp.Or(c.MaxOrigins, DefaultMaxOrigins)
+	c.MaxProbation = cmp.Or(c.MaxProbation, c.MaxOrigins)
+	c.MaxFetchesPerHost = cmp.Or(c.MaxFetchesPerHost, DefaultMaxFetchesPerHost)
 	c.Skew = cmp.Or(c.Skew, DefaultSkew)
 	c.UserAgent = cmp.Or(c.UserAgent, DefaultUserAgent)
 	if c.Now == nil {
@@ -222,7 +282,7 @@ func (c Config) withDefaults() (settings, error) {
 type hostPattern struct {
 	host     string // exact host, or the suffix including its leading dot for a wildcard
 	wildcard bool
-	port     string // "" matches any port
+	port     string // "" matches the scheme's default port, "*" any port
 }
 
 func parsePattern(p string) (hostPattern, error) {
@@ -235,7 +295,7 @@ func parsePattern(p string) (hostPattern, error) {
 		return bad("empty")
 	}
 	if strings.Contains(p, "/") {
-		return bad("want a host such as \"*.example.com\" or \"host:port\", not a URL")
+		return bad("want a host such as \"*.example.com\", \"host:port\" or \"host:*\", not a URL")
 	}
 	host, port := p, ""
 	switch {
@@ -261,7 +321,7 @@ func parsePattern(p string) (hostPattern, error) {
 	case strings.Count(p, ":") > 1:
 		return bad("write an IPv6 address in brackets, e.g. \"[::1]\"")
 	}
-	if port != "" {
+	if port != "" && port != "*" {
 		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || strconv.Itoa(n) != port {
 			return bad("invalid port")
 		}
@@ -282,10 +342,19 @@ func parsePattern(p string) (hostPattern, error) {
 }
 
 // match reports whether host (lowercase, no brackets) on port (effective,
-// never "") matches p. isIP says whether host is an IP literal.
-func (p hostPattern) match(host, port string, isIP bool) bool {
-	if p.port != "" && p.port != port {
-		return false
+// never "") matches p; defaultPort is the URL scheme's default port. isIP
+// says whether host is an IP literal.
+func (p hostPattern) match(host, port, defaultPort string, isIP bool) bool {
+	switch p.port {
+	case "*":
+	case "":
+		if port != defaultPort {
+			return false
+		}
+	default:
+		if p.port != port {
+			return false
+		}
 	}
 	if !p.wildcard {
 		return host == p.host

@@ -96,7 +96,7 @@ func dialControl(network, address string, _ syscall.RawConn) error {
 	}
 	a, err := netip.ParseAddr(host)
 	if err != nil || !publicAddr(a) {
-		return fmt.Errorf("%w: %s", ErrPrivateAddress, host)
+		return fmt.Errorf("%w: %s (AllowPrivateNetworks is off)", ErrPrivateAddress, host)
 	}
 	return nil
 }
@@ -123,7 +123,7 @@ func (l localDialer) DialContext(ctx context.Context, network, addr string) (net
 		return l.d.DialContext(ctx, network, addr)
 	}
 	if !l.allowPrivate {
-		return nil, fmt.Errorf("%w: %s is a loopback name (RFC 6761)", ErrPrivateAddress, host)
+		return nil, fmt.Errorf("%w: %s is a loopback name (RFC 6761; AllowPrivateNetworks is off)", ErrPrivateAddress, host)
 	}
 	c, err := l.d.DialContext(ctx, network, net.JoinHostPort("127.0.0.1", port))
 	if err == nil || ctx.Err() != nil {

@@ -24,7 +24,7 @@ func Example() {
 	defer dir.Close()
 
 	keys := keyfetch.New(keyfetch.Config{
-		TrustedHosts: []string{"127.0.0.1"},
+		TrustedHosts: []string{"127.0.0.1:*"},
 		// Both switches only because the test server is plain http on loopback.
 		AllowHTTP:            true,
 		AllowPrivateNetworks: true,
@@ -66,7 +66,7 @@ func ExampleFetcher_Key_card() {
 	}))
 	defer srv.Close()
 
-	keys := keyfetch.New(keyfetch.Config{TrustedHosts: []string{"127.0.0.1"}, AllowHTTP: true, AllowPrivateNetworks: true})
+	keys := keyfetch.New(keyfetch.Config{TrustedHosts: []string{"127.0.0.1:*"}, AllowHTTP: true, AllowPrivateNetworks: true})
 	sa, _ := signer.ParseSignatureAgent([]string{`sig1="` + srv.URL + `/agent/card.json";type=cimd`})
 	m, _ := sa.Member("sig1")
 	set, _ := m.KeySet()

@@ -109,6 +109,11 @@ func (f *Fetcher) fetch(ctx context.Context, rawURL, etag string, kind signer.Ke
 	if err != nil {
 		return nil, fail(0, err)
 	}
+	host := strings.ToLower(req.URL.Host)
+	if !f.acquireHost(host) {
+		return nil, fail(0, fmt.Errorf("%w: %s already has %d (MaxFetchesPerHost)", ErrHostBusy, truncate(host), f.cfg.MaxFetchesPerHost))
+	}
+	defer f.releaseHost(host)
 	req.Header.Set("Accept", acceptHeader(kind))
 	req.Header.Set("User-Agent", f.cfg.UserAgent)
 	if etag != "" {
@@ -171,19 +176,20 @@ func (f *Fetcher) fetch(ctx context.Context, rawURL, etag string, kind signer.Ke
 
 // outcome is what resolving a key set learned, for the cache and for Check.
 type outcome struct {
-	doc         *response // the key-set URL's response (nil if none arrived)
-	jwks        *response // the response of a card's jwks_uri (nil otherwise)
-	jwksURL     string    // a card's jwks_uri
-	kept        bool      // 304: the cached keys stay
-	notFound    int       // 404 or 410: an authoritative empty set
-	notFoundURL string
-	keys        []signer.PublicKey
-	problems    []string // keys skipped, and why
-	notes       []string // accepted but worth fixing, for Check
-	ttl         time.Duration
-	signed      bool     // the response holding the keys carries a directory signature
-	verified    bool     // every directory signature of the responses verified
-	signedBy    []string // thumbprints of the keys whose directory signatures verified
+	doc           *response // the key-set URL's response (nil if none arrived)
+	jwks          *response // the response of a card's jwks_uri (nil otherwise)
+	jwksURL       string    // a card's jwks_uri
+	kept          bool      // 304: the cached keys stay
+	notFound      int       // 404 or 410: an authoritative empty set
+	notFoundURL   string
+	keys          []signer.PublicKey
+	problems      []string // keys skipped, and why
+	notes         []string // accepted but worth fixing, for Check
+	ttl           time.Duration
+	signed        bool     // the response holding the keys carries a directory signature
+	verified      bool     // every directory signature of the responses verified
+	authenticated bool     // a verified directory signature covers the keys' body (content-digest)
+	signedBy      []string // thumbprints of the keys whose directory signatures verified
 }
 
 // resolve fetches the key set set: its URL, and for a card that names its

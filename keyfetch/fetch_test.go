@@ -170,7 +170,13 @@ func TestTrustedHostPatterns(t *testing.T) {
 		{[]string{"*.example.com"}, "https://evilexample.com", false},
 		{[]string{"*.example.com"}, "https://a.evilexample.com", false},
 		{[]string{"*.example.com"}, "https://example.com.evil.net", false},
-		{[]string{"*.example.com"}, "https://a.example.com:8443", true},
+		{[]string{"*.example.com"}, "https://a.example.com:8443", false},
+		{[]string{"*.example.com"}, "https://a.example.com:443", true},
+		{[]string{"*.example.com:*"}, "https://a.example.com:8443", true},
+		{[]string{"example.com"}, "http://example.com:80", true},
+		{[]string{"example.com"}, "http://example.com:443", false},
+		{[]string{"example.com"}, "https://example.com:80", false},
+		{[]string{"example.com:*"}, "http://example.com:8080", true},
 		{[]string{"*.Example.COM"}, "https://A.example.com", true},
 		{[]string{"example.com"}, "https://example.com", true},
 		{[]string{"example.com"}, "https://a.example.com", false},
@@ -184,8 +190,12 @@ func TestTrustedHostPatterns(t *testing.T) {
 		{[]string{"example.com:8443"}, "https://example.com", false},
 		{[]string{"example.com:443"}, "https://example.com", true},
 		{[]string{"example.com:443"}, "http://example.com", false},
-		{[]string{"*.localhost"}, "http://agent-x.localhost:3000", true},
-		{[]string{"[::1]"}, "http://[::1]:8080", true},
+		{[]string{"*.localhost"}, "http://agent-x.localhost:3000", false},
+		{[]string{"*.localhost:*"}, "http://agent-x.localhost:3000", true},
+		{[]string{"*.localhost:3000"}, "http://agent-x.localhost:3000", true},
+		{[]string{"[::1]"}, "http://[::1]:8080", false},
+		{[]string{"[::1]"}, "http://[::1]", true},
+		{[]string{"[::1]:*"}, "http://[::1]:8080", true},
 		{[]string{"[::1]:8080"}, "http://[::1]:9090", false},
 		{[]string{"a.com", "*.b.com"}, "https://x.b.com/", true},
 		{[]string{"*.example.com"}, "https://a..example.com", false},
@@ -249,7 +259,7 @@ func TestPrivateAddressRefusedAtDial(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := keyfetch.New(keyfetch.Config{
-				TrustedHosts: []string{"127.0.0.1", "localhost"},
+				TrustedHosts: []string{"127.0.0.1:*", "localhost:*"},
 				AllowHTTP:    true,
 			})
 			before := srv.accepts.Load()
@@ -298,7 +308,7 @@ func TestConfigValidate(t *testing.T) {
 		wantErr string
 	}{
 		{name: "zero config", cfg: keyfetch.Config{}},
-		{name: "patterns", cfg: keyfetch.Config{TrustedHosts: []string{"a.com", "*.b.com", "c.com:8443", "[::1]", "[::1]:80", "10.0.0.1"}}},
+		{name: "patterns", cfg: keyfetch.Config{TrustedHosts: []string{"a.com", "*.b.com", "c.com:8443", "[::1]", "[::1]:80", "[::1]:*", "d.com:*", "*.e.com:*", "10.0.0.1"}}},
 		{name: "url instead of host", cfg: keyfetch.Config{TrustedHosts: []string{"https://a.com"}}, wantErr: "not a URL"},
 		{name: "empty pattern", cfg: keyfetch.Config{TrustedHosts: []string{""}}, wantErr: "empty"},
 		{name: "inner wildcard", cfg: keyfetch.Config{TrustedHosts: []string{"a.*.com"}}, wantErr: "wildcard"},

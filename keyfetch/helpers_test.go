@@ -118,7 +118,7 @@ func serveStatus(code int) http.HandlerFunc {
 // testConfig trusts loopback over http, as tests need.
 func testConfig(c *clock) keyfetch.Config {
 	return keyfetch.Config{
-		TrustedHosts:         []string{"127.0.0.1"},
+		TrustedHosts:         []string{"127.0.0.1:*"},
 		AllowHTTP:            true,
 		AllowPrivateNetworks: true,
 		Now:                  c.Now,

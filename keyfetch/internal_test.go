@@ -82,7 +82,7 @@ func TestCacheIsBoundedByMaxOrigins(t *testing.T) {
 	}))
 	defer srv.Close()
 	port := srv.URL[strings.LastIndex(srv.URL, ":")+1:]
-	f := New(Config{TrustedHosts: []string{"127.0.0.1", "localhost", "*.localhost"}, AllowHTTP: true, AllowPrivateNetworks: true, MaxOrigins: 2})
+	f := New(Config{TrustedHosts: []string{"127.0.0.1:*", "localhost:*", "*.localhost:*"}, AllowHTTP: true, AllowPrivateNetworks: true, MaxOrigins: 2})
 	agents := []string{srv.URL, "http://localhost:" + port, "http://a.localhost:" + port, "http://b.localhost:" + port}
 	var last signer.KeySet
 	for _, a := range agents {
@@ -121,7 +121,7 @@ func TestEvictionKeepsStaleSets(t *testing.T) {
 	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	var mu sync.Mutex
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	f := New(Config{TrustedHosts: []string{"127.0.0.1"}, AllowHTTP: true, AllowPrivateNetworks: true, MaxOrigins: 2, Now: clock})
+	f := New(Config{TrustedHosts: []string{"127.0.0.1:*"}, AllowHTTP: true, AllowPrivateNetworks: true, MaxOrigins: 2, Now: clock})
 	set := func(path string) signer.KeySet {
 		s, err := signer.ParseKeySetURL(srv.URL + path)
 		if err != nil {

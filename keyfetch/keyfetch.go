@@ -53,11 +53,14 @@
 // must be the RFC 7638 thumbprint of a key of the set, its created and
 // expires must hold the current time (Skew allowed), and it must verify.
 // A response whose directory signature fails is not used: the fetch fails
-// (ErrDirectorySignature) and the last good set keeps serving. Unsigned
-// responses are accepted unless RequireSignedDirectories is set
-// (ErrUnsignedDirectory). Signatures with other tags are ignored. Such a
-// signature covers the authority, not the body: it shows that the holder of
-// a key of the set vouches for the host serving it.
+// (ErrDirectorySignature) and the last good set keeps serving. Signatures
+// with other tags are ignored. A signature over the authority alone shows
+// that the holder of a key of the set vouches for the host serving it, not
+// for the body; one that also covers content-digest, with a Content-Digest
+// matching the body (checked), authenticates the keys themselves
+// (Report.Authenticated). RequireSignedDirectories requires such a
+// signature (ErrUnsignedDirectory otherwise); without it, unsigned and
+// authority-only responses are accepted.
 //
 // # Trust
 //
@@ -66,7 +69,20 @@
 // AllowHTTP), and, unless AllowPrivateNetworks is set, the addresses it
 // resolves to must be public (checked when dialing, so DNS rebinding cannot
 // bypass it). This holds for a card's jwks_uri as for the key-set URL
-// itself. Untrusted key sets are never fetched and never cached.
+// itself. Untrusted key sets are never fetched and never cached. A
+// TrustedHosts entry without a port means the scheme's default port;
+// "host:*" means any port. Refusals name their cause in their text and as a
+// Reason (ReasonOf): the host and the patterns, AllowHTTP,
+// AllowPrivateNetworks, or the fetch's status or network error.
+//
+// # Fetch bounds
+//
+// Concurrent lookups of a key set share one fetch, which runs at most
+// Timeout and is cancelled as soon as every caller waiting for it has gone
+// (a client hanging up ends its fetch); an abandoned fetch is not
+// remembered. A lookup waits at most Timeout. At most MaxFetchesPerHost
+// fetches run to one host at a time; a lookup that would start another
+// fails at once (ErrHostBusy).
 //
 // # Local development
 //
@@ -75,9 +91,9 @@
 // then ::1, never asking the system resolver, which often does not know
 // *.localhost. So an agent registered on a reference server at
 // http://localhost:3000, signing with Signature-Agent
-// "http://agent-….localhost:3000", verifies with
+// "http://agent-….localhost:3000", verifies with LocalDevelopment():
 //
-//	keyfetch.Config{TrustedHosts: []string{"*.localhost"}, AllowHTTP: true, AllowPrivateNetworks: true}
+//	keyfetch.Config{TrustedHosts: []string{"*.localhost:*"}, AllowHTTP: true, AllowPrivateNetworks: true}
 //
 // Without AllowPrivateNetworks those names are refused before any
 // connection (ErrPrivateAddress).
@@ -94,25 +110,38 @@
 // the next refresh. Concurrent lookups of a key set share one fetch. A
 // keyid absent from a fresh set forces one refresh per key set per
 // RefreshCooldown; other lookups meanwhile get signer.ErrUnknownKey at
-// once. A failed fetch is remembered for NegativeTTL. The stale window:
+// once. A failed fetch is remembered for NegativeTTL (both at most
+// MaxNegativeTTL, 5 minutes, as protocol-01 asks). The stale window:
 // while refreshes fail, the last good set keeps serving for up to MaxStale
 // past its expiry; it is replaced by the next successful fetch and never
 // evicted because a fetch failed (when more than MaxOrigins key sets are
-// cached, entries with nothing left to serve go first). A 404 or 410 is an
-// authoritative empty set (signer.ErrUnknownKey), not a failure.
+// cached, entries with nothing left to serve go first). Only a 200 delivers
+// keys. A 404 or 410 on the first fetch is an authoritative empty set
+// (signer.ErrUnknownKey); after a set was served it is a failed refresh,
+// and the last good set keeps serving.
+//
+// Admission: a key set is cached on probation (MaxProbation) until it is
+// admitted, when the verifier reports a verified signature by one of its
+// keys (Verified) or its response carries a directory signature covering
+// its body. Sets on probation evict only each other, so lookups naming new
+// key sets cannot push out one whose signatures verified (MaxOrigins
+// bounds the admitted ones).
 package keyfetch
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
-
-	"golang.org/x/sync/singleflight"
 
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/lru"
@@ -124,9 +153,26 @@ type Fetcher struct {
 	cfg    settings
 	client *http.Client
 
-	entries *lru.Cache[cacheKey, *entry] // entries are immutable once stored
-	mu      sync.Mutex                   // serialises writers of entries
-	group   singleflight.Group
+	// Entries are immutable once stored. A key set lives in probation until
+	// it is admitted (Verified, or a directory signature covering its
+	// body), then in entries; probation entries never evict admitted ones.
+	entries   *lru.Cache[cacheKey, *entry]
+	probation *lru.Cache[cacheKey, *entry]
+	mu        sync.Mutex // serialises writers of entries and probation
+
+	fmu     sync.Mutex         // guards flights and busy
+	flights map[string]*flight // shared fetches in flight, by kind and URL
+	busy    map[string]int     // fetches in flight per host:port
+}
+
+// flight is one shared fetch of a key set. waiters counts the callers
+// waiting for it; when the last one leaves, the fetch is cancelled.
+type flight struct {
+	done    chan struct{} // closed when e and err are set
+	e       *entry
+	err     error
+	waiters int
+	cancel  context.CancelCauseFunc
 }
 
 // cacheKey identifies a cached key set: the same URL read as a directory
@@ -155,6 +201,7 @@ type entry struct {
 	err        error     // last fetch failure, nil after a success
 	errUntil   time.Time // err is returned without fetching until then
 	forcedAt   time.Time // last refresh forced by an unknown keyid
+	admitted   bool      // verified once: held in entries, not probation
 }
 
 // New returns a Fetcher for cfg. It panics if cfg is invalid; call
@@ -164,7 +211,21 @@ func New(cfg Config) *Fetcher {
 	if err != nil {
 		panic(err)
 	}
-	f := &Fetcher{cfg: s, entries: lru.New[cacheKey, *entry](s.MaxOrigins, 0, nil)}
+	f := &Fetcher{
+		cfg:       s,
+		entries:   lru.New[cacheKey, *entry](s.MaxOrigins, 0, nil),
+		probation: lru.New[cacheKey, *entry](s.MaxProbation, 0, nil),
+		flights:   map[string]*flight{},
+		busy:      map[string]int{},
+	}
+	if len(s.TrustedHosts) == 0 {
+		lg := cfg.Logger
+		if lg == nil {
+			lg = slog.Default()
+		}
+		lg.Warn("keyfetch: TrustedHosts is empty, so every key set is refused (untrusted_signature_agent): " +
+			`name your agents' hosts, e.g. TrustedHosts: []string{"*.agentid.example"}, or use keyfetch.LocalDevelopment() for a server on this machine`)
+	}
 	if s.HTTPClient == nil {
 		f.client = newHTTPClient(s.AllowPrivateNetworks, s.Timeout)
 	} else {
@@ -176,22 +237,25 @@ func New(cfg Config) *Fetcher {
 }
 
 // TrustURL reports whether the trust policy lets f fetch rawURL: nil, or an
-// error wrapping signer.ErrUntrustedAgent that says why not (scheme, a
-// malformed URL, a host outside TrustedHosts). It does no I/O; Key, Keys
-// and Check apply it to every URL before fetching it.
+// *UntrustedError (wrapping signer.ErrUntrustedAgent) that says why not:
+// a malformed URL, the scheme, a host matching no TrustedHosts pattern
+// (naming the host and the patterns). It does no I/O; Key, Keys and Check
+// apply it to every URL before fetching it.
 func (f *Fetcher) TrustURL(rawURL string) error {
 	untrusted := func(format string, args ...any) error {
-		return &UntrustedError{URL: rawURL, reason: fmt.Sprintf(format, args...)}
+		return &UntrustedError{URL: rawURL, Reason: ReasonInvalidURL, reason: fmt.Sprintf(format, args...)}
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil || u.Opaque != "" || u.User != nil || u.Fragment != "" || u.Host == "" {
 		return untrusted("%q is not an absolute http(s) URL without user information or fragment", truncate(rawURL))
 	}
+	defaultPort := "443"
 	switch scheme := strings.ToLower(u.Scheme); {
 	case scheme == "https":
 	case scheme == "http" && f.cfg.AllowHTTP:
+		defaultPort = "80"
 	case scheme == "http":
-		return &UntrustedError{URL: rawURL, Host: u.Host, HTTP: true, reason: fmt.Sprintf("http scheme refused (AllowHTTP is off) for %q", truncate(rawURL))}
+		return &UntrustedError{URL: rawURL, Host: u.Host, HTTP: true, Reason: ReasonHTTPRefused, reason: fmt.Sprintf("http scheme refused (AllowHTTP is off) for %q", truncate(rawURL))}
 	default:
 		return untrusted("scheme %q refused", truncate(u.Scheme))
 	}
@@ -210,20 +274,39 @@ func (f *Fetcher) TrustURL(rawURL string) error {
 	if isIP != strings.HasPrefix(u.Host, "[") && a.Is6() {
 		return untrusted("%q: IPv6 must be bracketed", truncate(rawURL))
 	}
-	port := u.Port()
-	if port == "" {
-		port = "443"
-		if strings.EqualFold(u.Scheme, "http") {
-			port = "80"
-		}
-	}
+	port := cmp.Or(u.Port(), defaultPort)
 	for _, p := range f.cfg.patterns {
-		if p.match(host, port, isIP) {
+		if p.match(host, port, defaultPort, isIP) {
 			return nil
 		}
 	}
-	return &UntrustedError{URL: rawURL, Host: strings.ToLower(u.Host),
-		reason: fmt.Sprintf("host %q is not in TrustedHosts", truncate(strings.ToLower(u.Host)))}
+	hp := strings.ToLower(u.Host)
+	if u.Port() == "" {
+		hp = net.JoinHostPort(host, port)
+	}
+	return &UntrustedError{URL: rawURL, Host: strings.ToLower(u.Host), Reason: ReasonUntrustedHost, Patterns: f.cfg.TrustedHosts,
+		reason: fmt.Sprintf("host %s matches no TrustedHosts pattern %s (an entry without a port means the scheme's default port; \"host:*\" means any port)", truncate(hp), patternList(f.cfg.TrustedHosts))}
+}
+
+// patternList renders TrustedHosts for a message, at most 8 entries.
+func patternList(ps []string) string {
+	if len(ps) == 0 {
+		return "(TrustedHosts is empty: no host is trusted)"
+	}
+	var b strings.Builder
+	b.WriteByte('[')
+	for i, p := range ps {
+		if i == 8 {
+			fmt.Fprintf(&b, " …%d more", len(ps)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(strconv.Quote(truncate(p)))
+	}
+	b.WriteByte(']')
+	return b.String()
 }
 
 // UntrustedError reports a URL the trust policy refuses (nothing was
@@ -234,6 +317,12 @@ type UntrustedError struct {
 	// Host is its host[:port] as a TrustedHosts entry names it ("" when the
 	// URL is malformed).
 	Host string
+	// Reason says why: ReasonInvalidURL, ReasonHTTPRefused or
+	// ReasonUntrustedHost.
+	Reason Reason
+	// Patterns are the TrustedHosts entries none of which matched (with
+	// ReasonUntrustedHost).
+	Patterns []string
 	// HTTP reports a plain-http URL refused because AllowHTTP is off.
 	HTTP bool
 	// CardJWKS reports that the URL is the jwks_uri a Signature Agent Card
@@ -338,7 +427,7 @@ func (f *Fetcher) unknownOnFresh(ctx context.Context, set signer.KeySet, keyID s
 	}
 	ne := *e
 	ne.forcedAt = now
-	f.entries.Add(k, &ne)
+	f.storeLocked(k, &ne, now)
 	f.mu.Unlock()
 	f.cfg.Logger.Debug("keyfetch: unknown keyid forces a refresh", "url", e.url, "kid", keyID)
 	e2, err := f.refresh(ctx, set, &ne)
@@ -383,36 +472,116 @@ func (e *entry) lookup(keyID string, wellKnown bool, now time.Time) (signer.Publ
 }
 
 func (f *Fetcher) load(k cacheKey) *entry {
-	e, _ := f.entries.Get(k)
+	if e, ok := f.entries.Get(k); ok {
+		return e
+	}
+	e, _ := f.probation.Get(k)
 	return e
+}
+
+// Verified reports that a signature by a key of set verified. The key set
+// leaves probation: from then on, lookups naming other key sets, however
+// many, cannot evict it (only other admitted sets can, beyond
+// MaxOrigins). A verifier calls it after each successful verification; it
+// is cheap once the set is admitted, and does nothing for a set that is
+// not cached.
+func (f *Fetcher) Verified(set signer.KeySet) {
+	k := keyOf(set)
+	if e := f.load(k); e == nil || e.admitted {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	e := f.load(k)
+	if e == nil || e.admitted {
+		return
+	}
+	ne := *e
+	ne.admitted = true
+	f.storeLocked(k, &ne, f.cfg.Now())
+	f.cfg.Logger.Debug("keyfetch: key set admitted", "url", e.url)
 }
 
 // refresh fetches set once for all concurrent callers and stores the
 // outcome. seen is the entry the caller found (nil if none): if another
 // flight stored a usable entry since, that one is returned without fetching
-// again. The fetch runs detached from ctx with its own timeout; ctx only
-// bounds this caller's wait.
+// again. The fetch runs detached from ctx with its own timeout, and is
+// cancelled when every caller waiting for it has given up on its ctx; an
+// abandoned fetch stores nothing.
 func (f *Fetcher) refresh(ctx context.Context, set signer.KeySet, seen *entry) (*entry, error) {
-	k := keyOf(set)
-	ch := f.group.DoChan(set.Kind.String()+" "+set.URL, func() (any, error) {
-		if cur := f.load(k); cur != nil && cur != seen {
+	key := set.Kind.String() + " " + set.URL
+	f.fmu.Lock()
+	fl := f.flights[key]
+	if fl == nil {
+		fctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+		fl = &flight{done: make(chan struct{}), cancel: cancel}
+		f.flights[key] = fl
+		go f.fly(fctx, key, fl, set, seen)
+	}
+	fl.waiters++
+	f.fmu.Unlock()
+	select {
+	case <-fl.done:
+		return fl.e, fl.err
+	case <-ctx.Done():
+		f.fmu.Lock()
+		if fl.waiters--; fl.waiters == 0 {
+			fl.cancel(errAbandoned)
+			if f.flights[key] == fl { // later callers start a fresh fetch
+				delete(f.flights, key)
+			}
+		}
+		f.fmu.Unlock()
+		return nil, &FetchError{URL: set.URL, Err: fmt.Errorf("gave up waiting: %w", ctx.Err())}
+	}
+}
+
+// fly runs the shared fetch fl.
+func (f *Fetcher) fly(ctx context.Context, key string, fl *flight, set signer.KeySet, seen *entry) {
+	defer fl.cancel(nil)
+	e, err := func() (*entry, error) {
+		if cur := f.load(keyOf(set)); cur != nil && cur != seen {
 			now := f.cfg.Now()
 			if now.Before(cur.freshUntil) || (cur.err != nil && now.Before(cur.errUntil)) {
 				return cur, nil
 			}
 		}
-		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.cfg.Timeout)
+		tctx, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
 		defer cancel()
-		return f.fetchAndStore(fctx, set)
-	})
-	select {
-	case r := <-ch:
-		if r.Err != nil {
-			return nil, r.Err
-		}
-		return r.Val.(*entry), nil
-	case <-ctx.Done():
-		return nil, &FetchError{URL: set.URL, Err: fmt.Errorf("gave up waiting: %w", ctx.Err())}
+		return f.fetchAndStore(tctx, set)
+	}()
+	f.fmu.Lock()
+	if f.flights[key] == fl {
+		delete(f.flights, key)
+	}
+	f.fmu.Unlock()
+	fl.e, fl.err = e, err
+	close(fl.done)
+}
+
+// acquireHost takes one of MaxFetchesPerHost slots of host, reporting
+// false when none is free.
+func (f *Fetcher) acquireHost(host string) bool {
+	if f.cfg.MaxFetchesPerHost < 0 {
+		return true
+	}
+	f.fmu.Lock()
+	defer f.fmu.Unlock()
+	if f.busy[host] >= f.cfg.MaxFetchesPerHost {
+		return false
+	}
+	f.busy[host]++
+	return true
+}
+
+func (f *Fetcher) releaseHost(host string) {
+	if f.cfg.MaxFetchesPerHost < 0 {
+		return
+	}
+	f.fmu.Lock()
+	defer f.fmu.Unlock()
+	if f.busy[host]--; f.busy[host] <= 0 {
+		delete(f.busy, host)
 	}
 }
 
@@ -425,13 +594,21 @@ func (f *Fetcher) fetchAndStore(ctx context.Context, set signer.KeySet) (*entry,
 	o, ferr := f.resolve(ctx, set, prev)
 	now := f.cfg.Now()
 	c := &f.cfg
+	switch {
+	case ferr != nil && context.Cause(ctx) == errAbandoned:
+		// Nobody waits: remember nothing, so a caller hanging up cannot
+		// make a key set fail for the others.
+		return nil, &FetchError{URL: set.URL, Err: errAbandoned}
+	case errors.Is(ferr, ErrHostBusy):
+		return nil, ferr
+	}
 
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	cur := f.load(k)
 	ne := &entry{url: set.URL}
 	if cur != nil {
-		ne.forcedAt = cur.forcedAt
+		ne.forcedAt, ne.admitted = cur.forcedAt, cur.admitted
 	}
 	keep := func() { // carry the last good set over
 		if cur != nil && cur.has {
@@ -460,6 +637,11 @@ func (f *Fetcher) fetchAndStore(ctx context.Context, set signer.KeySet) (*entry,
 		c.Logger.Debug("keyfetch: key set not modified", "url", set.URL, "ttl", o.ttl)
 	case ferr == nil && o.kept:
 		ferr = &FetchError{URL: set.URL, StatusCode: http.StatusNotModified, Err: fmt.Errorf("status 304 without a cached copy")}
+	case ferr == nil && o.notFound != 0 && cur != nil && cur.has && cur.notFound == 0:
+		// Only a 200 delivers keys: a set served before is not wiped by a
+		// 404 or 410, which is a failed refresh like any other.
+		ferr = &FetchError{URL: o.notFoundURL, StatusCode: o.notFound,
+			Err: fmt.Errorf("status %d where a key set was served before: the last good set keeps serving within the stale window", o.notFound)}
 	case ferr == nil && o.notFound != 0:
 		ne.has, ne.notFound = true, o.notFound
 		ne.freshUntil = now.Add(max(c.NegativeTTL, 0))
@@ -474,6 +656,7 @@ func (f *Fetcher) fetchAndStore(ctx context.Context, set signer.KeySet) (*entry,
 			ne.jwksETag = o.jwks.etag
 		}
 		setTTL(o.ttl)
+		ne.admitted = ne.admitted || o.authenticated
 		for _, p := range o.problems {
 			c.Logger.Warn("keyfetch: "+p, "url", set.URL)
 		}
@@ -485,7 +668,7 @@ func (f *Fetcher) fetchAndStore(ctx context.Context, set signer.KeySet) (*entry,
 		ne.errUntil = now.Add(max(c.NegativeTTL, 0))
 		c.Logger.Warn("keyfetch: key set fetch failed", "url", set.URL, "err", ferr)
 	}
-	f.storeLocked(k, ne, cur == nil, now)
+	f.storeLocked(k, ne, now)
 	return ne, nil
 }
 
@@ -509,14 +692,21 @@ func index(keys []signer.PublicKey) (byThumb, byID map[string]signer.PublicKey) 
 	return byThumb, byID
 }
 
-// storeLocked stores e. A new key set that finds the cache full first
-// drops the dead entries (no set left to serve, no failure to remember);
-// if none is dead, the least recently used one goes. f.mu must be held.
-func (f *Fetcher) storeLocked(k cacheKey, e *entry, isNew bool, now time.Time) {
-	if isNew && f.entries.Len() >= f.cfg.MaxOrigins {
-		f.entries.RemoveFunc(func(_ cacheKey, old *entry) bool {
+// storeLocked stores e: in entries when it is admitted, else in
+// probation. A key set new to its segment that finds it full first drops
+// the segment's dead entries (no set left to serve, no failure to
+// remember); if none is dead, the segment's least recently used one goes.
+// f.mu must be held.
+func (f *Fetcher) storeLocked(k cacheKey, e *entry, now time.Time) {
+	seg, size := f.probation, f.cfg.MaxProbation
+	if e.admitted {
+		seg, size = f.entries, f.cfg.MaxOrigins
+		f.probation.Remove(k)
+	}
+	if _, held := seg.Get(k); !held && seg.Len() >= size {
+		seg.RemoveFunc(func(_ cacheKey, old *entry) bool {
 			return !now.Before(old.staleUntil) && !now.Before(old.errUntil)
 		})
 	}
-	f.entries.Add(k, e)
+	seg.Add(k, e)
 }

@@ -29,12 +29,12 @@ func TestLocalhostNames(t *testing.T) {
 		allowPrivate bool
 		want         string // ok, fetch
 	}{
-		{name: "uid host under .localhost", agent: "http://agent-x.localhost:" + port, trusted: []string{"*.localhost"}, allowPrivate: true, want: "ok"},
-		{name: "deeper name under .localhost", agent: "http://a.b.localhost:" + port, trusted: []string{"*.localhost"}, allowPrivate: true, want: "ok"},
-		{name: "localhost itself", agent: "http://localhost:" + port, trusted: []string{"localhost"}, allowPrivate: true, want: "ok"},
-		{name: "upper case", agent: "http://Agent-X.LOCALHOST:" + port, trusted: []string{"*.localhost"}, allowPrivate: true, want: "ok"},
-		{name: "refused without AllowPrivateNetworks", agent: "http://agent-x.localhost:" + port, trusted: []string{"*.localhost"}, want: "fetch"},
-		{name: "localhost refused without AllowPrivateNetworks", agent: "http://localhost:" + port, trusted: []string{"localhost"}, want: "fetch"},
+		{name: "uid host under .localhost", agent: "http://agent-x.localhost:" + port, trusted: []string{"*.localhost:*"}, allowPrivate: true, want: "ok"},
+		{name: "deeper name under .localhost", agent: "http://a.b.localhost:" + port, trusted: []string{"*.localhost:*"}, allowPrivate: true, want: "ok"},
+		{name: "localhost itself", agent: "http://localhost:" + port, trusted: []string{"localhost:*"}, allowPrivate: true, want: "ok"},
+		{name: "upper case", agent: "http://Agent-X.LOCALHOST:" + port, trusted: []string{"*.localhost:*"}, allowPrivate: true, want: "ok"},
+		{name: "refused without AllowPrivateNetworks", agent: "http://agent-x.localhost:" + port, trusted: []string{"*.localhost:*"}, want: "fetch"},
+		{name: "localhost refused without AllowPrivateNetworks", agent: "http://localhost:" + port, trusted: []string{"localhost:*"}, want: "fetch"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -79,7 +79,7 @@ func TestLocalhostFallsBackToIPv6(t *testing.T) {
 		c.Close()
 		t.Skipf("127.0.0.1:%s is taken by another listener", port)
 	}
-	f := keyfetch.New(keyfetch.Config{TrustedHosts: []string{"*.localhost"}, AllowHTTP: true, AllowPrivateNetworks: true})
+	f := keyfetch.New(keyfetch.Config{TrustedHosts: []string{"*.localhost:*"}, AllowHTTP: true, AllowPrivateNetworks: true})
 	if _, err := f.Key(context.Background(), agentSet(t, "http://agent-x.localhost:"+port), k.Thumbprint); err != nil {
 		t.Fatalf("Key error = %v, want nil", err)
 	}

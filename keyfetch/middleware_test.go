@@ -32,10 +32,10 @@ func TestWithMiddleware(t *testing.T) {
 		wantCode    string
 		wantAccepts bool
 	}{
-		{name: "published key verifies", trusted: []string{"127.0.0.1"}, dir: serveKeys("max-age=60", "", agentKey.Public), key: agentKey, wantStatus: http.StatusOK, wantAccepts: true},
-		{name: "unpublished key", trusted: []string{"127.0.0.1"}, dir: serveKeys("max-age=60", "", agentKey.Public), key: other, wantStatus: http.StatusUnauthorized, wantCode: "unknown_key", wantAccepts: true},
+		{name: "published key verifies", trusted: []string{"127.0.0.1:*"}, dir: serveKeys("max-age=60", "", agentKey.Public), key: agentKey, wantStatus: http.StatusOK, wantAccepts: true},
+		{name: "unpublished key", trusted: []string{"127.0.0.1:*"}, dir: serveKeys("max-age=60", "", agentKey.Public), key: other, wantStatus: http.StatusUnauthorized, wantCode: "unknown_key", wantAccepts: true},
 		{name: "untrusted agent, no connection", trusted: []string{"*.agentid.example"}, dir: serveKeys("max-age=60", "", agentKey.Public), key: agentKey, wantStatus: http.StatusUnauthorized, wantCode: "untrusted_signature_agent"},
-		{name: "directory down", trusted: []string{"127.0.0.1"}, dir: serveStatus(http.StatusBadGateway), key: agentKey, wantStatus: http.StatusServiceUnavailable, wantCode: "key_fetch_failed", wantAccepts: true},
+		{name: "directory down", trusted: []string{"127.0.0.1:*"}, dir: serveStatus(http.StatusBadGateway), key: agentKey, wantStatus: http.StatusServiceUnavailable, wantCode: "key_fetch_failed", wantAccepts: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -24,7 +24,8 @@ var (
 	// window, or is wrong. The response is not used.
 	ErrDirectorySignature = errors.New("keyfetch: directory signature refused")
 	// ErrUnsignedDirectory means Config.RequireSignedDirectories is set and
-	// the response holding the keys carries no directory signature.
+	// the response holding the keys carries no verified directory
+	// signature covering its body (content-digest).
 	ErrUnsignedDirectory = errors.New("keyfetch: directory response is not signed")
 )
 
@@ -32,18 +33,27 @@ var (
 // authority of the fetch request.
 const authorityReq = `"@authority";req`
 
+// contentDigest is the component that binds a directory signature to the
+// body, through the Content-Digest field (RFC 9530).
+const contentDigest = `"content-digest"`
+
 // signatureCheck is the outcome of checking one response's directory
 // signatures.
 type signatureCheck struct {
 	present bool     // the response carries at least one
+	body    bool     // one that verified covers content-digest, which matches the body
 	by      []string // thumbprints of the keys whose signatures verified
 }
 
 // checkDirectorySignatures verifies every signature of r tagged
 // DirectorySignatureTag against keys (the set r delivered): each must cover
 // `"@authority";req`, name by its keyid the thumbprint of a key of the set,
-// hold created and expires around now (Skew allowed), and verify over the
-// response signature base, whose request is the one this fetch sent.
+// hold created and expires around now (Skew allowed: a created in the
+// future beyond it is refused), and verify over the response signature
+// base, whose request is the one this fetch sent. A signature covering
+// content-digest also needs a Content-Digest (sha-256 or sha-512) that
+// matches the body: only such a signature vouches for the keys themselves
+// (sc.body); one over the authority alone vouches for the host.
 // Signatures with other tags are ignored; so are signature fields that do
 // not mention the tag at all, even malformed ones. Any failure refuses the
 // response (an error wrapping ErrDirectorySignature).
@@ -102,6 +112,12 @@ func (f *Fetcher) checkDirectorySignatures(r *response, keys []signer.PublicKey)
 		if err := pk.Verify(p.Alg, base, s.Value); err != nil {
 			return refuse("%s by %s: %v", s.Label, pk.Thumbprint, strings.TrimPrefix(err.Error(), "signer: "))
 		}
+		if s.Covers(contentDigest) {
+			if err := signer.VerifyContentDigest(h.Values("Content-Digest"), r.body); err != nil {
+				return refuse("%s: Content-Digest does not match the body: %v", s.Label, strings.TrimPrefix(err.Error(), "signer: "))
+			}
+			sc.body = true
+		}
 		sc.by = append(sc.by, pk.Thumbprint)
 	}
 	return sc, nil
@@ -130,21 +146,26 @@ func findThumbprint(keys []signer.PublicKey, tp string) (signer.PublicKey, bool)
 // signatures checks the directory signatures of the responses that
 // delivered o's keys: the one holding the keys (keysResp) and, for a card
 // naming a jwks_uri, the card's own response when it is signed. With
-// RequireSignedDirectories, keysResp must carry a verified one.
+// RequireSignedDirectories, keysResp must carry a verified one that covers
+// its body.
 func (f *Fetcher) signatures(o *outcome, keysResp *response) error {
 	sc, err := f.checkDirectorySignatures(keysResp, o.keys)
 	o.signed, o.signedBy = sc.present, sc.by
 	if err != nil {
 		return &FetchError{URL: keysResp.url, StatusCode: keysResp.status, Err: err}
 	}
-	o.verified = sc.present
+	o.verified, o.authenticated = sc.present, sc.body
 	if card := o.doc; card != keysResp && card.status == http.StatusOK {
 		if _, err := f.checkDirectorySignatures(card, o.keys); err != nil {
 			o.verified = false
 			return &FetchError{URL: card.url, StatusCode: card.status, Err: err}
 		}
 	}
-	if f.cfg.RequireSignedDirectories && !sc.present {
+	switch {
+	case !f.cfg.RequireSignedDirectories || sc.body:
+	case sc.present:
+		return &FetchError{URL: keysResp.url, StatusCode: keysResp.status, Err: fmt.Errorf("%w: its directory signature covers %s but not %s, so it does not vouch for the keys, and RequireSignedDirectories is set", ErrUnsignedDirectory, authorityReq, contentDigest)}
+	default:
 		return &FetchError{URL: keysResp.url, StatusCode: keysResp.status, Err: fmt.Errorf("%w (tag %q), and RequireSignedDirectories is set", ErrUnsignedDirectory, DirectorySignatureTag)}
 	}
 	return nil

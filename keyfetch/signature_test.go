@@ -52,7 +52,7 @@ func p256Key(t testing.TB) (*ecdsa.PrivateKey, signer.PublicKey) {
 // response. Zero fields take the protocol's shape.
 type dirSig struct {
 	label      string        // "binding0"
-	components string        // `"@authority";req`
+	components string        // `"@authority";req "content-digest"`
 	keyid      string        // the signing key's thumbprint
 	alg        string        // "ed25519"
 	tag        string        // keyfetch.DirectorySignatureTag
@@ -77,8 +77,17 @@ func ecSig(k *ecdsa.PrivateKey, pub signer.PublicKey) dirSig {
 
 // signedDirectory serves body as a key directory whose response carries
 // the signatures sigs, built by hand the way a directory signs: the base
-// is `"@authority";req: <host>` then `"@signature-params": …`.
+// is `"@authority";req: <host>`, `"content-digest": <Content-Digest>`,
+// then `"@signature-params": …`. The Content-Digest field is the body's
+// SHA-256 digest.
 func signedDirectory(clk *clock, body string, sigs ...dirSig) http.HandlerFunc {
+	digest, _ := signer.ContentDigest([]byte(body), "sha-256")
+	return signedDirectoryDigest(clk, body, digest, sigs...)
+}
+
+// signedDirectoryDigest is signedDirectory with the Content-Digest field
+// given ("" for none): signatures cover that value, whatever the body.
+func signedDirectoryDigest(clk *clock, body, digest string, sigs ...dirSig) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var inputs, values []string
 		for i, s := range sigs {
@@ -86,7 +95,7 @@ func signedDirectory(clk *clock, body string, sigs ...dirSig) http.HandlerFunc {
 				s.label = fmt.Sprintf("binding%d", i)
 			}
 			if s.components == "" {
-				s.components = `"@authority";req`
+				s.components = `"@authority";req "content-digest"`
 			}
 			if s.keyid == "" {
 				s.keyid = s.pub.Thumbprint
@@ -109,7 +118,15 @@ func signedDirectory(clk *clock, body string, sigs ...dirSig) http.HandlerFunc {
 				params += fmt.Sprintf(";expires=%d", now.Add(s.expires).Unix())
 			}
 			params += fmt.Sprintf(";tag=%q", s.tag)
-			base := fmt.Sprintf("%s: %s\n\"@signature-params\": %s", s.components, s.authority, params)
+			var base string
+			for _, c := range strings.Fields(s.components) {
+				v := s.authority
+				if c == `"content-digest"` {
+					v = digest
+				}
+				base += c + ": " + v + "\n"
+			}
+			base += `"@signature-params": ` + params
 			sig := s.sign([]byte(base))
 			if s.corrupt {
 				sig[0] ^= 1
@@ -119,6 +136,9 @@ func signedDirectory(clk *clock, body string, sigs ...dirSig) http.HandlerFunc {
 		}
 		w.Header().Set("Signature-Input", strings.Join(inputs, ", "))
 		w.Header().Set("Signature", strings.Join(values, ", "))
+		if digest != "" {
+			w.Header().Set("Content-Digest", digest)
+		}
 		w.Header().Set("Content-Type", signer.DirectoryMediaType)
 		w.Header().Set("Cache-Control", "max-age=60")
 		_, _ = w.Write([]byte(body))
@@ -135,7 +155,9 @@ func jwksOf(keys ...signer.PublicKey) string {
 
 // TestSignedDirectory serves directories whose responses carry a signature
 // tagged http-message-signatures-directory: a valid one is used, any
-// failing one makes the response unusable, other tags are ignored.
+// failing one makes the response unusable, other tags are ignored. Only a
+// signature that also covers content-digest, matching the body,
+// authenticates the keys; RequireSignedDirectories requires one.
 func TestSignedDirectory(t *testing.T) {
 	t.Parallel()
 	k1, k2, stranger := testPrivate(1), testPrivate(2), testPrivate(9)
@@ -150,14 +172,22 @@ func TestSignedDirectory(t *testing.T) {
 		want         string // ok, fetch
 		wantErr      error
 		wantSigned   bool
+		wantAuth     bool // Report.Authenticated
 		wantSignedBy int
+		digest       string // Content-Digest sent instead of the body's ("-" for none)
 	}{
 		{name: "unsigned", body: two, want: "ok"},
 		{name: "unsigned, signatures required", body: two, require: true, want: "fetch", wantErr: keyfetch.ErrUnsignedDirectory},
-		{name: "signed by a key of the set", body: two, sigs: []dirSig{edSig(k1)}, want: "ok", wantSigned: true, wantSignedBy: 1},
-		{name: "signed, signatures required", body: two, sigs: []dirSig{edSig(k1)}, require: true, want: "ok", wantSigned: true, wantSignedBy: 1},
-		{name: "signed by every key of the set", body: two, sigs: []dirSig{edSig(k1), edSig(k2)}, want: "ok", wantSigned: true, wantSignedBy: 2},
-		{name: "signed with ECDSA P-256", body: jwksOf(ecPub, k1.Public), sigs: []dirSig{ecSig(ecPriv, ecPub)}, want: "ok", wantSigned: true, wantSignedBy: 1},
+		{name: "signed by a key of the set", body: two, sigs: []dirSig{edSig(k1)}, want: "ok", wantSigned: true, wantAuth: true, wantSignedBy: 1},
+		{name: "signed, signatures required", body: two, sigs: []dirSig{edSig(k1)}, require: true, want: "ok", wantSigned: true, wantAuth: true, wantSignedBy: 1},
+		{name: "signed by every key of the set", body: two, sigs: []dirSig{edSig(k1), edSig(k2)}, want: "ok", wantSigned: true, wantAuth: true, wantSignedBy: 2},
+		{name: "signed with ECDSA P-256", body: jwksOf(ecPub, k1.Public), sigs: []dirSig{ecSig(ecPriv, ecPub)}, want: "ok", wantSigned: true, wantAuth: true, wantSignedBy: 1},
+		{name: "authority only: accepted, keys not authenticated", body: two, sigs: []dirSig{with(edSig(k1), func(s *dirSig) { s.components = `"@authority";req` })}, want: "ok", wantSigned: true, wantSignedBy: 1},
+		{name: "authority only, signatures required", body: two, sigs: []dirSig{with(edSig(k1), func(s *dirSig) { s.components = `"@authority";req` })}, require: true, want: "fetch", wantErr: keyfetch.ErrUnsignedDirectory, wantSigned: true, wantSignedBy: 1},
+		{name: "content-digest before the authority", body: two, sigs: []dirSig{with(edSig(k1), func(s *dirSig) { s.components = `"content-digest" "@authority";req` })}, require: true, want: "ok", wantSigned: true, wantAuth: true, wantSignedBy: 1},
+		{name: "Content-Digest of another body", body: two, digest: mustDigest(jwksOf(k1.Public)), sigs: []dirSig{edSig(k1)}, want: "fetch", wantErr: keyfetch.ErrDirectorySignature, wantSigned: true},
+		{name: "Content-Digest missing", body: two, digest: "-", sigs: []dirSig{edSig(k1)}, want: "fetch", wantErr: keyfetch.ErrDirectorySignature, wantSigned: true},
+		{name: "Content-Digest with an unsupported algorithm only", body: two, digest: "md5=:AAAA:", sigs: []dirSig{edSig(k1)}, want: "fetch", wantErr: keyfetch.ErrDirectorySignature, wantSigned: true},
 		{name: "one good, one corrupt", body: two, sigs: []dirSig{edSig(k1), with(edSig(k2), func(s *dirSig) { s.corrupt = true })}, want: "fetch", wantErr: keyfetch.ErrDirectorySignature, wantSigned: true, wantSignedBy: 1},
 		{name: "corrupt", body: two, sigs: []dirSig{with(edSig(k1), func(s *dirSig) { s.corrupt = true })}, want: "fetch", wantErr: keyfetch.ErrDirectorySignature, wantSigned: true},
 		{name: "signed by a key outside the set", body: two, sigs: []dirSig{edSig(stranger)}, want: "fetch", wantErr: keyfetch.ErrDirectorySignature, wantSigned: true},
@@ -166,9 +196,10 @@ func TestSignedDirectory(t *testing.T) {
 		{name: "@authority without ;req", body: two, sigs: []dirSig{with(edSig(k1), func(s *dirSig) { s.components = `"@authority"` })}, want: "fetch", wantErr: keyfetch.ErrDirectorySignature, wantSigned: true},
 		{name: "covers something else only", body: two, sigs: []dirSig{with(edSig(k1), func(s *dirSig) { s.components = `"content-type"` })}, want: "fetch", wantErr: keyfetch.ErrDirectorySignature, wantSigned: true},
 		{name: "expired", body: two, sigs: []dirSig{with(edSig(k1), func(s *dirSig) { s.created, s.expires = -10*time.Minute, -2*time.Minute })}, want: "fetch", wantErr: keyfetch.ErrDirectorySignature, wantSigned: true},
-		{name: "expired within the skew", body: two, sigs: []dirSig{with(edSig(k1), func(s *dirSig) { s.created, s.expires = -10*time.Minute, -30*time.Second })}, want: "ok", wantSigned: true, wantSignedBy: 1},
+		{name: "expired within the skew", body: two, sigs: []dirSig{with(edSig(k1), func(s *dirSig) { s.created, s.expires = -10*time.Minute, -30*time.Second })}, want: "ok", wantSigned: true, wantAuth: true, wantSignedBy: 1},
 		{name: "created in the future", body: two, sigs: []dirSig{with(edSig(k1), func(s *dirSig) { s.created, s.expires = 5*time.Minute, 10*time.Minute })}, want: "fetch", wantErr: keyfetch.ErrDirectorySignature, wantSigned: true},
-		{name: "created within the skew", body: two, sigs: []dirSig{with(edSig(k1), func(s *dirSig) { s.created = 30 * time.Second })}, want: "ok", wantSigned: true, wantSignedBy: 1},
+		{name: "created just beyond the skew", body: two, sigs: []dirSig{with(edSig(k1), func(s *dirSig) { s.created, s.expires = 61*time.Second, 5*time.Minute })}, want: "fetch", wantErr: keyfetch.ErrDirectorySignature, wantSigned: true},
+		{name: "created within the skew", body: two, sigs: []dirSig{with(edSig(k1), func(s *dirSig) { s.created = 30 * time.Second })}, want: "ok", wantSigned: true, wantAuth: true, wantSignedBy: 1},
 		{name: "no expires", body: two, sigs: []dirSig{with(edSig(k1), func(s *dirSig) { s.noExpires = true })}, want: "fetch", wantErr: keyfetch.ErrDirectorySignature, wantSigned: true},
 		{name: "alg does not match the key", body: two, sigs: []dirSig{with(edSig(k1), func(s *dirSig) { s.alg = signer.AlgRSAPSSSHA512 })}, want: "fetch", wantErr: keyfetch.ErrDirectorySignature, wantSigned: true},
 		{name: "another tag is not a directory signature", body: two, sigs: []dirSig{with(edSig(stranger), func(s *dirSig) { s.tag = "web-bot-auth" })}, want: "ok"},
@@ -182,6 +213,9 @@ func TestSignedDirectory(t *testing.T) {
 			t.Parallel()
 			clk := newClock()
 			h := signedDirectory(clk, tt.body, tt.sigs...)
+			if tt.digest != "" {
+				h = signedDirectoryDigest(clk, tt.body, strings.TrimPrefix(tt.digest, "-"), tt.sigs...)
+			}
 			if tt.raw[0] != "" {
 				h = func(w http.ResponseWriter, r *http.Request) {
 					w.Header().Set("Signature-Input", tt.raw[0])
@@ -209,9 +243,10 @@ func TestSignedDirectory(t *testing.T) {
 			if r == nil {
 				t.Fatalf("CheckKeySet = nil, %v; want a report", err)
 			}
-			if r.OK() != (tt.want == "ok") || r.Signed != tt.wantSigned || r.Verified != (tt.wantSigned && tt.want == "ok") || len(r.SignedBy) != tt.wantSignedBy {
-				t.Errorf("report OK=%v Signed=%v Verified=%v SignedBy=%q (problems %q), want OK=%v Signed=%v Verified=%v %d signers",
-					r.OK(), r.Signed, r.Verified, r.SignedBy, r.Problems, tt.want == "ok", tt.wantSigned, tt.wantSigned && tt.want == "ok", tt.wantSignedBy)
+			wantVerified := tt.wantSigned && (tt.want == "ok" || errors.Is(tt.wantErr, keyfetch.ErrUnsignedDirectory))
+			if r.OK() != (tt.want == "ok") || r.Signed != tt.wantSigned || r.Verified != wantVerified || r.Authenticated != tt.wantAuth || len(r.SignedBy) != tt.wantSignedBy {
+				t.Errorf("report OK=%v Signed=%v Verified=%v Authenticated=%v SignedBy=%q (problems %q), want OK=%v Signed=%v Verified=%v Authenticated=%v %d signers",
+					r.OK(), r.Signed, r.Verified, r.Authenticated, r.SignedBy, r.Problems, tt.want == "ok", tt.wantSigned, wantVerified, tt.wantAuth, tt.wantSignedBy)
 			}
 		})
 	}
@@ -282,4 +317,12 @@ func TestSignedJWKSBehindCard(t *testing.T) {
 	if err != nil || !r.Signed || !r.Verified || r.JWKSURI != srv.URL+"/jwks.json" {
 		t.Errorf("CheckKeySet = Signed %v, Verified %v, JWKSURI %q, %v; want true, true, the jwks_uri, nil", r.Signed, r.Verified, r.JWKSURI, err)
 	}
+}
+
+func mustDigest(body string) string {
+	d, err := signer.ContentDigest([]byte(body), "sha-256")
+	if err != nil {
+		panic(err)
+	}
+	return d
 }

@@ -146,7 +146,7 @@ func ksServer(t testing.TB, tls bool, docs map[string][2]string) *httptest.Serve
 
 // ksFetcher is a real Fetcher trusting the key server's host.
 func ksFetcher(srv *httptest.Server, now func() time.Time) *keyfetch.Fetcher {
-	cfg := keyfetch.Config{TrustedHosts: []string{"127.0.0.1"}, AllowHTTP: true, AllowPrivateNetworks: true, Now: now}
+	cfg := keyfetch.Config{TrustedHosts: []string{"127.0.0.1:*"}, AllowHTTP: true, AllowPrivateNetworks: true, Now: now}
 	if srv.TLS != nil {
 		cfg.HTTPClient = srv.Client()
 	}
@@ -385,10 +385,15 @@ func TestSignedDirectoryThroughMiddleware(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				body := `{"keys":[` + agentKey.jwk + `]}`
 				if !tc.unsigned {
-					params := fmt.Sprintf(`("@authority";req);created=%d;keyid=%q;alg="ed25519";expires=%d;tag="http-message-signatures-directory"`,
+					// The signature covers the body through Content-Digest, as
+					// RequireSignedDirectories needs.
+					digest, _ := signer.ContentDigest([]byte(body), "sha-256")
+					w.Header().Set("Content-Digest", digest)
+					params := fmt.Sprintf(`("@authority";req "content-digest");created=%d;keyid=%q;alg="ed25519";expires=%d;tag="http-message-signatures-directory"`,
 						clock().Unix(), agentKey.pub.Thumbprint, clock().Add(5*time.Minute).Unix())
-					sig := agentKey.sign([]byte(`"@authority";req: ` + r.Host + "\n\"@signature-params\": " + params))
+					sig := agentKey.sign([]byte(`"@authority";req: ` + r.Host + "\n\"content-digest\": " + digest + "\n\"@signature-params\": " + params))
 					if tc.corrupt {
 						sig[0] ^= 1
 					}
@@ -396,10 +401,10 @@ func TestSignedDirectoryThroughMiddleware(t *testing.T) {
 					w.Header().Set("Signature", "binding0=:"+base64.StdEncoding.EncodeToString(sig)+":")
 				}
 				w.Header().Set("Content-Type", signer.DirectoryMediaType)
-				_, _ = w.Write([]byte(`{"keys":[` + agentKey.jwk + `]}`))
+				_, _ = w.Write([]byte(body))
 			}))
 			defer srv.Close()
-			keys := keyfetch.New(keyfetch.Config{TrustedHosts: []string{"127.0.0.1"}, AllowHTTP: true, AllowPrivateNetworks: true, Now: clock, RequireSignedDirectories: true})
+			keys := keyfetch.New(keyfetch.Config{TrustedHosts: []string{"127.0.0.1:*"}, AllowHTTP: true, AllowPrivateNetworks: true, Now: clock, RequireSignedDirectories: true})
 			v, err := middleware.NewVerifier(middleware.Config{Keys: keys, Now: clock})
 			if err != nil {
 				t.Fatal(err)

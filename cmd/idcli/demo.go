@@ -253,7 +253,7 @@ func (d *demo) whoami(ctx context.Context) (string, error) {
 // directory from the server over HTTP.
 func (d *demo) thirdParty(ctx context.Context) (string, error) {
 	keys := keyfetch.New(keyfetch.Config{
-		TrustedHosts: []string{"*.localhost"},
+		TrustedHosts: []string{"*.localhost:*"},
 		// AllowHTTP and AllowPrivateNetworks are on only because this demo
 		// runs on plain HTTP over loopback; with AllowPrivateNetworks,
 		// keyfetch resolves http://<uid>.localhost:PORT to loopback itself

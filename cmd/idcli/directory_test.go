@@ -355,7 +355,7 @@ func TestDirectoryCheckKeySets(t *testing.T) {
 			wantOut: []string{"card jwks_uri", "hint: the Signature Agent Card names its keys at another host: add --trust " + strings.TrimPrefix(remote.URL, "http://") + " to fetch them", "✘ card has 1 problem"},
 		},
 		{
-			name: "card naming a jwks_uri, its host trusted", url: ks.URL + "/remote-card.json", flags: []string{"--type", "cimd", "--trust", "127.0.0.1"},
+			name: "card naming a jwks_uri, its host trusted", url: ks.URL + "/remote-card.json", flags: []string{"--type", "cimd", "--trust", "127.0.0.1:*"},
 			wantOut: []string{"• the card's keys are at jwks_uri " + remote.URL + "/jwks.json", "✔ key rsa-1 (rsa-pss-sha512", "✔ card OK: 1 key"},
 		},
 		{

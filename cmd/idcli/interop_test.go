@@ -149,7 +149,7 @@ func TestInteropWebBotAuthAlgorithms(t *testing.T) {
 	})
 	origin := dir.URL // http://127.0.0.1:PORT: its well-known directory holds both keys
 	up := newEchoUpstream(t)
-	proxyURL, _ := startProxy(t, "--upstream", up.URL, "--trust", "127.0.0.1", "--allow-http", "--allow-private")
+	proxyURL, _ := startProxy(t, "--upstream", up.URL, "--trust", "127.0.0.1:*", "--allow-http", "--allow-private")
 
 	tests := []struct {
 		name            string

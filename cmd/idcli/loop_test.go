@@ -16,7 +16,7 @@ import (
 // it, with nothing but idcli and real loopback networking (no test
 // dialer): a reference server started with `idcli server start` on
 // http://localhost:PORT, an agent registered against it with `idcli agent
-// init`, `idcli proxy --trust '*.localhost' --allow-http --allow-private`
+// init`, `idcli proxy --trust '*.localhost:*' --allow-http --allow-private`
 // in front of an echo service, and `idcli agent curl` through the proxy.
 // The proxy fetches the agent's key directory at
 // http://<uid>.localhost:PORT, a name keyfetch resolves to loopback itself;
@@ -52,7 +52,7 @@ func TestLocalLoop(t *testing.T) {
 		origin := "http://" + uid + ".localhost:" + port
 
 		up := newEchoUpstream(t)
-		proxyURL, _ := startProxy(t, "--upstream", up.URL, "--trust", "*.localhost", "--allow-http", "--allow-private")
+		proxyURL, _ := startProxy(t, "--upstream", up.URL, "--trust", "*.localhost:*", "--allow-http", "--allow-private")
 
 		r := must(agentDir, "agent", "curl", proxyURL+"/hello")
 		var got echoBody

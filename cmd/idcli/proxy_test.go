@@ -81,7 +81,7 @@ func localAgent(t *testing.T, key signer.PrivateKey) (uid, origin string) {
 
 // localTrust are the flags that let a proxy verify agents of a local
 // reference server.
-var localTrust = []string{"--trust", "*.localhost", "--allow-http", "--allow-private"}
+var localTrust = []string{"--trust", "*.localhost:*", "--allow-http", "--allow-private"}
 
 // startProxy runs `idcli proxy --listen 127.0.0.1:0 args…` and returns its
 // base URL (from the banner).

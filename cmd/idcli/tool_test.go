@@ -101,7 +101,7 @@ func TestToolVerify(t *testing.T) {
 		},
 		{
 			name:       "explicit trust pattern",
-			args:       append(sigArgs(h), append([]string{"--trust", "127.0.0.1"}, local...)...),
+			args:       append(sigArgs(h), append([]string{"--trust", "127.0.0.1:*"}, local...)...),
 			wantOut:    []string{"✔ verified kid"},
 			wantNotOut: []string{"• trusting"},
 			wantFetch:  true,
@@ -483,7 +483,7 @@ func TestToolVerifyKeySets(t *testing.T) {
 		},
 		{
 			name: "card naming a jwks_uri, both hosts trusted", agent: `sig1="` + ks.URL + `/remote-card.json";type=cimd`,
-			keyid: "rsa-1", alg: "rsa-pss-sha512", sign: clitest.RSAPSS(rsaKey), extra: []string{"--trust", "127.0.0.1"},
+			keyid: "rsa-1", alg: "rsa-pss-sha512", sign: clitest.RSAPSS(rsaKey), extra: []string{"--trust", "127.0.0.1:*"},
 			wantOut: []string{"✔ verified identity         " + ks.URL + "/remote-card.json", "✔ verified algorithm        rsa-pss-sha512"},
 		},
 		{
