@@ -679,3 +679,43 @@ func TestProxyBanner(t *testing.T) {
 		t.Errorf("forward-auth banner %q", out)
 	}
 }
+
+// TestProxyReplayRespellings sends one signature through the proxy again
+// and again, each time with Signature-Agent spelled differently (a query,
+// an empty query, an escaped dot, the directory as a jwks_uri member):
+// every spelling names the same key, so the signature is accepted exactly
+// once.
+func TestProxyReplayRespellings(t *testing.T) {
+	t.Parallel()
+	key := signertest.Key(0x37)
+	uid, origin := localAgent(t, key)
+	up := newEchoUpstream(t)
+	base, _ := startProxy(t, append([]string{"--upstream", up.URL, "--agentid-service", agentService(uid, origin)}, localTrust...)...)
+
+	const path = "/replay/respelled"
+	first := signedGet(t, base+path, key, origin, signer.Options{}) // covers @authority, not Signature-Agent
+	spellings := []string{
+		`sig1="` + origin + `"`,
+		`sig1="` + origin + `?r=1"`,
+		`sig1="` + origin + `?"`,
+		`sig1="` + origin + `/%2Ewell-known/http-message-signatures-directory"`,
+		`sig1="` + origin + `/.well-known/http-message-signatures-directory"`,
+		`sig1="` + origin + `/.well-known/http-message-signatures-directory";type=jwks_uri`,
+		`"` + origin + `"`,
+	}
+	accepted := 0
+	for _, sa := range spellings {
+		r := clitest.CopyRequest(first, nil)
+		r.Header.Set("Signature-Agent", sa)
+		a := clitest.MustSend(t, http.DefaultClient, r)
+		if a.Status == http.StatusOK {
+			accepted++
+		} else if a.Status != http.StatusUnauthorized {
+			t.Errorf("Signature-Agent %s: %d %s, want 200 once, else 401", sa, a.Status, a.Body)
+		}
+		t.Logf("Signature-Agent %s: %d %s", sa, a.Status, a.Code)
+	}
+	if accepted != 1 || len(up.got(path)) != 1 {
+		t.Errorf("one signature under %d spellings of Signature-Agent: accepted %d times, the upstream saw %d; want exactly once", len(spellings), accepted, len(up.got(path)))
+	}
+}
