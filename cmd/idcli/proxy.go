@@ -52,7 +52,7 @@ type proxyFlags struct {
 func (f *proxyFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.listen, "listen", defaultProxyListen, "address to listen on, host:port (port 0 picks a free port; the banner names it)")
 	fs.StringVar(&f.upstream, "upstream", "", "URL of the service to forward verified requests to, e.g. http://127.0.0.1:8000")
-	fs.BoolVar(&f.forwardAuth, "forward-auth", false, "answer auth subrequests (nginx auth_request, Traefik ForwardAuth, Caddy forward_auth) instead of forwarding")
+	fs.BoolVar(&f.forwardAuth, "forward-auth", false, "answer auth subrequests (nginx auth_request, Traefik ForwardAuth, Caddy forward_auth) instead of forwarding; needs --front")
 	fs.StringVar(&f.front, "front", "", "with --forward-auth: the proxy in front, whose headers alone describe the original request: nginx (X-Original-Method, X-Original-URI, Host), traefik or caddy (X-Forwarded-Method, -Uri, -Host, -Proto)")
 	fs.Var(&f.forwardAuthFrom, "forward-auth-from", "with --forward-auth: address or CIDR of the front proxy, whose subrequests alone are answered (repeatable or comma-separated; default 127.0.0.0/8 and ::1)")
 	fs.Var(&f.services, "agentid-service", "base URL of an agentid service, such as https://agentid.example: its agents (<uid>.<host>) get X-Agent-Uid (repeatable; others get X-Agent-Id only)")
@@ -84,7 +84,9 @@ func newProxyCmd(env *cliEnv) *ffcli.Command {
 			"X-Agent-* headers: X-Agent-Verdict (verified, unsigned or invalid), and for\n" +
 			"a verified request X-Agent-Id (the identity), X-Agent-Uid (agents of an\n" +
 			"agentid service) and X-Agent-Key-Id; an invalid one gets X-Agent-Reason (the\n" +
-			"error code). Every X-Agent-* header a client sends is removed first.\n" +
+			"error code). Every X-Agent-* header a client sends, in any spelling (any\n" +
+			"case, _ for -), is removed, and the proxy's own are set after the\n" +
+			"hop-by-hop headers are removed, so Connection cannot name them.\n" +
 			"\n" +
 			"With --upstream, verified requests are forwarded there (required mode);\n" +
 			"optional mode also forwards unsigned ones, observe mode everything. A\n" +
