@@ -719,3 +719,27 @@ func TestProxyReplayRespellings(t *testing.T) {
 		t.Errorf("one signature under %d spellings of Signature-Agent: accepted %d times, the upstream saw %d; want exactly once", len(spellings), accepted, len(up.got(path)))
 	}
 }
+
+// TestProxyForwardAuthFrom: a forward-auth endpoint answers only its
+// --forward-auth-from addresses (loopback by default).
+func TestProxyForwardAuthFrom(t *testing.T) {
+	t.Parallel()
+	sub := func(auth string) *http.Request {
+		r, _ := http.NewRequest(http.MethodGet, auth+"/_agentid", nil)
+		r.Host = "app.example"
+		r.Header.Set("X-Original-Method", "GET")
+		r.Header.Set("X-Original-URI", "/x")
+		return r
+	}
+	elsewhere, p := startProxy(t, "--forward-auth", "--front", "nginx", "--forward-auth-from", "192.0.2.0/24,2001:db8::/32", "--trust", "*.agentid.example")
+	if a := clitest.MustSend(t, http.DefaultClient, sub(elsewhere)); a.Status != http.StatusForbidden || a.Code != "forbidden" || !strings.Contains(a.Body, "127.0.0.1") {
+		t.Errorf("from loopback to a proxy answering 192.0.2.0/24: %d %s, want 403 forbidden naming 127.0.0.1", a.Status, a.Body)
+	}
+	if !strings.Contains(p.stderr.String(), "subrequests from [192.0.2.0/24 2001:db8::/32]") {
+		t.Errorf("banner %q does not name the allowed addresses", p.stderr)
+	}
+	here, _ := startProxy(t, "--forward-auth", "--front", "nginx", "--trust", "*.agentid.example")
+	if a := clitest.MustSend(t, http.DefaultClient, sub(here)); a.Status != http.StatusUnauthorized || a.Code != "missing_signature" {
+		t.Errorf("from loopback, by default: %d %s, want 401 missing_signature", a.Status, a.Body)
+	}
+}
