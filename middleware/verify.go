@@ -162,6 +162,9 @@ func acceptSignature(cfg Config, required []signer.Component) string {
 // refusals.
 func (v *Verifier) AcceptSignature() string { return v.acceptSignature }
 
+// Mode returns the mode the verifier was configured with.
+func (v *Verifier) Mode() Mode { return v.cfg.Mode }
+
 // New returns the verification middleware. It panics if cfg is invalid;
 // call cfg.Validate first to report that cleanly.
 func New(cfg Config) func(http.Handler) http.Handler {

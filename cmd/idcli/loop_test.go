@@ -52,7 +52,7 @@ func TestLocalLoop(t *testing.T) {
 		origin := "http://" + uid + ".localhost:" + port
 
 		up := newEchoUpstream(t)
-		proxyURL, _ := startProxy(t, "--upstream", up.URL, "--trust", "*.localhost:*", "--allow-http", "--allow-private")
+		proxyURL, _ := startProxy(t, "--upstream", up.URL, "--trust", "*.localhost:*", "--agentid-service", hostname, "--allow-http", "--allow-private")
 
 		r := must(agentDir, "agent", "curl", proxyURL+"/hello")
 		var got echoBody

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -12,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentid/agentid/cmd/idcli/internal/clitest"
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/signertest"
 )
@@ -94,10 +95,13 @@ http {
 
 // TestProxyBehindNginx runs nginx with the README's auth_request snippet,
 // as written there, in front of an echo service, with idcli proxy
-// --forward-auth as its auth endpoint: a signed request reaches the service
-// with the agent's identity (the client's own X-Agent-* headers replaced),
-// an unsigned one is refused in required mode and reaches it without any
-// identity in optional mode.
+// --forward-auth --front nginx as its auth endpoint, and checks what a
+// client can do through it: a signed request reaches the service with the
+// agent's identity; the client's X-Forwarded-* cannot change the verified
+// method, path or host; no X-Agent-* header of the client, in any
+// spelling, reaches the service; refusals reach the client as the proxy's
+// JSON body with Accept-Signature; the proxy logs the original method and
+// path.
 func TestProxyBehindNginx(t *testing.T) {
 	t.Parallel()
 	blocks := readmeBlocks(t, "nginx")
@@ -111,55 +115,171 @@ func TestProxyBehindNginx(t *testing.T) {
 	for _, mode := range []string{"required", "optional"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
-			auth, _ := startProxy(t, append([]string{"--forward-auth", "--mode", mode}, localTrust...)...)
+			auth, p := startProxy(t, append([]string{"--forward-auth", "--front", "nginx", "--mode", mode, "--agentid-service", agentService(uid, origin)}, localTrust...)...)
 			snippet := strings.NewReplacer(
 				"http://127.0.0.1:8000", up.URL, // your service
 				"http://127.0.0.1:8081", auth, // idcli proxy --forward-auth
 			).Replace(blocks[0])
 			base := startNginx(t, snippet)
+			host := strings.TrimPrefix(base, "http://")
+			verified := map[string]string{"X-Agent-Verdict": "verified", "X-Agent-Uid": uid, "X-Agent-Id": origin, "X-Agent-Key-Id": key.KeyID()}
+			full := signer.Options{Components: []string{"@method", "@authority", "@path", "@query"}}
 
+			// A signed request, with X-Forwarded-* claiming another one.
 			path := "/" + mode + "/signed"
-			req := signedGet(t, base+path, key, origin, signer.Options{})
-			spoof(req.Header)
-			if a := clitest.MustSend(t, http.DefaultClient, req); a.Status != http.StatusOK {
-				t.Fatalf("signed GET %s through nginx: %d %s, want 200", path, a.Status, a.Body)
+			req := signedGet(t, base+path, key, origin, full)
+			forwarded(req.Header, "POST", "evil.example", "/"+mode+"/admin")
+			if resp, body := nginxSend(t, req); resp.StatusCode != http.StatusOK {
+				t.Fatalf("signed GET %s through nginx: %d %s, want 200", path, resp.StatusCode, body)
 			}
 			if seen := up.got(path); len(seen) != 1 {
 				t.Fatalf("the service saw %d requests at %s, want 1", len(seen), path)
 			} else {
-				checkNginxHeaders(t, "signed", seen[0], map[string]string{
-					"X-Agent-Verdict": "verified", "X-Agent-Uid": uid, "X-Agent-Id": origin, "X-Agent-Key-Id": key.KeyID(),
-				})
+				checkNginxHeaders(t, "signed", seen[0], verified)
 			}
 
+			// A signature over GET /public, sent as POST /admin/transfer
+			// with X-Forwarded-* naming GET /public: refused.
+			public := signedGet(t, base+"/"+mode+"/public", key, origin, full)
+			path = "/" + mode + "/admin/transfer"
+			req, _ = http.NewRequest(http.MethodPost, base+path, strings.NewReader(`{"amount":1000}`))
+			copySignature(req.Header, public.Header)
+			forwarded(req.Header, "GET", host, "/"+mode+"/public")
+			checkNginxRefusal(t, "POST with X-Forwarded-* of a signed GET", req, http.StatusUnauthorized, "invalid_signature")
+			if n := len(up.got(path)); n != 0 {
+				t.Errorf("the service saw %d requests at %s, want none", n, path)
+			}
+
+			// A signature for this host, sent with another Host and
+			// X-Forwarded-Host naming this one: refused.
+			path = "/" + mode + "/host"
+			signed := signedGet(t, base+path, key, origin, full)
+			req, _ = http.NewRequest(http.MethodGet, base+path, nil)
+			copySignature(req.Header, signed.Header)
+			req.Host = "other.example"
+			forwarded(req.Header, "GET", host, path)
+			checkNginxRefusal(t, "another Host with X-Forwarded-Host", req, http.StatusUnauthorized, "invalid_signature")
+
+			// X-Agent-* headers from the client, in any spelling: refused
+			// by the proxy, or dropped by nginx (underscores); never seen
+			// by the service.
+			for i, name := range []string{"X-Agent-Uid", "x-AGENT-role", "X-Agent-Reason", "X-Agent-Verdict", "X_Agent_Uid", "X_AGENT_ROLE"} {
+				path := fmt.Sprintf("/%s/spoof/%d", mode, i)
+				req := signedGet(t, base+path, key, origin, signer.Options{})
+				req.Header[name] = []string{"agent-ffffffffffffffffffffffff"}
+				if strings.Contains(name, "_") {
+					if resp, body := nginxSend(t, req); resp.StatusCode != http.StatusOK {
+						t.Errorf("%s (nginx drops it): %d %s, want 200", name, resp.StatusCode, body)
+					} else if seen := up.got(path); len(seen) != 1 {
+						t.Errorf("%s: the service saw %d requests, want 1", name, len(seen))
+					} else {
+						checkNginxHeaders(t, name, seen[0], verified)
+					}
+					continue
+				}
+				checkNginxRefusal(t, name, req, http.StatusForbidden, "forbidden")
+				if n := len(up.got(path)); n != 0 {
+					t.Errorf("%s: the service saw %d requests, want none", name, n)
+				}
+			}
+
+			// Unsigned: refused in required mode, passed without any
+			// identity in optional mode.
 			path = "/" + mode + "/unsigned"
 			req, _ = http.NewRequest(http.MethodGet, base+path, nil)
-			spoof(req.Header)
-			a := clitest.MustSend(t, http.DefaultClient, req)
-			seen := up.got(path)
 			if mode == "required" {
-				if a.Status != http.StatusUnauthorized || len(seen) != 0 {
-					t.Errorf("unsigned GET %s through nginx: %d, the service saw %d requests; want 401 and none", path, a.Status, len(seen))
+				checkNginxRefusal(t, "unsigned", req, http.StatusUnauthorized, "missing_signature")
+				if n := len(up.got(path)); n != 0 {
+					t.Errorf("unsigned: the service saw %d requests, want none", n)
 				}
-				return
+			} else {
+				if resp, body := nginxSend(t, req); resp.StatusCode != http.StatusOK {
+					t.Fatalf("unsigned GET %s through nginx: %d %s, want 200", path, resp.StatusCode, body)
+				}
+				if seen := up.got(path); len(seen) != 1 {
+					t.Fatalf("the service saw %d requests at %s, want 1", len(seen), path)
+				} else {
+					checkNginxHeaders(t, "unsigned", seen[0], map[string]string{"X-Agent-Verdict": "unsigned"})
+				}
 			}
-			if a.Status != http.StatusOK || len(seen) != 1 {
-				t.Fatalf("unsigned GET %s through nginx: %d, the service saw %d requests; want 200 and one", path, a.Status, len(seen))
+
+			// The proxy's access log names the original method and path.
+			lines := accessLog(t, p.stdout.String())["/"+mode+"/admin/transfer"]
+			if len(lines) != 1 || lines[0].Method != http.MethodPost || lines[0].Reason != "invalid_signature" {
+				t.Errorf("access log for POST /%s/admin/transfer: %+v, want one POST line with reason invalid_signature", mode, lines)
 			}
-			checkNginxHeaders(t, "unsigned", seen[0], map[string]string{"X-Agent-Verdict": "unsigned"})
 		})
 	}
 }
 
-// checkNginxHeaders wants exactly want among the X-Agent-* headers the
-// snippet passes (the four it sets; any other X-Agent-* header of the
-// client, such as X-Agent-Role, is not the snippet's business and the
-// service must not trust it).
+// forwarded sets the X-Forwarded-* headers a client may add to describe
+// another request.
+func forwarded(h http.Header, method, host, uri string) {
+	h.Set("X-Forwarded-Method", method)
+	h.Set("X-Forwarded-Host", host)
+	h.Set("X-Forwarded-Uri", uri)
+	h.Set("X-Forwarded-Proto", "http")
+}
+
+// copySignature copies the signature fields of from into h.
+func copySignature(h, from http.Header) {
+	for _, k := range []string{"Signature", "Signature-Input", "Signature-Agent"} {
+		h[k] = from[k]
+	}
+}
+
+// nginxSend sends req and returns the response and its body.
+func nginxSend(t *testing.T, req *http.Request) (*http.Response, string) {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, string(b)
+}
+
+// checkNginxRefusal sends req through nginx and wants the proxy's refusal:
+// status, the JSON error body with code, and Accept-Signature.
+func checkNginxRefusal(t *testing.T, what string, req *http.Request, status int, code string) {
+	t.Helper()
+	resp, body := nginxSend(t, req)
+	var e struct {
+		Error struct {
+			Status int
+			Code   string
+		} `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(body), &e); err != nil || resp.StatusCode != status || e.Error.Code != code || e.Error.Status != status {
+		t.Errorf("%s through nginx: %d %q, want %d with the JSON error %q", what, resp.StatusCode, body, status, code)
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("%s through nginx: Content-Type %q, want application/json", what, ct)
+	}
+	if resp.Header.Get("Accept-Signature") == "" {
+		t.Errorf("%s through nginx: no Accept-Signature in %v", what, resp.Header)
+	}
+}
+
+// checkNginxHeaders wants exactly want among every X-Agent-* header (in
+// any spelling) the service got.
 func checkNginxHeaders(t *testing.T, what string, h http.Header, want map[string]string) {
 	t.Helper()
-	for _, name := range []string{"X-Agent-Verdict", "X-Agent-Id", "X-Agent-Uid", "X-Agent-Key-Id"} {
-		if got := h.Values(name); len(got) > 1 || h.Get(name) != want[name] {
-			t.Errorf("%s: the service behind nginx got %s %q, want %q", what, name, got, want[name])
+	for name, values := range h {
+		if !strings.HasPrefix(strings.ReplaceAll(strings.ToLower(name), "_", "-"), "x-agent-") {
+			continue
+		}
+		if w, ok := want[http.CanonicalHeaderKey(name)]; !ok || len(values) != 1 || values[0] != w {
+			t.Errorf("%s: the service behind nginx got %s: %q, want %q", what, name, values, w)
+		}
+	}
+	for name, w := range want {
+		if got := h.Get(name); got != w {
+			t.Errorf("%s: the service behind nginx got %s %q, want %q", what, name, got, w)
 		}
 	}
 }

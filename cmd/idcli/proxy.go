@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -20,6 +21,7 @@ import (
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/middleware/metrics"
 	"github.com/agentid/agentid/middleware/proxy"
+	"github.com/agentid/agentid/signer"
 )
 
 // Defaults of `idcli proxy`.
@@ -33,7 +35,7 @@ const (
 	proxyReadHeaderTimeout = 10 * time.Second
 )
 
-const proxyUsage = "idcli proxy (--upstream URL | --forward-auth) --trust PATTERN… [--listen ADDR] [--mode required|optional|observe] [--allow-http] [--allow-private] [--redis-url URL] [--metrics-listen ADDR] [--access-log stdout|stderr|off] [--refusal-status 401|403] [--log-level info|debug|…]"
+const proxyUsage = "idcli proxy (--upstream URL | --forward-auth --front nginx|traefik|caddy [--forward-auth-from CIDR…]) --trust PATTERN… [--agentid-service URL…] [--listen ADDR] [--mode required|optional|observe] [--allow-http] [--allow-private] [--redis-url URL] [--metrics-listen ADDR] [--access-log stdout|stderr|off] [--refusal-status 401|403] [--upstream-max-idle N] [--log-level info|debug|…]"
 
 // proxyFlags are the flags of `idcli proxy`.
 type proxyFlags struct {
@@ -42,12 +44,19 @@ type proxyFlags struct {
 	forwardAuth, allowHTTP, allowPrivate bool
 	trust                                stringsFlag
 	refusalStatus                        int
+	front                                string
+	forwardAuthFrom, services            stringsFlag
+	upstreamMaxIdle                      int
 }
 
 func (f *proxyFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.listen, "listen", defaultProxyListen, "address to listen on, host:port (port 0 picks a free port; the banner names it)")
 	fs.StringVar(&f.upstream, "upstream", "", "URL of the service to forward verified requests to, e.g. http://127.0.0.1:8000")
-	fs.BoolVar(&f.forwardAuth, "forward-auth", false, "answer auth subrequests (nginx auth_request, Traefik ForwardAuth, Caddy forward_auth) instead of forwarding")
+	fs.BoolVar(&f.forwardAuth, "forward-auth", false, "answer auth subrequests (nginx auth_request, Traefik ForwardAuth, Caddy forward_auth) instead of forwarding; needs --front")
+	fs.StringVar(&f.front, "front", "", "with --forward-auth: the proxy in front, whose headers alone describe the original request: nginx (X-Original-Method, X-Original-URI, Host), traefik or caddy (X-Forwarded-Method, -Uri, -Host, -Proto)")
+	fs.Var(&f.forwardAuthFrom, "forward-auth-from", "with --forward-auth: address or CIDR of the front proxy, whose subrequests alone are answered (repeatable or comma-separated; default 127.0.0.0/8 and ::1)")
+	fs.Var(&f.services, "agentid-service", "base URL of an agentid service, such as https://agentid.example: its agents (<uid>.<host>) get X-Agent-Uid (repeatable; others get X-Agent-Id only)")
+	fs.IntVar(&f.upstreamMaxIdle, "upstream-max-idle", proxy.DefaultMaxIdleConnsPerHost, "idle connections kept open to the upstream for reuse; at least the number of requests in flight at once")
 	fs.StringVar(&f.mode, "mode", "required", "required (refuse unsigned and invalid requests), optional (forward unsigned ones too) or observe (forward everything with its verdict)")
 	fs.Var(&f.trust, "trust", "host whose agents' key sets may be fetched: exact host[:port] or *.suffix (repeatable; at least one)")
 	fs.BoolVar(&f.allowHTTP, "allow-http", false, "fetch key sets of http:// signature agents (local development only)")
@@ -75,7 +84,9 @@ func newProxyCmd(env *cliEnv) *ffcli.Command {
 			"X-Agent-* headers: X-Agent-Verdict (verified, unsigned or invalid), and for\n" +
 			"a verified request X-Agent-Id (the identity), X-Agent-Uid (agents of an\n" +
 			"agentid service) and X-Agent-Key-Id; an invalid one gets X-Agent-Reason (the\n" +
-			"error code). Every X-Agent-* header a client sends is removed first.\n" +
+			"error code). Every X-Agent-* header a client sends, in any spelling (any\n" +
+			"case, _ for -), is removed, and the proxy's own are set after the\n" +
+			"hop-by-hop headers are removed, so Connection cannot name them.\n" +
 			"\n" +
 			"With --upstream, verified requests are forwarded there (required mode);\n" +
 			"optional mode also forwards unsigned ones, observe mode everything. A\n" +
@@ -84,9 +95,17 @@ func newProxyCmd(env *cliEnv) *ffcli.Command {
 			"required and optional modes (and marked invalid in observe mode).\n" +
 			"\n" +
 			"With --forward-auth there is no upstream: each request is an auth\n" +
-			"subrequest describing the original one (X-Forwarded-Method, -Proto, -Host,\n" +
-			"-Uri from Traefik and Caddy; X-Original-Method, X-Original-URI and Host from\n" +
-			"nginx); the answer is 200 with the X-Agent-* headers, or the refusal.\n" +
+			"subrequest describing the original one, read only from the headers of the\n" +
+			"--front proxy (nginx: X-Original-Method, X-Original-URI and Host; traefik\n" +
+			"and caddy: X-Forwarded-Method, -Proto, -Host and -Uri) and answered only\n" +
+			"from --forward-auth-from addresses (default loopback); the answer is 200\n" +
+			"with the X-Agent-* headers, or the refusal (its JSON body also in\n" +
+			"X-Agent-Refusal, for nginx). A request carrying X-Agent-* headers, which a\n" +
+			"forward-auth endpoint cannot remove, is refused (observe mode: marked\n" +
+			"invalid), and so is a signature covering content-digest (no body is seen).\n" +
+			"\n" +
+			"X-Agent-Uid is set only for agents of an --agentid-service. The access log\n" +
+			"is JSON lines on stdout; the banner and operational log go to stderr.\n" +
 			"\n" +
 			"Runs until SIGINT/SIGTERM, then finishes the requests in flight.",
 		FlagSet: fs,
@@ -102,7 +121,9 @@ func newProxyCmd(env *cliEnv) *ffcli.Command {
 // proxyPlan is what the flags resolve to, before anything listens.
 type proxyPlan struct {
 	mode     middleware.Mode
-	upstream *url.URL // nil with --forward-auth
+	upstream *url.URL    // nil with --forward-auth
+	front    proxy.Front // "" without --forward-auth
+	from     []netip.Prefix
 	keys     keyfetch.Config
 	level    slog.Level
 	access   io.Writer // nil: no access log
@@ -125,6 +146,24 @@ func (f proxyFlags) plan(env *cliEnv) (proxyPlan, error) {
 		if p.upstream, err = parseUpstream(f.upstream); err != nil {
 			return p, err
 		}
+		if f.front != "" || len(f.forwardAuthFrom) > 0 {
+			return p, errors.New("--front and --forward-auth-from are for --forward-auth: a reverse proxy (--upstream) has no front proxy to trust")
+		}
+	default:
+		if p.front, err = parseFront(f.front); err != nil {
+			return p, err
+		}
+		if p.from, err = parsePrefixes(f.forwardAuthFrom); err != nil {
+			return p, err
+		}
+	}
+	for _, s := range f.services {
+		if _, err := signer.ParseServiceURL(s); err != nil {
+			return p, fmt.Errorf("--agentid-service: %s", strings.TrimPrefix(err.Error(), "signer: "))
+		}
+	}
+	if f.upstreamMaxIdle < 1 {
+		return p, fmt.Errorf("--upstream-max-idle %d: want at least 1", f.upstreamMaxIdle)
 	}
 	if len(f.trust) == 0 {
 		return p, errors.New("--trust is required: name the hosts whose agents you accept, e.g. --trust '*.agentid.example' (repeatable)")
@@ -173,6 +212,42 @@ func parseMode(s string) (middleware.Mode, error) {
 	return 0, fmt.Errorf("--mode %q: want required, optional or observe", s)
 }
 
+// parseFront reads --front, which --forward-auth needs: the forward-auth
+// endpoint believes only the headers of the proxy in front of it.
+func parseFront(s string) (proxy.Front, error) {
+	if s == "" {
+		return "", errors.New("--forward-auth needs --front nginx, traefik or caddy: the original request is read only from the headers that proxy sets")
+	}
+	for _, f := range proxy.Fronts {
+		if strings.EqualFold(s, string(f)) {
+			return f, nil
+		}
+	}
+	return "", fmt.Errorf("--front %q: want nginx, traefik or caddy", s)
+}
+
+// parsePrefixes reads --forward-auth-from: addresses or CIDRs, each flag
+// value possibly comma-separated. None means nil (loopback).
+func parsePrefixes(values []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, v := range values {
+		for _, s := range strings.Split(v, ",") {
+			s = strings.TrimSpace(s)
+			if p, err := netip.ParsePrefix(s); err == nil {
+				out = append(out, p.Masked())
+				continue
+			}
+			a, err := netip.ParseAddr(s)
+			if err != nil || a.Zone() != "" {
+				return nil, fmt.Errorf("--forward-auth-from %q: want an address or CIDR, such as 10.0.0.5 or 172.16.0.0/12", s)
+			}
+			a = a.Unmap()
+			out = append(out, netip.PrefixFrom(a, a.BitLen()))
+		}
+	}
+	return out, nil
+}
+
 // parseUpstream reads --upstream: an absolute http(s) URL; a path, if any,
 // prefixes every forwarded path.
 func parseUpstream(s string) (*url.URL, error) {
@@ -215,16 +290,16 @@ func runProxy(ctx context.Context, env *cliEnv, f proxyFlags) error {
 	if err != nil {
 		return fmt.Errorf("proxy: %w", err)
 	}
-	cfg := proxy.Config{Verifier: verifier, Upstream: p.upstream, ForwardAuth: f.forwardAuth}
+	cfg := proxy.Config{
+		Verifier: verifier, Upstream: p.upstream, ForwardAuth: p.front, ForwardAuthFrom: p.from,
+		Services: []string(f.services),
+		// The default transport reaches the upstream directly, never
+		// through an HTTP_PROXY meant for outbound traffic, and keeps
+		// this many connections to it for reuse.
+		MaxIdleConnsPerHost: f.upstreamMaxIdle,
+	}
 	if reg != nil {
 		cfg.Metrics = reg // answers
-	}
-	if p.upstream != nil {
-		// The upstream is a service next door: reach it directly, never
-		// through an HTTP_PROXY meant for outbound traffic.
-		t := http.DefaultTransport.(*http.Transport).Clone()
-		t.Proxy = nil
-		cfg.Transport = t
 	}
 	if p.access != nil {
 		cfg.AccessLog = slog.New(slog.NewJSONHandler(p.access, nil))
@@ -254,7 +329,7 @@ func runProxy(ctx context.Context, env *cliEnv, f proxyFlags) error {
 
 	printProxyBanner(env, f, p, ln.Addr().String(), replayName)
 	if reg != nil {
-		fmt.Fprintf(env.Stdout, "• metrics at http://%s/metrics\n", listeners[1].Addr())
+		fmt.Fprintf(env.Stderr, "• metrics at http://%s/metrics\n", listeners[1].Addr())
 	}
 	return serveUntilDone(ctx, servers, listeners)
 }
@@ -310,14 +385,14 @@ func proxyListenError(flagName, addr string, err error) error {
 	return fmt.Errorf("%s %s: %v", flagName, addr, err)
 }
 
-// printProxyBanner names where the proxy listens, what it forwards to, the
-// mode and whom it trusts.
+// printProxyBanner names, on stderr (stdout is the JSON access log), where
+// the proxy listens, what it forwards to, the mode and whom it trusts.
 func printProxyBanner(env *cliEnv, f proxyFlags, p proxyPlan, addr, replayName string) {
-	target := "(forward-auth: answers auth subrequests with 200 or " + strconv.Itoa(f.refusalStatus) + ")"
+	target := "(forward-auth behind " + string(p.front) + ": answers auth subrequests with 200 or " + strconv.Itoa(f.refusalStatus) + ")"
 	if p.upstream != nil {
 		target = "→ upstream " + p.upstream.String()
 	}
-	fmt.Fprintf(env.Stdout, "idcli proxy listening on http://%s %s\n", addr, target)
+	fmt.Fprintf(env.Stderr, "idcli proxy listening on http://%s %s\n", addr, target)
 	local := ""
 	if f.allowHTTP {
 		local += "; http:// key sets allowed"
@@ -325,5 +400,15 @@ func printProxyBanner(env *cliEnv, f proxyFlags, p proxyPlan, addr, replayName s
 	if f.allowPrivate {
 		local += "; private addresses allowed"
 	}
-	fmt.Fprintf(env.Stdout, "• mode %s; trusting %s; nonces in %s%s\n", p.mode, strings.Join(f.trust, ", "), replayName, local)
+	if len(f.services) > 0 {
+		local += "; X-Agent-Uid for agents of " + strings.Join(f.services, ", ")
+	}
+	if p.front != "" {
+		from := "loopback"
+		if len(p.from) > 0 {
+			from = fmt.Sprint(p.from)
+		}
+		local += "; subrequests from " + from
+	}
+	fmt.Fprintf(env.Stderr, "• mode %s; trusting %s; nonces in %s%s\n", p.mode, strings.Join(f.trust, ", "), replayName, local)
 }

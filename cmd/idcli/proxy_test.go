@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -83,12 +84,37 @@ func localAgent(t *testing.T, key signer.PrivateKey) (uid, origin string) {
 // reference server.
 var localTrust = []string{"--trust", "*.localhost:*", "--allow-http", "--allow-private"}
 
+// agentService is the base URL of the agentid service an agent at origin
+// (http://<uid>.<host>) belongs to.
+func agentService(uid, origin string) string {
+	return strings.Replace(origin, "://"+uid+".", "://", 1)
+}
+
 // startProxy runs `idcli proxy --listen 127.0.0.1:0 args…` and returns its
-// base URL (from the banner).
+// base URL (from the banner, on stderr).
 func startProxy(t *testing.T, args ...string) (string, *bgCLI) {
 	t.Helper()
 	b := startCLI(t, t.TempDir(), nil, append([]string{"proxy", "--listen", "127.0.0.1:0"}, args...)...)
-	return b.waitFor(t, proxyBanner), b
+	return waitForStderr(t, b, proxyBanner), b
+}
+
+// waitForStderr waits until b's stderr matches re and returns the first
+// submatch (or the whole match).
+func waitForStderr(t *testing.T, b *bgCLI, re *regexp.Regexp) string {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		if m := re.FindStringSubmatch(b.stderr.String()); m != nil {
+			return m[len(m)-1]
+		}
+		select {
+		case <-b.done:
+			t.Fatalf("idcli %s exited (%v) before printing %s\nstdout:\n%s\nstderr:\n%s", strings.Join(b.args, " "), b.err, re, b.stdout, b.stderr)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("idcli %s did not print %s within 20 s\nstderr:\n%s", strings.Join(b.args, " "), re, b.stderr)
+		}
+	}
 }
 
 // signedGet is GET url signed by key as the agent at origin, with opts.
@@ -122,20 +148,26 @@ type accessLine struct {
 	Reason  string `json:"reason"`
 	Agent   string `json:"agent"`
 	KeyID   string `json:"kid"`
+	UID     string `json:"uid"`
+	// DurationMS is the time taken, in milliseconds.
+	DurationMS *float64 `json:"duration_ms"`
 }
 
-// accessLog parses the JSON lines of a proxy's stdout (the banner lines are
-// not JSON).
+// accessLog parses a proxy's stdout, which holds JSON lines only (the
+// banner goes to stderr).
 func accessLog(t *testing.T, stdout string) map[string][]accessLine {
 	t.Helper()
 	lines := map[string][]accessLine{}
-	for _, l := range strings.Split(stdout, "\n") {
-		if !strings.HasPrefix(l, "{") {
+	for _, l := range strings.Split(strings.TrimSuffix(stdout, "\n"), "\n") {
+		if l == "" {
 			continue
 		}
 		var a accessLine
 		if err := json.Unmarshal([]byte(l), &a); err != nil {
-			t.Fatalf("access log line %q is not JSON: %v", l, err)
+			t.Fatalf("stdout line %q is not JSON: %v", l, err)
+		}
+		if a.DurationMS == nil {
+			t.Errorf("access log line %q has no duration_ms", l)
 		}
 		lines[a.Path] = append(lines[a.Path], a)
 	}
@@ -215,7 +247,7 @@ func TestProxyModes(t *testing.T) {
 	for _, mode := range []string{"required", "optional", "observe"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
-			base, p := startProxy(t, append([]string{"--upstream", up.URL, "--mode", mode}, localTrust...)...)
+			base, p := startProxy(t, append([]string{"--upstream", up.URL, "--mode", mode, "--agentid-service", agentService(uid, origin)}, localTrust...)...)
 			for _, k := range kinds {
 				path := "/" + mode + "/" + strings.ReplaceAll(k.name, " ", "-")
 				w := k.want[mode]
@@ -312,7 +344,11 @@ func TestProxyForwardAuth(t *testing.T) {
 	t.Parallel()
 	key := signertest.Key(0x32)
 	uid, origin := localAgent(t, key)
-	auth, _ := startProxy(t, append([]string{"--forward-auth"}, localTrust...)...)
+	service := agentService(uid, origin)
+	authFor := map[string]string{}
+	for _, front := range []string{"nginx", "traefik", "caddy"} {
+		authFor[front], _ = startProxy(t, append([]string{"--forward-auth", "--front", front, "--agentid-service", service}, localTrust...)...)
+	}
 
 	const original = "https://app.example/api/items?color=blue"
 	sign := func(t *testing.T, method string) http.Header {
@@ -321,12 +357,12 @@ func TestProxyForwardAuth(t *testing.T) {
 		return clitest.Sign(t, req, key, opts).Header
 	}
 	// The headers a client sent to the front proxy, which copies them into
-	// the subrequest (with its own).
+	// the subrequest (with its own), including the X-Forwarded-* and
+	// X-Original-* a client might add to rewrite the original request.
 	client := func(sig http.Header) http.Header {
 		h := sig.Clone()
 		h.Set("User-Agent", "agent/1.0")
 		h.Set("Accept", "application/json")
-		spoof(h)
 		return h
 	}
 	// forwarded is a GET of path at the auth address carrying the original
@@ -334,10 +370,13 @@ func TestProxyForwardAuth(t *testing.T) {
 	// Traefik's ForwardAuth sends (path ""), and Caddy's forward_auth (path
 	// rewritten to /; X-Forwarded-Method and -Uri its own, -For, -Proto and
 	// -Host reverse_proxy's).
-	forwarded := func(path string) func(method, host, uri string, sig http.Header) *http.Request {
+	forwarded := func(auth, path string) func(method, host, uri string, sig http.Header) *http.Request {
 		return func(method, host, uri string, sig http.Header) *http.Request {
 			r, _ := http.NewRequest(http.MethodGet, auth+path, nil)
 			r.Header = client(sig)
+			// The client's attempt at the nginx headers.
+			r.Header.Set("X-Original-Method", "GET")
+			r.Header.Set("X-Original-URI", "/api/items?color=blue")
 			r.Header.Set("X-Forwarded-For", "203.0.113.7")
 			r.Header.Set("X-Forwarded-Method", method)
 			r.Header.Set("X-Forwarded-Proto", "https")
@@ -354,8 +393,12 @@ func TestProxyForwardAuth(t *testing.T) {
 		// proxy_set_header X-Original-Method $request_method; }`: a GET
 		// of /_agentid with the original headers, Host kept, HTTP/1.0
 		// (Connection: close).
-		r, _ := http.NewRequest(http.MethodGet, auth+"/_agentid", nil)
+		r, _ := http.NewRequest(http.MethodGet, authFor["nginx"]+"/_agentid", nil)
 		r.Header = client(sig)
+		// The client's attempt at the Traefik and Caddy headers.
+		r.Header.Set("X-Forwarded-Method", "GET")
+		r.Header.Set("X-Forwarded-Host", "app.example")
+		r.Header.Set("X-Forwarded-Uri", "/api/items?color=blue")
 		r.Host = host
 		r.Close = true
 		r.Header.Set("X-Original-URI", uri)
@@ -365,7 +408,7 @@ func TestProxyForwardAuth(t *testing.T) {
 	fronts := []struct {
 		name string
 		req  func(method, host, uri string, sig http.Header) *http.Request
-	}{{"Traefik", forwarded("")}, {"Caddy", forwarded("/")}, {"nginx", nginx}}
+	}{{"Traefik", forwarded(authFor["traefik"], "")}, {"Caddy", forwarded(authFor["caddy"], "/")}, {"nginx", nginx}}
 
 	for _, f := range fronts {
 		t.Run(f.name, func(t *testing.T) {
@@ -375,6 +418,7 @@ func TestProxyForwardAuth(t *testing.T) {
 				method, host string
 				uri          string
 				signed       string // method signed; "" = unsigned
+				spoofed      bool   // the client sent X-Agent-* headers
 				status       int
 				code         string
 			}{
@@ -385,21 +429,28 @@ func TestProxyForwardAuth(t *testing.T) {
 				{name: "another host", method: "GET", host: "other.example", uri: "/api/items?color=blue", signed: "GET", status: 401, code: "invalid_signature"},
 				{name: "another path", method: "GET", host: "app.example", uri: "/api/admin?color=blue", signed: "GET", status: 401, code: "invalid_signature"},
 				{name: "another query", method: "GET", host: "app.example", uri: "/api/items?color=red", signed: "GET", status: 401, code: "invalid_signature"},
+				{name: "POST, client claims GET", method: "POST", host: "app.example", uri: "/api/admin", signed: "GET", status: 401, code: "invalid_signature"},
+				{name: "X-Agent-* from the client", method: "GET", host: "app.example", uri: "/api/items?color=blue", signed: "GET", spoofed: true, status: 403, code: "forbidden"},
 			}
 			for _, tc := range tests {
 				sig := http.Header{}
 				if tc.signed != "" {
 					sig = sign(t, tc.signed)
 				}
-				resp, err := http.DefaultClient.Do(f.req(tc.method, tc.host, tc.uri, sig))
+				req := f.req(tc.method, tc.host, tc.uri, sig)
+				if tc.spoofed {
+					spoof(req.Header)
+				}
+				resp, err := http.DefaultClient.Do(req)
 				if err != nil {
 					t.Fatal(err)
 				}
+				raw, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
 				var body struct {
 					Error struct{ Code string } `json:"error"`
 				}
-				json.NewDecoder(resp.Body).Decode(&body)
-				resp.Body.Close()
+				json.Unmarshal(raw, &body)
 				if resp.StatusCode != tc.status || body.Error.Code != tc.code {
 					t.Errorf("%s: %d %q, want %d %q", tc.name, resp.StatusCode, body.Error.Code, tc.status, tc.code)
 				}
@@ -409,8 +460,12 @@ func TestProxyForwardAuth(t *testing.T) {
 					if resp.Header.Get("Accept-Signature") == "" {
 						t.Errorf("%s: a refusal without Accept-Signature", tc.name)
 					}
+					// The refusal's body again, for nginx; no identity.
+					if got := resp.Header.Get("X-Agent-Refusal"); got != strings.TrimSpace(string(raw)) {
+						t.Errorf("%s: X-Agent-Refusal %q, want the body %q", tc.name, got, raw)
+					}
 					for name := range resp.Header {
-						if strings.HasPrefix(strings.ToLower(name), "x-agent-") {
+						if strings.HasPrefix(strings.ToLower(name), "x-agent-") && name != "X-Agent-Refusal" {
 							t.Errorf("%s: the refusal carries %s: %q", tc.name, name, resp.Header.Values(name))
 						}
 					}
@@ -454,8 +509,8 @@ func TestProxyRedisSharedNonces(t *testing.T) {
 	t.Run("one Redis", func(t *testing.T) {
 		a, _ := startProxy(t, append([]string{"--upstream", up.URL, "--redis-url", redisURL}, localTrust...)...)
 		b, pb := startProxy(t, append([]string{"--upstream", up.URL, "--redis-url", addr}, localTrust...)...)
-		if !strings.Contains(pb.stdout.String(), "nonces in Redis "+addr) {
-			t.Errorf("banner %q does not name the Redis", pb.stdout)
+		if !strings.Contains(pb.stderr.String(), "nonces in Redis "+addr) {
+			t.Errorf("banner %q does not name the Redis", pb.stderr)
 		}
 		first, second := send(t, a, b, "/redis/shared")
 		if first.Status != http.StatusOK {
@@ -487,7 +542,7 @@ func TestProxyMetricsListen(t *testing.T) {
 	_, origin := localAgent(t, key)
 	up := newEchoUpstream(t)
 	base, p := startProxy(t, append([]string{"--upstream", up.URL, "--metrics-listen", "127.0.0.1:0"}, localTrust...)...)
-	metricsURL := p.waitFor(t, metricsBanner)
+	metricsURL := waitForStderr(t, p, metricsBanner)
 
 	if a := clitest.MustSend(t, http.DefaultClient, signedGet(t, base+"/metrics", key, origin, signer.Options{})); a.Status != http.StatusOK || len(up.got("/metrics")) != 1 {
 		t.Errorf("signed GET /metrics through the proxy: %d %s, upstream saw %d; want the upstream's answer", a.Status, a.Body, len(up.got("/metrics")))
@@ -554,18 +609,26 @@ func TestProxyFlagErrors(t *testing.T) {
 		{[]string{"--upstream", "http://127.0.0.1:1", "--mode", "strict"}, `--mode "strict": want required, optional or observe`},
 		{[]string{}, "--upstream URL is required"},
 		{[]string{"--upstream", "http://127.0.0.1:1", "--forward-auth"}, "--upstream and --forward-auth exclude each other"},
+		{[]string{"--forward-auth"}, "--forward-auth needs --front nginx, traefik or caddy"},
+		{[]string{"--forward-auth", "--front", "apache"}, `--front "apache": want nginx, traefik or caddy`},
+		{[]string{"--upstream", "http://127.0.0.1:1", "--front", "nginx"}, "--front and --forward-auth-from are for --forward-auth"},
+		{[]string{"--upstream", "http://127.0.0.1:1", "--forward-auth-from", "10.0.0.1"}, "--front and --forward-auth-from are for --forward-auth"},
+		{[]string{"--forward-auth", "--front", "nginx", "--forward-auth-from", "10.0.0.300"}, `--forward-auth-from "10.0.0.300": want an address or CIDR`},
+		{[]string{"--forward-auth", "--front", "nginx", "--forward-auth-from", "127.0.0.1,nginx"}, `--forward-auth-from "nginx": want an address or CIDR`},
+		{[]string{"--upstream", "http://127.0.0.1:1", "--agentid-service", "https://agentid.example/agents"}, `--agentid-service: `},
+		{[]string{"--upstream", "http://127.0.0.1:1", "--upstream-max-idle", "0"}, "--upstream-max-idle 0: want at least 1"},
 		{[]string{"--upstream", "127.0.0.1:8000"}, `--upstream "127.0.0.1:8000": want an http:// or https:// URL`},
 		{[]string{"--upstream", "ftp://files.example"}, `--upstream "ftp://files.example"`},
 		{[]string{"--upstream", "localhost:8000"}, "did you mean http://localhost:8000?"},
-		{[]string{"--forward-auth", "--trust", "https://agents.example"}, `--trust: TrustedHosts entry "https://agents.example"`},
-		{[]string{"--forward-auth", "--listen", "8080"}, `--listen "8080": want host:port`},
-		{[]string{"--forward-auth", "--refusal-status", "404"}, "--refusal-status 404: want 401 or 403"},
-		{[]string{"--forward-auth", "--access-log", "file"}, `--access-log "file": want stdout, stderr or off`},
-		{[]string{"--forward-auth", "--log-level", "loud"}, `--log-level "loud"`},
-		{[]string{"--forward-auth", "--redis-url", "http://redis.example"}, `--redis-url: want redis://`},
-		{[]string{"--forward-auth", "--redis-url", "redis-host"}, `--redis-url: "redis-host" is not host:port`},
-		{[]string{"--forward-auth", "--redis-url", "redis://127.0.0.1:1"}, "--redis-url redis://127.0.0.1:1: Redis does not answer"},
-		{[]string{"--forward-auth", "extra"}, `proxy takes no arguments (got "extra")`},
+		{[]string{"--forward-auth", "--front", "nginx", "--trust", "https://agents.example"}, `--trust: TrustedHosts entry "https://agents.example"`},
+		{[]string{"--forward-auth", "--front", "nginx", "--listen", "8080"}, `--listen "8080": want host:port`},
+		{[]string{"--forward-auth", "--front", "nginx", "--refusal-status", "404"}, "--refusal-status 404: want 401 or 403"},
+		{[]string{"--forward-auth", "--front", "nginx", "--access-log", "file"}, `--access-log "file": want stdout, stderr or off`},
+		{[]string{"--forward-auth", "--front", "nginx", "--log-level", "loud"}, `--log-level "loud"`},
+		{[]string{"--forward-auth", "--front", "nginx", "--redis-url", "http://redis.example"}, `--redis-url: want redis://`},
+		{[]string{"--forward-auth", "--front", "nginx", "--redis-url", "redis-host"}, `--redis-url: "redis-host" is not host:port`},
+		{[]string{"--forward-auth", "--front", "nginx", "--redis-url", "redis://127.0.0.1:1"}, "--redis-url redis://127.0.0.1:1: Redis does not answer"},
+		{[]string{"--forward-auth", "--front", "nginx", "extra"}, `proxy takes no arguments (got "extra")`},
 	}
 	for _, tc := range tests {
 		args := append([]string{"proxy", "--listen", "127.0.0.1:0"}, tc.args...)
@@ -586,9 +649,11 @@ func TestProxyFlagErrors(t *testing.T) {
 	}
 
 	// A busy port: one line naming it.
-	_, p := startProxy(t, "--forward-auth", "--trust", "*.agentid.example")
-	busy := strings.TrimPrefix(proxyBanner.FindStringSubmatch(p.stdout.String())[1], "http://")
-	r = runCLI(context.Background(), t.TempDir(), nil, "proxy", "--forward-auth", "--trust", "*.agentid.example", "--listen", busy)
+	busy := strings.TrimPrefix(func() string {
+		u, _ := startProxy(t, "--forward-auth", "--front", "nginx", "--trust", "*.agentid.example")
+		return u
+	}(), "http://")
+	r = runCLI(context.Background(), t.TempDir(), nil, "proxy", "--forward-auth", "--front", "nginx", "--trust", "*.agentid.example", "--listen", busy)
 	if r.err == nil || !strings.Contains(r.err.Error(), "--listen "+busy+": the address is already in use") {
 		t.Errorf("idcli proxy --listen %s (busy): %v, want the address is already in use", busy, r.err)
 	}
@@ -600,14 +665,81 @@ func TestProxyBanner(t *testing.T) {
 	t.Parallel()
 	up := newEchoUpstream(t)
 	_, p := startProxy(t, "--upstream", up.URL, "--mode", "observe", "--trust", "*.agentid.example", "--trust", "bots.example.net")
-	out := p.stdout.String()
+	if p.stdout.String() != "" {
+		t.Errorf("stdout %q before any request, want nothing (the banner goes to stderr)", p.stdout)
+	}
+	out := p.stderr.String()
 	for _, want := range []string{"→ upstream " + up.URL, "mode observe", "trusting *.agentid.example, bots.example.net", "nonces in memory"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("banner %q lacks %q", out, want)
 		}
 	}
-	_, p = startProxy(t, "--forward-auth", "--refusal-status", "403", "--trust", "*.agentid.example")
-	if out := p.stdout.String(); !strings.Contains(out, "(forward-auth: answers auth subrequests with 200 or 403)") || !strings.Contains(out, "mode required") {
+	_, p = startProxy(t, "--forward-auth", "--front", "traefik", "--refusal-status", "403", "--trust", "*.agentid.example")
+	if out := p.stderr.String(); !strings.Contains(out, "(forward-auth behind traefik: answers auth subrequests with 200 or 403)") || !strings.Contains(out, "mode required") {
 		t.Errorf("forward-auth banner %q", out)
+	}
+}
+
+// TestProxyReplayRespellings sends one signature through the proxy again
+// and again, each time with Signature-Agent spelled differently (a query,
+// an empty query, an escaped dot, the directory as a jwks_uri member):
+// every spelling names the same key, so the signature is accepted exactly
+// once.
+func TestProxyReplayRespellings(t *testing.T) {
+	t.Parallel()
+	key := signertest.Key(0x37)
+	uid, origin := localAgent(t, key)
+	up := newEchoUpstream(t)
+	base, _ := startProxy(t, append([]string{"--upstream", up.URL, "--agentid-service", agentService(uid, origin)}, localTrust...)...)
+
+	const path = "/replay/respelled"
+	first := signedGet(t, base+path, key, origin, signer.Options{}) // covers @authority, not Signature-Agent
+	spellings := []string{
+		`sig1="` + origin + `"`,
+		`sig1="` + origin + `?r=1"`,
+		`sig1="` + origin + `?"`,
+		`sig1="` + origin + `/%2Ewell-known/http-message-signatures-directory"`,
+		`sig1="` + origin + `/.well-known/http-message-signatures-directory"`,
+		`sig1="` + origin + `/.well-known/http-message-signatures-directory";type=jwks_uri`,
+		`"` + origin + `"`,
+	}
+	accepted := 0
+	for _, sa := range spellings {
+		r := clitest.CopyRequest(first, nil)
+		r.Header.Set("Signature-Agent", sa)
+		a := clitest.MustSend(t, http.DefaultClient, r)
+		if a.Status == http.StatusOK {
+			accepted++
+		} else if a.Status != http.StatusUnauthorized {
+			t.Errorf("Signature-Agent %s: %d %s, want 200 once, else 401", sa, a.Status, a.Body)
+		}
+		t.Logf("Signature-Agent %s: %d %s", sa, a.Status, a.Code)
+	}
+	if accepted != 1 || len(up.got(path)) != 1 {
+		t.Errorf("one signature under %d spellings of Signature-Agent: accepted %d times, the upstream saw %d; want exactly once", len(spellings), accepted, len(up.got(path)))
+	}
+}
+
+// TestProxyForwardAuthFrom: a forward-auth endpoint answers only its
+// --forward-auth-from addresses (loopback by default).
+func TestProxyForwardAuthFrom(t *testing.T) {
+	t.Parallel()
+	sub := func(auth string) *http.Request {
+		r, _ := http.NewRequest(http.MethodGet, auth+"/_agentid", nil)
+		r.Host = "app.example"
+		r.Header.Set("X-Original-Method", "GET")
+		r.Header.Set("X-Original-URI", "/x")
+		return r
+	}
+	elsewhere, p := startProxy(t, "--forward-auth", "--front", "nginx", "--forward-auth-from", "192.0.2.0/24,2001:db8::/32", "--trust", "*.agentid.example")
+	if a := clitest.MustSend(t, http.DefaultClient, sub(elsewhere)); a.Status != http.StatusForbidden || a.Code != "forbidden" || !strings.Contains(a.Body, "127.0.0.1") {
+		t.Errorf("from loopback to a proxy answering 192.0.2.0/24: %d %s, want 403 forbidden naming 127.0.0.1", a.Status, a.Body)
+	}
+	if !strings.Contains(p.stderr.String(), "subrequests from [192.0.2.0/24 2001:db8::/32]") {
+		t.Errorf("banner %q does not name the allowed addresses", p.stderr)
+	}
+	here, _ := startProxy(t, "--forward-auth", "--front", "nginx", "--trust", "*.agentid.example")
+	if a := clitest.MustSend(t, http.DefaultClient, sub(here)); a.Status != http.StatusUnauthorized || a.Code != "missing_signature" {
+		t.Errorf("from loopback, by default: %d %s, want 401 missing_signature", a.Status, a.Body)
 	}
 }

@@ -5,29 +5,41 @@
 // or Caddy (forward_auth).
 //
 //	v, _ := middleware.NewVerifier(middleware.Config{Keys: keys, Mode: middleware.Optional})
-//	h, _ := proxy.New(proxy.Config{Verifier: v, Upstream: upstreamURL})
+//	h, _ := proxy.New(proxy.Config{Verifier: v, Upstream: upstreamURL, Services: []string{"https://agentid.example"}})
 //	http.ListenAndServe(":8080", h)
 //
-// Every header whose name starts with X-Agent- is deleted from incoming
-// requests, so a client cannot claim an identity; the proxy then sets
-// X-Agent-Verdict (verified, unsigned or invalid) and, for a verified
-// request, X-Agent-Id (the identity: an origin or a key-set URL),
-// X-Agent-Uid (for agents of an agentid service) and X-Agent-Key-Id; an
-// invalid request also gets X-Agent-Reason, the error code. The verifier's
-// mode decides what is forwarded: Required forwards verified requests only,
-// Optional also unsigned ones, Observe everything (with its verdict).
+// As a reverse proxy, every incoming header whose name, case-folded with
+// "_" read as "-", starts with x-agent- is removed, and the proxy's own
+// headers are set on the outgoing request after hop-by-hop removal, so a
+// client can neither claim an identity nor make the proxy drop the one it
+// set (Connection: X-Agent-Uid). The proxy sets X-Agent-Verdict (verified,
+// unsigned or invalid) and, for a verified request, X-Agent-Id (the
+// identity: an origin or a key-set URL), X-Agent-Key-Id and, for agents of
+// a configured agentid service only, X-Agent-Uid; an invalid request also
+// gets X-Agent-Reason, the error code. The verifier's mode decides what is
+// forwarded: Required forwards verified requests only, Optional also
+// unsigned ones, Observe everything (with its verdict).
+//
+// As a forward-auth endpoint it answers only the addresses of the proxy in
+// front of it and reads only that proxy's headers (Config.ForwardAuth).
 package proxy
 
 import (
+	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
+	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/signer"
 )
 
 // The headers the proxy sets; incoming headers with the prefix are removed.
@@ -38,7 +50,40 @@ const (
 	HeaderUID     = "X-Agent-Uid"
 	HeaderKeyID   = "X-Agent-Key-Id"
 	HeaderReason  = "X-Agent-Reason"
+	// HeaderRefusal carries, on a forward-auth refusal, the JSON error body
+	// again: nginx's auth_request drops the body of the subrequest's
+	// answer, but auth_request_set can read a header and error_page can
+	// answer the client with it.
+	HeaderRefusal = "X-Agent-Refusal"
 )
+
+// DefaultMaxIdleConnsPerHost is how many idle upstream connections the
+// default transport keeps: enough for a busy proxy to reuse its upstream
+// connections instead of opening one per request.
+const DefaultMaxIdleConnsPerHost = 256
+
+// Front names the proxy in front of a forward-auth endpoint; the endpoint
+// reads the original request from that proxy's headers only.
+type Front string
+
+// The fronts a forward-auth endpoint understands.
+const (
+	// FrontNginx reads X-Original-Method, X-Original-URI, the Host header
+	// and, if present, X-Original-Proto (https when absent), as the
+	// auth_request snippet of the README sets them. X-Forwarded-* are
+	// ignored.
+	FrontNginx Front = "nginx"
+	// FrontTraefik reads X-Forwarded-Method, -Proto, -Host and -Uri, which
+	// Traefik's ForwardAuth sets (overwriting the client's).
+	FrontTraefik Front = "traefik"
+	// FrontCaddy reads X-Forwarded-Method, -Uri, -Host and -Proto, which
+	// Caddy's forward_auth and reverse_proxy set (overwriting the
+	// client's).
+	FrontCaddy Front = "caddy"
+)
+
+// Fronts lists the fronts, for flag help and errors.
+var Fronts = []Front{FrontNginx, FrontTraefik, FrontCaddy}
 
 // Metrics receives the proxy's counts; *metrics.Registry of the reference
 // server satisfies it. Implementations must be safe for concurrent use.
@@ -55,21 +100,39 @@ type Config struct {
 	// Required.
 	Verifier *middleware.Verifier
 	// Upstream is the service requests are forwarded to. Required unless
-	// ForwardAuth.
+	// ForwardAuth is set; the two exclude each other.
 	Upstream *url.URL
-	// ForwardAuth answers auth subrequests instead of forwarding: 200 with
-	// the X-Agent-* headers when the original request may go on, else the
-	// refusal (401 with the JSON error body and Accept-Signature). The
-	// original request is rebuilt from X-Forwarded-Method,
-	// X-Forwarded-Proto, X-Forwarded-Host and X-Forwarded-Uri (Traefik,
-	// Caddy) or X-Original-Method and X-Original-URI with Host (nginx).
-	// Auth subrequests carry no body: a signature covering content-digest
-	// cannot be checked this way and is refused.
-	ForwardAuth bool
-	// Transport carries requests upstream. If nil, http.DefaultTransport.
+	// ForwardAuth, if set, makes the handler answer the auth subrequests
+	// of that front proxy instead of forwarding: 200 with the X-Agent-*
+	// headers when the original request may go on, else the refusal (the
+	// JSON error body with Accept-Signature, repeated in X-Agent-Refusal).
+	// The original request is rebuilt from the front's headers only (see
+	// Front). Subrequests carry no body: a signature covering
+	// content-digest cannot be checked this way and is refused
+	// (invalid_signature_input). A forward-auth endpoint cannot remove
+	// headers from the original request, so one carrying any X-Agent-*
+	// header (in any spelling) is refused (forbidden) unless the verifier
+	// is in Observe mode, where it passes as invalid.
+	ForwardAuth Front
+	// ForwardAuthFrom lists the addresses whose subrequests are answered;
+	// others get 403 forbidden. If nil, loopback only (127.0.0.0/8, ::1).
+	ForwardAuthFrom []netip.Prefix
+	// Services are the base URLs of the agentid services whose agents get
+	// X-Agent-Uid, such as "https://agentid.example": an identity gets a
+	// uid only when it is exactly <scheme>://<uid>.<host> of one of them.
+	// If nil, no request gets X-Agent-Uid.
+	Services []string
+	// Transport carries requests upstream. If nil,
+	// NewTransport(MaxIdleConnsPerHost).
 	Transport http.RoundTripper
-	// AccessLog, if set, gets one line per request: method, host, path,
-	// status, verdict, reason (the error code), identity and duration.
+	// MaxIdleConnsPerHost sizes the default transport's pool of idle
+	// upstream connections. If 0, DefaultMaxIdleConnsPerHost. Ignored when
+	// Transport is set.
+	MaxIdleConnsPerHost int
+	// AccessLog, if set, gets one line per request: method, host, path
+	// (of the original request in forward-auth), status, duration_ms,
+	// verdict, reason (the error code), agent, kid, uid and, when the
+	// upstream failed, upstream_error.
 	AccessLog *slog.Logger
 	// Metrics, if set, counts answers.
 	Metrics Metrics
@@ -77,9 +140,31 @@ type Config struct {
 
 // Handler is a verifying reverse proxy or forward-auth endpoint.
 type Handler struct {
-	cfg   Config
-	proxy *httputil.ReverseProxy
-	route string
+	cfg      Config
+	proxy    *httputil.ReverseProxy
+	route    string
+	from     []netip.Prefix
+	services []signer.ServiceURL
+}
+
+var loopback = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+
+// NewTransport returns the transport New uses when Config.Transport is nil:
+// http.DefaultTransport's dialer, timeouts and TLS settings, no proxy from
+// the environment (the upstream is a service next door), and up to
+// maxIdlePerHost idle connections kept per upstream host
+// (DefaultMaxIdleConnsPerHost if maxIdlePerHost ≤ 0).
+func NewTransport(maxIdlePerHost int) *http.Transport {
+	if maxIdlePerHost <= 0 {
+		maxIdlePerHost = DefaultMaxIdleConnsPerHost
+	}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.Proxy = nil
+	t.MaxIdleConnsPerHost = maxIdlePerHost
+	if t.MaxIdleConns < maxIdlePerHost {
+		t.MaxIdleConns = maxIdlePerHost
+	}
+	return t
 }
 
 // New validates cfg and returns the handler.
@@ -87,106 +172,318 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Verifier == nil {
 		return nil, errors.New("proxy: Config.Verifier is required")
 	}
-	h := &Handler{cfg: cfg, route: "forward-auth"}
-	if cfg.ForwardAuth {
+	h := &Handler{cfg: cfg, route: "forward-auth", from: cfg.ForwardAuthFrom}
+	for _, s := range cfg.Services {
+		u, err := signer.ParseServiceURL(s)
+		if err != nil {
+			return nil, fmt.Errorf("proxy: Config.Services: %w", err)
+		}
+		h.services = append(h.services, u)
+	}
+	if cfg.ForwardAuth != "" {
+		switch cfg.ForwardAuth {
+		case FrontNginx, FrontTraefik, FrontCaddy:
+		default:
+			return nil, fmt.Errorf("proxy: Config.ForwardAuth %q: want nginx, traefik or caddy", cfg.ForwardAuth)
+		}
+		if cfg.Upstream != nil {
+			return nil, errors.New("proxy: Config.Upstream and Config.ForwardAuth exclude each other")
+		}
+		if h.from == nil {
+			h.from = loopback
+		}
+		for _, p := range h.from {
+			if !p.IsValid() {
+				return nil, errors.New("proxy: Config.ForwardAuthFrom holds an invalid prefix")
+			}
+		}
 		return h, nil
 	}
 	if cfg.Upstream == nil || cfg.Upstream.Host == "" || (cfg.Upstream.Scheme != "http" && cfg.Upstream.Scheme != "https") {
 		return nil, errors.New("proxy: Config.Upstream must be an http or https URL (or set ForwardAuth)")
 	}
 	h.route = "proxy"
+	if cfg.Transport == nil {
+		cfg.Transport = NewTransport(cfg.MaxIdleConnsPerHost)
+		h.cfg.Transport = cfg.Transport
+	}
 	up := cfg.Upstream
 	h.proxy = &httputil.ReverseProxy{
+		// Rewrite runs after the hop-by-hop headers (including those the
+		// client's Connection names) were removed from the outgoing
+		// request: the X-Agent-* headers set here always reach the
+		// upstream.
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(up)
 			pr.Out.Host = pr.In.Host // the upstream sees the host the client asked for
 			pr.SetXForwarded()
+			stripAgentHeaders(pr.Out.Header)
+			if st, ok := pr.In.Context().Value(stateKey{}).(*requestState); ok {
+				h.setAgentHeaders(pr.Out.Header, st.res)
+			}
 		},
 		Transport: cfg.Transport,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if st, ok := r.Context().Value(stateKey{}).(*requestState); ok {
+				st.upstreamErr = err
+			}
 			middleware.WriteError(w, &middleware.Error{Code: middleware.CodeUpstreamUnavailable, Message: "the upstream service did not answer", Err: err})
 		},
 	}
 	return h, nil
 }
 
+// stateKey carries a *requestState from ServeHTTP to the reverse proxy's
+// hooks.
+type stateKey struct{}
+
+// requestState is what one proxied request's hooks share.
+type requestState struct {
+	res         *middleware.Result
+	upstreamErr error
+}
+
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	sw := &middleware.StatusWriter{ResponseWriter: w}
-	in := r
-	if h.cfg.ForwardAuth {
-		orig, err := originalRequest(r)
-		if err != nil {
-			middleware.WriteError(sw, err)
-			h.observe(r, sw.Status, nil, start)
-			return
-		}
-		in = orig
+	if h.cfg.ForwardAuth != "" {
+		h.forwardAuth(sw, r, start)
+		return
 	}
-	stripAgentHeaders(in.Header)
-	res := h.cfg.Verifier.Check(in)
+	stripAgentHeaders(r.Header)
+	res := h.cfg.Verifier.Check(r)
 	if !res.Passed {
 		h.cfg.Verifier.WriteError(sw, res.Err)
-		h.observe(r, sw.Status, res, start)
+		h.observe(r, sw.Status, res, nil, start)
 		return
 	}
-	if h.cfg.ForwardAuth {
-		setAgentHeaders(sw.Header(), res)
-		sw.WriteHeader(http.StatusOK)
-		h.observe(r, sw.Status, res, start)
-		return
-	}
-	setAgentHeaders(in.Header, res)
-	h.proxy.ServeHTTP(sw, in)
-	h.observe(r, sw.Status, res, start)
+	st := &requestState{res: res}
+	h.proxy.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), stateKey{}, st)))
+	h.observe(r, sw.Status, res, st.upstreamErr, start)
 }
 
-// stripAgentHeaders deletes every header named X-Agent-*.
+// forwardAuth answers one auth subrequest.
+func (h *Handler) forwardAuth(sw *middleware.StatusWriter, r *http.Request, start time.Time) {
+	if addr, ok := h.allowed(r.RemoteAddr); !ok {
+		err := middleware.Fail(middleware.CodeForbidden,
+			"this forward-auth endpoint answers only the proxy in front of it, and %s is not one of its addresses", addr)
+		h.refuse(sw, err)
+		h.observe(r, sw.Status, &middleware.Result{Request: r, Verdict: middleware.Invalid, Err: err}, nil, start)
+		return
+	}
+	orig, err := originalRequest(r, h.cfg.ForwardAuth)
+	if err != nil {
+		h.refuse(sw, err)
+		h.observe(r, sw.Status, &middleware.Result{Request: r, Verdict: middleware.Invalid, Err: err}, nil, start)
+		return
+	}
+	res := h.precheck(orig)
+	if res == nil {
+		res = h.cfg.Verifier.Check(orig)
+	}
+	if !res.Passed {
+		h.refuse(sw, res.Err)
+		h.observe(orig, sw.Status, res, nil, start)
+		return
+	}
+	h.setAgentHeaders(sw.Header(), res)
+	sw.WriteHeader(http.StatusOK)
+	h.observe(orig, sw.Status, res, nil, start)
+}
+
+// allowed reports whether a subrequest from remoteAddr may be answered, and
+// the address it read.
+func (h *Handler) allowed(remoteAddr string) (string, bool) {
+	ap, err := netip.ParseAddrPort(remoteAddr)
+	if err != nil {
+		return truncate(remoteAddr), false
+	}
+	ip := ap.Addr().Unmap()
+	for _, p := range h.from {
+		if p.Contains(ip) {
+			return ip.String(), true
+		}
+	}
+	return ip.String(), false
+}
+
+// precheck refuses, before any verification (so no nonce is spent), what a
+// forward-auth endpoint cannot handle: X-Agent-* headers it cannot remove
+// from the original request, and signatures over the body it never sees.
+// It returns nil when the request may be verified.
+func (h *Handler) precheck(orig *http.Request) *middleware.Result {
+	var err *middleware.Error
+	if names := agentHeaders(orig.Header); len(names) > 0 {
+		err = middleware.Fail(middleware.CodeForbidden,
+			"the request carries %s: X-Agent-* headers are set only by the proxy in front of the service, and this forward-auth endpoint cannot remove them", truncate(strings.Join(names, ", ")))
+	} else if coversContentDigest(orig.Header) {
+		err = middleware.Fail(middleware.CodeInvalidSignatureInput,
+			"the signature covers content-digest, but a forward-auth endpoint never sees the request body: sign without content-digest, or verify where the body is seen (a reverse proxy or the service itself)")
+	}
+	if err == nil {
+		return nil
+	}
+	return &middleware.Result{Request: orig, Verdict: middleware.Invalid, Err: err, Passed: h.cfg.Verifier.Mode() == middleware.Observe}
+}
+
+// coversContentDigest reports whether a candidate signature (tagged
+// web-bot-auth, or every one when none is) covers content-digest in any
+// form. Fields that do not parse are the verifier's to refuse.
+func coversContentDigest(hd http.Header) bool {
+	in, sv := hd["Signature-Input"], hd["Signature"]
+	if len(in) == 0 || len(sv) == 0 {
+		return false
+	}
+	sigs, err := signer.ParseSignaturesLimited(in, sv, signer.Limits{
+		MaxSignatures: middleware.DefaultMaxSignatures, MaxComponents: middleware.DefaultMaxComponents,
+		MaxFieldBytes: middleware.DefaultMaxHeaderBytes, Tag: "web-bot-auth",
+	})
+	if err != nil {
+		return false
+	}
+	for i := range sigs {
+		for _, c := range sigs[i].Components {
+			if c.Name == "content-digest" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// refuse writes a forward-auth refusal: the verifier's JSON error body
+// (with Accept-Signature on 401 and 403), the body repeated in
+// X-Agent-Refusal for nginx.
+func (h *Handler) refuse(sw *middleware.StatusWriter, err error) {
+	c := &captureWriter{header: http.Header{}}
+	h.cfg.Verifier.WriteError(c, err)
+	for k, v := range c.header {
+		sw.Header()[k] = v
+	}
+	sw.Header().Set(HeaderRefusal, strings.TrimSpace(c.body.String()))
+	sw.WriteHeader(c.status)
+	sw.Write(c.body.Bytes())
+}
+
+// captureWriter records a response written to it.
+type captureWriter struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (c *captureWriter) Header() http.Header { return c.header }
+func (c *captureWriter) WriteHeader(status int) {
+	if c.status == 0 {
+		c.status = status
+	}
+}
+func (c *captureWriter) Write(b []byte) (int, error) {
+	if c.status == 0 {
+		c.status = http.StatusOK
+	}
+	return c.body.Write(b)
+}
+
+// isAgentHeader reports whether a header name, case-folded with "_" read
+// as "-" (as CGI-style servers read it), starts with x-agent-.
+func isAgentHeader(name string) bool {
+	const p = "x-agent-"
+	if len(name) < len(p) {
+		return false
+	}
+	for i := 0; i < len(p); i++ {
+		c := name[i]
+		if c == '_' {
+			c = '-'
+		} else if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != p[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// stripAgentHeaders deletes every X-Agent-* header, in any spelling.
 func stripAgentHeaders(h http.Header) {
 	for k := range h {
-		if len(k) >= len(HeaderPrefix) && strings.EqualFold(k[:len(HeaderPrefix)], HeaderPrefix) {
+		if isAgentHeader(k) {
 			delete(h, k)
 		}
 	}
 }
 
+// agentHeaders returns the names of the X-Agent-* headers in h, in any
+// spelling.
+func agentHeaders(h http.Header) []string {
+	var names []string
+	for k := range h {
+		if isAgentHeader(k) {
+			names = append(names, k)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
 // setAgentHeaders writes the outcome as X-Agent-* headers.
-func setAgentHeaders(h http.Header, res *middleware.Result) {
-	h.Set(HeaderVerdict, string(res.Verdict))
+func (h *Handler) setAgentHeaders(hd http.Header, res *middleware.Result) {
+	hd.Set(HeaderVerdict, string(res.Verdict))
 	switch res.Verdict {
 	case middleware.Verified:
-		h.Set(HeaderID, res.Agent.ID)
-		h.Set(HeaderKeyID, res.Agent.KeyID)
-		if res.Agent.UID != "" {
-			h.Set(HeaderUID, res.Agent.UID)
+		hd.Set(HeaderID, res.Agent.ID)
+		hd.Set(HeaderKeyID, res.Agent.KeyID)
+		if uid := h.uid(res.Agent.ID); uid != "" {
+			hd.Set(HeaderUID, uid)
 		}
 	case middleware.Invalid:
-		h.Set(HeaderReason, string(res.Err.Code))
+		hd.Set(HeaderReason, string(res.Err.Code))
 	}
 }
 
-// originalRequest rebuilds the request an auth subrequest stands for.
-func originalRequest(r *http.Request) (*http.Request, error) {
-	h := r.Header
-	method, uri, host := h.Get("X-Forwarded-Method"), h.Get("X-Forwarded-Uri"), h.Get("X-Forwarded-Host")
-	proto := h.Get("X-Forwarded-Proto")
-	if method == "" && uri == "" {
-		// nginx auth_request: X-Original-URI (and X-Original-Method when
-		// configured), the original Host.
-		method, uri, host = h.Get("X-Original-Method"), h.Get("X-Original-URI"), r.Host
+// uid returns the uid of an identity <scheme>://<uid>.<host> of a
+// configured service, else "".
+func (h *Handler) uid(id string) string {
+	for _, s := range h.services {
+		rest, ok := strings.CutPrefix(id, s.Scheme+"://")
+		if !ok {
+			continue
+		}
+		label, host, ok := strings.Cut(rest, ".")
+		if ok && host == s.Host && signer.ValidUID(label) {
+			return label
+		}
 	}
-	if method == "" {
-		method = http.MethodGet
+	return ""
+}
+
+// originalRequest rebuilds the request an auth subrequest stands for, from
+// the headers of front only.
+func originalRequest(r *http.Request, front Front) (*http.Request, *middleware.Error) {
+	hd := r.Header
+	var method, uri, host, proto string
+	switch front {
+	case FrontNginx:
+		method, uri, host, proto = hd.Get("X-Original-Method"), hd.Get("X-Original-URI"), r.Host, hd.Get("X-Original-Proto")
+	default: // Traefik, Caddy
+		method, uri, host, proto = hd.Get("X-Forwarded-Method"), hd.Get("X-Forwarded-Uri"), hd.Get("X-Forwarded-Host"), hd.Get("X-Forwarded-Proto")
 	}
-	if uri == "" || uri[0] != '/' {
-		return nil, middleware.Fail(middleware.CodeInvalidRequest, "a forward-auth request needs X-Forwarded-Uri (Traefik, Caddy) or X-Original-URI (nginx) holding the original path")
+	names := map[Front]string{
+		FrontNginx:   "X-Original-Method and X-Original-URI (proxy_set_header in the auth location) and Host",
+		FrontTraefik: "X-Forwarded-Method, X-Forwarded-Uri and X-Forwarded-Host (Traefik ForwardAuth sets them)",
+		FrontCaddy:   "X-Forwarded-Method, X-Forwarded-Uri and X-Forwarded-Host (Caddy forward_auth sets them)",
+	}[front]
+	if method == "" || uri == "" || uri[0] != '/' || host == "" {
+		return nil, middleware.Fail(middleware.CodeInvalidRequest, "a forward-auth request from %s needs %s, describing the original request", front, names)
 	}
-	if host == "" {
-		return nil, middleware.Fail(middleware.CodeInvalidRequest, "a forward-auth request needs X-Forwarded-Host or Host")
+	if proto == "" {
+		proto = "https"
 	}
 	if proto != "http" && proto != "https" {
-		proto = "https"
+		return nil, middleware.Fail(middleware.CodeInvalidRequest, "the original scheme %q is not http or https", truncate(proto))
 	}
 	u, err := url.ParseRequestURI(uri)
 	if err != nil {
@@ -206,7 +503,9 @@ func truncate(s string) string {
 	return s
 }
 
-func (h *Handler) observe(r *http.Request, status int, res *middleware.Result, start time.Time) {
+// observe counts and logs one answer; r is the original request (in
+// forward-auth, once rebuilt).
+func (h *Handler) observe(r *http.Request, status int, res *middleware.Result, upstreamErr error, start time.Time) {
 	if status == 0 {
 		status = http.StatusOK
 	}
@@ -216,7 +515,7 @@ func (h *Handler) observe(r *http.Request, status int, res *middleware.Result, s
 	if l := h.cfg.AccessLog; l != nil {
 		attrs := []slog.Attr{
 			slog.String("method", r.Method), slog.String("host", r.Host), slog.String("path", r.URL.Path),
-			slog.Int("status", status), slog.Duration("duration", time.Since(start)),
+			slog.Int("status", status), slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
 		}
 		if res != nil {
 			attrs = append(attrs, slog.String("verdict", string(res.Verdict)))
@@ -225,7 +524,13 @@ func (h *Handler) observe(r *http.Request, status int, res *middleware.Result, s
 			}
 			if res.Verdict == middleware.Verified {
 				attrs = append(attrs, slog.String("agent", res.Agent.ID), slog.String("kid", res.Agent.KeyID))
+				if uid := h.uid(res.Agent.ID); uid != "" {
+					attrs = append(attrs, slog.String("uid", uid))
+				}
 			}
+		}
+		if upstreamErr != nil {
+			attrs = append(attrs, slog.String("upstream_error", upstreamErr.Error()))
 		}
 		l.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"strings"
 	"sync"
@@ -22,6 +23,8 @@ import (
 const (
 	testUID    = "agent-0123456789abcdef01234567"
 	testOrigin = "https://" + testUID + ".agentid.example"
+	// testService is the agentid service testOrigin's agent belongs to.
+	testService = "https://agentid.example"
 )
 
 var (
@@ -57,19 +60,28 @@ func (u *upstream) requests() []http.Header {
 	return append([]http.Header(nil), u.seen...)
 }
 
-// newProxy starts the proxy in front of up (or in forward-auth mode when
-// up is nil) with the verifier in mode.
+// newProxy starts the proxy in front of up (or in forward-auth mode behind
+// Traefik when up is nil) with the verifier in mode.
 func newProxy(t *testing.T, mode middleware.Mode, up *upstream, log io.Writer) *httptest.Server {
 	t.Helper()
-	keys := middleware.NewStaticKeys()
-	keys.Add(testOrigin, key.Public)
-	v, err := middleware.NewVerifier(middleware.Config{Keys: keys, Now: clock, Mode: mode})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := proxy.Config{Verifier: v, ForwardAuth: up == nil}
+	cfg := proxy.Config{ForwardAuth: proxy.FrontTraefik}
 	if up != nil {
+		cfg.ForwardAuth = ""
 		cfg.Upstream, _ = url.Parse(up.URL)
+	}
+	return startProxyConfig(t, mode, cfg, log)
+}
+
+// startProxyConfig starts a proxy with cfg: unless cfg has one, a verifier
+// in mode knowing key at testOrigin; unless cfg names some, testOrigin's
+// service.
+func startProxyConfig(t *testing.T, mode middleware.Mode, cfg proxy.Config, log io.Writer) *httptest.Server {
+	t.Helper()
+	if cfg.Verifier == nil {
+		cfg.Verifier = newVerifier(t, mode)
+	}
+	if cfg.Services == nil {
+		cfg.Services = []string{testService}
 	}
 	if log != nil {
 		cfg.AccessLog = slog.New(slog.NewJSONHandler(log, nil))
@@ -81,6 +93,18 @@ func newProxy(t *testing.T, mode middleware.Mode, up *upstream, log io.Writer) *
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return srv
+}
+
+// newVerifier returns a verifier in mode that knows key at testOrigin.
+func newVerifier(t *testing.T, mode middleware.Mode) *middleware.Verifier {
+	t.Helper()
+	keys := middleware.NewStaticKeys()
+	keys.Add(testOrigin, key.Public)
+	v, err := middleware.NewVerifier(middleware.Config{Keys: keys, Now: clock, Mode: mode})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
 
 // signed returns a GET to the proxy for host api.example.com, signed by key.
@@ -223,7 +247,10 @@ func TestUpstreamDown(t *testing.T) {
 // TestForwardAuth sends auth subrequests exactly as Traefik ForwardAuth
 // (and Caddy forward_auth) and nginx auth_request send them.
 func TestForwardAuth(t *testing.T) {
-	px := newProxy(t, middleware.Required, nil, nil)
+	// One verifier (one nonce store) behind both fronts.
+	v := newVerifier(t, middleware.Required)
+	px := startProxyConfig(t, middleware.Required, proxy.Config{Verifier: v, ForwardAuth: proxy.FrontTraefik}, nil)
+	pxNginx := startProxyConfig(t, middleware.Required, proxy.Config{Verifier: v, ForwardAuth: proxy.FrontNginx}, nil)
 	// The agent signed a request for https://api.example.com/things?x=1.
 	orig := signed(t, "https://api.example.com", func(o *signer.Options) { o.Components = []string{"@method", "@authority", "@path", "@query"} })
 	traefik := func() *http.Request {
@@ -236,10 +263,10 @@ func TestForwardAuth(t *testing.T) {
 		r.Header.Set("X-Forwarded-Host", "api.example.com")
 		r.Header.Set("X-Forwarded-Uri", "/things?x=1")
 		r.Header.Set("X-Forwarded-For", "203.0.113.9")
-		return spoof(r)
+		return r
 	}
 	nginx := func() *http.Request {
-		r, _ := http.NewRequest(http.MethodGet, px.URL+"/_agentid", nil)
+		r, _ := http.NewRequest(http.MethodGet, pxNginx.URL+"/_agentid", nil)
 		for k, v := range orig.Header {
 			r.Header[k] = v
 		}
@@ -273,11 +300,12 @@ func TestForwardAuth(t *testing.T) {
 	}
 	// Without the original URI the subrequest is malformed.
 	r, _ = http.NewRequest(http.MethodGet, px.URL+"/auth", nil)
-	if resp, body = do(t, r); resp.StatusCode != 400 || !strings.Contains(body, `"invalid_request"`) {
+	if resp, body = do(t, r); resp.StatusCode != 400 || !strings.Contains(body, `"invalid_request"`) || !strings.Contains(resp.Header.Get(proxy.HeaderRefusal), `"invalid_request"`) {
 		t.Errorf("no original URI: %d %s", resp.StatusCode, body)
 	}
 	// Unsigned: refused in required mode.
 	r, _ = http.NewRequest(http.MethodGet, px.URL+"/auth", nil)
+	r.Header.Set("X-Forwarded-Method", "GET")
 	r.Header.Set("X-Forwarded-Host", "api.example.com")
 	r.Header.Set("X-Forwarded-Uri", "/things")
 	if resp, _ = do(t, r); resp.StatusCode != 401 || resp.Header.Get("X-Agent-Verdict") != "" {
@@ -292,6 +320,10 @@ func TestNewValidates(t *testing.T) {
 		{},
 		{Verifier: v},
 		{Verifier: v, Upstream: &url.URL{Scheme: "ftp", Host: "x"}},
+		{Verifier: v, ForwardAuth: "apache"},
+		{Verifier: v, ForwardAuth: proxy.FrontNginx, Upstream: &url.URL{Scheme: "http", Host: "x"}},
+		{Verifier: v, ForwardAuth: proxy.FrontNginx, ForwardAuthFrom: []netip.Prefix{{}}},
+		{Verifier: v, Upstream: &url.URL{Scheme: "http", Host: "x"}, Services: []string{"https://agentid.example/path"}},
 	} {
 		if _, err := proxy.New(cfg); err == nil {
 			t.Errorf("New(%+v) accepted", cfg)
@@ -313,7 +345,7 @@ func BenchmarkProxyOverhead(b *testing.B) {
 		b.Fatal(err)
 	}
 	u, _ := url.Parse(up.URL)
-	h, err := proxy.New(proxy.Config{Verifier: v, Upstream: u})
+	h, err := proxy.New(proxy.Config{Verifier: v, Upstream: u, Services: []string{testService}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,0 +1,527 @@
+package proxy_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/middleware/proxy"
+	"github.com/agentid/agentid/signer"
+)
+
+// agentHeaderNames returns the headers of h whose name, case-folded with
+// "_" read as "-", starts with x-agent-.
+func agentHeaderNames(h http.Header) map[string][]string {
+	out := map[string][]string{}
+	for k, v := range h {
+		if strings.HasPrefix(strings.ReplaceAll(strings.ToLower(k), "_", "-"), "x-agent-") {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// TestReverseProxyAgentHeaders sends X-Agent-* headers in spellings a
+// client might use to forge or strip the identity, and checks that the
+// upstream gets exactly the proxy's headers.
+func TestReverseProxyAgentHeaders(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	px := newProxy(t, middleware.Optional, up, nil)
+	tests := []struct {
+		name   string
+		signed bool
+		header map[string]string // set raw, not canonicalised
+		want   map[string]string // the X-Agent-* headers the upstream must see, exactly
+	}{
+		{
+			name: "Connection names the proxy's headers", signed: true,
+			header: map[string]string{"Connection": "close, X-Agent-Verdict, X-Agent-Uid, X-Agent-Id, X-Agent-Key-Id"},
+			want:   map[string]string{"X-Agent-Verdict": "verified", "X-Agent-Id": testOrigin, "X-Agent-Uid": testUID, "X-Agent-Key-Id": key.KeyID()},
+		},
+		{
+			name: "Connection names them, unsigned", signed: false,
+			header: map[string]string{"Connection": "X-Agent-Verdict", "X-Agent-Verdict": "verified"},
+			want:   map[string]string{"X-Agent-Verdict": "unsigned"},
+		},
+		{
+			name:   "underscore spelling",
+			header: map[string]string{"X_Agent_Uid": "agent-ffffffffffffffffffffffff", "X_AGENT_VERDICT": "verified", "x_agent-id": "https://evil.example"},
+			want:   map[string]string{"X-Agent-Verdict": "unsigned"},
+		},
+		{
+			name:   "other case and other names",
+			header: map[string]string{"x-AGENT-role": "admin", "X-Agent-Reason": "none", "x-agent-uid": "agent-ffffffffffffffffffffffff"},
+			want:   map[string]string{"X-Agent-Verdict": "unsigned"},
+		},
+		{
+			name: "signed, with forged spellings", signed: true,
+			header: map[string]string{"X_Agent_Uid": "agent-ffffffffffffffffffffffff", "x-AGENT-role": "admin", "Connection": "x-agent-uid"},
+			want:   map[string]string{"X-Agent-Verdict": "verified", "X-Agent-Id": testOrigin, "X-Agent-Uid": testUID, "X-Agent-Key-Id": key.KeyID()},
+		},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var r *http.Request
+			if tc.signed {
+				r = signed(t, px.URL, nil)
+			} else {
+				r = unsigned(t, px.URL)
+			}
+			path := "/h" + string(rune('a'+i))
+			r.URL.Path = path
+			if tc.signed { // the signature covers only @authority
+				r.URL.RawQuery = ""
+			}
+			for k, v := range tc.header {
+				r.Header[k] = []string{v}
+			}
+			n := len(up.requests())
+			resp, body := do(t, r)
+			if resp.StatusCode != http.StatusOK || len(up.requests()) != n+1 {
+				t.Fatalf("answered %d %s, upstream saw %d requests, want 200 and one", resp.StatusCode, body, len(up.requests())-n)
+			}
+			got := agentHeaderNames(up.requests()[n])
+			for k, v := range got {
+				if w, ok := tc.want[http.CanonicalHeaderKey(k)]; !ok || len(v) != 1 || v[0] != w {
+					t.Errorf("the upstream got %s: %q, want %q", k, v, w)
+				}
+			}
+			for k, w := range tc.want {
+				if g := up.requests()[n].Get(k); g != w {
+					t.Errorf("the upstream got %s %q, want %q", k, g, w)
+				}
+			}
+		})
+	}
+}
+
+// TestUIDOnlyForServices: X-Agent-Uid is given only for an identity
+// <scheme>://<uid>.<host> of a configured agentid service.
+func TestUIDOnlyForServices(t *testing.T) {
+	t.Parallel()
+	const uid = "agent-00000000000000000000abcd"
+	tests := []struct {
+		origin  string
+		wantUID string
+	}{
+		{"https://" + uid + ".agentid.example", uid},
+		{"https://" + uid + ".evil.example", ""},
+		{"https://" + uid + ".sub.agentid.example", ""},
+		{"http://" + uid + ".agentid.example", ""},
+		{"https://" + uid + ".agentid.example:8443", ""},
+		{"https://" + uid + ".other.example:8443", uid},
+	}
+	keys := middleware.NewStaticKeys()
+	for _, tc := range tests {
+		keys.Add(tc.origin, key.Public)
+	}
+	v, err := middleware.NewVerifier(middleware.Config{Keys: keys, Now: clock, AllowMissingSignatureAgent: false})
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := newUpstream(t)
+	u, _ := url.Parse(up.URL)
+	h, err := proxy.New(proxy.Config{Verifier: v, Upstream: u, Services: []string{"https://agentid.example", "other.example:8443"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := httptest.NewServer(h)
+	t.Cleanup(px.Close)
+	for _, tc := range tests {
+		r := signed(t, px.URL, func(o *signer.Options) { o.SignatureAgent = tc.origin })
+		n := len(up.requests())
+		if resp, body := do(t, r); resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %d %s", tc.origin, resp.StatusCode, body)
+		}
+		got := up.requests()[n]
+		if got.Get("X-Agent-Uid") != tc.wantUID || got.Get("X-Agent-Id") != tc.origin {
+			t.Errorf("%s: X-Agent-Uid %q X-Agent-Id %q, want %q %q", tc.origin, got.Get("X-Agent-Uid"), got.Get("X-Agent-Id"), tc.wantUID, tc.origin)
+		}
+	}
+}
+
+// subrequest is an auth subrequest to px carrying sig (the signature
+// headers of the original request) and extra headers.
+func subrequest(t *testing.T, px string, sig http.Header, extra map[string]string) *http.Request {
+	t.Helper()
+	r, err := http.NewRequest(http.MethodGet, px+"/_agentid", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range sig {
+		r.Header[k] = v
+	}
+	for k, v := range extra {
+		if k == "Host" {
+			r.Host = v
+			continue
+		}
+		r.Header[k] = []string{v}
+	}
+	return r
+}
+
+// signFor signs method https://api.example.com+uri over @method,
+// @authority, @path and @query.
+func signFor(t *testing.T, method, uri string) http.Header {
+	t.Helper()
+	r, _ := http.NewRequest(method, "https://api.example.com"+uri, nil)
+	if err := signer.Sign(r, key, signer.Options{SignatureAgent: testOrigin, Now: clock, Components: []string{"@method", "@authority", "@path", "@query"}}); err != nil {
+		t.Fatal(err)
+	}
+	return r.Header
+}
+
+// errorCode reads the code of a JSON error body.
+func errorCode(body string) string {
+	var e struct {
+		Error struct{ Code string } `json:"error"`
+	}
+	json.Unmarshal([]byte(body), &e)
+	return e.Error.Code
+}
+
+// TestForwardAuthReadsOnlyItsFront: each front's endpoint rebuilds the
+// original request from that front's headers only, so headers of another
+// front (which the client may send) cannot change the verified method,
+// path or host.
+func TestForwardAuthReadsOnlyItsFront(t *testing.T) {
+	t.Parallel()
+	nginx := startProxyConfig(t, middleware.Required, proxy.Config{ForwardAuth: proxy.FrontNginx}, nil)
+	traefik := startProxyConfig(t, middleware.Required, proxy.Config{ForwardAuth: proxy.FrontTraefik}, nil)
+	caddy := startProxyConfig(t, middleware.Required, proxy.Config{ForwardAuth: proxy.FrontCaddy}, nil)
+	fwd := func(method, host, uri string) map[string]string {
+		return map[string]string{"X-Forwarded-Method": method, "X-Forwarded-Host": host, "X-Forwarded-Uri": uri, "X-Forwarded-Proto": "https"}
+	}
+	orig := func(method, host, uri string) map[string]string {
+		return map[string]string{"X-Original-Method": method, "Host": host, "X-Original-URI": uri}
+	}
+	merge := func(a, b map[string]string) map[string]string {
+		out := map[string]string{}
+		for k, v := range a {
+			out[k] = v
+		}
+		for k, v := range b {
+			out[k] = v
+		}
+		return out
+	}
+	tests := []struct {
+		name   string
+		px     string
+		signed [2]string // method, uri the agent signed
+		extra  map[string]string
+		status int
+		code   string
+	}{
+		// The hole: a signature for GET /public authorising POST
+		// /admin/transfer because the client's X-Forwarded-* were
+		// believed over nginx's X-Original-*.
+		{"nginx, real POST /admin/transfer, client claims GET /public", nginx.URL, [2]string{"GET", "/public"},
+			merge(orig("POST", "api.example.com", "/admin/transfer"), fwd("GET", "api.example.com", "/public")), 401, "invalid_signature"},
+		{"nginx, real GET /public, client claims POST /admin", nginx.URL, [2]string{"GET", "/public"},
+			merge(orig("GET", "api.example.com", "/public"), fwd("POST", "api.example.com", "/admin")), 200, ""},
+		{"nginx, client claims another host", nginx.URL, [2]string{"GET", "/public"},
+			merge(orig("GET", "evil.example", "/public"), fwd("GET", "api.example.com", "/public")), 401, "invalid_signature"},
+		{"nginx, only X-Forwarded-*", nginx.URL, [2]string{"GET", "/public"},
+			fwd("GET", "api.example.com", "/public"), 400, "invalid_request"},
+		{"traefik, client adds X-Original-*", traefik.URL, [2]string{"GET", "/public"},
+			merge(fwd("POST", "api.example.com", "/admin/transfer"), orig("GET", "api.example.com", "/public")), 401, "invalid_signature"},
+		{"traefik, its own headers", traefik.URL, [2]string{"GET", "/public"},
+			merge(fwd("GET", "api.example.com", "/public"), orig("POST", "api.example.com", "/admin")), 200, ""},
+		{"caddy, client adds X-Original-*", caddy.URL, [2]string{"GET", "/public"},
+			merge(fwd("POST", "api.example.com", "/admin/transfer"), orig("GET", "api.example.com", "/public")), 401, "invalid_signature"},
+		{"traefik, no method", traefik.URL, [2]string{"GET", "/public"},
+			map[string]string{"X-Forwarded-Host": "api.example.com", "X-Forwarded-Uri": "/public"}, 400, "invalid_request"},
+	}
+	for _, tc := range tests {
+		resp, body := do(t, subrequest(t, tc.px, signFor(t, tc.signed[0], tc.signed[1]), tc.extra))
+		if resp.StatusCode != tc.status || errorCode(body) != tc.code {
+			t.Errorf("%s: %d %s, want %d %q", tc.name, resp.StatusCode, body, tc.status, tc.code)
+		}
+		if tc.status == 200 && resp.Header.Get("X-Agent-Verdict") != "verified" {
+			t.Errorf("%s: X-Agent-Verdict %q, want verified", tc.name, resp.Header.Get("X-Agent-Verdict"))
+		}
+		if tc.status != 200 && resp.Header.Get(proxy.HeaderRefusal) != strings.TrimSpace(body) {
+			t.Errorf("%s: X-Agent-Refusal %q, want the body %q", tc.name, resp.Header.Get(proxy.HeaderRefusal), body)
+		}
+	}
+}
+
+// TestForwardAuthFrom: only configured addresses get an answer.
+func TestForwardAuthFrom(t *testing.T) {
+	t.Parallel()
+	elsewhere := startProxyConfig(t, middleware.Required, proxy.Config{ForwardAuth: proxy.FrontNginx,
+		ForwardAuthFrom: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}}, nil)
+	here := startProxyConfig(t, middleware.Required, proxy.Config{ForwardAuth: proxy.FrontNginx}, nil)
+	extra := map[string]string{"X-Original-Method": "GET", "Host": "api.example.com", "X-Original-URI": "/public"}
+
+	resp, body := do(t, subrequest(t, elsewhere.URL, signFor(t, "GET", "/public"), extra))
+	if resp.StatusCode != http.StatusForbidden || errorCode(body) != "forbidden" || !strings.Contains(body, "127.0.0.1") ||
+		resp.Header.Get("X-Agent-Verdict") != "" || resp.Header.Get(proxy.HeaderRefusal) != strings.TrimSpace(body) {
+		t.Errorf("from loopback, only 192.0.2.0/24 allowed: %d %s %v, want 403 forbidden naming the address", resp.StatusCode, body, resp.Header)
+	}
+	if resp, body := do(t, subrequest(t, here.URL, signFor(t, "GET", "/public"), extra)); resp.StatusCode != http.StatusOK {
+		t.Errorf("from loopback, by default: %d %s, want 200", resp.StatusCode, body)
+	}
+}
+
+// TestForwardAuthAgentHeaders: a forward-auth endpoint cannot remove
+// headers from the original request, so one carrying any X-Agent-*
+// spelling is refused (passed as invalid in observe mode).
+func TestForwardAuthAgentHeaders(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []middleware.Mode{middleware.Required, middleware.Optional, middleware.Observe} {
+		px := startProxyConfig(t, mode, proxy.Config{ForwardAuth: proxy.FrontNginx}, nil)
+		for _, name := range []string{"X-Agent-Uid", "x-AGENT-role", "X_Agent_Uid", "X-Agent-Reason"} {
+			for _, sign := range []bool{true, false} {
+				sig := http.Header{}
+				if sign {
+					sig = signFor(t, "GET", "/public")
+				}
+				extra := map[string]string{"X-Original-Method": "GET", "Host": "api.example.com", "X-Original-URI": "/public", name: "x"}
+				resp, body := do(t, subrequest(t, px.URL, sig, extra))
+				what := mode.String() + " " + name
+				if mode == middleware.Observe {
+					if resp.StatusCode != 200 || resp.Header.Get("X-Agent-Verdict") != "invalid" || resp.Header.Get("X-Agent-Reason") != "forbidden" || resp.Header.Get("X-Agent-Uid") != "" {
+						t.Errorf("%s: %d %v, want 200 invalid forbidden", what, resp.StatusCode, resp.Header)
+					}
+					continue
+				}
+				if resp.StatusCode != http.StatusForbidden || errorCode(body) != "forbidden" || !strings.Contains(strings.ToLower(body), strings.ToLower(name)) {
+					t.Errorf("%s (signed %v): %d %s, want 403 forbidden naming the header", what, sign, resp.StatusCode, body)
+				}
+			}
+		}
+	}
+}
+
+// TestForwardAuthContentDigest: the subrequest has no body, so a signature
+// covering content-digest is refused before anything is verified (its
+// nonce stays unspent).
+func TestForwardAuthContentDigest(t *testing.T) {
+	t.Parallel()
+	v := newVerifier(t, middleware.Required)
+	auth := startProxyConfig(t, middleware.Required, proxy.Config{Verifier: v, ForwardAuth: proxy.FrontNginx}, nil)
+	up := newUpstream(t)
+	u, _ := url.Parse(up.URL)
+	rev := startProxyConfig(t, middleware.Required, proxy.Config{Verifier: v, Upstream: u}, nil)
+
+	for _, comp := range []string{"content-digest", `"content-digest";sf`} {
+		digest, _ := signer.ContentDigest(nil, "sha-256")
+		r, _ := http.NewRequest(http.MethodPost, "https://api.example.com/transfer", nil)
+		r.Header.Set("Content-Digest", digest)
+		if err := signer.Sign(r, key, signer.Options{SignatureAgent: testOrigin, Now: clock, Components: []string{"@method", "@authority", "@path", comp}}); err != nil {
+			t.Fatal(err)
+		}
+		extra := map[string]string{"X-Original-Method": "POST", "Host": "api.example.com", "X-Original-URI": "/transfer"}
+		resp, body := do(t, subrequest(t, auth.URL, r.Header, extra))
+		if resp.StatusCode != http.StatusUnauthorized || errorCode(body) != "invalid_signature_input" || !strings.Contains(body, "content-digest") || resp.Header.Get("Accept-Signature") == "" {
+			t.Errorf("%s through forward-auth: %d %s, want 401 invalid_signature_input about content-digest", comp, resp.StatusCode, body)
+		}
+		// The same signature, with its (empty) body, through the reverse
+		// proxy, which sees the body: accepted, so the nonce was unspent.
+		fwd, _ := http.NewRequest(http.MethodPost, rev.URL+"/transfer", http.NoBody)
+		fwd.Host = "api.example.com"
+		for k, vv := range r.Header {
+			fwd.Header[k] = vv
+		}
+		if resp, body := do(t, fwd); resp.StatusCode != http.StatusOK {
+			t.Errorf("%s through the reverse proxy: %d %s, want 200", comp, resp.StatusCode, body)
+		}
+	}
+}
+
+// TestUpstreamConnectionReuse counts the connections the upstream accepts
+// for many sequential and concurrent proxied requests: the proxy keeps
+// them open and reuses them.
+func TestUpstreamConnectionReuse(t *testing.T) {
+	t.Parallel()
+	var accepted atomic.Int64
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	up.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			accepted.Add(1)
+		}
+	}
+	up.Start()
+	t.Cleanup(up.Close)
+	u, _ := url.Parse(up.URL)
+	px := startProxyConfig(t, middleware.Optional, proxy.Config{Upstream: u}, nil)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	get := func() error {
+		r, _ := http.NewRequest(http.MethodGet, px.URL+"/x", nil)
+		r.Header.Set("Connection", "close, X-Agent-Verdict") // the client's own connection only
+		resp, err := client.Do(r)
+		if err != nil {
+			return err
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return &url.Error{Op: "GET", URL: r.URL.String(), Err: io.ErrUnexpectedEOF}
+		}
+		return nil
+	}
+	const sequential = 50
+	for range sequential {
+		if err := get(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// One connection serves them all; a second may be dialled when a
+	// request races the return of the first to the idle pool.
+	if n := accepted.Load(); n > 3 {
+		t.Errorf("%d sequential requests: the upstream accepted %d connections, want 1 (at most 3)", sequential, n)
+	}
+
+	const concurrency, rounds = 16, 6
+	before := accepted.Load()
+	for range rounds {
+		var wg sync.WaitGroup
+		errs := make(chan error, concurrency)
+		for range concurrency {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := get(); err != nil {
+					errs <- err
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+	}
+	// Each round needs at most `concurrency` connections; kept idle, they
+	// serve the next rounds. Without reuse each round opens most anew.
+	if n := accepted.Load() - before; n > 2*concurrency {
+		t.Errorf("%d rounds of %d concurrent requests: the upstream accepted %d new connections, want at most %d", rounds, concurrency, n, 2*concurrency)
+	}
+}
+
+// TestAccessLogFields: JSON lines with duration_ms, and the upstream's
+// error on 502.
+func TestAccessLogFields(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	var log syncBuf
+	px := startProxyConfig(t, middleware.Required, proxy.Config{Upstream: mustURL(up.URL)}, &log)
+	up.Close()
+	resp, _ := do(t, signed(t, px.URL, nil))
+	if resp.StatusCode != http.StatusBadGateway {
+		t.Fatalf("upstream down: %d, want 502", resp.StatusCode)
+	}
+	var line map[string]any
+	if err := json.Unmarshal(bytes.TrimSpace(log.Bytes()), &line); err != nil {
+		t.Fatalf("access log %q: %v", log.String(), err)
+	}
+	if _, ok := line["duration_ms"].(float64); !ok || line["duration"] != nil {
+		t.Errorf("access log %v: want a numeric duration_ms and no duration", line)
+	}
+	if e, _ := line["upstream_error"].(string); !strings.Contains(e, "connect") && !strings.Contains(e, "refused") {
+		t.Errorf("access log %v: want the upstream error", line)
+	}
+	if line["status"] != float64(502) || line["verdict"] != "verified" {
+		t.Errorf("access log %v: want status 502 and verdict verified", line)
+	}
+}
+
+func mustURL(s string) *url.URL {
+	u, err := url.Parse(s)
+	if err != nil {
+		panic(err)
+	}
+	return u
+}
+
+// syncBuf is a bytes.Buffer safe for the server's goroutines.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) Bytes() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]byte(nil), s.b.Bytes()...)
+}
+
+func (s *syncBuf) String() string { return string(s.Bytes()) }
+
+// BenchmarkUpstreamPool sends unsigned requests (optional mode) through
+// the proxy from many goroutines at once, with the proxy's default
+// transport and, as the baseline in the same run, with a transport that
+// keeps http.DefaultTransport's 2 idle connections per host. It reports the
+// upstream connections opened per 1000 requests.
+func BenchmarkUpstreamPool(b *testing.B) {
+	for _, bc := range []struct {
+		name      string
+		transport func() http.RoundTripper
+	}{
+		{"idle-2-baseline", func() http.RoundTripper {
+			t := http.DefaultTransport.(*http.Transport).Clone()
+			t.Proxy = nil
+			return t
+		}},
+		{"default", func() http.RoundTripper { return nil }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			var accepted atomic.Int64
+			up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+			up.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+				if s == http.StateNew {
+					accepted.Add(1)
+				}
+			}
+			up.Start()
+			defer up.Close()
+			keys := middleware.NewStaticKeys()
+			v, err := middleware.NewVerifier(middleware.Config{Keys: keys, Now: clock, Mode: middleware.Optional})
+			if err != nil {
+				b.Fatal(err)
+			}
+			h, err := proxy.New(proxy.Config{Verifier: v, Upstream: mustURL(up.URL), Transport: bc.transport()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			px := httptest.NewServer(h)
+			defer px.Close()
+			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
+			b.SetParallelism(8)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					resp, err := client.Get(px.URL + "/x")
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			})
+			b.StopTimer()
+			b.ReportMetric(float64(accepted.Load())*1000/float64(b.N), "upstream-conns/1000req")
+		})
+	}
+}
