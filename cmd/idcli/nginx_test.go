@@ -111,7 +111,9 @@ func TestProxyBehindNginx(t *testing.T) {
 	for _, mode := range []string{"required", "optional"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
-			auth, _ := startProxy(t, append([]string{"--forward-auth", "--mode", mode}, localTrust...)...)
+			// The service answers for app.example; nginx passes the
+			// client's Host on to the auth endpoint.
+			auth, _ := startProxy(t, append([]string{"--forward-auth", "--mode", mode, "--authority", "app.example"}, localTrust...)...)
 			snippet := strings.NewReplacer(
 				"http://127.0.0.1:8000", up.URL, // your service
 				"http://127.0.0.1:8081", auth, // idcli proxy --forward-auth
@@ -119,7 +121,9 @@ func TestProxyBehindNginx(t *testing.T) {
 			base := startNginx(t, snippet)
 
 			path := "/" + mode + "/signed"
-			req := signedGet(t, base+path, key, origin, signer.Options{})
+			req := signedGet(t, "http://app.example"+path, key, origin, signer.Options{})
+			req.URL, _ = req.URL.Parse(base + path)
+			req.Host = "app.example"
 			spoof(req.Header)
 			if a := clitest.MustSend(t, http.DefaultClient, req); a.Status != http.StatusOK {
 				t.Fatalf("signed GET %s through nginx: %d %s, want 200", path, a.Status, a.Body)

@@ -33,14 +33,14 @@ const (
 	proxyReadHeaderTimeout = 10 * time.Second
 )
 
-const proxyUsage = "idcli proxy (--upstream URL | --forward-auth) --trust PATTERN… [--listen ADDR] [--mode required|optional|observe] [--allow-http] [--allow-private] [--redis-url URL] [--metrics-listen ADDR] [--access-log stdout|stderr|off] [--refusal-status 401|403] [--log-level info|debug|…]"
+const proxyUsage = "idcli proxy (--upstream URL | --forward-auth) --authority HOST… --trust PATTERN… [--listen ADDR] [--mode required|optional|observe] [--allow-http] [--allow-private] [--redis-url URL] [--metrics-listen ADDR] [--access-log stdout|stderr|off] [--refusal-status 401|403] [--log-level info|debug|…]"
 
 // proxyFlags are the flags of `idcli proxy`.
 type proxyFlags struct {
 	listen, upstream, mode, redisURL     string
 	metricsListen, accessLog, logLevel   string
 	forwardAuth, allowHTTP, allowPrivate bool
-	trust                                stringsFlag
+	trust, authority                     stringsFlag
 	refusalStatus                        int
 }
 
@@ -49,6 +49,7 @@ func (f *proxyFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.upstream, "upstream", "", "URL of the service to forward verified requests to, e.g. http://127.0.0.1:8000")
 	fs.BoolVar(&f.forwardAuth, "forward-auth", false, "answer auth subrequests (nginx auth_request, Traefik ForwardAuth, Caddy forward_auth) instead of forwarding")
 	fs.StringVar(&f.mode, "mode", "required", "required (refuse unsigned and invalid requests), optional (forward unsigned ones too) or observe (forward everything with its verdict)")
+	fs.Var(&f.authority, "authority", "host[:port] (or *.suffix) the proxied service answers for; a signature made for any other host is refused with 421 (repeatable or comma-separated; at least one)")
 	fs.Var(&f.trust, "trust", "host whose agents' key sets may be fetched: exact host[:port] or *.suffix (repeatable; at least one)")
 	fs.BoolVar(&f.allowHTTP, "allow-http", false, "fetch key sets of http:// signature agents (local development only)")
 	fs.BoolVar(&f.allowPrivate, "allow-private", false, "fetch key sets from loopback and private addresses, and resolve *.localhost to loopback (local development only)")
@@ -101,11 +102,12 @@ func newProxyCmd(env *cliEnv) *ffcli.Command {
 
 // proxyPlan is what the flags resolve to, before anything listens.
 type proxyPlan struct {
-	mode     middleware.Mode
-	upstream *url.URL // nil with --forward-auth
-	keys     keyfetch.Config
-	level    slog.Level
-	access   io.Writer // nil: no access log
+	mode        middleware.Mode
+	authorities []string
+	upstream    *url.URL // nil with --forward-auth
+	keys        keyfetch.Config
+	level       slog.Level
+	access      io.Writer // nil: no access log
 }
 
 // plan validates the flags that need no I/O. Every error is one line naming
@@ -125,6 +127,19 @@ func (f proxyFlags) plan(env *cliEnv) (proxyPlan, error) {
 		if p.upstream, err = parseUpstream(f.upstream); err != nil {
 			return p, err
 		}
+	}
+	for _, a := range f.authority {
+		for _, h := range strings.Split(a, ",") {
+			if h = strings.TrimSpace(h); h != "" {
+				p.authorities = append(p.authorities, h)
+			}
+		}
+	}
+	if len(p.authorities) == 0 {
+		return p, errors.New("--authority is required: name the host[:port] clients reach the service at, e.g. --authority api.example.com (repeatable or comma-separated); a signature made for any other host is refused")
+	}
+	if err := (middleware.Config{Keys: middleware.NewStaticKeys(), Authorities: p.authorities}).Validate(); err != nil {
+		return p, fmt.Errorf("--authority: %s", strings.TrimPrefix(err.Error(), "middleware: Config.Authorities: "))
 	}
 	if len(f.trust) == 0 {
 		return p, errors.New("--trust is required: name the hosts whose agents you accept, e.g. --trust '*.agentid.example' (repeatable)")
@@ -201,6 +216,7 @@ func runProxy(ctx context.Context, env *cliEnv, f proxyFlags) error {
 
 	vc := middleware.Config{
 		Keys:          keyfetch.New(p.keys),
+		Authorities:   p.authorities,
 		Mode:          p.mode,
 		Replay:        replay,
 		RefusalStatus: f.refusalStatus,
@@ -325,5 +341,5 @@ func printProxyBanner(env *cliEnv, f proxyFlags, p proxyPlan, addr, replayName s
 	if f.allowPrivate {
 		local += "; private addresses allowed"
 	}
-	fmt.Fprintf(env.Stdout, "• mode %s; trusting %s; nonces in %s%s\n", p.mode, strings.Join(f.trust, ", "), replayName, local)
+	fmt.Fprintf(env.Stdout, "• mode %s; serving %s; trusting %s; nonces in %s%s\n", p.mode, strings.Join(p.authorities, ", "), strings.Join(f.trust, ", "), replayName, local)
 }

@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -85,9 +87,21 @@ var localTrust = []string{"--trust", "*.localhost", "--allow-http", "--allow-pri
 
 // startProxy runs `idcli proxy --listen 127.0.0.1:0 args…` and returns its
 // base URL (from the banner).
+// Unless args name an --authority, the proxy listens on a port picked
+// beforehand and serves that address (127.0.0.1:PORT) as its authority.
 func startProxy(t *testing.T, args ...string) (string, *bgCLI) {
 	t.Helper()
-	b := startCLI(t, t.TempDir(), nil, append([]string{"proxy", "--listen", "127.0.0.1:0"}, args...)...)
+	listen := "127.0.0.1:0"
+	if !slices.Contains(args, "--authority") {
+		ln, err := net.Listen("tcp4", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		listen = ln.Addr().String()
+		ln.Close()
+		args = append(args, "--authority", listen)
+	}
+	b := startCLI(t, t.TempDir(), nil, append([]string{"proxy", "--listen", listen}, args...)...)
 	return b.waitFor(t, proxyBanner), b
 }
 
@@ -312,10 +326,16 @@ func TestProxyForwardAuth(t *testing.T) {
 	t.Parallel()
 	key := signertest.Key(0x32)
 	uid, origin := localAgent(t, key)
-	auth, _ := startProxy(t, append([]string{"--forward-auth"}, localTrust...)...)
+	// other.example is served too: "another host" is a signature that
+	// fails there, while evil.example is not served at all.
+	auth, _ := startProxy(t, append([]string{"--forward-auth", "--authority", "app.example,other.example"}, localTrust...)...)
 
 	const original = "https://app.example/api/items?color=blue"
+	var signFor func(t *testing.T, method, url string) http.Header
 	sign := func(t *testing.T, method string) http.Header {
+		return signFor(t, method, original)
+	}
+	signFor = func(t *testing.T, method, original string) http.Header {
 		req, _ := http.NewRequest(method, original, nil)
 		opts := signer.Options{Components: []string{"@method", "@authority", "@path", "@query"}, SignatureAgent: origin}
 		return clitest.Sign(t, req, key, opts).Header
@@ -385,10 +405,14 @@ func TestProxyForwardAuth(t *testing.T) {
 				{name: "another host", method: "GET", host: "other.example", uri: "/api/items?color=blue", signed: "GET", status: 401, code: "invalid_signature"},
 				{name: "another path", method: "GET", host: "app.example", uri: "/api/admin?color=blue", signed: "GET", status: 401, code: "invalid_signature"},
 				{name: "another query", method: "GET", host: "app.example", uri: "/api/items?color=red", signed: "GET", status: 401, code: "invalid_signature"},
+				{name: "signed for a host not served", method: "GET", host: "evil.example", uri: "/api/items?color=blue", signed: "GET", status: 421, code: "misdirected_request"},
 			}
 			for _, tc := range tests {
 				sig := http.Header{}
-				if tc.signed != "" {
+				switch {
+				case tc.host == "evil.example":
+					sig = signFor(t, tc.signed, "https://evil.example"+tc.uri)
+				case tc.signed != "":
 					sig = sign(t, tc.signed)
 				}
 				resp, err := http.DefaultClient.Do(f.req(tc.method, tc.host, tc.uri, sig))
@@ -406,7 +430,7 @@ func TestProxyForwardAuth(t *testing.T) {
 				if tc.status == http.StatusOK {
 					checkAgentHeaders(t, tc.name, resp.Header, "verified", "", uid, origin, key.KeyID())
 				} else {
-					if resp.Header.Get("Accept-Signature") == "" {
+					if resp.Header.Get("Accept-Signature") == "" && tc.status == http.StatusUnauthorized {
 						t.Errorf("%s: a refusal without Accept-Signature", tc.name)
 					}
 					for name := range resp.Header {
@@ -440,20 +464,23 @@ func TestProxyRedisSharedNonces(t *testing.T) {
 	_, origin := localAgent(t, key)
 	up := newEchoUpstream(t)
 
-	// send signs one request for first's authority, sends it to first, then
-	// the same bytes to second (Host kept: the signature covers it).
+	// send signs one request for app.example (the authority both proxies
+	// serve), sends it to first, then the same bytes to second.
 	send := func(t *testing.T, first, second, path string) (clitest.Answer, clitest.Answer) {
-		r := signedGet(t, first+path, key, origin, signer.Options{})
-		a := clitest.MustSend(t, http.DefaultClient, r)
+		r := signedGet(t, "http://app.example"+path, key, origin, signer.Options{})
+		r.URL, _ = r.URL.Parse(first + path)
+		r.Host = "app.example"
 		again := clitest.CopyRequest(r, nil)
+		a := clitest.MustSend(t, http.DefaultClient, r)
 		again.URL, _ = again.URL.Parse(second + path)
-		again.Host = r.URL.Host
+		again.Host = "app.example"
 		return a, clitest.MustSend(t, http.DefaultClient, again)
 	}
+	served := []string{"--authority", "app.example"}
 
 	t.Run("one Redis", func(t *testing.T) {
-		a, _ := startProxy(t, append([]string{"--upstream", up.URL, "--redis-url", redisURL}, localTrust...)...)
-		b, pb := startProxy(t, append([]string{"--upstream", up.URL, "--redis-url", addr}, localTrust...)...)
+		a, _ := startProxy(t, append([]string{"--upstream", up.URL, "--redis-url", redisURL}, append(served, localTrust...)...)...)
+		b, pb := startProxy(t, append([]string{"--upstream", up.URL, "--redis-url", addr}, append(served, localTrust...)...)...)
 		if !strings.Contains(pb.stdout.String(), "nonces in Redis "+addr) {
 			t.Errorf("banner %q does not name the Redis", pb.stdout)
 		}
@@ -469,8 +496,8 @@ func TestProxyRedisSharedNonces(t *testing.T) {
 		}
 	})
 	t.Run("memory stores, for contrast", func(t *testing.T) {
-		a, _ := startProxy(t, append([]string{"--upstream", up.URL}, localTrust...)...)
-		b, _ := startProxy(t, append([]string{"--upstream", up.URL}, localTrust...)...)
+		a, _ := startProxy(t, append([]string{"--upstream", up.URL}, append(served, localTrust...)...)...)
+		b, _ := startProxy(t, append([]string{"--upstream", up.URL}, append(served, localTrust...)...)...)
 		first, second := send(t, a, b, "/redis/separate")
 		if first.Status != http.StatusOK || second.Status != http.StatusOK {
 			t.Errorf("without Redis: %d then %d, want 200 twice (each process remembers only its own nonces)", first.Status, second.Status)
@@ -566,11 +593,17 @@ func TestProxyFlagErrors(t *testing.T) {
 		{[]string{"--forward-auth", "--redis-url", "redis-host"}, `--redis-url: "redis-host" is not host:port`},
 		{[]string{"--forward-auth", "--redis-url", "redis://127.0.0.1:1"}, "--redis-url redis://127.0.0.1:1: Redis does not answer"},
 		{[]string{"--forward-auth", "extra"}, `proxy takes no arguments (got "extra")`},
+		{[]string{"--forward-auth", "--authority", ","}, "--authority is required"},
+		{[]string{"--forward-auth", "--authority", "https://api.example.com"}, `--authority: "https://api.example.com" is not host or host:port`},
+		{[]string{"--forward-auth", "--authority", "api.example.com/x"}, `--authority: "api.example.com/x" is not host or host:port`},
 	}
 	for _, tc := range tests {
 		args := append([]string{"proxy", "--listen", "127.0.0.1:0"}, tc.args...)
 		if !strings.Contains(strings.Join(tc.args, " "), "--trust") {
 			args = append(args, trust...)
+		}
+		if !slices.Contains(tc.args, "--authority") {
+			args = append(args, "--authority", "api.example.com")
 		}
 		r := runCLI(t.Context(), t.TempDir(), nil, args...)
 		if r.err == nil || !strings.Contains(r.err.Error(), tc.want) || strings.Contains(r.err.Error(), "\n") {
@@ -580,15 +613,19 @@ func TestProxyFlagErrors(t *testing.T) {
 			t.Errorf("idcli %s: printed %q, want no banner", strings.Join(args, " "), r.stdout)
 		}
 	}
-	r := runCLI(t.Context(), t.TempDir(), nil, "proxy", "--listen", "127.0.0.1:0", "--upstream", "http://127.0.0.1:1")
+	r := runCLI(t.Context(), t.TempDir(), nil, "proxy", "--listen", "127.0.0.1:0", "--upstream", "http://127.0.0.1:1", "--authority", "api.example.com")
 	if r.err == nil || !strings.Contains(r.err.Error(), "--trust is required") {
 		t.Errorf("idcli proxy without --trust: %v, want --trust is required", r.err)
+	}
+	r = runCLI(t.Context(), t.TempDir(), nil, "proxy", "--listen", "127.0.0.1:0", "--upstream", "http://127.0.0.1:1", "--trust", "*.agentid.example")
+	if r.err == nil || !strings.Contains(r.err.Error(), "--authority is required") {
+		t.Errorf("idcli proxy without --authority: %v, want --authority is required", r.err)
 	}
 
 	// A busy port: one line naming it.
 	_, p := startProxy(t, "--forward-auth", "--trust", "*.agentid.example")
 	busy := strings.TrimPrefix(proxyBanner.FindStringSubmatch(p.stdout.String())[1], "http://")
-	r = runCLI(context.Background(), t.TempDir(), nil, "proxy", "--forward-auth", "--trust", "*.agentid.example", "--listen", busy)
+	r = runCLI(context.Background(), t.TempDir(), nil, "proxy", "--forward-auth", "--trust", "*.agentid.example", "--authority", "api.example.com", "--listen", busy)
 	if r.err == nil || !strings.Contains(r.err.Error(), "--listen "+busy+": the address is already in use") {
 		t.Errorf("idcli proxy --listen %s (busy): %v, want the address is already in use", busy, r.err)
 	}
@@ -601,7 +638,7 @@ func TestProxyBanner(t *testing.T) {
 	up := newEchoUpstream(t)
 	_, p := startProxy(t, "--upstream", up.URL, "--mode", "observe", "--trust", "*.agentid.example", "--trust", "bots.example.net")
 	out := p.stdout.String()
-	for _, want := range []string{"→ upstream " + up.URL, "mode observe", "trusting *.agentid.example, bots.example.net", "nonces in memory"} {
+	for _, want := range []string{"→ upstream " + up.URL, "mode observe", "serving 127.0.0.1:", "trusting *.agentid.example, bots.example.net", "nonces in memory"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("banner %q lacks %q", out, want)
 		}
