@@ -185,22 +185,26 @@ func bigMember(m map[string]json.RawMessage, name string) (*big.Int, string, err
 }
 
 func parseRSA(m map[string]json.RawMessage) (PublicKey, error) {
-	// The lengths are checked on the encoded members, before they are
-	// decoded or turned into numbers: a huge modulus costs nothing.
+	// The exponent and the modulus's length are checked on the encoded
+	// members, before the modulus is unquoted, decoded or turned into a
+	// number: a huge modulus costs no more than reading the JSON.
 	maxBits := MaxRSABits()
-	ns, err := stringMember(m, "n", true)
-	if err != nil {
-		return PublicKey{}, err
-	}
-	if bits := len(ns) * 6; bits > maxBits+8 || bits < MinRSABits-8 {
-		return PublicKey{}, &JWKError{Member: "n", Reason: fmt.Sprintf("a modulus of about %d bits is refused (%d to %d bits)", bits, MinRSABits, maxBits)}
-	}
 	es, err := stringMember(m, "e", true)
 	if err != nil {
 		return PublicKey{}, err
 	}
 	if es != "AQAB" { // 65537, the only encoding without a leading zero byte
 		return PublicKey{}, &JWKError{Member: "e", Reason: fmt.Sprintf("the exponent must be %d (\"AQAB\")", RSAExponent)}
+	}
+	raw, ok := m["n"]
+	if !ok {
+		return PublicKey{}, &JWKError{Member: "n", Reason: "missing"}
+	}
+	// Base64url needs no JSON escapes, so the raw member is the encoding
+	// in quotes (6 bits a character); escapes would only lengthen it. The
+	// exact bit length is checked once it is decoded.
+	if bits := (len(raw) - 2) * 6; bits > maxBits+8 || bits < MinRSABits-8 {
+		return PublicKey{}, &JWKError{Member: "n", Reason: fmt.Sprintf("a modulus of about %d bits is refused (%d to %d bits)", bits, MinRSABits, maxBits)}
 	}
 	n, ns, err := bigMember(m, "n")
 	if err != nil {
