@@ -405,3 +405,19 @@ func TestBoundedWork(t *testing.T) {
 		}
 	})
 }
+
+// TestDefaultLogger: without Config.Logger the verifier logs through
+// slog.Default(), so the warning about an empty Authorities reaches the
+// program's log. Not parallel: it swaps the process-wide default logger.
+func TestDefaultLogger(t *testing.T) {
+	var logs bytes.Buffer
+	old := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))
+	defer slog.SetDefault(old)
+	if _, err := middleware.NewVerifier(middleware.Config{Keys: staticKeys()}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), "Config.Authorities is empty") {
+		t.Errorf("default logger got %q, want the warning about Config.Authorities", logs.String())
+	}
+}
