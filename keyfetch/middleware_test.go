@@ -43,7 +43,7 @@ func TestWithMiddleware(t *testing.T) {
 			dir := newDirServer(t, tt.dir)
 			keys := keyfetch.New(keyfetch.Config{TrustedHosts: tt.trusted, AllowHTTP: true, AllowPrivateNetworks: true})
 			var got middleware.Agent
-			h := middleware.New(middleware.Config{Keys: keys})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			h := middleware.New(middleware.Config{Keys: keys, Authorities: []string{"api.example"}})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				got, _ = middleware.AgentFrom(r.Context())
 			}))
 			req := httptest.NewRequest(http.MethodGet, "http://api.example/whoami", nil)

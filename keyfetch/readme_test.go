@@ -25,7 +25,8 @@ import (
 func readmeLocalExample() http.Handler {
 	// Agents of http://localhost:3000 sign with Signature-Agent http://<uid>.localhost:3000.
 	keys := keyfetch.New(keyfetch.LocalDevelopment())
-	verify := middleware.New(middleware.Config{Keys: keys})
+	// Authorities: the host and port clients call this API at.
+	verify := middleware.New(middleware.Config{Keys: keys, Authorities: []string{"127.0.0.1:8080", "localhost:8080"}})
 	mux := http.NewServeMux()
 	mux.HandleFunc("/hello", func(w http.ResponseWriter, r *http.Request) {
 		agent, _ := middleware.AgentFrom(r.Context())
@@ -107,8 +108,16 @@ func TestReadmeLocalExample(t *testing.T) {
 
 	api := httptest.NewServer(readmeLocalExample())
 	t.Cleanup(api.Close)
-	client := &http.Client{Transport: creds.Transport(nil)}
-	resp, err := client.Get(api.URL + "/hello")
+	// The README calls the API at http://127.0.0.1:8080, the authority it
+	// serves: the request is signed for that address and dialled to the
+	// test server's.
+	apiAddr := strings.TrimPrefix(api.URL, "http://")
+	dial := &http.Transport{DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, network, apiAddr)
+	}}
+	t.Cleanup(dial.CloseIdleConnections)
+	client := &http.Client{Transport: creds.Transport(dial)}
+	resp, err := client.Get("http://127.0.0.1:8080/hello")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -100,7 +100,7 @@ func BenchmarkVerify(b *testing.B) {
 			keys := middleware.NewStaticKeys()
 			keys.Add(benchOrigin, key.Public)
 			store := middleware.NewMemoryReplayStore()
-			h := middleware.New(middleware.Config{Keys: keys, Replay: store, Now: func() time.Time { return benchNow }})(
+			h := middleware.New(middleware.Config{Authorities: testAuthorities, Keys: keys, Replay: store, Now: func() time.Time { return benchNow }})(
 				http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 					if _, ok := middleware.AgentFrom(r.Context()); !ok {
 						w.WriteHeader(http.StatusInternalServerError)
@@ -140,7 +140,7 @@ func BenchmarkVerifyRatio(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			keys := middleware.NewStaticKeys()
 			keys.Add(benchOrigin, key.Public)
-			h := middleware.New(middleware.Config{Keys: keys, Now: func() time.Time { return benchNow }})(
+			h := middleware.New(middleware.Config{Authorities: testAuthorities, Keys: keys, Now: func() time.Time { return benchNow }})(
 				http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 			first, base := signertest.FirstBase(b, benchRequest(b, -1, b.N, key, bc.components))
 			reqs := make([]*http.Request, ratioBlock)

@@ -27,8 +27,11 @@ func Example() {
 		a, _ := middleware.AgentFrom(r.Context())
 		fmt.Fprintf(w, "hello %s (bound=%v)", a.UID, a.Bound)
 	})
-	srv := httptest.NewServer(middleware.New(middleware.Config{Keys: keys})(mux))
+	srv := httptest.NewServer(nil)
 	defer srv.Close()
+	// Authorities: the host this server answers for (here its loopback
+	// address); a signature made for any other host is refused (421).
+	srv.Config.Handler = middleware.New(middleware.Config{Keys: keys, Authorities: []string{srv.Listener.Addr().String()}})(mux)
 
 	client := &http.Client{Transport: &signer.Transport{
 		Key:     key,

@@ -270,7 +270,7 @@ func FuzzVerifyRequest(f *testing.F) {
 	f.Add(valid.Header.Get("Signature-Input"), valid.Header.Get("Signature"), valid.Header.Get("Signature-Agent"), valid.Host, valid.URL.RawQuery)
 	f.Add(`sig1=("@query-param";name="a" "@query-param";name="a");created=1;keyid="k";nonce="n";tag="web-bot-auth"`, `sig1=:AAAA:`, `"https://a.example/keys";type=jwks_uri`, "h:1:2", "a=1&a=2&%zz")
 	f.Add(`sig1=("content-digest";bs "x";sf "y";key="k");created=1;expires=2;keyid="k";nonce="n";tag="web-bot-auth"`, `sig1=:AAAA:`, `sig1=https://duckduckgo.com`, "[::1]:443", "")
-	v, err := middleware.NewVerifier(middleware.Config{Keys: staticKeys(), Now: clock, AllowMissingSignatureAgent: true})
+	v, err := middleware.NewVerifier(middleware.Config{Authorities: testAuthorities, Keys: staticKeys(), Now: clock, AllowMissingSignatureAgent: true})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -27,6 +27,27 @@ type KeySource interface {
 	Key(ctx context.Context, set signer.KeySet, keyID string) (signer.PublicKey, error)
 }
 
+// KeyCache is implemented by a KeySource that can tell, without I/O,
+// whether Key would answer from memory. The verifier uses it to bound the
+// work of one request: at most one lookup per request may fetch (or query
+// a database), and a KeySource that is not a KeyCache has every lookup
+// counted as one that may. KeyCached is a hint: a key cached when asked
+// may expire before Key runs. It must be safe for concurrent use.
+type KeyCache interface {
+	// KeyCached reports whether Key(ctx, set, keyID) would answer —
+	// with a key or an error — without network or database I/O.
+	KeyCached(set signer.KeySet, keyID string) bool
+}
+
+// VerifiedReporter is implemented by a KeySource that wants to know which
+// key sets signatures verified with: keyfetch.Fetcher admits such a set to
+// the part of its cache that lookups naming unverified key sets cannot
+// evict. The verifier calls Verified after a signature and its
+// Content-Digest check pass. It must be safe for concurrent use.
+type VerifiedReporter interface {
+	Verified(set signer.KeySet)
+}
+
 // KeySourceFunc adapts a function to KeySource.
 type KeySourceFunc func(ctx context.Context, set signer.KeySet, keyID string) (signer.PublicKey, error)
 
@@ -80,6 +101,9 @@ func (s *StaticKeys) Remove(agent, keyID string) {
 	delete(s.keys[agent], keyID)
 }
 
+// KeyCached implements KeyCache: StaticKeys never does I/O.
+func (s *StaticKeys) KeyCached(signer.KeySet, string) bool { return true }
+
 // Key implements KeySource: it looks keyID up under set.Identity(), then
 // under "".
 func (s *StaticKeys) Key(_ context.Context, set signer.KeySet, keyID string) (signer.PublicKey, error) {
@@ -101,8 +125,8 @@ func (s *StaticKeys) Key(_ context.Context, set signer.KeySet, keyID string) (si
 // ReplayStore remembers the nonces of verified signatures. Seen records key
 // until expiry and reports whether it was already present, atomically: of
 // two concurrent calls with the same key, exactly one returns false. The
-// verifier's key is ReplayKey: a 32-byte digest of the agent identity,
-// keyid and nonce. Stores may hash keys again to a fixed size of their own,
+// verifier's key is ReplayKey: a 32-byte digest of the verified key's
+// thumbprint and the nonce. Stores may hash keys again to a fixed size of their own,
 // so that a key from another caller cannot make an entry large.
 // Implementations must be safe for concurrent use. An error means the store could not answer; the request is
 // then refused (503), never let through.

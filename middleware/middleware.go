@@ -2,7 +2,7 @@
 // web-bot-auth profile and attributes each request to a verified agent.
 //
 //	keys := keyfetch.New(keyfetch.Config{TrustedHosts: []string{"*.agentid.example"}})
-//	mw := middleware.New(middleware.Config{Keys: keys})
+//	mw := middleware.New(middleware.Config{Keys: keys, Authorities: []string{"api.example.com"}})
 //	http.Handle("/", mw(handler))
 //	// in the handler: agent, ok := middleware.AgentFrom(r.Context())
 package middleware
@@ -27,6 +27,10 @@ type Agent struct {
 	UID string
 	// KeyID is the keyid that signed.
 	KeyID string
+	// Thumbprint is the RFC 7638 thumbprint of the key that verified: the
+	// key's identity whatever its keyid or key set. Replay protection is
+	// keyed by it (ReplayKey).
+	Thumbprint string
 	// Alg is the algorithm that verified (signer.AlgEd25519, …).
 	Alg string
 	// JWK is the public key that verified the signature.
@@ -127,8 +131,8 @@ type Config struct {
 	// where metrics, logs and proxies read outcomes. It must be safe for
 	// concurrent use and should not block.
 	OnResult func(Result)
-	// Replay remembers (identity, keyid, nonce) until the signature's expiry
-	// plus Skew. If nil, an in-memory store on the Now clock is used
+	// Replay remembers (key thumbprint, nonce) pairs (ReplayKey) until the
+	// signature's expiry plus Skew. If nil, an in-memory store on the Now clock is used
 	// (NewMemoryReplayStoreWithClock); several instances need a shared store.
 	Replay ReplayStore
 	// Tag is the required tag parameter. If "", "web-bot-auth". Signatures
@@ -195,7 +199,26 @@ type Config struct {
 	// MaxKeyIDLength bounds the keyid (keyid_too_long). If 0, 256.
 	MaxKeyIDLength int
 
-	// Logger receives one debug line per rejection. If nil, discard.
+	// Authorities are the authorities this verifier serves: "host" or
+	// "host:port" (a port-less entry means the scheme's default port), or
+	// "*.suffix" for any host below suffix on a label boundary. A signed
+	// request whose authority (its Host, or the host of an absolute-form
+	// target — what @authority and @target-uri cover) is not one of them
+	// is refused with 421 misdirected_request before any key lookup or
+	// signature check, so a signature an agent made for another site
+	// cannot be used here. If empty, every signed request is refused that
+	// way (and NewVerifier logs a warning), unless AnyAuthority is set.
+	Authorities []string
+	// AnyAuthority accepts signed requests for any authority. It is for
+	// tests and for servers behind something that already refuses
+	// requests for hosts they do not serve (a reverse proxy with fixed
+	// virtual hosts); anywhere else it lets a signature made for another
+	// site be replayed here.
+	AnyAuthority bool
+
+	// Logger receives a warning at construction when Authorities is empty
+	// (without AnyAuthority) and one debug line per rejection. If nil,
+	// slog.Default().
 	Logger *slog.Logger
 }
 

@@ -61,7 +61,7 @@ func TestPolicyRequire(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			reached := false
-			h := middleware.New(middleware.Config{Keys: staticKeys(), Now: clock, Mode: middleware.Optional})(
+			h := middleware.New(middleware.Config{Authorities: testAuthorities, Keys: staticKeys(), Now: clock, Mode: middleware.Optional})(
 				tt.policy.Require(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached = true })))
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, tt.req)

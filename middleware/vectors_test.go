@@ -34,8 +34,8 @@ func TestVectorsVerify(t *testing.T) {
 	keys.AddWithID("", "test-key-ed25519", key.Public) // B.2.6: no signature agent, a named keyid
 
 	// The vectors' windows (1 h, 100 years) exceed the 10-minute default.
-	web := middleware.Config{Keys: keys, Now: fixedClock(1735690000), MaxWindow: -1}
-	rfc := middleware.Config{Keys: keys, Now: fixedClock(1618884473 + 10), AnyTag: true, AllowAnyKeyID: true,
+	web := middleware.Config{AnyAuthority: true, Keys: keys, Now: fixedClock(1735690000), MaxWindow: -1}
+	rfc := middleware.Config{AnyAuthority: true, Keys: keys, Now: fixedClock(1618884473 + 10), AnyTag: true, AllowAnyKeyID: true,
 		AllowMissingExpires: true, AllowMissingNonce: true, AllowMissingSignatureAgent: true}
 
 	tests := []struct {
@@ -48,9 +48,9 @@ func TestVectorsVerify(t *testing.T) {
 		{"E.2.2 legacy string", web, func() *http.Request { return v.E22.Request.Build() }, ""},
 		{"B.2.6 relaxed RFC 9421", rfc, v.B26Request, ""},
 		{"B.2.6 strict profile rejects it", web, v.B26Request, "invalid_signature_input"},
-		{"E.2.2 default window", middleware.Config{Keys: keys, Now: fixedClock(1735690000)},
+		{"E.2.2 default window", middleware.Config{AnyAuthority: true, Keys: keys, Now: fixedClock(1735690000)},
 			func() *http.Request { return v.E22.Request.Build() }, "signature_window_too_long"},
-		{"E.2.2 real clock", middleware.Config{Keys: keys, MaxWindow: -1},
+		{"E.2.2 real clock", middleware.Config{AnyAuthority: true, Keys: keys, MaxWindow: -1},
 			func() *http.Request { return v.E22.Request.Build() }, "expired_signature"},
 		{"B.2.6 needs AllowAnyKeyID", func() middleware.Config { c := rfc; c.AllowAnyKeyID = false; return c }(), v.B26Request, "unknown_key"},
 		{"E.2.1 changed authority", web, func() *http.Request {

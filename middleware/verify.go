@@ -27,6 +27,7 @@ type Verifier struct {
 	required        []signer.Component
 	acceptSignature string
 	agents          *lru.Cache[string, *agentField]
+	authorities     []authority
 }
 
 // Validate reports a configuration that cannot work.
@@ -58,6 +59,9 @@ func (c Config) Validate() error {
 		// nonce can only be remembered for a bounded time: a replay after
 		// the store forgets it would pass.
 		return errors.New("middleware: Config.MaxWindow < 0 with AllowMissingExpires leaves no bound on how long a nonce must be remembered; set MaxWindow or AllowMissingNonce")
+	}
+	if _, err := parseAuthorities(c.Authorities); err != nil {
+		return err
 	}
 	if c.Algorithms != nil && len(c.Algorithms) == 0 {
 		return errors.New("middleware: Config.Algorithms is empty (nil means the default list)")
@@ -101,7 +105,7 @@ func (c Config) withDefaults() Config {
 	c.MaxNonceLength = cmp.Or(c.MaxNonceLength, DefaultMaxNonceLength)
 	c.MaxKeyIDLength = cmp.Or(c.MaxKeyIDLength, DefaultMaxKeyIDLength)
 	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
+		c.Logger = slog.Default()
 	}
 	return c
 }
@@ -112,6 +116,10 @@ func NewVerifier(cfg Config) (*Verifier, error) {
 		return nil, err
 	}
 	v := &Verifier{cfg: cfg.withDefaults(), agents: lru.New[string, *agentField](agentCacheSize, 0, nil)}
+	v.authorities, _ = parseAuthorities(cfg.Authorities)
+	if len(v.authorities) == 0 && !cfg.AnyAuthority {
+		v.cfg.Logger.Warn("middleware: Config.Authorities is empty, so every signed request is refused with 421 misdirected_request; set it to the hosts this verifier serves (or AnyAuthority when something in front already pins the host)")
+	}
 	v.limits = signer.Limits{
 		MaxSignatures: v.cfg.MaxSignatures,
 		MaxComponents: v.cfg.MaxComponents,
@@ -291,6 +299,13 @@ func (v *Verifier) parseSignatures(r *http.Request, lim signer.Limits) ([]signer
 	if len(in) == 0 || len(sv) == 0 {
 		return nil, Fail(CodeInvalidSignatureInput, "Signature and Signature-Input must both be present")
 	}
+
+	// The request must be for an authority this verifier serves: a
+	// signature made for another host is refused before anything else.
+	if err := v.checkAuthority(r); err != nil {
+		return nil, err
+	}
+
 	sigs, perr := signer.ParseSignaturesLimited(in, sv, lim)
 	if perr != nil {
 		return nil, signerError(perr)
@@ -302,6 +317,10 @@ func (v *Verifier) parseSignatures(r *http.Request, lim signer.Limits) ([]signer
 // is the configured one, looking keys up in keys.
 func (v *Verifier) verifySignatures(r *http.Request, sigs []signer.Signature, st *requestState, keys KeySource, a *Agent) *Error {
 	cfg := &v.cfg
+	// The work budget is per verification: a caller that checks one
+	// request twice (a rotation: the current key, then the new one) gets
+	// the bound twice, not a shared one the first check could exhaust.
+	st.fetches, st.checks = 0, 0
 	// sigs holds only the signatures with the tag when any has it.
 	cands := sigs
 	if sigs[0].Params.Tag != cfg.Tag && (!cfg.AnyTag || len(sigs) != 1) {
@@ -312,6 +331,12 @@ func (v *Verifier) verifySignatures(r *http.Request, sigs []signer.Signature, st
 	var first *Error
 	for i := range cands {
 		err := v.candidate(r, &cands[i], st, keys, a)
+		if err == errBudget {
+			if first == nil {
+				first = err
+			}
+			break
+		}
 		if err == nil {
 			// 9. Replay, only for a signature that verified.
 			if err := v.replay(r, a, cands[i].Params.HasExpires); err != nil {
@@ -323,9 +348,25 @@ func (v *Verifier) verifySignatures(r *http.Request, sigs []signer.Signature, st
 		if first == nil {
 			first = err
 		}
+		if err.Code == CodeKeyFetchFailed || err.Code == CodeDatabaseUnavailable {
+			break // the first fetch failure ends the request
+		}
 	}
 	return first
 }
+
+// Work bounds per request: the candidates after these are not tried.
+const (
+	// maxFetches is the number of key lookups per request that may fetch
+	// (a KeySource that is not a KeyCache counts every lookup).
+	maxFetches = 1
+	// maxChecks is the number of signature verifications per request.
+	maxChecks = 2
+)
+
+// errBudget ends the candidates of a request: trying the next one would
+// exceed maxFetches or maxChecks. The first candidate's error stands.
+var errBudget = &Error{Code: CodeInvalidSignature, Message: "no further signature is tried"}
 
 // signerError maps a failure to parse the signature fields or to build the
 // signature base to its code.
@@ -352,6 +393,8 @@ func signerError(err error) *Error {
 // Signature-Agent, the body read for Content-Digest and the outcome of
 // comparing them.
 type requestState struct {
+	fetches    int // key lookups that could fetch, this verification
+	checks     int // signature verifications, this verification
 	agent      *agentField
 	agentDone  bool
 	body       []byte
@@ -440,7 +483,18 @@ func (v *Verifier) candidate(r *http.Request, sig *signer.Signature, st *request
 	}
 
 	// 6. Key. At a well-known directory (or with no key set at all) the
-	// keyid must be the key's thumbprint.
+	// keyid must be the key's thumbprint. A lookup that may fetch counts
+	// against the request's budget, and no key is looked up for a
+	// signature that could not be checked.
+	if st.checks >= maxChecks {
+		return errBudget
+	}
+	if kc, ok := keys.(KeyCache); !ok || !kc.KeyCached(set, p.KeyID) {
+		if st.fetches >= maxFetches {
+			return errBudget
+		}
+		st.fetches++
+	}
 	pk, kerr := keys.Key(r.Context(), set, p.KeyID)
 	if kerr != nil {
 		return keyError(kerr, set, p.KeyID)
@@ -458,6 +512,7 @@ func (v *Verifier) candidate(r *http.Request, sig *signer.Signature, st *request
 	}
 
 	// 7. The signature over the rebuilt base.
+	st.checks++
 	if pk.Verify(alg, base, sig.Value) != nil {
 		return Fail(CodeInvalidSignature, "the signature does not verify with key %q", truncate(p.KeyID))
 	}
@@ -469,8 +524,15 @@ func (v *Verifier) candidate(r *http.Request, sig *signer.Signature, st *request
 		}
 	}
 
+	// A key source that protects the key sets of verified agents (keyfetch's
+	// cache admission) hears of this one.
+	if vr, ok := keys.(VerifiedReporter); ok && !set.IsZero() {
+		vr.Verified(set)
+	}
+
 	*a = Agent{
 		KeyID:      p.KeyID,
+		Thumbprint: thumbprintOf(&pk),
 		Alg:        alg,
 		JWK:        pk.JWK.Public(),
 		Created:    created,
@@ -531,7 +593,7 @@ func (v *Verifier) replay(r *http.Request, a *Agent, hasExpires bool) *Error {
 	if !hasExpires {
 		expires = a.Created.Add(max(cfg.MaxWindow, 0))
 	}
-	seen, err := cfg.Replay.Seen(r.Context(), ReplayKey(a.ID, a.KeyID, a.Nonce), expires.Add(cfg.Skew))
+	seen, err := cfg.Replay.Seen(r.Context(), ReplayKey(a.Thumbprint, a.Nonce), expires.Add(cfg.Skew))
 	if err != nil {
 		return &Error{Code: CodeDatabaseUnavailable, Message: "the replay store is unavailable", Err: fmt.Errorf("%w: %w", ErrReplayStore, err)}
 	}
@@ -543,17 +605,34 @@ func (v *Verifier) replay(r *http.Request, a *Agent, hasExpires bool) *Error {
 
 // ReplayKey is the key a Verifier records in its ReplayStore for a
 // verified signature: the SHA-256 digest (32 bytes, as a string) of the
-// agent identity, keyid and nonce, each length-prefixed so that no two
-// triples share a key.
-func ReplayKey(identity, keyID, nonce string) string {
+// verified key's RFC 7638 thumbprint and the nonce, each length-prefixed
+// so that no two pairs share a key. It depends on nothing else — not on
+// how Signature-Agent was spelled, the keyid, the route or the instance —
+// so a nonce is accepted once per key wherever the signature is sent.
+func ReplayKey(thumbprint, nonce string) string {
 	var buf [512]byte
 	b := buf[:0]
-	for _, s := range [3]string{identity, keyID, nonce} {
+	for _, s := range [2]string{thumbprint, nonce} {
 		b = binary.BigEndian.AppendUint32(b, uint32(len(s)))
 		b = append(b, s...)
 	}
 	sum := sha256.Sum256(b)
 	return string(sum[:])
+}
+
+// thumbprintOf returns the RFC 7638 thumbprint of a verified key: the one
+// the key source computed, else computed from its public JWK.
+func thumbprintOf(pk *signer.PublicKey) string {
+	if pk.Thumbprint != "" {
+		return pk.Thumbprint
+	}
+	if len(pk.Key) != 0 {
+		return signer.Thumbprint(pk.Key)
+	}
+	if p, err := signer.ParseKeySetJWK(pk.JWK.Public().MarshalPublic()); err == nil {
+		return p.Thumbprint
+	}
+	return ""
 }
 
 // keySet resolves the Signature-Agent member that applies to sig (the one

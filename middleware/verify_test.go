@@ -39,6 +39,10 @@ const (
 	testURL    = "https://api.example.com/v1/things?x=1"
 )
 
+// testAuthorities are the authorities the tests' verifiers serve: the host
+// of testURL.
+var testAuthorities = []string{"api.example.com"}
+
 func clock() time.Time { return testNow }
 
 // countingKeys wraps a KeySource and counts lookups.
@@ -50,6 +54,13 @@ type countingKeys struct {
 func (c *countingKeys) Key(ctx context.Context, set signer.KeySet, keyID string) (signer.PublicKey, error) {
 	c.calls.Add(1)
 	return c.KeySource.Key(ctx, set, keyID)
+}
+
+// KeyCached passes the wrapped source's answer on (false when it is not a
+// KeyCache: every lookup then counts as one that may fetch).
+func (c *countingKeys) KeyCached(set signer.KeySet, keyID string) bool {
+	kc, ok := c.KeySource.(middleware.KeyCache)
+	return ok && kc.KeyCached(set, keyID)
 }
 
 // staticKeys publishes keyA for testOrigin.
@@ -149,6 +160,9 @@ func serve(t testing.TB, cfg middleware.Config, r *http.Request) result {
 	cfg.Keys = keys
 	if cfg.Now == nil {
 		cfg.Now = clock
+	}
+	if cfg.Authorities == nil && !cfg.AnyAuthority {
+		cfg.Authorities = testAuthorities
 	}
 	store, _ := cfg.Replay.(*middleware.MemoryReplayStore)
 	if cfg.Replay == nil {
@@ -335,7 +349,7 @@ func TestVerifyPolicy(t *testing.T) {
 		{"key directory unreachable", middleware.Config{Keys: down}, def, 503, "key_fetch_failed", 6},
 
 		// Step 7: Ed25519.
-		{"other host", middleware.Config{}, edit(def, func(r *http.Request) { r.Host = "api.example.org" }), 401, "invalid_signature", 7},
+		{"other host served, signature for another", middleware.Config{Authorities: []string{"api.example.com", "api.example.org"}}, edit(def, func(r *http.Request) { r.Host = "api.example.org" }), 401, "invalid_signature", 7},
 		{"tampered nonce", middleware.Config{}, edit(def, func(r *http.Request) {
 			r.Header.Set("Signature-Input", regexp.MustCompile(`nonce="[^"]*"`).ReplaceAllString(r.Header.Get("Signature-Input"), `nonce="forged"`))
 		}), 401, "invalid_signature", 7},
@@ -409,8 +423,8 @@ func TestVerifyOrder(t *testing.T) {
 		{"nonce before window", middleware.Config{}, func(o *signer.Options) { o.NoNonce = true; o.TTL = time.Hour }, nil, "missing_nonce"},
 		{"window before signature agent", middleware.Config{}, func(o *signer.Options) { o.TTL = time.Hour; o.SignatureAgent = "" }, nil, "signature_window_too_long"},
 		{"signature agent before key", middleware.Config{Keys: down}, nil, func(r *http.Request) { r.Header.Set("Signature-Agent", `sig1="ftp://x"`) }, "invalid_signature_agent"},
-		{"key before signature", middleware.Config{Keys: down}, nil, func(r *http.Request) { r.Host = "other.example" }, "key_fetch_failed"},
-		{"signature before digest", middleware.Config{}, func(o *signer.Options) { o.Components = []string{"@authority", "content-digest"} }, func(r *http.Request) {
+		{"key before signature", middleware.Config{Keys: down, AnyAuthority: true}, nil, func(r *http.Request) { r.Host = "other.example" }, "key_fetch_failed"},
+		{"signature before digest", middleware.Config{AnyAuthority: true}, func(o *signer.Options) { o.Components = []string{"@authority", "content-digest"} }, func(r *http.Request) {
 			r.Host = "other.example"
 			r.Header.Set("Content-Digest", "sha-256=:AAAA:")
 		}, "invalid_signature"},
@@ -437,7 +451,9 @@ func TestVerifyOrder(t *testing.T) {
 func TestReplay(t *testing.T) {
 	t.Parallel()
 	store := middleware.NewMemoryReplayStoreWithClock(clock)
-	v, err := middleware.NewVerifier(middleware.Config{Keys: staticKeys(), Now: clock, Replay: store})
+	// api.example.org is served too: the forged request's signature, not
+	// its host, is what fails.
+	v, err := middleware.NewVerifier(middleware.Config{Authorities: []string{"api.example.com", "api.example.org"}, Keys: staticKeys(), Now: clock, Replay: store})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -474,7 +490,7 @@ func TestReplay(t *testing.T) {
 	// The nonce is scoped to the key: another agent may use the same one.
 	keys := staticKeys()
 	keys.Add("https://b.example", keyB.Public)
-	vb, _ := middleware.NewVerifier(middleware.Config{Keys: keys, Now: clock, Replay: store})
+	vb, _ := middleware.NewVerifier(middleware.Config{Authorities: testAuthorities, Keys: keys, Now: clock, Replay: store})
 	if _, err := vb.Verify(signedRequest(t, keyB, signOpts(func(o *signer.Options) { o.Nonce = "n-forged"; o.SignatureAgent = "https://b.example" }))); err != nil {
 		t.Fatalf("same nonce, other key: %v", err)
 	}
@@ -503,9 +519,10 @@ func TestReplayStoreFailure(t *testing.T) {
 func TestConcurrentReplay(t *testing.T) {
 	t.Parallel()
 	var passed atomic.Int32
-	srv := httptest.NewServer(middleware.New(middleware.Config{Keys: staticKeys(), Now: clock})(
-		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { passed.Add(1) })))
+	srv := httptest.NewServer(nil)
 	defer srv.Close()
+	srv.Config.Handler = middleware.New(middleware.Config{Authorities: []string{srv.Listener.Addr().String()}, Keys: staticKeys(), Now: clock})(
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { passed.Add(1) }))
 	h, err := signer.Headers("GET", srv.URL+"/whoami", keyA, signOpts(nil))
 	if err != nil {
 		t.Fatal(err)
@@ -645,7 +662,7 @@ func TestErrorResponse(t *testing.T) {
 // are verified; bad signatures are still rejected.
 func TestOptional(t *testing.T) {
 	t.Parallel()
-	cfg := middleware.Config{Mode: middleware.Optional}
+	cfg := middleware.Config{Mode: middleware.Optional, Authorities: []string{"api.example.com", "api.example.org"}}
 	tests := []struct {
 		name       string
 		req        *http.Request
@@ -700,7 +717,7 @@ func TestAgentIdentity(t *testing.T) {
 	}
 	a := res.agent
 	want := middleware.Agent{
-		ID: testOrigin, UID: testUID, KeyID: keyA.KeyID(), Alg: "ed25519", JWK: keyA.Public.JWK, SignatureAgent: testOrigin,
+		ID: testOrigin, UID: testUID, KeyID: keyA.KeyID(), Thumbprint: keyA.Public.Thumbprint, Alg: "ed25519", JWK: keyA.Public.JWK, SignatureAgent: testOrigin,
 		DirectoryURL: testOrigin + "/.well-known/http-message-signatures-directory",
 		Created:      testNow, Expires: testNow.Add(300 * time.Second), Nonce: "nonce-1", Label: "sig1", Tag: "web-bot-auth",
 		Components: []string{`"@method"`, `"@authority"`, `"@path"`, `"content-digest"`, `"signature-agent";key="sig1"`},
@@ -800,7 +817,7 @@ func TestVestauthAttacks(t *testing.T) {
 	})
 	t.Run("same nonce twice", func(t *testing.T) {
 		t.Parallel()
-		v, _ := middleware.NewVerifier(middleware.Config{Keys: staticKeys(), Now: clock})
+		v, _ := middleware.NewVerifier(middleware.Config{Authorities: testAuthorities, Keys: staticKeys(), Now: clock})
 		r := signedRequest(t, keyA, signOpts(nil))
 		_, err1 := v.Verify(r)
 		_, err2 := v.Verify(r.Clone(context.Background()))

@@ -20,7 +20,10 @@ import (
 // meant) and no Signature-Agent, and its /rotate sends no proof of
 // possession of the new key. The compat verifiers accept exactly that and
 // nothing weaker: created, expires, keyid and nonce stay required, each
-// nonce is accepted once across every route, and the window is bounded.
+// nonce is accepted once per key across every route (the replay key is the
+// key's thumbprint and the nonce, so respelling the uncovered
+// Signature-Agent does not make a served /whoami request a new one), and
+// the window is bounded.
 
 // NullTag is the tag vestauth 0.21 puts on its POST /register signature.
 const NullTag = "null"

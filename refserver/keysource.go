@@ -104,23 +104,22 @@ func newDBKeySource(db *gorm.DB, service signer.ServiceURL, timeout, ttl time.Du
 	return k
 }
 
-// Key implements middleware.KeySource. agent must be exactly
-// <scheme>://<uid>.<service host> (else an error wrapping
-// signer.ErrUntrustedAgent, with no database access); keyID must be an
-// active key of that uid (else signer.ErrUnknownKey, or signer.ErrRevokedKey
-// for a revoked one). A database failure is a *middleware.Error with 503
-// database_unavailable.
+// Key implements middleware.KeySource. The key set must be one of this
+// service's agents in one of the two forms the service publishes: the
+// agent origin <scheme>://<uid>.<service host> or its well-known directory
+// URL (signer has already normalised case, default port, percent-encoding
+// and dot segments, so every spelling of those two is one of them). A key
+// set on an agent host in any other form — a query string, another path,
+// another scheme, ;type=jwks_uri or ;type=cimd — is refused with 401
+// invalid_signature_agent; a key set elsewhere with an error wrapping
+// signer.ErrUntrustedAgent; both with no database access. keyID must be an
+// active key of that uid (else signer.ErrUnknownKey, or
+// signer.ErrRevokedKey for a revoked one). A database failure is a
+// *middleware.Error with 503 database_unavailable.
 func (k *DBKeySource) Key(ctx context.Context, set signer.KeySet, keyID string) (signer.PublicKey, error) {
-	agent := ""
-	if !set.IsZero() {
-		agent = set.Identity()
-	}
-	uid := k.uidOfSet(set, agent)
-	if uid == "" {
-		if agent == "" {
-			return signer.PublicKey{}, fmt.Errorf("%w: a Signature-Agent naming %s://<uid>.%s is required", signer.ErrUntrustedAgent, k.service.Scheme, k.service.Host)
-		}
-		return signer.PublicKey{}, fmt.Errorf("%w: %s is not an agent of %s", signer.ErrUntrustedAgent, agent, k.service)
+	uid, err := k.agentOf(set)
+	if err != nil {
+		return signer.PublicKey{}, err
 	}
 	if keyID == "" || len(keyID) > 64 {
 		return signer.PublicKey{}, signer.ErrUnknownKey
@@ -136,6 +135,48 @@ func (k *DBKeySource) Key(ctx context.Context, set signer.KeySet, keyID string) 
 		return signer.PublicKey{}, signer.ErrRevokedKey
 	}
 	return e.pk, nil
+}
+
+// KeyCached implements middleware.KeyCache: it reports whether Key would
+// answer without a database query (a refused key set or keyid, or a kid
+// whose verdict is cached).
+func (k *DBKeySource) KeyCached(set signer.KeySet, keyID string) bool {
+	if _, err := k.agentOf(set); err != nil || keyID == "" || len(keyID) > 64 {
+		return true
+	}
+	if k.cache == nil {
+		return false
+	}
+	if _, ok := k.cache.Get(keyID); ok {
+		return true
+	}
+	_, ok := k.unknown.Get(keyID)
+	return ok
+}
+
+// agentOf returns the uid of the agent whose key set set is, or why set
+// is refused.
+func (k *DBKeySource) agentOf(set signer.KeySet) (string, error) {
+	if set.IsZero() {
+		return "", fmt.Errorf("%w: a Signature-Agent naming %s://<uid>.%s is required", signer.ErrUntrustedAgent, k.service.Scheme, k.service.Host)
+	}
+	origin := set.Origin()
+	_, host, _ := strings.Cut(origin, "://")
+	uid := k.service.UIDOfHost(host)
+	if uid == "" {
+		return "", fmt.Errorf("%w: %s is not an agent of %s", signer.ErrUntrustedAgent, set.Identity(), k.service)
+	}
+	if set.Kind != signer.KindDirectory || set.Identity() != origin || !strings.HasPrefix(origin, k.originPrefix) {
+		u := set.URL
+		if len(u) > 256 {
+			u = u[:256] + "…"
+		}
+		return "", &middleware.Error{Code: middleware.CodeInvalidSignatureAgent,
+			Message: fmt.Sprintf("%s names an agent of this service in a form it does not publish; use its origin %s (or its directory %s)",
+				u, k.service.AgentOrigin(uid), k.service.DirectoryURL(uid)),
+			Err: signer.ErrInvalidSignatureAgent}
+	}
+	return uid, nil
 }
 
 // lookup returns kid's row verdict from the cache or the database.
@@ -229,33 +270,7 @@ func (k *DBKeySource) forget(kids ...string) {
 	}
 }
 
-// uidOfSet is uidOf(agent) for agent = set.Identity(). When the identity
-// is the set's origin (the well-known directory of an origin, as parsed
-// by signer), it is already normalized and is read as it is.
-func (k *DBKeySource) uidOfSet(set signer.KeySet, agent string) string {
-	if agent != "" && agent == set.Origin() {
-		if host, ok := strings.CutPrefix(agent, k.originPrefix); ok {
-			return k.service.UIDOfHost(host)
-		}
-		return ""
-	}
-	return k.uidOf(agent)
-}
-
-// uidOf returns the uid of an agent origin of this service, or "".
-func (k *DBKeySource) uidOf(agent string) string {
-	if agent == "" {
-		return ""
-	}
-	origin, err := signer.NormalizeOrigin(agent)
-	if err != nil {
-		return ""
-	}
-	host, ok := strings.CutPrefix(origin, k.originPrefix)
-	if !ok {
-		return ""
-	}
-	return k.service.UIDOfHost(host)
-}
-
-var _ middleware.KeySource = (*DBKeySource)(nil)
+var (
+	_ middleware.KeySource = (*DBKeySource)(nil)
+	_ middleware.KeyCache  = (*DBKeySource)(nil)
+)

@@ -48,20 +48,33 @@ func TestDBKeySource(t *testing.T) {
 			{"unregistered agent", e.origin("agent-aaaaaaaaaaaaaaaaaaaaaaaa"), k2.KeyID(), signer.ErrUnknownKey},
 			{"empty kid", e.origin(uid), "", signer.ErrUnknownKey},
 			{"no agent", "", k2.KeyID(), signer.ErrUntrustedAgent},
-			{"other scheme", "https://" + uid + "." + e.host, k2.KeyID(), signer.ErrUntrustedAgent},
+			{"other scheme", "https://" + uid + "." + e.host, k2.KeyID(), signer.ErrInvalidSignatureAgent},
 			{"service host itself", e.base, k2.KeyID(), signer.ErrUntrustedAgent},
 			{"other port", "http://" + uid + ".agentid.test:1", k2.KeyID(), signer.ErrUntrustedAgent},
 			{"look-alike suffix", "http://" + uid + ".xagentid.test" + port, k2.KeyID(), signer.ErrUntrustedAgent},
 			{"nested label", "http://a." + uid + "." + e.host, k2.KeyID(), signer.ErrUntrustedAgent},
 			{"not a uid", "http://bob." + e.host, k2.KeyID(), signer.ErrUntrustedAgent},
 			{"foreign host", "https://" + uid + ".evil.example", k2.KeyID(), signer.ErrUntrustedAgent},
-			{"with a path", e.origin(uid) + "/x", k2.KeyID(), signer.ErrUntrustedAgent},
+			{"with a path", e.origin(uid) + "/x", k2.KeyID(), signer.ErrInvalidSignatureAgent},
+			// Every spelling of the two published forms is one of them;
+			// any other form on an agent host is refused.
+			{"directory URL", e.origin(uid) + "/.well-known/http-message-signatures-directory", k2.KeyID(), nil},
+			{"respelled directory URL", "HTTP://" + strings.ToUpper(uid) + ".agentid.test" + port + "/a/../%2Ewell-known/http-message-signatures-directory", k2.KeyID(), nil},
+			{"origin with a bare ?", e.origin(uid) + "/?", k2.KeyID(), nil},
+			{"origin with a query", e.origin(uid) + "/?r=1", k2.KeyID(), signer.ErrInvalidSignatureAgent},
+			{"directory URL with a query", e.origin(uid) + "/.well-known/http-message-signatures-directory?r=1", k2.KeyID(), signer.ErrInvalidSignatureAgent},
+			{"jwks_uri", e.origin(uid) + ";type=jwks_uri", k2.KeyID(), signer.ErrInvalidSignatureAgent},
+			{"cimd", e.origin(uid) + "/card.json;type=cimd", k2.KeyID(), signer.ErrInvalidSignatureAgent},
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
 				var set signer.KeySet
 				if tt.agent != "" {
-					if set, err = signer.ParseKeySetURL(tt.agent); err != nil {
+					sa, err := signer.ParseSignatureAgent([]string{`sig1="` + strings.ReplaceAll(tt.agent, ";", `";`) + ifNoType(tt.agent)})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if set, err = sa.Members()[0].KeySet(); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -91,6 +104,15 @@ func TestDBKeySource(t *testing.T) {
 			t.Errorf("database failure reported as a key verdict: %v", err)
 		}
 	})
+}
+
+// ifNoType closes the string of a Signature-Agent member that has no
+// ;type parameter.
+func ifNoType(agent string) string {
+	if strings.Contains(agent, ";") {
+		return ""
+	}
+	return `"`
 }
 
 // countKeyQueries counts the statements on public_jwks run through db from

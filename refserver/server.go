@@ -180,11 +180,12 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// verifierConfig is what every verifier of the server shares: the clock,
-// the replay store, the logger, the body cap and, with Metrics, the
+// verifierConfig is what every verifier of the server shares: the
+// authority (the service host: signed routes answer only there), the
+// clock, the replay store, the logger, the body cap and, with Metrics, the
 // outcome hook that counts every verification.
 func (s *Server) verifierConfig() middleware.Config {
-	c := middleware.Config{Now: s.cfg.Now, Replay: s.cfg.Replay, Logger: s.cfg.Logger, MaxBodyBytes: s.cfg.MaxBodyBytes}
+	c := middleware.Config{Authorities: []string{s.service.Host}, Now: s.cfg.Now, Replay: s.cfg.Replay, Logger: s.cfg.Logger, MaxBodyBytes: s.cfg.MaxBodyBytes}
 	if m := s.cfg.Metrics; m != nil {
 		c.OnResult = m.ObserveResult
 	}

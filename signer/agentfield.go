@@ -216,10 +216,17 @@ func (m AgentMember) KeySet() (KeySet, error) {
 	return ks, nil
 }
 
-// ParseKeySetURL resolves a Signature-Agent URL to a directory key set: a
-// value without a scheme means https; the scheme must be http or https; no
-// user information or fragment; the host is lowercased and the default
-// port dropped; an origin gets the well-known directory path.
+// ParseKeySetURL resolves a Signature-Agent URL to a directory key set,
+// normalised as RFC 3986 §6.2.2–6.2.3 describe so that every spelling of
+// one URL is one identity: a value without a scheme means https; the scheme
+// must be http or https; no user information or fragment; scheme and host
+// are lowercased and the scheme's default port dropped; in the path and
+// query, percent-encoded hex digits are uppercased and percent-encoded
+// unreserved characters (letters, digits, "-", ".", "_", "~") decoded;
+// dot segments are removed from the path; an empty path is "/" and an
+// empty query (a bare "?") is dropped. An origin (path "/" and no query)
+// gets the well-known directory path. A query is kept: it is part of the
+// URL fetched and of the identity.
 func ParseKeySetURL(s string) (KeySet, error) {
 	if s == "" {
 		return KeySet{}, fmt.Errorf("%w: empty", ErrInvalidSignatureAgent)
@@ -243,14 +250,117 @@ func ParseKeySetURL(s string) (KeySet, error) {
 	if path == "" || path == "/" {
 		return KeySet{URL: scheme + "://" + host + DirectoryPath, WellKnown: true, origin: origin}, nil
 	}
+	if path[0] == '?' {
+		path = "/" + path
+	}
 	if path[0] != '/' || strings.ContainsAny(path, "#\\") || !printableString(path) {
 		return KeySet{}, fmt.Errorf("%w: %q is not a key-set URL", ErrInvalidSignatureAgent, truncate(s))
 	}
 	if _, err := url.ParseRequestURI(path); err != nil {
 		return KeySet{}, fmt.Errorf("%w: %q is not a key-set URL", ErrInvalidSignatureAgent, truncate(s))
 	}
-	p, _, _ := strings.Cut(path, "?")
+	p, q, hasQuery := strings.Cut(path, "?")
+	p, ok := normalizePercent(p)
+	if ok && hasQuery {
+		q, ok = normalizePercent(q)
+	}
+	if !ok {
+		return KeySet{}, fmt.Errorf("%w: %q has a malformed percent-encoding", ErrInvalidSignatureAgent, truncate(s))
+	}
+	p = removeDotSegments(p)
+	if q == "" && (p == "" || p == "/") {
+		return KeySet{URL: scheme + "://" + host + DirectoryPath, WellKnown: true, origin: origin}, nil
+	}
+	path = p
+	if q != "" {
+		path += "?" + q
+	}
 	return KeySet{URL: scheme + "://" + host + path, WellKnown: p == DirectoryPath, origin: origin}, nil
+}
+
+// normalizePercent applies RFC 3986 §6.2.2.1–6.2.2.2 to one path or query:
+// the hex digits of each percent-encoding are uppercased and an encoded
+// unreserved character is decoded. It reports false for a "%" not
+// followed by two hex digits.
+func normalizePercent(s string) (string, bool) {
+	i := strings.IndexByte(s, '%')
+	if i < 0 {
+		return s, true
+	}
+	b := make([]byte, 0, len(s))
+	b = append(b, s[:i]...)
+	for ; i < len(s); i++ {
+		c := s[i]
+		if c != '%' {
+			b = append(b, c)
+			continue
+		}
+		if i+2 >= len(s) || !isHex(s[i+1]) || !isHex(s[i+2]) {
+			return "", false
+		}
+		d := unhex(s[i+1])<<4 | unhex(s[i+2])
+		if unreserved(d) {
+			b = append(b, d)
+		} else {
+			b = append(b, '%', upperHex(s[i+1]), upperHex(s[i+2]))
+		}
+		i += 2
+	}
+	return string(b), true
+}
+
+func isHex(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
+}
+
+func unhex(c byte) byte {
+	switch {
+	case c >= 'a':
+		return c - 'a' + 10
+	case c >= 'A':
+		return c - 'A' + 10
+	}
+	return c - '0'
+}
+
+func upperHex(c byte) byte {
+	if c >= 'a' && c <= 'f' {
+		return c - 'a' + 'A'
+	}
+	return c
+}
+
+// unreserved reports an RFC 3986 §2.3 unreserved character.
+func unreserved(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~'
+}
+
+// removeDotSegments is RFC 3986 §5.2.4 for an absolute path.
+func removeDotSegments(p string) string {
+	if !strings.Contains(p, ".") {
+		return p
+	}
+	segs := strings.Split(p[1:], "/")
+	out := make([]string, 0, len(segs))
+	for i, seg := range segs {
+		last := i == len(segs)-1
+		switch seg {
+		case ".":
+			if last {
+				out = append(out, "")
+			}
+		case "..":
+			if len(out) > 0 {
+				out = out[:len(out)-1]
+			}
+			if last {
+				out = append(out, "")
+			}
+		default:
+			out = append(out, seg)
+		}
+	}
+	return "/" + strings.Join(out, "/")
 }
 
 // NormalizeOrigin turns a Signature-Agent value naming an origin into

@@ -2,6 +2,7 @@ package signer_test
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"io"
@@ -13,6 +14,45 @@ import (
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/signertest"
 )
+
+// rsaModulus returns the base64url encoding of an odd number of exactly
+// bits bits (bits a multiple of 8): enough for ParseKeySetJWK, which never
+// does arithmetic on it.
+func rsaModulus(bits int) string {
+	n := bytes.Repeat([]byte{0xa5}, bits/8)
+	n[0] |= 0x80
+	n[len(n)-1] |= 1
+	return base64.RawURLEncoding.EncodeToString(n)
+}
+
+// TestSetMaxRSABits raises the RSA bound to 8192 bits and back; it is not
+// parallel, as the bound is process-wide.
+func TestSetMaxRSABits(t *testing.T) {
+	for _, bits := range []int{2048, 3072, 4096} {
+		if _, err := signer.ParseKeySetJWK([]byte(`{"kty":"RSA","e":"AQAB","n":"` + rsaModulus(bits) + `"}`)); err != nil {
+			t.Errorf("a %d-bit key: %v", bits, err)
+		}
+	}
+	jwk := []byte(`{"kty":"RSA","e":"AQAB","n":"` + rsaModulus(8192) + `"}`)
+	if _, err := signer.ParseKeySetJWK(jwk); err == nil {
+		t.Fatal("an 8192-bit key was accepted with the default bound")
+	}
+	for _, bad := range []int{2048, 4095, 8193, 48000} {
+		if err := signer.SetMaxRSABits(bad); err == nil {
+			t.Errorf("SetMaxRSABits(%d) accepted", bad)
+		}
+	}
+	if err := signer.SetMaxRSABits(signer.LimitRSABits); err != nil {
+		t.Fatal(err)
+	}
+	defer signer.SetMaxRSABits(signer.DefaultMaxRSABits)
+	if pk, err := signer.ParseKeySetJWK(jwk); err != nil || pk.RSA.N.BitLen() != 8192 {
+		t.Errorf("ParseKeySetJWK(8192-bit key) with the bound raised: %v", err)
+	}
+	if _, err := signer.ParseKeySetJWK([]byte(`{"kty":"RSA","e":"AQAB","n":"` + rsaModulus(8200) + `"}`)); err == nil {
+		t.Error("an 8200-bit key was accepted")
+	}
+}
 
 // rsaECDSAVectors are RFC 9421's B.1.2 and B.1.3 public keys and the B.2.1–
 // B.2.4 examples signed with them (testdata/rfc9421_rsa_ecdsa.json).
@@ -154,6 +194,11 @@ func TestParseKeySetJWK(t *testing.T) {
 		{name: "rsa private refused", jwk: with(rsaJWK, `"d":"AQAB"`), wantErr: `"d"`},
 		{name: "rsa 1024 bits refused", jwk: `{"kty":"RSA","e":"AQAB","n":"w` + strings.Repeat("A", 169) + `B"}`, wantErr: "modulus"},
 		{name: "rsa even exponent", jwk: `{"kty":"RSA","e":"AQAC","n":"` + strings.Repeat("_", 341) + `w"}`, wantErr: "exponent"},
+		{name: "rsa exponent 3 refused", jwk: `{"kty":"RSA","e":"Aw","n":"` + rsaModulus(2048) + `"}`, wantErr: "exponent"},
+		{name: "rsa exponent 2^31-1 refused", jwk: `{"kty":"RSA","e":"f____w","n":"` + rsaModulus(2048) + `"}`, wantErr: "exponent"},
+		{name: "rsa 48,000-bit modulus, exponent 2^31-1 refused", jwk: `{"kty":"RSA","e":"f____w","n":"` + rsaModulus(48000) + `"}`, wantErr: "exponent"},
+		{name: "rsa 48,000-bit modulus refused", jwk: `{"kty":"RSA","e":"AQAB","n":"` + rsaModulus(48000) + `"}`, wantErr: "modulus"},
+		{name: "rsa 4104 bits refused by default", jwk: `{"kty":"RSA","e":"AQAB","n":"` + rsaModulus(4104) + `"}`, wantErr: "modulus"},
 		{name: "ec", jwk: ecJWK, wantAlg: "ecdsa-p256-sha256", wantKid: v.Keys["test-key-ecc-p256"].Thumbprint},
 		{name: "ec point off the curve", jwk: `{"kty":"EC","crv":"P-256","x":"` + ed.JWK.X + `","y":"` + ed.JWK.X + `"}`, wantErr: "P-256"},
 		{name: "ec P-384 refused", jwk: strings.Replace(ecJWK, "P-256", "P-384", 1), wantErr: "crv"},

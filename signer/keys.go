@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/big"
+	"sync/atomic"
 )
 
 // Algorithms of RFC 9421 §3.3 that a verifier accepts. Signing stays
@@ -21,8 +22,44 @@ const (
 	AlgECDSAP256SHA256 = "ecdsa-p256-sha256"
 )
 
-// MinRSABits is the smallest RSA modulus accepted.
-const MinRSABits = 2048
+// RSA key bounds. A key set is fetched from hosts the verifier does not
+// control, and the cost of an RSA verification grows with the modulus and
+// the exponent: a 48,000-bit modulus with e = 2^31−1 costs tens of
+// milliseconds per check. So ParseKeySetJWK accepts moduli of MinRSABits
+// to MaxRSABits bits (SetMaxRSABits raises the upper bound up to
+// LimitRSABits) and only the exponent RSAExponent, refusing any other key
+// from the lengths of its members, before any arithmetic on them.
+const (
+	// MinRSABits is the smallest RSA modulus accepted.
+	MinRSABits = 2048
+	// DefaultMaxRSABits is the largest RSA modulus accepted by default.
+	DefaultMaxRSABits = 4096
+	// LimitRSABits is the largest bound SetMaxRSABits accepts.
+	LimitRSABits = 8192
+	// RSAExponent is the only public exponent accepted (F4).
+	RSAExponent = 65537
+)
+
+// maxRSABits is the bound SetMaxRSABits sets.
+var maxRSABits atomic.Int32
+
+func init() { maxRSABits.Store(DefaultMaxRSABits) }
+
+// SetMaxRSABits sets the largest RSA modulus ParseKeySetJWK accepts, for
+// every key parsed afterwards in this process: between DefaultMaxRSABits
+// (the default) and LimitRSABits. Raising it lets a trusted key set make
+// each verification cost up to 8 times as much (an RSA check grows with
+// the square of the modulus length). It is safe for concurrent use.
+func SetMaxRSABits(bits int) error {
+	if bits < DefaultMaxRSABits || bits > LimitRSABits {
+		return fmt.Errorf("signer: SetMaxRSABits(%d): the bound must be between %d and %d", bits, DefaultMaxRSABits, LimitRSABits)
+	}
+	maxRSABits.Store(int32(bits))
+	return nil
+}
+
+// MaxRSABits returns the largest RSA modulus ParseKeySetJWK accepts.
+func MaxRSABits() int { return int(maxRSABits.Load()) }
 
 // Algorithm returns the RFC 9421 algorithm the key verifies: AlgEd25519,
 // AlgRSAPSSSHA512 or AlgECDSAP256SHA256 ("" for the zero PublicKey).
@@ -68,8 +105,8 @@ func (k PublicKey) Verify(alg string, msg, sig []byte) error {
 }
 
 // ParseKeySetJWK parses one public key of a key set (a directory, a JWKS
-// or a Signature Agent Card): an Ed25519 OKP key, an RSA key of at least
-// MinRSABits bits, or a P-256 EC key. A private member (d, p, q, …) is
+// or a Signature Agent Card): an Ed25519 OKP key, an RSA key of MinRSABits
+// to MaxRSABits() bits with exponent RSAExponent, or a P-256 EC key. A private member (d, p, q, …) is
 // refused. The kid, if any, is kept as published (JWK.Kid; the thumbprint
 // when absent) and the RFC 7638 thumbprint is computed (Thumbprint). An
 // "alg" member, when present, must name the key's own algorithm
@@ -148,23 +185,37 @@ func bigMember(m map[string]json.RawMessage, name string) (*big.Int, string, err
 }
 
 func parseRSA(m map[string]json.RawMessage) (PublicKey, error) {
+	// The exponent and the modulus's length are checked on the encoded
+	// members, before the modulus is unquoted, decoded or turned into a
+	// number: a huge modulus costs no more than reading the JSON.
+	maxBits := MaxRSABits()
+	es, err := stringMember(m, "e", true)
+	if err != nil {
+		return PublicKey{}, err
+	}
+	if es != "AQAB" { // 65537, the only encoding without a leading zero byte
+		return PublicKey{}, &JWKError{Member: "e", Reason: fmt.Sprintf("the exponent must be %d (\"AQAB\")", RSAExponent)}
+	}
+	raw, ok := m["n"]
+	if !ok {
+		return PublicKey{}, &JWKError{Member: "n", Reason: "missing"}
+	}
+	// Base64url needs no JSON escapes, so the raw member is the encoding
+	// in quotes (6 bits a character); escapes would only lengthen it. The
+	// exact bit length is checked once it is decoded.
+	if bits := (len(raw) - 2) * 6; bits > maxBits+8 || bits < MinRSABits-8 {
+		return PublicKey{}, &JWKError{Member: "n", Reason: fmt.Sprintf("a modulus of about %d bits is refused (%d to %d bits)", bits, MinRSABits, maxBits)}
+	}
 	n, ns, err := bigMember(m, "n")
 	if err != nil {
 		return PublicKey{}, err
 	}
-	e, es, err := bigMember(m, "e")
-	if err != nil {
-		return PublicKey{}, err
-	}
-	if n.BitLen() < MinRSABits || n.Bit(0) == 0 {
-		return PublicKey{}, &JWKError{Member: "n", Reason: fmt.Sprintf("a %d-bit modulus is refused (at least %d bits, odd)", n.BitLen(), MinRSABits)}
-	}
-	if !e.IsInt64() || e.Int64() < 3 || e.Int64() > 1<<31-1 || e.Bit(0) == 0 {
-		return PublicKey{}, &JWKError{Member: "e", Reason: "must be an odd exponent between 3 and 2^31-1"}
+	if n.BitLen() < MinRSABits || n.BitLen() > maxBits || n.Bit(0) == 0 {
+		return PublicKey{}, &JWKError{Member: "n", Reason: fmt.Sprintf("a %d-bit modulus is refused (%d to %d bits, odd)", n.BitLen(), MinRSABits, maxBits)}
 	}
 	tp := thumbprintOf(`{"e":"` + es + `","kty":"RSA","n":"` + ns + `"}`)
 	return PublicKey{
-		RSA:        &rsa.PublicKey{N: n, E: int(e.Int64())},
+		RSA:        &rsa.PublicKey{N: n, E: RSAExponent},
 		JWK:        JWK{Kty: "RSA", N: ns, E: es, Kid: tp},
 		Thumbprint: tp,
 	}, nil

@@ -33,8 +33,17 @@ func newEchoServers(t *testing.T, dir string) *echoServers {
 	uid := "agent-0123456789abcdef01234567"
 	keys := middleware.NewStaticKeys()
 	keys.Add("http://"+uid+".localhost:3000", k.Public)
-	mw := middleware.New(middleware.Config{Keys: keys, Replay: middleware.NewMemoryReplayStore()})
 	e := &echoServers{}
+	// Each server answers for its own address only; the two share one
+	// replay store.
+	e.a = httptest.NewServer(nil)
+	e.b = httptest.NewServer(nil)
+	t.Cleanup(e.a.Close)
+	t.Cleanup(e.b.Close)
+	replay := middleware.NewMemoryReplayStore()
+	mw := func(srv *httptest.Server) func(http.Handler) http.Handler {
+		return middleware.New(middleware.Config{Keys: keys, Replay: replay, Authorities: []string{srv.Listener.Addr().String()}})
+	}
 	handler := func(w http.ResponseWriter, r *http.Request) {
 		ag, _ := middleware.AgentFrom(r.Context())
 		e.mu.Lock()
@@ -61,10 +70,8 @@ func newEchoServers(t *testing.T, dir string) *echoServers {
 			http.NotFound(w, r)
 		}
 	}
-	e.a = httptest.NewServer(mw(http.HandlerFunc(handler)))
-	e.b = httptest.NewServer(mw(http.HandlerFunc(handler)))
-	t.Cleanup(e.a.Close)
-	t.Cleanup(e.b.Close)
+	e.a.Config.Handler = mw(e.a)(http.HandlerFunc(handler))
+	e.b.Config.Handler = mw(e.b)(http.HandlerFunc(handler))
 	content := "AGENT_UID=" + uid + "\nAGENT_PRIVATE_JWK='" + string(k.MarshalPrivateJWK()) + "'\n"
 	if err := os.WriteFile(filepath.Join(dir, ".env"), []byte(content), 0o600); err != nil {
 		t.Fatal(err)

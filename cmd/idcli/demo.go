@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/agentid/agentid/keyfetch"
@@ -269,7 +270,14 @@ func (d *demo) thirdParty(ctx context.Context) (string, error) {
 		MaxTTL:          demoMaxTTL,
 		Logger:          d.log.With("component", "third-party"),
 	})
-	verify := middleware.New(middleware.Config{Keys: keys, Logger: d.log.With("component", "third-party")})
+	ln, url, err := d.listen()
+	if err != nil {
+		return "", err
+	}
+	// The API answers for localhost:PORT only: a signature the agent made
+	// for another site is refused here (421 misdirected_request).
+	verify := middleware.New(middleware.Config{Keys: keys, Authorities: []string{strings.TrimPrefix(url, "http://")},
+		Logger: d.log.With("component", "third-party")})
 	mux := http.NewServeMux()
 	mux.Handle("GET /hello", verify(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		a, _ := middleware.AgentFrom(r.Context())
@@ -281,10 +289,6 @@ func (d *demo) thirdParty(ctx context.Context) (string, error) {
 			"directory_url": a.DirectoryURL,
 		})
 	})))
-	ln, url, err := d.listen()
-	if err != nil {
-		return "", err
-	}
 	d.serve(ln, mux)
 	d.apiURL = url
 	r, err := d.expect(ctx, d.oldCred, d.apiURL+"/hello", http.StatusOK, d.oldCred.Key.KeyID())

@@ -115,19 +115,28 @@ func TestProxyBehindNginx(t *testing.T) {
 	for _, mode := range []string{"required", "optional"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
-			auth, p := startProxy(t, append([]string{"--forward-auth", "--front", "nginx", "--mode", mode, "--agentid-service", agentService(uid, origin)}, localTrust...)...)
+			// The service answers for app.example (and other.example): nginx
+			// passes the client's Host on to the auth endpoint.
+			auth, p := startProxy(t, append([]string{"--forward-auth", "--front", "nginx", "--mode", mode, "--authority", "app.example,other.example", "--agentid-service", agentService(uid, origin)}, localTrust...)...)
 			snippet := strings.NewReplacer(
 				"http://127.0.0.1:8000", up.URL, // your service
 				"http://127.0.0.1:8081", auth, // idcli proxy --forward-auth
 			).Replace(blocks[0])
 			base := startNginx(t, snippet)
-			host := strings.TrimPrefix(base, "http://")
+			const host = "app.example"
+			// get is a GET of path signed for app.example, sent to nginx.
+			get := func(path string, opts signer.Options) *http.Request {
+				req := signedGet(t, "http://"+host+path, key, origin, opts)
+				req.URL, _ = req.URL.Parse(base + path)
+				req.Host = host
+				return req
+			}
 			verified := map[string]string{"X-Agent-Verdict": "verified", "X-Agent-Uid": uid, "X-Agent-Id": origin, "X-Agent-Key-Id": key.KeyID()}
 			full := signer.Options{Components: []string{"@method", "@authority", "@path", "@query"}}
 
 			// A signed request, with X-Forwarded-* claiming another one.
 			path := "/" + mode + "/signed"
-			req := signedGet(t, base+path, key, origin, full)
+			req := get(path, full)
 			forwarded(req.Header, "POST", "evil.example", "/"+mode+"/admin")
 			if resp, body := nginxSend(t, req); resp.StatusCode != http.StatusOK {
 				t.Fatalf("signed GET %s through nginx: %d %s, want 200", path, resp.StatusCode, body)
@@ -140,9 +149,10 @@ func TestProxyBehindNginx(t *testing.T) {
 
 			// A signature over GET /public, sent as POST /admin/transfer
 			// with X-Forwarded-* naming GET /public: refused.
-			public := signedGet(t, base+"/"+mode+"/public", key, origin, full)
+			public := get("/"+mode+"/public", full)
 			path = "/" + mode + "/admin/transfer"
 			req, _ = http.NewRequest(http.MethodPost, base+path, strings.NewReader(`{"amount":1000}`))
+			req.Host = host
 			copySignature(req.Header, public.Header)
 			forwarded(req.Header, "GET", host, "/"+mode+"/public")
 			checkNginxRefusal(t, "POST with X-Forwarded-* of a signed GET", req, http.StatusUnauthorized, "invalid_signature")
@@ -153,7 +163,7 @@ func TestProxyBehindNginx(t *testing.T) {
 			// A signature for this host, sent with another Host and
 			// X-Forwarded-Host naming this one: refused.
 			path = "/" + mode + "/host"
-			signed := signedGet(t, base+path, key, origin, full)
+			signed := get(path, full)
 			req, _ = http.NewRequest(http.MethodGet, base+path, nil)
 			copySignature(req.Header, signed.Header)
 			req.Host = "other.example"
@@ -165,7 +175,7 @@ func TestProxyBehindNginx(t *testing.T) {
 			// by the service.
 			for i, name := range []string{"X-Agent-Uid", "x-AGENT-role", "X-Agent-Reason", "X-Agent-Verdict", "X_Agent_Uid", "X_AGENT_ROLE"} {
 				path := fmt.Sprintf("/%s/spoof/%d", mode, i)
-				req := signedGet(t, base+path, key, origin, signer.Options{})
+				req := get(path, signer.Options{})
 				req.Header[name] = []string{"agent-ffffffffffffffffffffffff"}
 				if strings.Contains(name, "_") {
 					if resp, body := nginxSend(t, req); resp.StatusCode != http.StatusOK {

@@ -35,14 +35,14 @@ const (
 	proxyReadHeaderTimeout = 10 * time.Second
 )
 
-const proxyUsage = "idcli proxy (--upstream URL | --forward-auth --front nginx|traefik|caddy [--forward-auth-from CIDR…]) --trust PATTERN… [--agentid-service URL…] [--listen ADDR] [--mode required|optional|observe] [--allow-http] [--allow-private] [--redis-url URL] [--metrics-listen ADDR] [--access-log stdout|stderr|off] [--refusal-status 401|403] [--upstream-max-idle N] [--log-level info|debug|…]"
+const proxyUsage = "idcli proxy (--upstream URL | --forward-auth --front nginx|traefik|caddy [--forward-auth-from CIDR…]) --authority HOST… --trust PATTERN… [--agentid-service URL…] [--listen ADDR] [--mode required|optional|observe] [--allow-http] [--allow-private] [--redis-url URL] [--metrics-listen ADDR] [--access-log stdout|stderr|off] [--refusal-status 401|403] [--upstream-max-idle N] [--log-level info|debug|…]"
 
 // proxyFlags are the flags of `idcli proxy`.
 type proxyFlags struct {
 	listen, upstream, mode, redisURL     string
 	metricsListen, accessLog, logLevel   string
 	forwardAuth, allowHTTP, allowPrivate bool
-	trust                                stringsFlag
+	trust, authority                     stringsFlag
 	refusalStatus                        int
 	front                                string
 	forwardAuthFrom, services            stringsFlag
@@ -58,6 +58,7 @@ func (f *proxyFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.services, "agentid-service", "base URL of an agentid service, such as https://agentid.example: its agents (<uid>.<host>) get X-Agent-Uid (repeatable; others get X-Agent-Id only)")
 	fs.IntVar(&f.upstreamMaxIdle, "upstream-max-idle", proxy.DefaultMaxIdleConnsPerHost, "idle connections kept open to the upstream for reuse; at least the number of requests in flight at once")
 	fs.StringVar(&f.mode, "mode", "required", "required (refuse unsigned and invalid requests), optional (forward unsigned ones too) or observe (forward everything with its verdict)")
+	fs.Var(&f.authority, "authority", "host[:port] (or *.suffix) the proxied service answers for; a signature made for any other host is refused with 421 (repeatable or comma-separated; at least one)")
 	fs.Var(&f.trust, "trust", "host whose agents' key sets may be fetched: exact host[:port] or *.suffix (repeatable; at least one)")
 	fs.BoolVar(&f.allowHTTP, "allow-http", false, "fetch key sets of http:// signature agents (local development only)")
 	fs.BoolVar(&f.allowPrivate, "allow-private", false, "fetch key sets from loopback and private addresses, and resolve *.localhost to loopback (local development only)")
@@ -120,13 +121,14 @@ func newProxyCmd(env *cliEnv) *ffcli.Command {
 
 // proxyPlan is what the flags resolve to, before anything listens.
 type proxyPlan struct {
-	mode     middleware.Mode
-	upstream *url.URL    // nil with --forward-auth
-	front    proxy.Front // "" without --forward-auth
-	from     []netip.Prefix
-	keys     keyfetch.Config
-	level    slog.Level
-	access   io.Writer // nil: no access log
+	mode        middleware.Mode
+	authorities []string
+	upstream    *url.URL    // nil with --forward-auth
+	front       proxy.Front // "" without --forward-auth
+	from        []netip.Prefix
+	keys        keyfetch.Config
+	level       slog.Level
+	access      io.Writer // nil: no access log
 }
 
 // plan validates the flags that need no I/O. Every error is one line naming
@@ -164,6 +166,19 @@ func (f proxyFlags) plan(env *cliEnv) (proxyPlan, error) {
 	}
 	if f.upstreamMaxIdle < 1 {
 		return p, fmt.Errorf("--upstream-max-idle %d: want at least 1", f.upstreamMaxIdle)
+	}
+	for _, a := range f.authority {
+		for _, h := range strings.Split(a, ",") {
+			if h = strings.TrimSpace(h); h != "" {
+				p.authorities = append(p.authorities, h)
+			}
+		}
+	}
+	if len(p.authorities) == 0 {
+		return p, errors.New("--authority is required: name the host[:port] clients reach the service at, e.g. --authority api.example.com (repeatable or comma-separated); a signature made for any other host is refused")
+	}
+	if err := (middleware.Config{Keys: middleware.NewStaticKeys(), Authorities: p.authorities}).Validate(); err != nil {
+		return p, fmt.Errorf("--authority: %s", strings.TrimPrefix(err.Error(), "middleware: Config.Authorities: "))
 	}
 	if len(f.trust) == 0 {
 		return p, errors.New("--trust is required: name the hosts whose agents you accept, e.g. --trust '*.agentid.example' (repeatable)")
@@ -276,6 +291,7 @@ func runProxy(ctx context.Context, env *cliEnv, f proxyFlags) error {
 
 	vc := middleware.Config{
 		Keys:          keyfetch.New(p.keys),
+		Authorities:   p.authorities,
 		Mode:          p.mode,
 		Replay:        replay,
 		RefusalStatus: f.refusalStatus,
@@ -410,5 +426,5 @@ func printProxyBanner(env *cliEnv, f proxyFlags, p proxyPlan, addr, replayName s
 		}
 		local += "; subrequests from " + from
 	}
-	fmt.Fprintf(env.Stderr, "• mode %s; trusting %s; nonces in %s%s\n", p.mode, strings.Join(f.trust, ", "), replayName, local)
+	fmt.Fprintf(env.Stderr, "• mode %s; serving %s; trusting %s; nonces in %s%s\n", p.mode, strings.Join(p.authorities, ", "), strings.Join(f.trust, ", "), replayName, local)
 }

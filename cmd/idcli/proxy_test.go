@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -92,9 +94,21 @@ func agentService(uid, origin string) string {
 
 // startProxy runs `idcli proxy --listen 127.0.0.1:0 args…` and returns its
 // base URL (from the banner, on stderr).
+// Unless args name an --authority, the proxy listens on a port picked
+// beforehand and serves that address (127.0.0.1:PORT) as its authority.
 func startProxy(t *testing.T, args ...string) (string, *bgCLI) {
 	t.Helper()
-	b := startCLI(t, t.TempDir(), nil, append([]string{"proxy", "--listen", "127.0.0.1:0"}, args...)...)
+	listen := "127.0.0.1:0"
+	if !slices.Contains(args, "--authority") {
+		ln, err := net.Listen("tcp4", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		listen = ln.Addr().String()
+		ln.Close()
+		args = append(args, "--authority", listen)
+	}
+	b := startCLI(t, t.TempDir(), nil, append([]string{"proxy", "--listen", listen}, args...)...)
 	return waitForStderr(t, b, proxyBanner), b
 }
 
@@ -345,13 +359,19 @@ func TestProxyForwardAuth(t *testing.T) {
 	key := signertest.Key(0x32)
 	uid, origin := localAgent(t, key)
 	service := agentService(uid, origin)
+	// other.example is served too: "another host" is a signature that
+	// fails there, while evil.example is not served at all.
 	authFor := map[string]string{}
 	for _, front := range []string{"nginx", "traefik", "caddy"} {
-		authFor[front], _ = startProxy(t, append([]string{"--forward-auth", "--front", front, "--agentid-service", service}, localTrust...)...)
+		authFor[front], _ = startProxy(t, append([]string{"--forward-auth", "--front", front, "--authority", "app.example,other.example", "--agentid-service", service}, localTrust...)...)
 	}
 
 	const original = "https://app.example/api/items?color=blue"
+	var signFor func(t *testing.T, method, url string) http.Header
 	sign := func(t *testing.T, method string) http.Header {
+		return signFor(t, method, original)
+	}
+	signFor = func(t *testing.T, method, original string) http.Header {
 		req, _ := http.NewRequest(method, original, nil)
 		opts := signer.Options{Components: []string{"@method", "@authority", "@path", "@query"}, SignatureAgent: origin}
 		return clitest.Sign(t, req, key, opts).Header
@@ -431,10 +451,14 @@ func TestProxyForwardAuth(t *testing.T) {
 				{name: "another query", method: "GET", host: "app.example", uri: "/api/items?color=red", signed: "GET", status: 401, code: "invalid_signature"},
 				{name: "POST, client claims GET", method: "POST", host: "app.example", uri: "/api/admin", signed: "GET", status: 401, code: "invalid_signature"},
 				{name: "X-Agent-* from the client", method: "GET", host: "app.example", uri: "/api/items?color=blue", signed: "GET", spoofed: true, status: 403, code: "forbidden"},
+				{name: "signed for a host not served", method: "GET", host: "evil.example", uri: "/api/items?color=blue", signed: "GET", status: 421, code: "misdirected_request"},
 			}
 			for _, tc := range tests {
 				sig := http.Header{}
-				if tc.signed != "" {
+				switch {
+				case tc.host == "evil.example":
+					sig = signFor(t, tc.signed, "https://evil.example"+tc.uri)
+				case tc.signed != "":
 					sig = sign(t, tc.signed)
 				}
 				req := f.req(tc.method, tc.host, tc.uri, sig)
@@ -457,7 +481,7 @@ func TestProxyForwardAuth(t *testing.T) {
 				if tc.status == http.StatusOK {
 					checkAgentHeaders(t, tc.name, resp.Header, "verified", "", uid, origin, key.KeyID())
 				} else {
-					if resp.Header.Get("Accept-Signature") == "" {
+					if resp.Header.Get("Accept-Signature") == "" && tc.status == http.StatusUnauthorized {
 						t.Errorf("%s: a refusal without Accept-Signature", tc.name)
 					}
 					// The refusal's body again, for nginx; no identity.
@@ -495,20 +519,23 @@ func TestProxyRedisSharedNonces(t *testing.T) {
 	_, origin := localAgent(t, key)
 	up := newEchoUpstream(t)
 
-	// send signs one request for first's authority, sends it to first, then
-	// the same bytes to second (Host kept: the signature covers it).
+	// send signs one request for app.example (the authority both proxies
+	// serve), sends it to first, then the same bytes to second.
 	send := func(t *testing.T, first, second, path string) (clitest.Answer, clitest.Answer) {
-		r := signedGet(t, first+path, key, origin, signer.Options{})
-		a := clitest.MustSend(t, http.DefaultClient, r)
+		r := signedGet(t, "http://app.example"+path, key, origin, signer.Options{})
+		r.URL, _ = r.URL.Parse(first + path)
+		r.Host = "app.example"
 		again := clitest.CopyRequest(r, nil)
+		a := clitest.MustSend(t, http.DefaultClient, r)
 		again.URL, _ = again.URL.Parse(second + path)
-		again.Host = r.URL.Host
+		again.Host = "app.example"
 		return a, clitest.MustSend(t, http.DefaultClient, again)
 	}
+	served := []string{"--authority", "app.example"}
 
 	t.Run("one Redis", func(t *testing.T) {
-		a, _ := startProxy(t, append([]string{"--upstream", up.URL, "--redis-url", redisURL}, localTrust...)...)
-		b, pb := startProxy(t, append([]string{"--upstream", up.URL, "--redis-url", addr}, localTrust...)...)
+		a, _ := startProxy(t, append([]string{"--upstream", up.URL, "--redis-url", redisURL}, append(served, localTrust...)...)...)
+		b, pb := startProxy(t, append([]string{"--upstream", up.URL, "--redis-url", addr}, append(served, localTrust...)...)...)
 		if !strings.Contains(pb.stderr.String(), "nonces in Redis "+addr) {
 			t.Errorf("banner %q does not name the Redis", pb.stderr)
 		}
@@ -524,8 +551,8 @@ func TestProxyRedisSharedNonces(t *testing.T) {
 		}
 	})
 	t.Run("memory stores, for contrast", func(t *testing.T) {
-		a, _ := startProxy(t, append([]string{"--upstream", up.URL}, localTrust...)...)
-		b, _ := startProxy(t, append([]string{"--upstream", up.URL}, localTrust...)...)
+		a, _ := startProxy(t, append([]string{"--upstream", up.URL}, append(served, localTrust...)...)...)
+		b, _ := startProxy(t, append([]string{"--upstream", up.URL}, append(served, localTrust...)...)...)
 		first, second := send(t, a, b, "/redis/separate")
 		if first.Status != http.StatusOK || second.Status != http.StatusOK {
 			t.Errorf("without Redis: %d then %d, want 200 twice (each process remembers only its own nonces)", first.Status, second.Status)
@@ -629,11 +656,17 @@ func TestProxyFlagErrors(t *testing.T) {
 		{[]string{"--forward-auth", "--front", "nginx", "--redis-url", "redis-host"}, `--redis-url: "redis-host" is not host:port`},
 		{[]string{"--forward-auth", "--front", "nginx", "--redis-url", "redis://127.0.0.1:1"}, "--redis-url redis://127.0.0.1:1: Redis does not answer"},
 		{[]string{"--forward-auth", "--front", "nginx", "extra"}, `proxy takes no arguments (got "extra")`},
+		{[]string{"--forward-auth", "--front", "nginx", "--authority", ","}, "--authority is required"},
+		{[]string{"--forward-auth", "--front", "nginx", "--authority", "https://api.example.com"}, `--authority: "https://api.example.com" is not host or host:port`},
+		{[]string{"--forward-auth", "--front", "nginx", "--authority", "api.example.com/x"}, `--authority: "api.example.com/x" is not host or host:port`},
 	}
 	for _, tc := range tests {
 		args := append([]string{"proxy", "--listen", "127.0.0.1:0"}, tc.args...)
 		if !strings.Contains(strings.Join(tc.args, " "), "--trust") {
 			args = append(args, trust...)
+		}
+		if !slices.Contains(tc.args, "--authority") {
+			args = append(args, "--authority", "api.example.com")
 		}
 		r := runCLI(t.Context(), t.TempDir(), nil, args...)
 		if r.err == nil || !strings.Contains(r.err.Error(), tc.want) || strings.Contains(r.err.Error(), "\n") {
@@ -643,9 +676,13 @@ func TestProxyFlagErrors(t *testing.T) {
 			t.Errorf("idcli %s: printed %q, want no banner", strings.Join(args, " "), r.stdout)
 		}
 	}
-	r := runCLI(t.Context(), t.TempDir(), nil, "proxy", "--listen", "127.0.0.1:0", "--upstream", "http://127.0.0.1:1")
+	r := runCLI(t.Context(), t.TempDir(), nil, "proxy", "--listen", "127.0.0.1:0", "--upstream", "http://127.0.0.1:1", "--authority", "api.example.com")
 	if r.err == nil || !strings.Contains(r.err.Error(), "--trust is required") {
 		t.Errorf("idcli proxy without --trust: %v, want --trust is required", r.err)
+	}
+	r = runCLI(t.Context(), t.TempDir(), nil, "proxy", "--listen", "127.0.0.1:0", "--upstream", "http://127.0.0.1:1", "--trust", "*.agentid.example")
+	if r.err == nil || !strings.Contains(r.err.Error(), "--authority is required") {
+		t.Errorf("idcli proxy without --authority: %v, want --authority is required", r.err)
 	}
 
 	// A busy port: one line naming it.
@@ -653,7 +690,7 @@ func TestProxyFlagErrors(t *testing.T) {
 		u, _ := startProxy(t, "--forward-auth", "--front", "nginx", "--trust", "*.agentid.example")
 		return u
 	}(), "http://")
-	r = runCLI(context.Background(), t.TempDir(), nil, "proxy", "--forward-auth", "--front", "nginx", "--trust", "*.agentid.example", "--listen", busy)
+	r = runCLI(context.Background(), t.TempDir(), nil, "proxy", "--forward-auth", "--front", "nginx", "--trust", "*.agentid.example", "--authority", "api.example.com", "--listen", busy)
 	if r.err == nil || !strings.Contains(r.err.Error(), "--listen "+busy+": the address is already in use") {
 		t.Errorf("idcli proxy --listen %s (busy): %v, want the address is already in use", busy, r.err)
 	}
@@ -669,7 +706,7 @@ func TestProxyBanner(t *testing.T) {
 		t.Errorf("stdout %q before any request, want nothing (the banner goes to stderr)", p.stdout)
 	}
 	out := p.stderr.String()
-	for _, want := range []string{"→ upstream " + up.URL, "mode observe", "trusting *.agentid.example, bots.example.net", "nonces in memory"} {
+	for _, want := range []string{"→ upstream " + up.URL, "mode observe", "serving 127.0.0.1:", "trusting *.agentid.example, bots.example.net", "nonces in memory"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("banner %q lacks %q", out, want)
 		}

@@ -217,7 +217,7 @@ func TestCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 		rec := &lastKey{ReplayStore: store}
-		v, err := middleware.NewVerifier(middleware.Config{Keys: keys, Replay: rec})
+		v, err := middleware.NewVerifier(middleware.Config{Keys: keys, Replay: rec, Authorities: []string{"api.example"}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,7 +5,7 @@
 //	store, err := replaypg.New(replaypg.Config{DB: db})
 //	stop := store.Start(ctx) // purges expired rows in the background
 //	defer stop()
-//	mw := middleware.New(middleware.Config{Keys: keys, Replay: store})
+//	mw := middleware.New(middleware.Config{Keys: keys, Authorities: []string{"api.example.com"}, Replay: store})
 //
 // The table comes from the reference server's own migrations
 // (refserver.Migrate). Each row holds the SHA-256 digest of a replay key
