@@ -126,8 +126,8 @@ func TestInteropWebBotAuthSignsAgentidVerifies(t *testing.T) {
 				t.Errorf("agentid on a replay of web-bot-auth's GET %s: got %v, want replayed_nonce", interopURL, err)
 			}
 			moved := clitest.SignedRequest(http.MethodGet, "http://evil-tool.example/whoami", signed.Headers)
-			if _, err := v.Verify(moved); !isCode(err, "invalid_signature") {
-				t.Errorf("agentid on web-bot-auth's headers for %s sent to evil-tool.example: got %v, want invalid_signature", interopURL, err)
+			if _, err := v.Verify(moved); !isCode(err, "misdirected_request") {
+				t.Errorf("agentid on web-bot-auth's headers for %s sent to evil-tool.example: got %v, want misdirected_request", interopURL, err)
 			}
 		})
 	}

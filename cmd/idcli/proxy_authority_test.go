@@ -34,7 +34,7 @@ func TestProxyOtherHostRefused(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
 			px, _ := startProxy(t, "--upstream", up.URL, "--mode", mode, "--authority", "app.example",
-				"--trust", "127.0.0.1", "--allow-http", "--allow-private")
+				"--trust", "127.0.0.1:*", "--allow-http", "--allow-private")
 			path := "/other-host/" + mode
 			send := func(host string) clitest.Answer {
 				r := signedGet(t, "http://"+host+path, key, dir.URL, signer.Options{})

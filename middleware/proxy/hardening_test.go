@@ -126,7 +126,7 @@ func TestUIDOnlyForServices(t *testing.T) {
 	for _, tc := range tests {
 		keys.Add(tc.origin, key.Public)
 	}
-	v, err := middleware.NewVerifier(middleware.Config{Keys: keys, Now: clock, AllowMissingSignatureAgent: false})
+	v, err := middleware.NewVerifier(middleware.Config{Keys: keys, Now: clock, AllowMissingSignatureAgent: false, Authorities: []string{"api.example.com"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +233,7 @@ func TestForwardAuthReadsOnlyItsFront(t *testing.T) {
 		{"nginx, real GET /public, client claims POST /admin", nginx.URL, [2]string{"GET", "/public"},
 			merge(orig("GET", "api.example.com", "/public"), fwd("POST", "api.example.com", "/admin")), 200, ""},
 		{"nginx, client claims another host", nginx.URL, [2]string{"GET", "/public"},
-			merge(orig("GET", "evil.example", "/public"), fwd("GET", "api.example.com", "/public")), 401, "invalid_signature"},
+			merge(orig("GET", "evil.example", "/public"), fwd("GET", "api.example.com", "/public")), 421, "misdirected_request"},
 		{"nginx, only X-Forwarded-*", nginx.URL, [2]string{"GET", "/public"},
 			fwd("GET", "api.example.com", "/public"), 400, "invalid_request"},
 		{"traefik, client adds X-Original-*", traefik.URL, [2]string{"GET", "/public"},
@@ -496,7 +496,7 @@ func BenchmarkUpstreamPool(b *testing.B) {
 			up.Start()
 			defer up.Close()
 			keys := middleware.NewStaticKeys()
-			v, err := middleware.NewVerifier(middleware.Config{Keys: keys, Now: clock, Mode: middleware.Optional})
+			v, err := middleware.NewVerifier(middleware.Config{Keys: keys, Now: clock, Mode: middleware.Optional, Authorities: []string{"api.example.com"}})
 			if err != nil {
 				b.Fatal(err)
 			}
