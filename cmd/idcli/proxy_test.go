@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"github.com/agentid/agentid/cmd/idcli/internal/clitest"
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/signertest"
+	"github.com/redis/go-redis/v9"
 )
 
 // The tests of `idcli proxy` run the command as main would (in-process,
@@ -432,9 +434,12 @@ func TestProxyRedisSharedNonces(t *testing.T) {
 		}
 		t.Skip("AGENTID_TEST_REDIS_URL is not set: the shared-nonce test needs a Redis")
 	}
-	// The second process names the same Redis as a host:port list.
-	addr := strings.TrimPrefix(redisURL, "redis://")
-	addr, _, _ = strings.Cut(addr, "/")
+	// The second process names the same Redis (and database) as a
+	// host:port list when it can.
+	addr, err := sameRedis(redisURL)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	key := signertest.Key(0x33)
 	_, origin := localAgent(t, key)
@@ -454,7 +459,7 @@ func TestProxyRedisSharedNonces(t *testing.T) {
 	t.Run("one Redis", func(t *testing.T) {
 		a, _ := startProxy(t, append([]string{"--upstream", up.URL, "--redis-url", redisURL}, localTrust...)...)
 		b, pb := startProxy(t, append([]string{"--upstream", up.URL, "--redis-url", addr}, localTrust...)...)
-		if !strings.Contains(pb.stdout.String(), "nonces in Redis "+addr) {
+		if addr != redisURL && !strings.Contains(pb.stdout.String(), "nonces in Redis "+addr) {
 			t.Errorf("banner %q does not name the Redis", pb.stdout)
 		}
 		first, second := send(t, a, b, "/redis/shared")
@@ -609,5 +614,33 @@ func TestProxyBanner(t *testing.T) {
 	_, p = startProxy(t, "--forward-auth", "--refusal-status", "403", "--trust", "*.agentid.example")
 	if out := p.stdout.String(); !strings.Contains(out, "(forward-auth: answers auth subrequests with 200 or 403)") || !strings.Contains(out, "mode required") {
 		t.Errorf("forward-auth banner %q", out)
+	}
+}
+
+// sameRedis returns a --redis-url naming the Redis database of redisURL:
+// its host:port when that names the same one (database 0, no password),
+// else redisURL itself (a host:port list always means database 0).
+func sameRedis(redisURL string) (string, error) {
+	o, err := redis.ParseURL(redisURL)
+	if err != nil {
+		return "", fmt.Errorf("AGENTID_TEST_REDIS_URL: %w", err)
+	}
+	if o.DB != 0 || o.Password != "" || o.Username != "" || o.TLSConfig != nil {
+		return redisURL, nil
+	}
+	return o.Addr, nil
+}
+
+func TestSameRedis(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"redis://127.0.0.1:6379/0":       "127.0.0.1:6379",
+		"redis://127.0.0.1:6379":         "127.0.0.1:6379",
+		"redis://127.0.0.1:6379/3":       "redis://127.0.0.1:6379/3",
+		"redis://:secret@127.0.0.1:6379": "redis://:secret@127.0.0.1:6379",
+	} {
+		if got, err := sameRedis(in); err != nil || got != want {
+			t.Errorf("sameRedis(%q) = %q, %v; want %q", in, got, err, want)
+		}
 	}
 }
