@@ -147,7 +147,7 @@ func (s *Server) registerKey(ctx context.Context, pk signer.PublicKey) (uid stri
 func (s *Server) rotateKeys(w http.ResponseWriter, r *http.Request) error {
 	uid := mux.Vars(r)["uid"]
 	if !signer.ValidUID(uid) {
-		return middleware.Fail(middleware.CodeAgentNotFound, "%q is not an agent uid (want agent-<24 hex>)", truncate(uid))
+		return middleware.Fail(middleware.CodeAgentNotFound, "%q is not an agent uid (want agent-<24 hex>)", signer.Truncate(uid))
 	}
 	pk, body, err := s.readKeyBody(w, r)
 	if err != nil {
@@ -269,11 +269,4 @@ func (s *Server) whoami(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeKeyResponse(w, http.StatusOK, s.keyResponse(a.UID, a.JWK))
 	return nil
-}
-
-func truncate(s string) string {
-	if len(s) > 40 {
-		return s[:40] + "…"
-	}
-	return s
 }

@@ -164,14 +164,4 @@ func (s *Server) activeKeys(ctx context.Context, uid string) ([]signer.JWK, erro
 	return keys, nil
 }
 
-// PublicKey parses the stored JWK. It fails only on corrupt rows.
-func (p PublicJWK) PublicKey() (signer.PublicKey, error) {
-	pk, err := signer.ParsePublicJWK(p.JWK)
-	if err != nil {
-		return signer.PublicKey{}, &middleware.Error{Code: middleware.CodeInternal,
-			Message: "internal error", Err: errors.New("refserver: stored jwk " + p.Kid + " is invalid: " + err.Error())}
-	}
-	return pk, nil
-}
-
 func isNotFound(err error) bool { return errors.Is(err, gorm.ErrRecordNotFound) }

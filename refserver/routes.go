@@ -128,7 +128,7 @@ func (s *Server) notFound(_ http.ResponseWriter, r *http.Request) error {
 	switch k, _ := s.classify(r); k {
 	case hostInvalid:
 		return middleware.Fail(middleware.CodeInvalidAuthority,
-			"the Host %q is not a host[:port] authority", truncate(r.Host))
+			"the Host %q is not a host[:port] authority", signer.Truncate(r.Host))
 	case hostOther:
 		return middleware.Fail(middleware.CodeMisdirectedRequest,
 			"this server answers only for %s and its agent hosts (agent-….%s)", s.service.Host, s.service.Host)

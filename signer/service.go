@@ -99,7 +99,7 @@ type ServiceURL struct {
 // valid host[:port] (ValidAuthority). Errors wrap ErrInvalidServiceURL.
 func ParseServiceURL(s string) (ServiceURL, error) {
 	bad := func(why string) (ServiceURL, error) {
-		return ServiceURL{}, fmt.Errorf("%w %q: %s", ErrInvalidServiceURL, truncate(s), why)
+		return ServiceURL{}, fmt.Errorf("%w %q: %s", ErrInvalidServiceURL, Truncate(s), why)
 	}
 	raw := strings.TrimSpace(s)
 	if raw == "" {

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/signer"
 )
 
 // The headers the proxy sets; incoming headers with the prefix are removed.
@@ -190,20 +191,13 @@ func originalRequest(r *http.Request) (*http.Request, error) {
 	}
 	u, err := url.ParseRequestURI(uri)
 	if err != nil {
-		return nil, middleware.Fail(middleware.CodeInvalidRequest, "the original URI %q does not parse", truncate(uri))
+		return nil, middleware.Fail(middleware.CodeInvalidRequest, "the original URI %q does not parse", signer.Truncate(uri))
 	}
 	u.Scheme, u.Host = proto, host
 	orig := r.Clone(r.Context())
 	orig.Method, orig.URL, orig.Host, orig.RequestURI = method, u, host, uri
 	orig.Body, orig.ContentLength = http.NoBody, 0
 	return orig, nil
-}
-
-func truncate(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "…"
-	}
-	return s
 }
 
 func (h *Handler) observe(r *http.Request, status int, res *middleware.Result, start time.Time) {
