@@ -150,7 +150,7 @@ func (s *Server) activeKeys(ctx context.Context, uid string) ([]signer.JWK, erro
 			return nil, dbUnavailable(err)
 		}
 		if n == 0 {
-			return nil, middleware.Fail(middleware.CodeAgentNotFound, "agent %s is not registered", uid)
+			return nil, middleware.Fail(CodeAgentNotFound, "agent %s is not registered", uid)
 		}
 	}
 	keys := make([]signer.JWK, 0, len(rows))

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/signertest"
 )
@@ -288,7 +289,7 @@ func TestInvalidAuthority(t *testing.T) {
 			// Still served: the same authorities, well formed.
 			{"service host, uppercase", e.base + "/", "AGENTID.TEST:" + port, 200, ""},
 			{"agent host", e.directoryURL(uid), "", 200, ""},
-			{"another port of the service host", e.base + "/", "agentid.test:1", 421, middleware.CodeMisdirectedRequest},
+			{"another port of the service host", e.base + "/", "agentid.test:1", 421, refserver.CodeMisdirectedRequest},
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
