@@ -7,7 +7,8 @@
 #
 # compose.yaml runs the reference server on PostgreSQL with it.
 
-# The Go version of go.mod's go directive.
+# The Go toolchain of go.mod's toolchain line (its go directive is the
+# oldest release the module supports; images build with the newest patch).
 FROM golang:1.26.8 AS build
 WORKDIR /src
 COPY go.mod go.sum ./

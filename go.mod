@@ -2,6 +2,8 @@ module github.com/agentid/agentid
 
 go 1.26.0
 
+toolchain go1.26.8
+
 require (
 	github.com/dunglas/httpsfv v1.1.2
 	github.com/glebarez/sqlite v1.11.0

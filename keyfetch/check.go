@@ -119,7 +119,7 @@ func (f *Fetcher) CheckKeySet(ctx context.Context, set signer.KeySet) (*Report, 
 	if set.WellKnown {
 		for _, k := range r.Keys {
 			if k.JWK.Kid != k.Thumbprint {
-				r.Warnings = append(r.Warnings, fmt.Sprintf("kid %q is not the RFC 7638 thumbprint of its key (%s): at a well-known directory a signature's keyid must be the thumbprint", truncate(k.JWK.Kid), k.Thumbprint))
+				r.Warnings = append(r.Warnings, fmt.Sprintf("kid %q is not the RFC 7638 thumbprint of its key (%s): at a well-known directory a signature's keyid must be the thumbprint", signer.Truncate(k.JWK.Kid), k.Thumbprint))
 			}
 		}
 	}

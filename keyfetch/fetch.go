@@ -111,7 +111,7 @@ func (f *Fetcher) fetch(ctx context.Context, rawURL, etag string, kind signer.Ke
 	}
 	host := strings.ToLower(req.URL.Host)
 	if !f.acquireHost(host) {
-		return nil, fail(0, fmt.Errorf("%w: %s already has %d (MaxFetchesPerHost)", ErrHostBusy, truncate(host), f.cfg.MaxFetchesPerHost))
+		return nil, fail(0, fmt.Errorf("%w: %s already has %d (MaxFetchesPerHost)", ErrHostBusy, signer.Truncate(host), f.cfg.MaxFetchesPerHost))
 	}
 	defer f.releaseHost(host)
 	req.Header.Set("Accept", acceptHeader(kind))
@@ -150,7 +150,7 @@ func (f *Fetcher) fetch(ctx context.Context, rawURL, etag string, kind signer.Ke
 		return r, nil
 	case resp.StatusCode >= 300 && resp.StatusCode < 400:
 		discard()
-		return r, fail(resp.StatusCode, fmt.Errorf("status %d: redirect to %q not followed", resp.StatusCode, truncate(resp.Header.Get("Location"))))
+		return r, fail(resp.StatusCode, fmt.Errorf("status %d: redirect to %q not followed", resp.StatusCode, signer.Truncate(resp.Header.Get("Location"))))
 	default:
 		discard()
 		return r, fail(resp.StatusCode, fmt.Errorf("unexpected status %d", resp.StatusCode))
@@ -158,7 +158,7 @@ func (f *Fetcher) fetch(ctx context.Context, rawURL, etag string, kind signer.Ke
 	mt, _, err := mime.ParseMediaType(r.contentType)
 	if err != nil || !accepts(kind, mt) {
 		discard()
-		return r, fail(resp.StatusCode, fmt.Errorf("media type %q is not %s", truncate(r.contentType), mediaTypes(kind)))
+		return r, fail(resp.StatusCode, fmt.Errorf("media type %q is not %s", signer.Truncate(r.contentType), mediaTypes(kind)))
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, f.cfg.MaxBodyBytes+1))
 	if err != nil {
@@ -351,7 +351,7 @@ func parseKeySet(body []byte, maxKeys int, what string) (keys []signer.PublicKey
 			continue
 		}
 		if j, dup := seen[pk.JWK.Kid]; dup {
-			problems = append(problems, fmt.Sprintf("keys[%d] skipped: kid %q already names keys[%d]", i, truncate(pk.JWK.Kid), j))
+			problems = append(problems, fmt.Sprintf("keys[%d] skipped: kid %q already names keys[%d]", i, signer.Truncate(pk.JWK.Kid), j))
 			continue
 		}
 		seen[pk.JWK.Kid] = i
@@ -391,11 +391,4 @@ func (f *Fetcher) ttl(cc string) (d time.Duration, note string, exact bool) {
 		return c.MaxTTL, fmt.Sprintf("max-age %v lowered to the maximum %v", maxAge, c.MaxTTL), false
 	}
 	return maxAge, fmt.Sprintf("max-age %v", maxAge), true
-}
-
-func truncate(s string) string {
-	if len(s) > 100 {
-		return s[:100] + "…"
-	}
-	return s
 }

@@ -247,7 +247,7 @@ func (f *Fetcher) TrustURL(rawURL string) error {
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil || u.Opaque != "" || u.User != nil || u.Fragment != "" || u.Host == "" {
-		return untrusted("%q is not an absolute http(s) URL without user information or fragment", truncate(rawURL))
+		return untrusted("%q is not an absolute http(s) URL without user information or fragment", signer.Truncate(rawURL))
 	}
 	defaultPort := "443"
 	switch scheme := strings.ToLower(u.Scheme); {
@@ -255,24 +255,24 @@ func (f *Fetcher) TrustURL(rawURL string) error {
 	case scheme == "http" && f.cfg.AllowHTTP:
 		defaultPort = "80"
 	case scheme == "http":
-		return &UntrustedError{URL: rawURL, Host: u.Host, HTTP: true, Reason: ReasonHTTPRefused, reason: fmt.Sprintf("http scheme refused (AllowHTTP is off) for %q", truncate(rawURL))}
+		return &UntrustedError{URL: rawURL, Host: u.Host, HTTP: true, Reason: ReasonHTTPRefused, reason: fmt.Sprintf("http scheme refused (AllowHTTP is off) for %q", signer.Truncate(rawURL))}
 	default:
-		return untrusted("scheme %q refused", truncate(u.Scheme))
+		return untrusted("scheme %q refused", signer.Truncate(u.Scheme))
 	}
 	if strings.HasSuffix(u.Host, ":") {
-		return untrusted("%q has an empty port", truncate(rawURL))
+		return untrusted("%q has an empty port", signer.Truncate(rawURL))
 	}
 	host := strings.ToLower(u.Hostname())
 	a, ipErr := netip.ParseAddr(host)
 	isIP := ipErr == nil
 	if isIP && a.Zone() != "" {
-		return untrusted("%q: zoned addresses are refused", truncate(rawURL))
+		return untrusted("%q: zoned addresses are refused", signer.Truncate(rawURL))
 	}
 	if !isIP && !signer.ValidHostname(host) {
-		return untrusted("%q has an invalid host name", truncate(rawURL))
+		return untrusted("%q has an invalid host name", signer.Truncate(rawURL))
 	}
 	if isIP != strings.HasPrefix(u.Host, "[") && a.Is6() {
-		return untrusted("%q: IPv6 must be bracketed", truncate(rawURL))
+		return untrusted("%q: IPv6 must be bracketed", signer.Truncate(rawURL))
 	}
 	port := cmp.Or(u.Port(), defaultPort)
 	for _, p := range f.cfg.patterns {
@@ -285,7 +285,7 @@ func (f *Fetcher) TrustURL(rawURL string) error {
 		hp = net.JoinHostPort(host, port)
 	}
 	return &UntrustedError{URL: rawURL, Host: strings.ToLower(u.Host), Reason: ReasonUntrustedHost, Patterns: f.cfg.TrustedHosts,
-		reason: fmt.Sprintf("host %s matches no TrustedHosts pattern %s (an entry without a port means the scheme's default port; \"host:*\" means any port)", truncate(hp), patternList(f.cfg.TrustedHosts))}
+		reason: fmt.Sprintf("host %s matches no TrustedHosts pattern %s (an entry without a port means the scheme's default port; \"host:*\" means any port)", signer.Truncate(hp), patternList(f.cfg.TrustedHosts))}
 }
 
 // patternList renders TrustedHosts for a message, at most 8 entries.
@@ -303,7 +303,7 @@ func patternList(ps []string) string {
 		if i > 0 {
 			b.WriteByte(' ')
 		}
-		b.WriteString(strconv.Quote(truncate(p)))
+		b.WriteString(strconv.Quote(signer.Truncate(p)))
 	}
 	b.WriteByte(']')
 	return b.String()
@@ -438,7 +438,7 @@ func (f *Fetcher) unknownOnFresh(ctx context.Context, set signer.KeySet, keyID s
 }
 
 func (f *Fetcher) unknown(set signer.KeySet, keyID string) error {
-	return fmt.Errorf("keyfetch: %w: %q is not in %s", signer.ErrUnknownKey, truncate(keyID), set.URL)
+	return fmt.Errorf("keyfetch: %w: %q is not in %s", signer.ErrUnknownKey, signer.Truncate(keyID), set.URL)
 }
 
 // find looks keyID up: by thumbprint only at a well-known directory, else
@@ -460,12 +460,12 @@ func (e *entry) lookup(keyID string, wellKnown bool, now time.Time) (signer.Publ
 		}
 		if e.err == nil {
 			if e.notFound != 0 {
-				return signer.PublicKey{}, fmt.Errorf("keyfetch: %w: %q (%s answered %d)", signer.ErrUnknownKey, truncate(keyID), e.url, e.notFound)
+				return signer.PublicKey{}, fmt.Errorf("keyfetch: %w: %q (%s answered %d)", signer.ErrUnknownKey, signer.Truncate(keyID), e.url, e.notFound)
 			}
 			if wellKnown {
-				return signer.PublicKey{}, fmt.Errorf("keyfetch: %w: no key of %s has the thumbprint %q", signer.ErrUnknownKey, e.url, truncate(keyID))
+				return signer.PublicKey{}, fmt.Errorf("keyfetch: %w: no key of %s has the thumbprint %q", signer.ErrUnknownKey, e.url, signer.Truncate(keyID))
 			}
-			return signer.PublicKey{}, fmt.Errorf("keyfetch: %w: %q is not in %s", signer.ErrUnknownKey, truncate(keyID), e.url)
+			return signer.PublicKey{}, fmt.Errorf("keyfetch: %w: %q is not in %s", signer.ErrUnknownKey, signer.Truncate(keyID), e.url)
 		}
 	}
 	return signer.PublicKey{}, e.err

@@ -92,7 +92,7 @@ func (f *Fetcher) checkDirectorySignatures(r *response, keys []signer.PublicKey)
 		}
 		pk, ok := findThumbprint(keys, p.KeyID)
 		if !ok {
-			return refuse("%s: keyid %q is not the thumbprint of a key of the set", s.Label, truncate(p.KeyID))
+			return refuse("%s: keyid %q is not the thumbprint of a key of the set", s.Label, signer.Truncate(p.KeyID))
 		}
 		if !p.HasCreated || !p.HasExpires {
 			return refuse("%s: created and expires are required", s.Label)

@@ -132,5 +132,5 @@ func (v *Verifier) servesHost(h, scheme string) *Error {
 			return nil
 		}
 	}
-	return Fail(CodeMisdirectedRequest, "this verifier does not serve %q: a signature made for another host is refused", truncate(a))
+	return Fail(CodeMisdirectedRequest, "this verifier does not serve %q: a signature made for another host is refused", signer.Truncate(a))
 }

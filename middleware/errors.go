@@ -8,14 +8,17 @@ import (
 )
 
 // Code is a stable error code, sent to clients in the JSON error body. Each
-// code has one HTTP status (Code.Status).
+// code has one HTTP status (Code.Status), in one table: the codes below are
+// the verifier's and those of any HTTP service; a package above middleware
+// adds its own with DefineCode (the reference server's agent_not_found,
+// key_conflict, rate_limited…), so that each code is defined once, where
+// it is used.
 type Code string
 
-// The error codes of the verifier and the reference server.
+// The error codes of the verifier and of any HTTP service.
 const (
 	CodeInvalidRequest         Code = "invalid_request"
 	CodeInvalidAuthority       Code = "invalid_authority"
-	CodeInvalidJWK             Code = "invalid_jwk"
 	CodeMissingSignature       Code = "missing_signature"
 	CodeInvalidSignatureInput  Code = "invalid_signature_input"
 	CodeInvalidSignature       Code = "invalid_signature"
@@ -39,15 +42,9 @@ const (
 	CodeRevokedKey             Code = "revoked_key"
 	CodeDigestMismatch         Code = "content_digest_mismatch"
 	CodeForbidden              Code = "forbidden"
-	CodeAgentNotFound          Code = "agent_not_found"
-	CodeNotFound               Code = "not_found"
 	CodeMethodNotAllowed       Code = "method_not_allowed"
-	CodeKeyConflict            Code = "key_conflict"
-	CodeKeyInUse               Code = "key_in_use"
-	CodePayloadTooLarge        Code = "payload_too_large"
-	CodeUnsupportedMediaType   Code = "unsupported_media_type"
 	CodeMisdirectedRequest     Code = "misdirected_request"
-	CodeRateLimited            Code = "rate_limited"
+	CodePayloadTooLarge        Code = "payload_too_large"
 	CodeInternal               Code = "internal"
 	CodeKeyFetchFailed         Code = "key_fetch_failed"
 	CodeUpstreamUnavailable    Code = "upstream_unavailable"
@@ -58,7 +55,6 @@ const (
 var statuses = map[Code]int{
 	CodeInvalidRequest:         http.StatusBadRequest,
 	CodeInvalidAuthority:       http.StatusBadRequest,
-	CodeInvalidJWK:             http.StatusBadRequest,
 	CodeMissingSignature:       http.StatusUnauthorized,
 	CodeInvalidSignatureInput:  http.StatusUnauthorized,
 	CodeInvalidSignature:       http.StatusUnauthorized,
@@ -82,22 +78,36 @@ var statuses = map[Code]int{
 	CodeRevokedKey:             http.StatusUnauthorized,
 	CodeDigestMismatch:         http.StatusUnauthorized,
 	CodeForbidden:              http.StatusForbidden,
-	CodeAgentNotFound:          http.StatusNotFound,
-	CodeNotFound:               http.StatusNotFound,
 	CodeMethodNotAllowed:       http.StatusMethodNotAllowed,
-	CodeKeyConflict:            http.StatusConflict,
-	CodeKeyInUse:               http.StatusConflict,
-	CodePayloadTooLarge:        http.StatusRequestEntityTooLarge,
-	CodeUnsupportedMediaType:   http.StatusUnsupportedMediaType,
 	CodeMisdirectedRequest:     http.StatusMisdirectedRequest,
-	CodeRateLimited:            http.StatusTooManyRequests,
+	CodePayloadTooLarge:        http.StatusRequestEntityTooLarge,
 	CodeInternal:               http.StatusInternalServerError,
 	CodeKeyFetchFailed:         http.StatusServiceUnavailable,
 	CodeUpstreamUnavailable:    http.StatusBadGateway,
 	CodeDatabaseUnavailable:    http.StatusServiceUnavailable,
 }
 
-// Codes returns every code, for documentation checks.
+// DefineCode adds c, answered with status (4xx or 5xx), to the code table
+// and returns it. Packages above middleware define their codes with it,
+// each once, during package initialization:
+//
+//	var CodeAgentNotFound = middleware.DefineCode("agent_not_found", http.StatusNotFound)
+//
+// It panics if c is already defined or status is not an error status: both
+// are programming errors.
+func DefineCode(c Code, status int) Code {
+	if _, dup := statuses[c]; dup {
+		panic("middleware: error code " + string(c) + " is defined twice")
+	}
+	if status < 400 || status > 599 {
+		panic(fmt.Sprintf("middleware: error code %s: status %d is not a 4xx or 5xx", c, status))
+	}
+	statuses[c] = status
+	return c
+}
+
+// Codes returns every code, those DefineCode added included, for
+// documentation checks.
 func Codes() []Code {
 	out := make([]Code, 0, len(statuses))
 	for c := range statuses {

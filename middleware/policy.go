@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"path"
 	"strings"
+
+	"github.com/agentid/agentid/signer"
 )
 
 // Policy is an allow-list of verified agents, for API owners who accept
@@ -92,7 +94,7 @@ func (p Policy) Require(next http.Handler) http.Handler {
 			return
 		}
 		if !p.Allows(a) {
-			WriteError(w, Fail(CodeForbidden, "agent %s is not allowed here", truncate(a.ID)))
+			WriteError(w, Fail(CodeForbidden, "agent %s is not allowed here", signer.Truncate(a.ID)))
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -430,7 +430,7 @@ func (v *Verifier) candidate(r *http.Request, sig *signer.Signature, st *request
 		return Fail(CodeNonceTooLong, "the nonce is %d bytes, more than %d", len(p.Nonce), cfg.MaxNonceLength)
 	}
 	if p.Alg != "" && !slices.Contains(cfg.Algorithms, p.Alg) {
-		return Fail(CodeUnsupportedAlgorithm, "alg %q is not accepted (accepted: %s)", truncate(p.Alg), strings.Join(cfg.Algorithms, ", "))
+		return Fail(CodeUnsupportedAlgorithm, "alg %q is not accepted (accepted: %s)", signer.Truncate(p.Alg), strings.Join(cfg.Algorithms, ", "))
 	}
 	if !p.HasCreated {
 		return Fail(CodeInvalidSignatureInput, "the created parameter is required")
@@ -502,19 +502,19 @@ func (v *Verifier) candidate(r *http.Request, sig *signer.Signature, st *request
 	alg := pk.Algorithm()
 	switch {
 	case alg == "":
-		return Fail(CodeUnknownKey, "key %q is not usable", truncate(p.KeyID))
+		return Fail(CodeUnknownKey, "key %q is not usable", signer.Truncate(p.KeyID))
 	case (set.WellKnown || set.IsZero()) && !cfg.AllowAnyKeyID && pk.Thumbprint != p.KeyID:
-		return Fail(CodeUnknownKey, "key %q is not the thumbprint of the published key", truncate(p.KeyID))
+		return Fail(CodeUnknownKey, "key %q is not the thumbprint of the published key", signer.Truncate(p.KeyID))
 	case p.Alg != "" && p.Alg != alg:
-		return Fail(CodeUnsupportedAlgorithm, "alg %q does not match key %q (%s)", p.Alg, truncate(p.KeyID), alg)
+		return Fail(CodeUnsupportedAlgorithm, "alg %q does not match key %q (%s)", p.Alg, signer.Truncate(p.KeyID), alg)
 	case !slices.Contains(cfg.Algorithms, alg):
-		return Fail(CodeUnsupportedAlgorithm, "key %q is for %s, which is not accepted", truncate(p.KeyID), alg)
+		return Fail(CodeUnsupportedAlgorithm, "key %q is for %s, which is not accepted", signer.Truncate(p.KeyID), alg)
 	}
 
 	// 7. The signature over the rebuilt base.
 	st.checks++
 	if pk.Verify(alg, base, sig.Value) != nil {
-		return Fail(CodeInvalidSignature, "the signature does not verify with key %q", truncate(p.KeyID))
+		return Fail(CodeInvalidSignature, "the signature does not verify with key %q", signer.Truncate(p.KeyID))
 	}
 
 	// 8. Content-Digest, whenever any form of it is covered.
@@ -598,7 +598,7 @@ func (v *Verifier) replay(r *http.Request, a *Agent, hasExpires bool) *Error {
 		return &Error{Code: CodeDatabaseUnavailable, Message: "the replay store is unavailable", Err: fmt.Errorf("%w: %w", ErrReplayStore, err)}
 	}
 	if seen {
-		return Fail(CodeReplayedNonce, "nonce already used with key %q", truncate(a.KeyID))
+		return Fail(CodeReplayedNonce, "nonce already used with key %q", signer.Truncate(a.KeyID))
 	}
 	return nil
 }
@@ -754,9 +754,9 @@ func keyError(err error, set signer.KeySet, keyID string) *Error {
 	}
 	switch {
 	case errors.Is(err, signer.ErrUnknownKey):
-		return &Error{Code: CodeUnknownKey, Message: fmt.Sprintf("key %q is not published by %s", truncate(keyID), where), Err: err}
+		return &Error{Code: CodeUnknownKey, Message: fmt.Sprintf("key %q is not published by %s", signer.Truncate(keyID), where), Err: err}
 	case errors.Is(err, signer.ErrRevokedKey):
-		return &Error{Code: CodeRevokedKey, Message: fmt.Sprintf("key %q has been revoked", truncate(keyID)), Err: err}
+		return &Error{Code: CodeRevokedKey, Message: fmt.Sprintf("key %q has been revoked", signer.Truncate(keyID)), Err: err}
 	case errors.Is(err, signer.ErrUntrustedAgent):
 		return &Error{Code: CodeUntrustedAgent, Message: fmt.Sprintf("signature agent %s is not trusted", where), Err: err}
 	case errors.Is(err, context.Canceled):
@@ -772,13 +772,6 @@ func keyError(err error, set signer.KeySet, keyID string) *Error {
 // trimPrefix drops the "signer: " package prefixes for client messages.
 func trimPrefix(err error) string {
 	return strings.ReplaceAll(err.Error(), "signer: ", "")
-}
-
-func truncate(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "…"
-	}
-	return s
 }
 
 // covers reports whether sig covers the required component c: the same

@@ -887,6 +887,10 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
+// codeTaken is a code a package above middleware defines (as the
+// reference server defines key_conflict).
+var codeTaken = middleware.DefineCode("test_taken", http.StatusConflict)
+
 func TestWriteError(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -897,7 +901,7 @@ func TestWriteError(t *testing.T) {
 		wantMsg    string
 	}{
 		{"typed", middleware.Fail(middleware.CodeForbidden, "not yours: %s", "x"), 403, "forbidden", "not yours: x"},
-		{"wrapped", fmt.Errorf("ctx: %w", middleware.Fail(middleware.CodeKeyConflict, "taken")), 409, "key_conflict", "taken"},
+		{"wrapped", fmt.Errorf("ctx: %w", middleware.Fail(codeTaken, "taken")), 409, "test_taken", "taken"},
 		{"plain error leaks nothing", errors.New("pq: password authentication failed"), 500, "internal", "internal error"},
 	}
 	for _, tt := range tests {
@@ -973,6 +977,40 @@ func TestBodyRestored(t *testing.T) {
 			if tt.wantStatus != 200 && res.stored != 0 {
 				t.Errorf("replay store holds %d nonces, want 0", res.stored)
 			}
+		})
+	}
+}
+
+// TestDefineCode: a code defined with DefineCode has its status in the one
+// table and is listed by Codes; defining a code twice, or with a status
+// that is not an error, panics.
+func TestDefineCode(t *testing.T) {
+	if got := codeTaken.Status(); got != http.StatusConflict {
+		t.Errorf("status = %d, want 409", got)
+	}
+	listed := false
+	for _, c := range middleware.Codes() {
+		listed = listed || c == codeTaken
+	}
+	if !listed {
+		t.Errorf("Codes() lacks %s", codeTaken)
+	}
+	for _, tc := range []struct {
+		name   string
+		code   middleware.Code
+		status int
+	}{
+		{"twice", "test_taken", http.StatusConflict},
+		{"a middleware code", middleware.CodeInvalidRequest, http.StatusBadRequest},
+		{"status 200", "test_ok", http.StatusOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("DefineCode(%q, %d) did not panic", tc.code, tc.status)
+				}
+			}()
+			middleware.DefineCode(tc.code, tc.status)
 		})
 	}
 }

@@ -23,7 +23,7 @@ import (
 func (s *Server) readKeyBody(w http.ResponseWriter, r *http.Request) (signer.PublicKey, []byte, error) {
 	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mt != "application/json" {
-		return signer.PublicKey{}, nil, middleware.Fail(middleware.CodeUnsupportedMediaType, "the body must be application/json")
+		return signer.PublicKey{}, nil, middleware.Fail(CodeUnsupportedMediaType, "the body must be application/json")
 	}
 	if r.ContentLength > s.cfg.MaxBodyBytes {
 		return signer.PublicKey{}, nil, middleware.Fail(middleware.CodePayloadTooLarge, "the body is larger than %d bytes", s.cfg.MaxBodyBytes)
@@ -48,7 +48,7 @@ func (s *Server) readKeyBody(w http.ResponseWriter, r *http.Request) (signer.Pub
 	}
 	pk, err := signer.ParsePublicJWK(req.PublicJWK)
 	if err != nil {
-		return signer.PublicKey{}, nil, &middleware.Error{Code: middleware.CodeInvalidJWK, Message: strings.TrimPrefix(err.Error(), "signer: "), Err: err}
+		return signer.PublicKey{}, nil, &middleware.Error{Code: CodeInvalidJWK, Message: strings.TrimPrefix(err.Error(), "signer: "), Err: err}
 	}
 	return pk, body, nil
 }
@@ -111,7 +111,7 @@ func (s *Server) registerKey(ctx context.Context, pk signer.PublicKey) (uid stri
 		switch {
 		case err == nil:
 			if existing.RevokedAt != nil {
-				return "", false, middleware.Fail(middleware.CodeKeyConflict, "this key was revoked by a rotation and cannot be registered again; generate a new key")
+				return "", false, middleware.Fail(CodeKeyConflict, "this key was revoked by a rotation and cannot be registered again; generate a new key")
 			}
 			return existing.AgentUID, false, nil
 		case !isNotFound(err):
@@ -147,7 +147,7 @@ func (s *Server) registerKey(ctx context.Context, pk signer.PublicKey) (uid stri
 func (s *Server) rotateKeys(w http.ResponseWriter, r *http.Request) error {
 	uid := mux.Vars(r)["uid"]
 	if !signer.ValidUID(uid) {
-		return middleware.Fail(middleware.CodeAgentNotFound, "%q is not an agent uid (want agent-<24 hex>)", truncate(uid))
+		return middleware.Fail(CodeAgentNotFound, "%q is not an agent uid (want agent-<24 hex>)", signer.Truncate(uid))
 	}
 	pk, body, err := s.readKeyBody(w, r)
 	if err != nil {
@@ -208,7 +208,7 @@ func (s *Server) rotate(ctx context.Context, uid, signingKid string, pk signer.P
 		// other (SQLite: the immediate write transaction is the lock).
 		if err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("uid = ?", uid).Take(&agent).Error; err != nil {
 			if isNotFound(err) {
-				return middleware.Fail(middleware.CodeAgentNotFound, "agent %s is not registered", uid)
+				return middleware.Fail(CodeAgentNotFound, "agent %s is not registered", uid)
 			}
 			return err
 		}
@@ -251,7 +251,7 @@ func (s *Server) rotate(ctx context.Context, uid, signingKid string, pk signer.P
 	case errors.As(err, &me):
 		return revoked, me
 	case errors.Is(err, errKeyRegistered), errors.Is(err, gorm.ErrDuplicatedKey):
-		return revoked, &middleware.Error{Code: middleware.CodeKeyConflict,
+		return revoked, &middleware.Error{Code: CodeKeyConflict,
 			Message: "the new key is already registered; generate a new key", Err: errKeyRegistered}
 	}
 	return revoked, dbUnavailable(err)
@@ -269,11 +269,4 @@ func (s *Server) whoami(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeKeyResponse(w, http.StatusOK, s.keyResponse(a.UID, a.JWK))
 	return nil
-}
-
-func truncate(s string) string {
-	if len(s) > 40 {
-		return s[:40] + "…"
-	}
-	return s
 }

@@ -104,7 +104,7 @@ func (s *Server) compatRotate(w http.ResponseWriter, r *http.Request) error {
 	defer cancel()
 	if err := s.rotateAgent(ctx, a.UID, a.KeyID, pk); err != nil {
 		if errors.Is(err, errKeyRegistered) {
-			err = &middleware.Error{Code: middleware.CodeKeyInUse,
+			err = &middleware.Error{Code: CodeKeyInUse,
 				Message: "this public key is already registered (to this or another agent); a vestauth rotation cannot prove possession of the new key, so it must be a key never registered before: generate a new key",
 				Err:     err}
 		}

@@ -159,7 +159,7 @@ func TestCompatRoutesOffByDefault(t *testing.T) {
 		for _, path := range []string{"/register", "/rotate"} {
 			h := vestauthHeaders(t, e.base+path, key, refserver.NullTag, "", 300)
 			r := e.send(e.compatReq(http.MethodPost, e.base+path, "", h, jwkBody(key.Public.JWK)))
-			r.wantError(t, fmt.Sprintf("POST %s without VestauthCompat", path), http.StatusNotFound, middleware.CodeNotFound)
+			r.wantError(t, fmt.Sprintf("POST %s without VestauthCompat", path), http.StatusNotFound, refserver.CodeNotFound)
 		}
 	})
 }
@@ -270,7 +270,7 @@ func TestCompatRegisterRateLimited(t *testing.T) {
 		e.compatRegister(signertest.Key(205))
 		url := e.base + "/register"
 		r := e.send(e.compatReq(http.MethodPost, url, "", vestauthHeaders(t, url, signertest.Key(206), refserver.NullTag, "", 300), jwkBody(signertest.Key(206).Public.JWK)))
-		r.wantError(t, "second POST /register from one address over the limit", http.StatusTooManyRequests, middleware.CodeRateLimited)
+		r.wantError(t, "second POST /register from one address over the limit", http.StatusTooManyRequests, ratelimit.CodeRateLimited)
 	})
 }
 
@@ -408,7 +408,7 @@ func TestCompatRotateAttacks(t *testing.T) {
 			uid, h := e.compatAgent(t, key, "/rotate")
 			// Verified, then refused by the transaction: the nonce is spent all the same.
 			r := e.send(e.rotateWith(h, key))
-			if !r.wantError(t, "POST /rotate to the current key", http.StatusConflict, middleware.CodeKeyInUse) {
+			if !r.wantError(t, "POST /rotate to the current key", http.StatusConflict, refserver.CodeKeyInUse) {
 				t.FailNow()
 			}
 			e.send(e.rotateWith(h, attacker)).wantError(t, "the same signature again with another key", http.StatusUnauthorized, middleware.CodeReplayedNonce)
@@ -506,7 +506,7 @@ func TestCompatRotateKeyInUse(t *testing.T) {
 			t.Run(tt.name, func(t *testing.T) {
 				before := keyRows(t, e.db)
 				r := rotate(uid, caller, tt.newKey)
-				r.wantError(t, "POST /rotate to "+tt.name, http.StatusConflict, middleware.CodeKeyInUse)
+				r.wantError(t, "POST /rotate to "+tt.name, http.StatusConflict, refserver.CodeKeyInUse)
 				if after := keyRows(t, e.db); strings.Join(after, "\n") != strings.Join(before, "\n") {
 					t.Errorf("public_jwks changed:\nbefore %v\nafter  %v", before, after)
 				}
@@ -520,6 +520,6 @@ func TestCompatRotateKeyInUse(t *testing.T) {
 
 		// The native rotation proves possession of the new key; an already
 		// registered one stays key_conflict there.
-		e.send(e.rotateReq(uid, caller, callerOld)).wantError(t, fmt.Sprintf("PUT /agents/%s/keys to the caller's revoked key", uid), http.StatusConflict, middleware.CodeKeyConflict)
+		e.send(e.rotateReq(uid, caller, callerOld)).wantError(t, fmt.Sprintf("PUT /agents/%s/keys to the caller's revoked key", uid), http.StatusConflict, refserver.CodeKeyConflict)
 	})
 }

@@ -63,7 +63,10 @@ func TestDatabaseAdminPostgres(t *testing.T) {
 	t.Parallel()
 	base := dbtest.PostgresBaseURL(t)
 	name := "agentid_admin_" + dbtest.RandomHex(6)
-	u := strings.Replace(base, "/"+mustPath(t, base), "/"+name, 1)
+	u, err := dbtest.WithDatabase(base, name)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { refserver.DropDatabase(context.Background(), u) })
 	checkAdminCycle(t, u, name)
 
@@ -80,15 +83,6 @@ func TestDatabaseAdminPostgres(t *testing.T) {
 	if dropped || !errors.Is(err, refserver.ErrDatabaseInUse) || !errors.As(err, &de) || !strings.Contains(de.Fix, "stop the server") {
 		t.Errorf("DropDatabase while in use = %v, %v; want ErrDatabaseInUse with a fix", dropped, err)
 	}
-}
-
-func mustPath(t *testing.T, databaseURL string) string {
-	t.Helper()
-	name, err := refserver.DatabaseName(databaseURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return name
 }
 
 func TestDatabaseErrors(t *testing.T) {
@@ -116,7 +110,10 @@ func TestDatabaseErrors(t *testing.T) {
 			u := tt.url
 			if tt.postgres {
 				base := dbtest.PostgresBaseURL(t)
-				u = strings.Replace(base, "/"+mustPath(t, base), "/agentid_missing_"+dbtest.RandomHex(6), 1)
+				var err error
+				if u, err = dbtest.WithDatabase(base, "agentid_missing_"+dbtest.RandomHex(6)); err != nil {
+					t.Fatal(err)
+				}
 			}
 			var err error
 			if tt.name == "no database name" {

@@ -150,7 +150,7 @@ func (s *Server) activeKeys(ctx context.Context, uid string) ([]signer.JWK, erro
 			return nil, dbUnavailable(err)
 		}
 		if n == 0 {
-			return nil, middleware.Fail(middleware.CodeAgentNotFound, "agent %s is not registered", uid)
+			return nil, middleware.Fail(CodeAgentNotFound, "agent %s is not registered", uid)
 		}
 	}
 	keys := make([]signer.JWK, 0, len(rows))
@@ -162,16 +162,6 @@ func (s *Server) activeKeys(ctx context.Context, uid string) ([]signer.JWK, erro
 		keys = append(keys, pk.JWK)
 	}
 	return keys, nil
-}
-
-// PublicKey parses the stored JWK. It fails only on corrupt rows.
-func (p PublicJWK) PublicKey() (signer.PublicKey, error) {
-	pk, err := signer.ParsePublicJWK(p.JWK)
-	if err != nil {
-		return signer.PublicKey{}, &middleware.Error{Code: middleware.CodeInternal,
-			Message: "internal error", Err: errors.New("refserver: stored jwk " + p.Kid + " is invalid: " + err.Error())}
-	}
-	return pk, nil
 }
 
 func isNotFound(err error) bool { return errors.Is(err, gorm.ErrRecordNotFound) }

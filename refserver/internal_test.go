@@ -55,7 +55,7 @@ func TestRequestLogNotesErrors(t *testing.T) {
 		wantNever string
 	}{
 		{"503", dbUnavailable(errors.New("dial tcp: refused")), []string{"status=503", "code=database_unavailable", `cause="dial tcp: refused"`}, ""},
-		{"404", &middleware.Error{Code: middleware.CodeAgentNotFound, Message: "no agent", Err: errors.New("internal detail")},
+		{"404", &middleware.Error{Code: CodeAgentNotFound, Message: "no agent", Err: errors.New("internal detail")},
 			[]string{"status=404", "code=agent_not_found"}, "internal detail"},
 	}
 	for _, tt := range tests {

@@ -3,9 +3,12 @@ package refserver
 import (
 	"database/sql/driver"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/signer"
 	"gorm.io/gorm"
 	"gorm.io/gorm/schema"
 )
@@ -71,4 +74,14 @@ func (j *JSON) Scan(v any) error {
 		return fmt.Errorf("refserver: cannot scan %T into JSON", v)
 	}
 	return nil
+}
+
+// PublicKey parses the stored JWK. It fails only on corrupt rows.
+func (p PublicJWK) PublicKey() (signer.PublicKey, error) {
+	pk, err := signer.ParsePublicJWK(p.JWK)
+	if err != nil {
+		return signer.PublicKey{}, &middleware.Error{Code: middleware.CodeInternal,
+			Message: "internal error", Err: errors.New("refserver: stored jwk " + p.Kid + " is invalid: " + err.Error())}
+	}
+	return pk, nil
 }

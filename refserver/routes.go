@@ -128,15 +128,15 @@ func (s *Server) notFound(_ http.ResponseWriter, r *http.Request) error {
 	switch k, _ := s.classify(r); k {
 	case hostInvalid:
 		return middleware.Fail(middleware.CodeInvalidAuthority,
-			"the Host %q is not a host[:port] authority", truncate(r.Host))
+			"the Host %q is not a host[:port] authority", signer.Truncate(r.Host))
 	case hostOther:
 		return middleware.Fail(middleware.CodeMisdirectedRequest,
 			"this server answers only for %s and its agent hosts (agent-….%s)", s.service.Host, s.service.Host)
 	case hostAgentLabel:
-		return middleware.Fail(middleware.CodeAgentNotFound,
+		return middleware.Fail(CodeAgentNotFound,
 			"the host does not name an agent (want agent-<24 hex>.%s)", s.service.Host)
 	}
-	return middleware.Fail(middleware.CodeNotFound, "no route for %s", r.URL.Path)
+	return middleware.Fail(CodeNotFound, "no route for %s", r.URL.Path)
 }
 
 func (s *Server) methodNotAllowed(_ http.ResponseWriter, r *http.Request) error {

@@ -508,13 +508,13 @@ func TestLifecycle(t *testing.T) {
 			t.Errorf("directory after rotation = %s, want %s", dir.body, want)
 		}
 		// The revoked key cannot register again (it would resurrect it).
-		e.send(e.registerReq(k1)).wantError(t, "register a revoked key", http.StatusConflict, middleware.CodeKeyConflict)
+		e.send(e.registerReq(k1)).wantError(t, "register a revoked key", http.StatusConflict, refserver.CodeKeyConflict)
 		// The old key cannot rotate any more.
 		e.send(e.rotateReq(uid, k1, signertest.Key(13))).wantError(t, "rotate with the old key", http.StatusUnauthorized, middleware.CodeRevokedKey)
 		// Rotating to a key another agent holds is a conflict.
 		other := signertest.Key(14)
 		e.register(other)
-		e.send(e.rotateReq(uid, k2, other)).wantError(t, "rotate to another agent's key", http.StatusConflict, middleware.CodeKeyConflict)
+		e.send(e.rotateReq(uid, k2, other)).wantError(t, "rotate to another agent's key", http.StatusConflict, refserver.CodeKeyConflict)
 
 		wantRows(t, e.db, "rows", 2, 3)
 		var stored refserver.PublicJWK

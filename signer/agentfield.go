@@ -203,7 +203,7 @@ func (m AgentMember) KeySet() (KeySet, error) {
 	case "cimd":
 		kind = KindCard
 	default:
-		return KeySet{}, fmt.Errorf("%w: type %q is not directory, jwks_uri or cimd", ErrInvalidSignatureAgent, truncate(m.Type))
+		return KeySet{}, fmt.Errorf("%w: type %q is not directory, jwks_uri or cimd", ErrInvalidSignatureAgent, Truncate(m.Type))
 	}
 	ks, err := ParseKeySetURL(m.Value)
 	if err != nil {
@@ -236,7 +236,7 @@ func ParseKeySetURL(s string) (KeySet, error) {
 		scheme, rest = lower(s[:i]), s[i+3:]
 	}
 	if scheme != "https" && scheme != "http" {
-		return KeySet{}, fmt.Errorf("%w: scheme %q is not http or https", ErrInvalidSignatureAgent, truncate(scheme))
+		return KeySet{}, fmt.Errorf("%w: scheme %q is not http or https", ErrInvalidSignatureAgent, Truncate(scheme))
 	}
 	hostport, path := rest, ""
 	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
@@ -244,7 +244,7 @@ func ParseKeySetURL(s string) (KeySet, error) {
 	}
 	host, err := ParseAuthority(scheme, hostport)
 	if err != nil { // ValidAuthority also refuses userinfo ('@') and zones ('%')
-		return KeySet{}, fmt.Errorf("%w: %q has no valid host", ErrInvalidSignatureAgent, truncate(s))
+		return KeySet{}, fmt.Errorf("%w: %q has no valid host", ErrInvalidSignatureAgent, Truncate(s))
 	}
 	origin := len(scheme) + 3 + len(host)
 	if path == "" || path == "/" {
@@ -254,10 +254,10 @@ func ParseKeySetURL(s string) (KeySet, error) {
 		path = "/" + path
 	}
 	if path[0] != '/' || strings.ContainsAny(path, "#\\") || !printableString(path) {
-		return KeySet{}, fmt.Errorf("%w: %q is not a key-set URL", ErrInvalidSignatureAgent, truncate(s))
+		return KeySet{}, fmt.Errorf("%w: %q is not a key-set URL", ErrInvalidSignatureAgent, Truncate(s))
 	}
 	if _, err := url.ParseRequestURI(path); err != nil {
-		return KeySet{}, fmt.Errorf("%w: %q is not a key-set URL", ErrInvalidSignatureAgent, truncate(s))
+		return KeySet{}, fmt.Errorf("%w: %q is not a key-set URL", ErrInvalidSignatureAgent, Truncate(s))
 	}
 	p, q, hasQuery := strings.Cut(path, "?")
 	p, ok := normalizePercent(p)
@@ -265,7 +265,7 @@ func ParseKeySetURL(s string) (KeySet, error) {
 		q, ok = normalizePercent(q)
 	}
 	if !ok {
-		return KeySet{}, fmt.Errorf("%w: %q has a malformed percent-encoding", ErrInvalidSignatureAgent, truncate(s))
+		return KeySet{}, fmt.Errorf("%w: %q has a malformed percent-encoding", ErrInvalidSignatureAgent, Truncate(s))
 	}
 	p = removeDotSegments(p)
 	if q == "" && (p == "" || p == "/") {
@@ -372,7 +372,7 @@ func NormalizeOrigin(s string) (string, error) {
 		return "", err
 	}
 	if ks.Identity() != ks.Origin() {
-		return "", fmt.Errorf("%w: %q is not an origin", ErrInvalidSignatureAgent, truncate(s))
+		return "", fmt.Errorf("%w: %q is not an origin", ErrInvalidSignatureAgent, Truncate(s))
 	}
 	return ks.Origin(), nil
 }

@@ -209,7 +209,7 @@ func requestHost(r *http.Request) string {
 func ParseAuthority(scheme, host string) (string, error) {
 	h := lower(host)
 	if !ValidAuthority(h) {
-		return "", fmt.Errorf("%w: %w: %q is not host[:port]", ErrInvalidAuthority, ErrInvalidComponent, truncate(host))
+		return "", fmt.Errorf("%w: %w: %q is not host[:port]", ErrInvalidAuthority, ErrInvalidComponent, Truncate(host))
 	}
 	return NormalizeAuthority(scheme, h), nil
 }

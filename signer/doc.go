@@ -1,5 +1,6 @@
-// Package signer implements the wire format of agentid: Ed25519 keys as JWKs
-// (RFC 8037, RFC 7638 thumbprints), HTTP Message Signatures (RFC 9421) with the
+// Package signer implements the wire format of agentid: keys as JWKs
+// (Ed25519 per RFC 8037, RSA-PSS and ECDSA P-256 per RFC 7518; RFC 7638
+// thumbprints), HTTP Message Signatures (RFC 9421) with the
 // web-bot-auth profile, the Signature, Signature-Input and Signature-Agent
 // fields, and Content-Digest (RFC 9530). The one implementation of the
 // signature base lives here; signing and verifying both use it.

@@ -54,3 +54,16 @@ var (
 	ErrRevokedKey     = errors.New("revoked key")
 	ErrUntrustedAgent = errors.New("untrusted signature agent")
 )
+
+// MaxQuoted is how many bytes of an untrusted value (a header, a uid, a
+// URL from a request or a file) an error message of the module quotes.
+const MaxQuoted = 64
+
+// Truncate returns s cut to MaxQuoted bytes, followed by "…" when cut: how
+// the module's error messages quote untrusted values.
+func Truncate(s string) string {
+	if len(s) > MaxQuoted {
+		return s[:MaxQuoted] + "…"
+	}
+	return s
+}

@@ -205,7 +205,7 @@ func parseJWK(data []byte) (m map[string]json.RawMessage, pk PublicKey, d string
 		return nil, PublicKey{}, "", "", err
 	}
 	if kty != "OKP" {
-		return nil, PublicKey{}, "", "", &JWKError{Member: "kty", Reason: fmt.Sprintf("%q is not supported, want \"OKP\"", truncate(kty))}
+		return nil, PublicKey{}, "", "", &JWKError{Member: "kty", Reason: fmt.Sprintf("%q is not supported, want \"OKP\"", Truncate(kty))}
 	}
 	if pk, err = parseOKP(m); err != nil {
 		return nil, PublicKey{}, "", "", err
@@ -226,7 +226,7 @@ func parseOKP(m map[string]json.RawMessage) (PublicKey, error) {
 		return PublicKey{}, err
 	}
 	if crv != "Ed25519" {
-		return PublicKey{}, &JWKError{Member: "crv", Reason: fmt.Sprintf("%q is not supported, want \"Ed25519\"", truncate(crv))}
+		return PublicKey{}, &JWKError{Member: "crv", Reason: fmt.Sprintf("%q is not supported, want \"Ed25519\"", Truncate(crv))}
 	}
 	x, err := stringMember(m, "x", true)
 	if err != nil {
@@ -237,13 +237,6 @@ func parseOKP(m map[string]json.RawMessage) (PublicKey, error) {
 		return PublicKey{}, err
 	}
 	return NewPublicKey(ed25519.PublicKey(xb)), nil
-}
-
-func truncate(s string) string {
-	if len(s) > 32 {
-		return s[:32] + "…"
-	}
-	return s
 }
 
 // ParsePublicJWK parses and validates a public Ed25519 JWK: kty "OKP", crv

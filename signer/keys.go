@@ -138,27 +138,27 @@ func ParseKeySetJWK(data []byte) (PublicKey, error) {
 	switch kty {
 	case "OKP":
 		if alg != "" && alg != "Ed25519" && alg != "EdDSA" {
-			return PublicKey{}, &JWKError{Member: "alg", Reason: fmt.Sprintf("%q is not an Ed25519 algorithm", truncate(alg))}
+			return PublicKey{}, &JWKError{Member: "alg", Reason: fmt.Sprintf("%q is not an Ed25519 algorithm", Truncate(alg))}
 		}
 		if pk, err = parseOKP(m); err != nil {
 			return PublicKey{}, err
 		}
 	case "RSA":
 		if alg != "" && alg != "PS512" {
-			return PublicKey{}, &JWKError{Member: "alg", Reason: fmt.Sprintf("%q is not supported for RSA, want \"PS512\"", truncate(alg))}
+			return PublicKey{}, &JWKError{Member: "alg", Reason: fmt.Sprintf("%q is not supported for RSA, want \"PS512\"", Truncate(alg))}
 		}
 		if pk, err = parseRSA(m); err != nil {
 			return PublicKey{}, err
 		}
 	case "EC":
 		if alg != "" && alg != "ES256" {
-			return PublicKey{}, &JWKError{Member: "alg", Reason: fmt.Sprintf("%q is not supported for EC, want \"ES256\"", truncate(alg))}
+			return PublicKey{}, &JWKError{Member: "alg", Reason: fmt.Sprintf("%q is not supported for EC, want \"ES256\"", Truncate(alg))}
 		}
 		if pk, err = parseEC(m); err != nil {
 			return PublicKey{}, err
 		}
 	default:
-		return PublicKey{}, &JWKError{Member: "kty", Reason: fmt.Sprintf("%q is not supported, want \"OKP\", \"RSA\" or \"EC\"", truncate(kty))}
+		return PublicKey{}, &JWKError{Member: "kty", Reason: fmt.Sprintf("%q is not supported, want \"OKP\", \"RSA\" or \"EC\"", Truncate(kty))}
 	}
 	pk.JWK.Alg = alg
 	if kid != "" {
@@ -227,7 +227,7 @@ func parseEC(m map[string]json.RawMessage) (PublicKey, error) {
 		return PublicKey{}, err
 	}
 	if crv != "P-256" {
-		return PublicKey{}, &JWKError{Member: "crv", Reason: fmt.Sprintf("%q is not supported, want \"P-256\"", truncate(crv))}
+		return PublicKey{}, &JWKError{Member: "crv", Reason: fmt.Sprintf("%q is not supported, want \"P-256\"", Truncate(crv))}
 	}
 	xs, err := stringMember(m, "x", true)
 	if err != nil {

@@ -237,14 +237,14 @@ func Headers(method, rawURL string, key PrivateKey, opts Options) (SignatureHead
 		method = http.MethodGet
 	}
 	if strings.ContainsAny(method, " \t\r\n") {
-		return SignatureHeaders{}, fmt.Errorf("signer: invalid method %q", truncate(method))
+		return SignatureHeaders{}, fmt.Errorf("signer: invalid method %q", Truncate(method))
 	}
 	req, err := http.NewRequest(method, rawURL, nil)
 	if err != nil {
 		return SignatureHeaders{}, fmt.Errorf("signer: %w", err)
 	}
 	if req.URL.Scheme == "" || req.URL.Host == "" {
-		return SignatureHeaders{}, fmt.Errorf("signer: URL %q needs a scheme and a host", truncate(rawURL))
+		return SignatureHeaders{}, fmt.Errorf("signer: URL %q needs a scheme and a host", Truncate(rawURL))
 	}
 	if err := Sign(req, key, opts); err != nil {
 		return SignatureHeaders{}, err

@@ -1,6 +1,6 @@
 package main
 
-// Interop suite (issue 8): agentid against the published peers, npm
+// Interop suite: agentid against the published peers, npm
 // `web-bot-auth` (Cloudflare) and npm `vestauth`, driven with node through the
 // scripts in testdata/interop. It runs only when AGENTID_INTEROP_NODE_MODULES
 // names the node_modules directory made by testdata/interop/install.sh:

@@ -52,9 +52,14 @@ func TestDockerfile(t *testing.T) {
 		t.Errorf("Dockerfile builds %s, which is not the idcli main package: %v", build[1], err)
 	}
 
-	goVersion := regexp.MustCompile(`(?m)^go (\S+)$`).FindStringSubmatch(gomod)
+	// The toolchain line names the Go release the module is built with
+	// (the go directive, the oldest it supports, when there is none).
+	goVersion := regexp.MustCompile(`(?m)^toolchain go(\S+)$`).FindStringSubmatch(gomod)
+	if goVersion == nil {
+		goVersion = regexp.MustCompile(`(?m)^go (\S+)$`).FindStringSubmatch(gomod)
+	}
 	if goVersion == nil || !strings.Contains(df, "FROM golang:"+goVersion[1]+" AS build") {
-		t.Errorf("Dockerfile: the build stage is not golang:%v (go.mod's go directive)", goVersion)
+		t.Errorf("Dockerfile: the build stage is not golang:%v (go.mod's toolchain)", goVersion)
 	}
 
 	stages := strings.Split(df, "\nFROM ")

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 	"github.com/agentid/agentid/cmd/idcli/internal/clitest"
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/signertest"
+	"github.com/redis/go-redis/v9"
 )
 
 // The tests of `idcli proxy` run the command as main would (in-process,
@@ -511,9 +513,12 @@ func TestProxyRedisSharedNonces(t *testing.T) {
 		}
 		t.Skip("AGENTID_TEST_REDIS_URL is not set: the shared-nonce test needs a Redis")
 	}
-	// The second process names the same Redis as a host:port list.
-	addr := strings.TrimPrefix(redisURL, "redis://")
-	addr, _, _ = strings.Cut(addr, "/")
+	// The second process names the same Redis (and database) as a
+	// host:port list when it can.
+	addr, err := sameRedis(redisURL)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	key := signertest.Key(0x33)
 	_, origin := localAgent(t, key)
@@ -536,7 +541,7 @@ func TestProxyRedisSharedNonces(t *testing.T) {
 	t.Run("one Redis", func(t *testing.T) {
 		a, _ := startProxy(t, append([]string{"--upstream", up.URL, "--redis-url", redisURL}, append(served, localTrust...)...)...)
 		b, pb := startProxy(t, append([]string{"--upstream", up.URL, "--redis-url", addr}, append(served, localTrust...)...)...)
-		if !strings.Contains(pb.stderr.String(), "nonces in Redis "+addr) {
+		if addr != redisURL && !strings.Contains(pb.stderr.String(), "nonces in Redis "+addr) {
 			t.Errorf("banner %q does not name the Redis", pb.stderr)
 		}
 		first, second := send(t, a, b, "/redis/shared")
@@ -778,5 +783,33 @@ func TestProxyForwardAuthFrom(t *testing.T) {
 	here, _ := startProxy(t, "--forward-auth", "--front", "nginx", "--trust", "*.agentid.example")
 	if a := clitest.MustSend(t, http.DefaultClient, sub(here)); a.Status != http.StatusUnauthorized || a.Code != "missing_signature" {
 		t.Errorf("from loopback, by default: %d %s, want 401 missing_signature", a.Status, a.Body)
+	}
+}
+
+// sameRedis returns a --redis-url naming the Redis database of redisURL:
+// its host:port when that names the same one (database 0, no password),
+// else redisURL itself (a host:port list always means database 0).
+func sameRedis(redisURL string) (string, error) {
+	o, err := redis.ParseURL(redisURL)
+	if err != nil {
+		return "", fmt.Errorf("AGENTID_TEST_REDIS_URL: %w", err)
+	}
+	if o.DB != 0 || o.Password != "" || o.Username != "" || o.TLSConfig != nil {
+		return redisURL, nil
+	}
+	return o.Addr, nil
+}
+
+func TestSameRedis(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"redis://127.0.0.1:6379/0":       "127.0.0.1:6379",
+		"redis://127.0.0.1:6379":         "127.0.0.1:6379",
+		"redis://127.0.0.1:6379/3":       "redis://127.0.0.1:6379/3",
+		"redis://:secret@127.0.0.1:6379": "redis://:secret@127.0.0.1:6379",
+	} {
+		if got, err := sameRedis(in); err != nil || got != want {
+			t.Errorf("sameRedis(%q) = %q, %v; want %q", in, got, err, want)
+		}
 	}
 }

@@ -1,6 +1,6 @@
 package main
 
-// Scale-out and fault tests (issue 7): two server instances sharing one
+// Scale-out and fault tests: two server instances sharing one
 // database and replay store, and PostgreSQL going away under load. The
 // servers run in-process on loopback; PostgreSQL is reached through a TCP
 // proxy the test can stop, so the shared PostgreSQL is never touched.

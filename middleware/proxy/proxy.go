@@ -297,7 +297,7 @@ func (h *Handler) forwardAuth(sw *middleware.StatusWriter, r *http.Request, star
 func (h *Handler) allowed(remoteAddr string) (string, bool) {
 	ap, err := netip.ParseAddrPort(remoteAddr)
 	if err != nil {
-		return truncate(remoteAddr), false
+		return signer.Truncate(remoteAddr), false
 	}
 	ip := ap.Addr().Unmap()
 	for _, p := range h.from {
@@ -316,7 +316,7 @@ func (h *Handler) precheck(orig *http.Request) *middleware.Result {
 	var err *middleware.Error
 	if names := agentHeaders(orig.Header); len(names) > 0 {
 		err = middleware.Fail(middleware.CodeForbidden,
-			"the request carries %s: X-Agent-* headers are set only by the proxy in front of the service, and this forward-auth endpoint cannot remove them", truncate(strings.Join(names, ", ")))
+			"the request carries %s: X-Agent-* headers are set only by the proxy in front of the service, and this forward-auth endpoint cannot remove them", signer.Truncate(strings.Join(names, ", ")))
 	} else if coversContentDigest(orig.Header) {
 		err = middleware.Fail(middleware.CodeInvalidSignatureInput,
 			"the signature covers content-digest, but a forward-auth endpoint never sees the request body: sign without content-digest, or verify where the body is seen (a reverse proxy or the service itself)")
@@ -483,24 +483,17 @@ func originalRequest(r *http.Request, front Front) (*http.Request, *middleware.E
 		proto = "https"
 	}
 	if proto != "http" && proto != "https" {
-		return nil, middleware.Fail(middleware.CodeInvalidRequest, "the original scheme %q is not http or https", truncate(proto))
+		return nil, middleware.Fail(middleware.CodeInvalidRequest, "the original scheme %q is not http or https", signer.Truncate(proto))
 	}
 	u, err := url.ParseRequestURI(uri)
 	if err != nil {
-		return nil, middleware.Fail(middleware.CodeInvalidRequest, "the original URI %q does not parse", truncate(uri))
+		return nil, middleware.Fail(middleware.CodeInvalidRequest, "the original URI %q does not parse", signer.Truncate(uri))
 	}
 	u.Scheme, u.Host = proto, host
 	orig := r.Clone(r.Context())
 	orig.Method, orig.URL, orig.Host, orig.RequestURI = method, u, host, uri
 	orig.Body, orig.ContentLength = http.NoBody, 0
 	return orig, nil
-}
-
-func truncate(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "…"
-	}
-	return s
 }
 
 // observe counts and logs one answer; r is the original request (in

@@ -9,12 +9,17 @@ import (
 	"github.com/agentid/agentid/middleware/redisreplay"
 )
 
-// TestDial connects by URL and by address, records a key through the
-// store Dial made, and refuses specs that name no Redis.
+// TestDial connects by URL and (when the test database is 0, which is
+// all an address can name) by address, records a key through the store
+// Dial made, and refuses specs that name no Redis.
 func TestDial(t *testing.T) {
 	c := testClient(t) // skips (or fails under CI) without Redis
 	ctx := context.Background()
-	for _, spec := range []string{"redis://" + c.Options().Addr + "/0", c.Options().Addr} {
+	specs := []string{testURL(t)} // the URL as given: its database number and password kept
+	if o := c.Options(); o.DB == 0 && o.Password == "" {
+		specs = append(specs, o.Addr) // a host:port spec names database 0
+	}
+	for _, spec := range specs {
 		s, err := redisreplay.Dial(ctx, spec)
 		if err != nil {
 			t.Fatalf("Dial(%q): %v", spec, err)
@@ -29,6 +34,11 @@ func TestDial(t *testing.T) {
 		if seen, err := s.Seen(ctx, key, time.Now().Add(time.Minute)); err != nil || !seen {
 			t.Errorf("second Seen = %v, %v", seen, err)
 		}
+		// The key landed in the test's database, not in database 0.
+		if n, err := c.Exists(ctx, s.Key(key)).Result(); err != nil || n != 1 {
+			t.Errorf("Dial(%q): the key is not in database %d of the test URL (Exists = %d, %v)", spec, c.Options().DB, n, err)
+		}
+		c.Del(ctx, s.Key(key))
 		if err := s.Close(); err != nil {
 			t.Errorf("Close: %v", err)
 		}

@@ -21,19 +21,26 @@ import (
 // EnvVar names the variable holding the Redis test URL.
 const envVar = "AGENTID_TEST_REDIS_URL"
 
-// testClient returns a client on AGENTID_TEST_REDIS_URL (or
-// redis://127.0.0.1:6379/0 when CI is set). It skips the test when neither is
-// set, and when Redis does not answer (failing instead under CI).
-func testClient(t *testing.T) *redis.Client {
+// testURL returns AGENTID_TEST_REDIS_URL (or redis://127.0.0.1:6379/0 when
+// CI is set); it skips the test, naming the variable, when neither is set.
+func testURL(t *testing.T) string {
 	t.Helper()
 	u := os.Getenv(envVar)
 	if u == "" {
 		if os.Getenv("CI") == "" {
-			t.Skipf("%s is not set; Redis tests skipped", envVar)
+			t.Skipf("%s is not set; Redis tests skipped (set it to a redis:// URL, e.g. redis://127.0.0.1:6379/0)", envVar)
 		}
 		u = "redis://127.0.0.1:6379/0"
 	}
-	opts, err := redis.ParseURL(u)
+	return u
+}
+
+// testClient returns a client on testURL, with its database number. It
+// skips the test when no URL is set, and when Redis does not answer
+// (failing instead under CI).
+func testClient(t *testing.T) *redis.Client {
+	t.Helper()
+	opts, err := redis.ParseURL(testURL(t))
 	if err != nil {
 		t.Fatalf("parse %s: %v", envVar, err)
 	}
@@ -45,7 +52,7 @@ func testClient(t *testing.T) *redis.Client {
 		if os.Getenv("CI") != "" {
 			t.Fatalf("Redis at %s is unreachable: %v", opts.Addr, err)
 		}
-		t.Skipf("Redis at %s is unreachable, skipped: %v", opts.Addr, err)
+		t.Skipf("Redis at %s (%s) is unreachable, skipped: %v", opts.Addr, envVar, err)
 	}
 	return c
 }

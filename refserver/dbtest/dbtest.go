@@ -41,13 +41,11 @@ type Backend struct {
 	URL func(t testing.TB) string
 }
 
-// Backends returns SQLite, plus PostgreSQL when AGENTID_TEST_DATABASE_URL is set.
+// Backends returns SQLite and PostgreSQL. PostgreSQL's URL skips its
+// subtest, naming AGENTID_TEST_DATABASE_URL, when the variable is unset
+// (failing instead when CI is set): see PostgresBaseURL.
 func Backends() []Backend {
-	b := []Backend{{Name: "sqlite", URL: SQLiteURL}}
-	if os.Getenv(EnvVar) != "" {
-		b = append(b, Backend{Name: "postgres", URL: PostgresURL})
-	}
-	return b
+	return []Backend{{Name: "sqlite", URL: SQLiteURL}, {Name: "postgres", URL: PostgresURL}}
 }
 
 // Each runs fn as a subtest per backend, each with a fresh, unmigrated
@@ -105,8 +103,8 @@ var (
 
 // PostgresURL returns AGENTID_TEST_DATABASE_URL with search_path set to a
 // new schema, dropped (CASCADE) at cleanup. It skips the test when the
-// variable is unset, and when PostgreSQL is unreachable (failing instead if
-// CI is set).
+// variable is unset or PostgreSQL is unreachable (failing instead if CI
+// is set), as PostgresBaseURL does.
 func PostgresURL(t testing.TB) string {
 	t.Helper()
 	base := PostgresBaseURL(t)
@@ -138,22 +136,37 @@ func PostgresURL(t testing.TB) string {
 	return u.String()
 }
 
-// PostgresBaseURL returns AGENTID_TEST_DATABASE_URL, skipping (or failing
-// under CI) as PostgresURL does. Tests that create whole databases use it.
+// PostgresBaseURL returns AGENTID_TEST_DATABASE_URL. It skips the test,
+// saying why, when the variable is unset or PostgreSQL does not answer;
+// with CI set, both fail the test instead. Tests that create whole
+// databases use it (see WithDatabase).
 func PostgresBaseURL(t testing.TB) string {
 	t.Helper()
 	base := os.Getenv(EnvVar)
+	fail := t.Skipf
+	if os.Getenv("CI") != "" {
+		fail = t.Fatalf
+	}
 	if base == "" {
-		t.Skipf("dbtest: %s is not set; PostgreSQL tests skipped", EnvVar)
+		fail("dbtest: %s is not set; PostgreSQL tests skipped (set it to a postgres:// URL, e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable)", EnvVar)
 	}
 	pgOnce.Do(func() { pgErr = ping(base) })
 	if pgErr != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("dbtest: PostgreSQL at %s is unreachable: %v", refserver.RedactURL(base), pgErr)
-		}
-		t.Skipf("dbtest: PostgreSQL at %s is unreachable, skipped: %v", refserver.RedactURL(base), pgErr)
+		fail("dbtest: PostgreSQL at %s (%s) is unreachable, skipped: %v", refserver.RedactURL(base), EnvVar, pgErr)
 	}
 	return base
+}
+
+// WithDatabase returns the PostgreSQL URL databaseURL naming the database
+// name instead: only the path changes (the user name, which may be the
+// same as the database's, and the query are kept).
+func WithDatabase(databaseURL, name string) (string, error) {
+	u, err := url.Parse(databaseURL)
+	if err != nil {
+		return "", err
+	}
+	u.Path, u.RawPath = "/"+name, ""
+	return u.String(), nil
 }
 
 func ping(databaseURL string) error {

@@ -28,6 +28,9 @@ import (
 	"github.com/agentid/agentid/middleware"
 )
 
+// CodeRateLimited is the error code of a request over its limit (429).
+var CodeRateLimited = middleware.DefineCode("rate_limited", http.StatusTooManyRequests)
+
 // Defaults applied by New.
 const (
 	// DefaultRate is one token per second per client.
@@ -278,7 +281,7 @@ func (l *Limiter) Check(w http.ResponseWriter, r *http.Request) error {
 	secs := max(int64(math.Ceil(wait.Seconds())), 1)
 	w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
 	return &middleware.Error{
-		Code:    middleware.CodeRateLimited,
+		Code:    CodeRateLimited,
 		Message: fmt.Sprintf("too many requests from this address; retry after %d s", secs),
 	}
 }

@@ -235,7 +235,7 @@ func TestCheck(t *testing.T) {
 	w := httptest.NewRecorder()
 	err := l.Check(w, r)
 	var e *middleware.Error
-	if !errors.As(err, &e) || e.Code != middleware.CodeRateLimited || e.Message == "" {
+	if !errors.As(err, &e) || e.Code != ratelimit.CodeRateLimited || e.Message == "" {
 		t.Fatalf("second Check = %#v, want a rate_limited *middleware.Error", err)
 	}
 	if got := w.Header().Get("Retry-After"); got != "4" {

@@ -242,7 +242,7 @@ func Headers(method, rawURL string, creds Credentials, tag, nonce string) (signe
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return signer.SignatureHeaders{}, fmt.Errorf("agent: invalid url %q: want a full URL with http(s) scheme and host", truncate(rawURL))
+		return signer.SignatureHeaders{}, fmt.Errorf("agent: invalid url %q: want a full URL with http(s) scheme and host", signer.Truncate(rawURL))
 	}
 	opts.Tag, opts.Nonce = tag, nonce
 	h, err := signer.Headers(method, rawURL, creds.Key, opts)

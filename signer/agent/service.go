@@ -8,13 +8,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 
 	"github.com/agentid/agentid/signer"
-	"github.com/agentid/agentid/signer/envfile"
 )
 
 // ServerError is an error answer of the service, carrying the fields of its
@@ -128,7 +125,7 @@ func htmlTitle(body []byte) string {
 		}
 		t := strings.Join(strings.Fields(string(body[start:start+end])), " ")
 		if t != "" {
-			return truncate(t)
+			return signer.Truncate(t)
 		}
 	}
 	return ""
@@ -197,7 +194,7 @@ func send(client *http.Client, req *http.Request, ok ...int) (agentResponse, int
 		return agentResponse{}, resp.StatusCode, fmt.Errorf("agent: %s %s: answer is not the expected JSON: %w", req.Method, req.URL.Redacted(), err)
 	}
 	if !signer.ValidUID(ar.UID) {
-		return agentResponse{}, resp.StatusCode, fmt.Errorf("agent: %s %s: answer has invalid uid %q", req.Method, req.URL.Redacted(), truncate(ar.UID))
+		return agentResponse{}, resp.StatusCode, fmt.Errorf("agent: %s %s: answer has invalid uid %q", req.Method, req.URL.Redacted(), signer.Truncate(ar.UID))
 	}
 	return ar, resp.StatusCode, nil
 }
@@ -215,47 +212,4 @@ func (ar agentResponse) checkKey(key signer.PrivateKey) error {
 		return fmt.Errorf("agent: the service answered with key %s, want %s", pk.JWK.Kid, key.KeyID())
 	}
 	return nil
-}
-
-// gitWarning returns a warning when path lies inside a git work tree and is
-// not ignored there. Without git, outside a work tree or on any git error it
-// returns "".
-func gitWarning(ctx context.Context, path string) string {
-	git, err := exec.LookPath("git")
-	if err != nil {
-		return ""
-	}
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return ""
-	}
-	dir, base := filepath.Dir(abs), filepath.Base(abs)
-	out, err := exec.CommandContext(ctx, git, "-C", dir, "rev-parse", "--is-inside-work-tree").Output()
-	if err != nil || strings.TrimSpace(string(out)) != "true" {
-		return ""
-	}
-	err = exec.CommandContext(ctx, git, "-C", dir, "check-ignore", "-q", "--", base).Run()
-	var ee *exec.ExitError
-	if errors.As(err, &ee) && ee.ExitCode() == 1 {
-		return fmt.Sprintf("warning: %s is not git-ignored; add %s to .gitignore so %s is never committed",
-			path, base, EnvPrivateJWK)
-	}
-	return ""
-}
-
-// writeCreds sets vars in the credentials file (keeping every other line),
-// writes it atomically with mode 0600 and returns a git-ignore warning, if any.
-func writeCreds(ctx context.Context, f *envfile.File, path string, vars [][2]string) (string, error) {
-	for _, kv := range vars {
-		switch kv[0] {
-		case EnvUID, EnvHostname:
-			f.SetQuoted(kv[0], kv[1]) // a quoted string, as vestauth writes them
-		default:
-			f.Set(kv[0], kv[1])
-		}
-	}
-	if err := f.Write(); err != nil { // atomic, mode 0600
-		return "", fmt.Errorf("agent: write %s: %w", path, err)
-	}
-	return gitWarning(ctx, path), nil
 }

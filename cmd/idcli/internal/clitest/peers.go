@@ -37,18 +37,19 @@ type Peers struct {
 	scripts     string
 }
 
-// NeedPeers skips the test unless the peers are installed. With CI set, a
-// configured suite whose node or packages are missing fails instead.
+// NeedPeers skips the test, saying why, unless the peers are installed.
+// With CI set, it fails instead (variable unset, node or packages
+// missing).
 func NeedPeers(t testing.TB) *Peers {
 	t.Helper()
 	nm := os.Getenv(PeersEnvVar)
-	if nm == "" {
-		t.Skipf("%s is not set: interop with vestauth and web-bot-auth skipped "+
-			"(run cmd/idcli/testdata/interop/install.sh DIR, then set %s=DIR/node_modules)", PeersEnvVar, PeersEnvVar)
-	}
 	fail := t.Skipf
 	if os.Getenv("CI") != "" {
 		fail = t.Fatalf
+	}
+	if nm == "" {
+		fail("%s is not set: interop with vestauth and web-bot-auth skipped "+
+			"(run cmd/idcli/testdata/interop/install.sh DIR, then set %s=DIR/node_modules)", PeersEnvVar, PeersEnvVar)
 	}
 	node, err := exec.LookPath("node")
 	if err != nil {

@@ -1,0 +1,55 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/agentid/agentid/signer/envfile"
+)
+
+// gitWarning returns a warning when path lies inside a git work tree and is
+// not ignored there. Without git, outside a work tree or on any git error it
+// returns "".
+func gitWarning(ctx context.Context, path string) string {
+	git, err := exec.LookPath("git")
+	if err != nil {
+		return ""
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return ""
+	}
+	dir, base := filepath.Dir(abs), filepath.Base(abs)
+	out, err := exec.CommandContext(ctx, git, "-C", dir, "rev-parse", "--is-inside-work-tree").Output()
+	if err != nil || strings.TrimSpace(string(out)) != "true" {
+		return ""
+	}
+	err = exec.CommandContext(ctx, git, "-C", dir, "check-ignore", "-q", "--", base).Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && ee.ExitCode() == 1 {
+		return fmt.Sprintf("warning: %s is not git-ignored; add %s to .gitignore so %s is never committed",
+			path, base, EnvPrivateJWK)
+	}
+	return ""
+}
+
+// writeCreds sets vars in the credentials file (keeping every other line),
+// writes it atomically with mode 0600 and returns a git-ignore warning, if any.
+func writeCreds(ctx context.Context, f *envfile.File, path string, vars [][2]string) (string, error) {
+	for _, kv := range vars {
+		switch kv[0] {
+		case EnvUID, EnvHostname:
+			f.SetQuoted(kv[0], kv[1]) // a quoted string, as vestauth writes them
+		default:
+			f.Set(kv[0], kv[1])
+		}
+	}
+	if err := f.Write(); err != nil { // atomic, mode 0600
+		return "", fmt.Errorf("agent: write %s: %w", path, err)
+	}
+	return gitWarning(ctx, path), nil
+}
