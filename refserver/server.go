@@ -143,7 +143,7 @@ type Server struct {
 	keys        *DBKeySource
 
 	verify verifiers
-	parses atomic.Int64 // requests whose signature fields parse parsed (tests read it)
+	parses atomic.Int64 // calls of parse: one per request that goes through it (tests read it)
 
 	dirs     *lru.Cache[string, dirEntry] // uid → rendered directory; nil: no cache
 	dirGroup singleflight.Group
