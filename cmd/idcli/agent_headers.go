@@ -24,7 +24,7 @@ func newAgentHeadersCmd(env *cliEnv) *ffcli.Command {
 	components := fs.String("components", "", "comma-separated components to sign, e.g. @method,@authority,@path (default: @authority; not content-digest, which needs a body: use agent curl -d BODY --components …)")
 	return &ffcli.Command{
 		Name:       "headers",
-		ShortUsage: "idcli agent headers METHOD URL [--pp] [--uid U] [--private-jwk JWK] [--tag T] [--nonce N] [--components C,…] [--standards]",
+		ShortUsage: "idcli agent headers METHOD URL [--pp] [--uid U] [--private-jwk JWK] [--hostname H] [--tag T] [--nonce N] [--components C,…] [--standards]",
 		ShortHelp:  "print the Signature, Signature-Input and Signature-Agent headers for a request",
 		LongHelp: "Prints the headers as JSON. A standard METHOD is upper-cased (get signs GET), as\n" +
 			"agent curl sends it; any other method is signed as typed.",

@@ -134,7 +134,7 @@ func newRootCmd(env *cliEnv) *ffcli.Command {
 	version := fs.Bool("version", false, "print the version and exit")
 	root := &ffcli.Command{
 		Name:       "idcli",
-		ShortUsage: "idcli <agent|server|demo|proxy|bench|tool|directory|version|completion> [flags] [args]",
+		ShortUsage: "idcli [--version] <agent|server|demo|proxy|bench|tool|directory|version|completion> [flags] [args]",
 		ShortHelp:  "agentid: identity for software agents",
 		LongHelp:   "Run idcli COMMAND --help for the flags and arguments of a command.",
 		FlagSet:    fs,
