@@ -212,6 +212,9 @@ func newBenchCmd(env *cliEnv) *ffcli.Command {
 			if rep.AgentsRemoved > 0 {
 				fmt.Fprintf(env.Stderr, "bench: removed the %d agents it registered from the server's database (--keep-agents keeps them)\n", rep.AgentsRemoved)
 			}
+			if err == nil && cfg.DB != nil && rep.AgentsRemoved < rep.AgentsRegistered {
+				fmt.Fprintf(env.Stderr, "idcli: warning: %d of the %d agents bench registered were not in the database given: is it the server's?\n", rep.AgentsRegistered-rep.AgentsRemoved, rep.AgentsRegistered)
+			}
 			if err != nil {
 				return err
 			}
@@ -405,7 +408,8 @@ func runBench(ctx context.Context, cfg benchConfig) (rep benchReport, err error)
 	}
 	defer func() {
 		rep.AgentsRegistered = len(b.registered)
-		if cfg.DB != nil {
+		if cfg.DB != nil && len(b.registered) > 0 {
+			b.say("bench: removing the %d agents it registered…", len(b.registered))
 			n, derr := removeAgents(ctx, cfg.DB, b.registered)
 			rep.AgentsRemoved = n
 			if derr != nil && err == nil {

@@ -23,7 +23,10 @@ import (
 )
 
 // The tests of this file run the idcli binary itself, built once per test
-// process, as a user runs it: its exit status and what main prints.
+// process, as a user runs it: its exit status and what main prints. They
+// (and the other tests that run the binary) are not parallel at the top
+// level, so the build and the child processes finish before the parallel
+// tests, some of which measure latencies, start.
 
 var (
 	binOnce sync.Once
@@ -95,7 +98,6 @@ func (r binResult) String() string {
 const testUID = "agent-0123456789abcdef01234567"
 
 func TestBinaryBadFlagIsOneLine(t *testing.T) {
-	t.Parallel()
 	tests := []struct {
 		name string
 		args []string
@@ -138,7 +140,6 @@ func TestBinaryBadFlagIsOneLine(t *testing.T) {
 }
 
 func TestBinaryUnknownCommandSuggests(t *testing.T) {
-	t.Parallel()
 	tests := []struct {
 		args []string
 		want string // "" means no suggestion
@@ -204,7 +205,6 @@ func TestCloseTo(t *testing.T) {
 // the real GET accepts it), agent curl -X get sends GET, and a method that
 // is not a token is refused.
 func TestBinaryMethodUpperCased(t *testing.T) {
-	t.Parallel()
 	key := signertest.Key(41)
 	dir := credsDir(t, testUID, key, "http://localhost:3000")
 	const target = "http://localhost:3000/things?x=1"
@@ -262,7 +262,6 @@ func TestBinaryMethodUpperCased(t *testing.T) {
 }
 
 func TestBinaryHints(t *testing.T) {
-	t.Parallel()
 	port := freePort(t) // nothing listens there
 	tests := []struct {
 		name string
@@ -308,7 +307,6 @@ func TestBinaryHints(t *testing.T) {
 }
 
 func TestBinaryJSONOutputs(t *testing.T) {
-	t.Parallel()
 	decode := func(t *testing.T, r binResult, v any) {
 		t.Helper()
 		if r.code != 0 {
@@ -406,7 +404,6 @@ func TestBinaryJSONOutputs(t *testing.T) {
 // unless --keep-agents; a database that is not the server's is refused
 // before the run.
 func TestBinaryBenchProgressAndCleanup(t *testing.T) {
-	t.Parallel()
 	dbURL := dbtest.SQLiteURL(t)
 	srv := clitest.StartServer(t, clitest.ServerOptions{DatabaseURL: dbURL, Host: "agentid.test"})
 	count := func() int64 {

@@ -85,7 +85,6 @@ func checkCandidates(t *testing.T, shell, out string, filter bool) {
 }
 
 func TestCompletionBash(t *testing.T) {
-	t.Parallel()
 	bash := needShell(t, "bash")
 	script := completionScript(t, "bash")
 	var sb strings.Builder
@@ -112,7 +111,6 @@ func TestCompletionBash(t *testing.T) {
 }
 
 func TestCompletionZsh(t *testing.T) {
-	t.Parallel()
 	zsh := needShell(t, "zsh")
 	script := completionScript(t, "zsh")
 	if out, err := exec.Command(zsh, "-n", script).CombinedOutput(); err != nil {
@@ -137,7 +135,6 @@ func TestCompletionZsh(t *testing.T) {
 }
 
 func TestCompletionFish(t *testing.T) {
-	t.Parallel()
 	fish := needShell(t, "fish")
 	script := completionScript(t, "fish")
 	if out, err := exec.Command(fish, "--no-execute", script).CombinedOutput(); err != nil {
@@ -160,7 +157,6 @@ func TestCompletionFish(t *testing.T) {
 // TestCompletionCoversTheTree: the scripts name every command and flag of
 // the tree, so a new command or flag is completed without editing them.
 func TestCompletionCoversTheTree(t *testing.T) {
-	t.Parallel()
 	entries := completionEntries(newRootCmd(&cliEnv{}), "")
 	var b strings.Builder
 	writeBashCompletion(&b, entries)

@@ -59,7 +59,6 @@ func helpSections(t *testing.T, out string) (usage string, flags []string, text 
 // of this command or of the command named just before it on the line
 // ("use agent curl -d BODY --components …").
 func TestHelpNamesOnlyRealFlags(t *testing.T) {
-	t.Parallel()
 	root := newRootCmd(&cliEnv{})
 	flagsOf := map[string][]string{} // command path → flags as spelled
 	var paths []string
@@ -135,7 +134,6 @@ func TestHelpNamesOnlyRealFlags(t *testing.T) {
 // does not offer content-digest, and asking for it is refused with the
 // command that can sign it.
 func TestBinaryHeadersContentDigest(t *testing.T) {
-	t.Parallel()
 	r := runBinary(t, t.TempDir(), nil, "agent", "headers", "--help")
 	if r.code != 0 || strings.Contains(r.stdout, "content-digest also sends") || !strings.Contains(r.stdout, "not content-digest") {
 		t.Errorf("agent headers --help: %v; want components help that excludes content-digest", r)
