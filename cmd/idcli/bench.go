@@ -316,7 +316,7 @@ func (b *bench) presign(n int) error {
 func (c benchConfig) validate() (signer.ServiceURL, error) {
 	var none signer.ServiceURL
 	if !strings.Contains(c.URL, "://") {
-		return none, fmt.Errorf("bench: --url %q: want http(s)://host[:port]", c.URL)
+		return none, fmt.Errorf("bench: --url %q: want http(s)://host[:port]%s", c.URL, schemeHint(c.URL))
 	}
 	svc, err := signer.ParseServiceURL(c.URL)
 	if err != nil {

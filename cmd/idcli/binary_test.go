@@ -298,9 +298,18 @@ func TestBinaryHints(t *testing.T) {
 			}
 		})
 	}
+	// bench and directory check name the http:// URL too.
+	if r := runBinary(t, t.TempDir(), nil, "bench", "--url", "localhost:"+port); r.code != 1 || !strings.Contains(r.stderr, "(did you mean http://localhost:"+port+"?)") {
+		t.Errorf("bench --url localhost:%s: %v; want the http:// URL suggested", port, r)
+	}
+	r := runBinary(t, t.TempDir(), nil, "directory", "check", "localhost:"+port)
+	if r.code != 1 || !strings.Contains(r.stdout, "hint: localhost:"+port+" has no scheme") || !strings.Contains(r.stdout, "check http://localhost:"+port+" with --allow-http --allow-private") {
+		t.Errorf("directory check localhost:%s: %v; want a hint naming the http:// URL", port, r)
+	}
+
 	// A remote host without a scheme is https://, as documented: no hint
 	// about the scheme.
-	r := runBinary(t, t.TempDir(), nil, "agent", "init", "--hostname", "agentid.invalid")
+	r = runBinary(t, t.TempDir(), nil, "agent", "init", "--hostname", "agentid.invalid")
 	if r.code != 1 || strings.Contains(r.stderr, "has no scheme") {
 		t.Errorf("agent init --hostname agentid.invalid: %v; want a failure without a scheme hint", r)
 	}

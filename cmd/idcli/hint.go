@@ -80,13 +80,25 @@ func agentHostname(env *cliEnv, flagValue string) string {
 // speak; a refused connection names the address.
 func serviceHint(raw string, err error) string {
 	raw = strings.TrimSpace(raw)
-	if raw != "" && !strings.Contains(raw, "://") {
-		if with := withScheme(raw); strings.HasPrefix(with, "http://") {
-			return raw + " has no scheme, so https://" + raw + " was used, but a local server speaks plain HTTP: use --hostname " + with + " (or AGENT_HOSTNAME=" + with + ")"
-		}
+	if h := localSchemeHint(raw, func(with string) string { return "use --hostname " + with + " (or AGENT_HOSTNAME=" + with + ")" }); h != "" {
+		return h
 	}
 	if raw == "" {
 		raw = agent.DefaultHostname
 	}
 	return refusedHint(err, raw)
+}
+
+// localSchemeHint returns, when raw is a host on this machine written
+// without a scheme (localhost:3000, 127.0.0.1:3000, x.localhost), that
+// https:// was used for it and fix(the http:// URL); else "".
+func localSchemeHint(raw string, fix func(httpURL string) string) string {
+	if raw == "" || strings.Contains(raw, "://") {
+		return ""
+	}
+	with := withScheme(raw)
+	if !strings.HasPrefix(with, "http://") {
+		return ""
+	}
+	return raw + " has no scheme, so https://" + raw + " was used, but a local server speaks plain HTTP: " + fix(with)
 }
