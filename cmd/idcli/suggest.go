@@ -58,6 +58,9 @@ func flagError(err error, fs *flag.FlagSet, args []string) error {
 		if s := suggestFlag(name, fs); s != "" {
 			return fmt.Errorf("%sunknown flag %s (did you mean %s?): %s", cmd, typed, s, helpHint)
 		}
+		if others := commandsWithFlag(name); len(others) > 0 {
+			return fmt.Errorf("%sunknown flag %s (a flag of %s): %s", cmd, typed, strings.Join(others, ", "), helpHint)
+		}
 		return fmt.Errorf("%sunknown flag %s: %s", cmd, typed, helpHint)
 	case flagNeedsArg.MatchString(msg):
 		name := flagNeedsArg.FindStringSubmatch(msg)[1]
@@ -218,4 +221,25 @@ func suggestCommand(path string, subs []*ffcli.Command, args []string) string {
 		out = append(out, path+" "+n)
 	}
 	return strings.Join(out, " or ")
+}
+
+// commandsWithFlag returns the commands (as "idcli agent curl") that define
+// the flag name, for a flag given to the wrong command: the first three,
+// then "…" if there are more.
+func commandsWithFlag(name string) []string {
+	var out []string
+	var walk func(c *ffcli.Command, path string)
+	walk = func(c *ffcli.Command, path string) {
+		if c.FlagSet != nil && c.FlagSet.Lookup(name) != nil {
+			out = append(out, path)
+		}
+		for _, sub := range c.Subcommands {
+			walk(sub, path+" "+sub.Name)
+		}
+	}
+	walk(newRootCmd(&cliEnv{}), "idcli")
+	if len(out) > 3 {
+		out = append(out[:3], "…")
+	}
+	return out
 }
