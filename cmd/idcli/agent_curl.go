@@ -22,7 +22,7 @@ import (
 // is signed afresh. Exit status 22 when the final answer is 400 or above.
 func newAgentCurlCmd(env *cliEnv) *ffcli.Command {
 	fs := newFlagSet("idcli agent curl", env)
-	method := fs.String("X", "", "request method (default GET, or POST with -d)")
+	method := fs.String("X", "", "request method (default GET, or POST with -d); a standard method is upper-cased (get → GET)")
 	var headers stringsFlag
 	fs.Var(&headers, "H", "extra request header 'Name: value' (repeatable)")
 	data := fs.String("d", "", "JSON request body (@file reads a file, @- stdin); sets Content-Type: application/json")
@@ -31,11 +31,15 @@ func newAgentCurlCmd(env *cliEnv) *ffcli.Command {
 	pp := fs.Bool("pp", false, "pretty-print a JSON response body")
 	standards := fs.Bool("standards", false, `also cover "signature-agent";key="sig1" (what newer web-bot-auth verifiers require)`)
 	components := fs.String("components", "", componentsUsage)
+	asJSON := fs.Bool("json", false, `print the answer as one JSON object {"url","status","headers","body"} (unlike curl's --json, which sends a body: use -d)`)
 	return &ffcli.Command{
 		Name:       "curl",
-		ShortUsage: "idcli agent curl URL [-X METHOD] [-H 'K: V']… [-d JSON] [-i] [-v] [--pp] [--components C,…] [--standards]",
+		ShortUsage: "idcli agent curl URL [-X METHOD] [-H 'K: V']… [-d JSON] [-i] [-v] [--pp] [--components C,…] [--standards] [--json]",
 		ShortHelp:  "make an HTTP request signed with this agent's credentials",
-		FlagSet:    fs,
+		LongHelp: "Exit status 0 below HTTP 400, 22 at 400 and above (the body is printed either way).\n" +
+			`With --json the answer is {"url":FINAL_URL,"status":200,"headers":{"Name":["value"]},"body":…}` + "\n" +
+			"where body is the JSON body itself when it is JSON, else a string.",
+		FlagSet: fs,
 		Exec: func(ctx context.Context, args []string) error {
 			pos, err := env.positional(fs, args, 1, "idcli agent curl URL [-X METHOD] [-H 'K: V']… [-d JSON] [-i] [-v] [--pp]", "agent curl: want exactly one URL")
 			if err != nil {
@@ -52,7 +56,7 @@ func newAgentCurlCmd(env *cliEnv) *ffcli.Command {
 				return err
 			}
 			c := curl{env: env, url: pos[0], method: *method, headers: headers,
-				include: *include, verbose: *verbose, pp: *pp, standards: *standards, components: comps}
+				include: *include, verbose: *verbose, pp: *pp, standards: *standards, components: comps, asJSON: *asJSON}
 			if dataSet {
 				body, err := readData(env, *data)
 				if err != nil {
@@ -75,6 +79,16 @@ type curl struct {
 	include, verbose, pp bool
 	standards            bool
 	components           []string // nil: the default profile
+	asJSON               bool
+}
+
+// curlJSON is the --json output of `idcli agent curl`.
+type curlJSON struct {
+	URL     string      `json:"url"` // the last hop's URL
+	Status  int         `json:"status"`
+	Headers http.Header `json:"headers"`
+	// Body is the body: itself when it is JSON, else a string.
+	Body any `json:"body"`
 }
 
 // readData returns the -d argument: literal text, @file, or @- for stdin.
@@ -107,6 +121,10 @@ func (c curl) run(ctx context.Context) error {
 		if c.hasBody {
 			method = http.MethodPost
 		}
+	}
+	method, err = normalizeMethod("agent curl: -X", method)
+	if err != nil {
+		return err
 	}
 	var body io.Reader
 	if c.hasBody {
@@ -142,7 +160,7 @@ func (c curl) run(ctx context.Context) error {
 	client := &http.Client{Transport: tr}
 	resp, err := client.Do(req)
 	if err != nil {
-		return fmt.Errorf("agent curl: %w", err)
+		return withHint(fmt.Errorf("agent curl: %w", err), refusedHint(err, c.url))
 	}
 	defer resp.Body.Close()
 	respBody, err := io.ReadAll(resp.Body)
@@ -150,10 +168,19 @@ func (c curl) run(ctx context.Context) error {
 		return fmt.Errorf("agent curl: read body: %w", err)
 	}
 	out := c.env.Stdout
-	if c.include {
+	if c.asJSON {
+		var b any = string(respBody)
+		if json.Valid(respBody) {
+			b = json.RawMessage(bytes.TrimSpace(respBody))
+		}
+		if err := writeJSON(out, curlJSON{URL: resp.Request.URL.String(), Status: resp.StatusCode, Headers: resp.Header, Body: b}, c.pp); err != nil {
+			return err
+		}
+		respBody = nil
+	} else if c.include {
 		writeHead(out, "", resp.Proto+" "+resp.Status, resp.Header)
 	}
-	if c.pp && json.Valid(respBody) {
+	if c.pp && !c.asJSON && json.Valid(respBody) {
 		var buf bytes.Buffer
 		if err := json.Indent(&buf, bytes.TrimSpace(respBody), "", "  "); err == nil {
 			buf.WriteByte('\n')

@@ -21,14 +21,16 @@ func newAgentHeadersCmd(env *cliEnv) *ffcli.Command {
 	tag := fs.String("tag", "", "tag parameter (default: web-bot-auth)")
 	nonce := fs.String("nonce", "", "nonce parameter (default: 64 random bytes, base64url)")
 	standards := fs.Bool("standards", false, `also cover "signature-agent";key="sig1" (what newer web-bot-auth verifiers require)`)
-	components := fs.String("components", "", componentsUsage)
+	components := fs.String("components", "", "comma-separated components to sign, e.g. @method,@authority,@path (default: @authority; not content-digest, which needs a body: use agent curl -d BODY --components …)")
 	return &ffcli.Command{
 		Name:       "headers",
-		ShortUsage: "idcli agent headers METHOD URL [--pp] [--uid U] [--private-jwk JWK] [--tag T] [--nonce N] [--components C,…] [--standards]",
+		ShortUsage: "idcli agent headers METHOD URL [--pp] [--uid U] [--private-jwk JWK] [--hostname H] [--tag T] [--nonce N] [--components C,…] [--standards]",
 		ShortHelp:  "print the Signature, Signature-Input and Signature-Agent headers for a request",
-		FlagSet:    fs,
+		LongHelp: "Prints the headers as JSON. A standard METHOD is upper-cased (get signs GET), as\n" +
+			"agent curl sends it; any other method is signed as typed.",
+		FlagSet: fs,
 		Exec: func(ctx context.Context, args []string) error {
-			pos, err := env.positional(fs, args, 2, "idcli agent headers METHOD URL [--pp]", "agent headers: want METHOD and URL")
+			pos, err := env.positional(fs, args, 2, "idcli agent headers METHOD URL [flags]", "agent headers: want METHOD and URL")
 			if err != nil {
 				return err
 			}
@@ -49,12 +51,16 @@ func newAgentHeadersCmd(env *cliEnv) *ffcli.Command {
 			if err := checkURL("agent headers", pos[1]); err != nil {
 				return err
 			}
+			method, err := normalizeMethod("agent headers", pos[0])
+			if err != nil {
+				return err
+			}
 			opts, err := creds.Options()
 			if err != nil {
 				return err
 			}
 			opts.Tag, opts.Nonce, opts.Standards, opts.Components = *tag, *nonce, *standards, comps
-			h, err := signer.Headers(pos[0], pos[1], creds.Key, opts)
+			h, err := signer.Headers(method, pos[1], creds.Key, opts)
 			if err != nil {
 				return fmt.Errorf("agent headers: %w", err)
 			}

@@ -6,9 +6,25 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/agent"
 	"github.com/peterbourgon/ff/v3/ffcli"
 )
+
+// agentJSON is the --json output of `idcli agent init` and `idcli agent
+// rotate`; it never holds the private key.
+type agentJSON struct {
+	UID          string     `json:"uid"`
+	Kid          string     `json:"kid"`
+	PublicJWK    signer.JWK `json:"public_jwk"`
+	WellKnownURL string     `json:"well_known_url"`
+	Path         string     `json:"path"`
+	IsNew        *bool      `json:"is_new,omitempty"`
+	Hostname     string     `json:"hostname,omitempty"`
+}
+
+// agentJSONShape documents agentJSON in the help texts.
+const agentJSONShape = `{"uid","kid","public_jwk","well_known_url","path" (the credentials file)}`
 
 // agentHTTPTimeout bounds the registration and rotation requests.
 const agentHTTPTimeout = 30 * time.Second
@@ -17,10 +33,12 @@ const agentHTTPTimeout = 30 * time.Second
 func newAgentInitCmd(env *cliEnv) *ffcli.Command {
 	fs := newFlagSet("idcli agent init", env)
 	hostname := fs.String("hostname", "", "service base URL (default: AGENT_HOSTNAME, then "+agent.DefaultHostname+"; no scheme means https://)")
+	asJSON := fs.Bool("json", false, "print the result as JSON")
 	return &ffcli.Command{
 		Name:       "init",
-		ShortUsage: "idcli agent init [--hostname H]",
+		ShortUsage: "idcli agent init [--hostname H] [--json]",
 		ShortHelp:  "create (or reuse) this agent's key, register it and write .env",
+		LongHelp:   "With --json: " + agentJSONShape + `, plus "is_new" (false when the key was already registered) and "hostname".`,
 		FlagSet:    fs,
 		Exec: func(ctx context.Context, args []string) error {
 			if _, err := parseInterspersed(fs, args); err != nil {
@@ -33,9 +51,17 @@ func newAgentInitCmd(env *cliEnv) *ffcli.Command {
 				HTTPClient: &http.Client{Timeout: agentHTTPTimeout},
 			})
 			if err != nil {
-				return err
+				return withHint(err, serviceHint(agentHostname(env, *hostname), err))
 			}
 			name := envDisplay(env, res.Path)
+			if *asJSON {
+				if res.Warning != "" {
+					fmt.Fprintln(env.Stderr, res.Warning)
+				}
+				isNew := res.IsNew
+				return writeJSON(env.Stdout, agentJSON{UID: res.UID, Kid: res.PublicJWK.Kid, PublicJWK: res.PublicJWK,
+					WellKnownURL: res.WellKnownURL, Path: name, IsNew: &isNew, Hostname: res.Hostname}, false)
+			}
 			if res.IsNew {
 				fmt.Fprintf(env.Stdout, "✔ agent created (%s/AGENT_UID=%s)\n", name, res.UID)
 			} else {

@@ -17,9 +17,11 @@ func newAgentRotateCmd(env *cliEnv) *ffcli.Command {
 	hostname := fs.String("hostname", "", "service base URL (default: AGENT_HOSTNAME, then "+agent.DefaultHostname+")")
 	tag := fs.String("tag", "", "tag of the current key's signature (default: web-bot-auth)")
 	nonce := fs.String("nonce", "", "nonce of the current key's signature (default: random)")
+	asJSON := fs.Bool("json", false, "print the result as JSON")
 	return &ffcli.Command{
 		Name:       "rotate",
-		ShortUsage: "idcli agent rotate [--uid U] [--private-jwk JWK] [--hostname H]",
+		ShortUsage: "idcli agent rotate [--uid U] [--private-jwk JWK] [--hostname H] [--tag T] [--nonce N] [--json]",
+		LongHelp:   "With --json: " + agentJSONShape + " of the new key.",
 		ShortHelp:  "replace this agent's key (the uid stays) and rewrite .env",
 		FlagSet:    fs,
 		Exec: func(ctx context.Context, args []string) error {
@@ -37,7 +39,14 @@ func newAgentRotateCmd(env *cliEnv) *ffcli.Command {
 				HTTPClient: &http.Client{Timeout: agentHTTPTimeout},
 			})
 			if err != nil {
-				return err
+				return withHint(err, serviceHint(agentHostname(env, *hostname), err))
+			}
+			if *asJSON {
+				if res.Warning != "" {
+					fmt.Fprintln(env.Stderr, res.Warning)
+				}
+				return writeJSON(env.Stdout, agentJSON{UID: res.UID, Kid: res.PublicJWK.Kid, PublicJWK: res.PublicJWK,
+					WellKnownURL: res.WellKnownURL, Path: envDisplay(env, res.Path)}, false)
 			}
 			fmt.Fprintf(env.Stdout, "✔ agent keys rotated (%s/AGENT_UID=%s)\n", envDisplay(env, res.Path), res.UID)
 			fmt.Fprintf(env.Stdout, "⮕ new kid %s (every older key of the agent is revoked)\n", res.PublicJWK.Kid)

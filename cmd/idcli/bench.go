@@ -20,10 +20,12 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/agent"
 	"github.com/peterbourgon/ff/v3/ffcli"
 	"golang.org/x/sync/errgroup"
+	"gorm.io/gorm"
 )
 
 // Bench targets.
@@ -69,6 +71,15 @@ type benchConfig struct {
 	// run signs more inside the loop if it uses them up. 0 signs every
 	// request inside the loop, as a real client does.
 	Presign int
+	// Progress, if not nil, receives a line about the run at least once a
+	// second (ProgressEvery).
+	Progress io.Writer
+	// ProgressEvery is the interval of the progress lines; 0 means 1 s.
+	ProgressEvery time.Duration
+	// DB, if not nil, is the server's database: the agents the run
+	// registers (the bench agent and those of the register target) are
+	// removed from it at the end. If nil, they are kept.
+	DB *gorm.DB
 }
 
 // benchTarget is the outcome of one target's run.
@@ -109,6 +120,12 @@ type benchReport struct {
 	// after the run (0 when it does not expose them).
 	ServerRSSBytes  int64 `json:"server_rss_bytes,omitempty"`
 	ServerHeapBytes int64 `json:"server_heap_bytes,omitempty"`
+	// AgentsRegistered counts the agents the run registered (the bench
+	// agent and every new one of the register target); AgentsRemoved
+	// those it removed from the server's database afterwards (0 with
+	// --keep-agents).
+	AgentsRegistered int `json:"agents_registered"`
+	AgentsRemoved    int `json:"agents_removed"`
 }
 
 func newBenchCmd(env *cliEnv) *ffcli.Command {
@@ -124,9 +141,12 @@ func newBenchCmd(env *cliEnv) *ffcli.Command {
 	rate := fs.Float64("rate", 0, "open loop: send this many requests per second on a fixed schedule for --duration (or --requests), measuring latency from each request's scheduled send time; 0: closed loop")
 	envFile := fs.String("env-file", "", "sign /whoami as the agent of this credentials file (written by idcli agent init or vestauth agent init) instead of registering a bench agent")
 	presign := fs.Int("presign", 0, "sign this many whoami requests before the timed phase (each with its own nonce), so signing cost stays out of the measured loop; 0 signs inside the loop")
+	keepAgents := fs.Bool("keep-agents", false, "leave the agents the run registers in the server's database (needed when bench cannot reach that database)")
+	var dbFlags serverFlags
+	dbFlags.register(fs, false)
 	return &ffcli.Command{
 		Name:       "bench",
-		ShortUsage: "idcli bench [--url URL] [--connect HOST:PORT] [--duration 10s] [--requests N] [--concurrency 64] [--rate R] [--timeout 10s] [--target whoami|register|directory|all] [--env-file PATH] [--presign N] [--json]",
+		ShortUsage: "idcli bench [--url URL] [--connect HOST:PORT] [--duration 10s] [--requests N] [--concurrency 64] [--rate R] [--timeout 10s] [--target whoami|register|directory|all] [--env-file PATH] [--presign N] [--database-url URL] [--keep-agents] [--json]",
 		ShortHelp:  "load-test a running agentid server",
 		LongHelp: "Registers a bench agent (or signs as the agent of --env-file), then sends signed\n" +
 			"requests with a fresh nonce each (replay protection stays on): GET /whoami signed\n" +
@@ -135,7 +155,12 @@ func newBenchCmd(env *cliEnv) *ffcli.Command {
 			"(dialed at the service address). Each target runs until --requests or --duration\n" +
 			"is used up, then prints requests/s, latency percentiles and status counts.\n" +
 			"Registration is rate limited per client address by default: start the server with\n" +
-			"--rate-limit off to measure its throughput.\n\n" +
+			"idcli server start --rate-limit off to measure its throughput.\n\n" +
+			"A progress line goes to stderr every second. The server has no API to delete an\n" +
+			"agent, so bench removes the agents it registered from the server's database\n" +
+			"when it ends: --database-url, then DATABASE_URL, then ./.env, as for idcli\n" +
+			"server start. It checks before the run that the database holds the bench agent;\n" +
+			"with --keep-agents (a server whose database bench cannot reach) they stay.\n\n" +
 			"Closed loop (default): --concurrency workers each send a request when their last one\n" +
 			"is answered; it measures the server's capacity, but a server that stalls also stops\n" +
 			"the load, so the stall shows in one sample per worker (coordinated omission).\n" +
@@ -171,7 +196,25 @@ func newBenchCmd(env *cliEnv) *ffcli.Command {
 				fmt.Fprintf(env.Stderr, "idcli: warning: the last of --presign %d requests at --rate %g is due %v into the run, but a signature expires %v after it is made: the later ones would be refused as expired\n",
 					cfg.Presign, cfg.Rate, span.Round(time.Second), signer.DefaultTTL)
 			}
+			cfg.Progress = env.Stderr
+			if _, err := cfg.validate(); err != nil {
+				return err
+			}
+			if !*keepAgents && (cfg.Credentials == nil || slices.Contains(cfg.Targets, benchRegister)) {
+				db, err := benchDB(env, dbFlags)
+				if err != nil {
+					return err
+				}
+				defer closeGorm(db)
+				cfg.DB = db
+			}
 			rep, err := runBench(ctx, cfg)
+			if rep.AgentsRemoved > 0 {
+				fmt.Fprintf(env.Stderr, "bench: removed the %d agents it registered from the server's database (--keep-agents keeps them)\n", rep.AgentsRemoved)
+			}
+			if err == nil && cfg.DB != nil && rep.AgentsRemoved < rep.AgentsRegistered {
+				fmt.Fprintf(env.Stderr, "idcli: warning: %d of the %d agents bench registered were not in the database given: is it the server's?\n", rep.AgentsRegistered-rep.AgentsRemoved, rep.AgentsRegistered)
+			}
 			if err != nil {
 				return err
 			}
@@ -199,6 +242,54 @@ type bench struct {
 
 	presigned []signer.SignatureHeaders // whoami headers signed before the run
 	next      atomic.Int64              // index of the next unused presigned entry
+
+	progress io.Writer    // progress lines; nil for none
+	answered atomic.Int64 // requests of the current target answered or failed
+	failed   atomic.Int64 // of which transport errors
+
+	mu         sync.Mutex
+	registered []string // uids of the agents this run created
+}
+
+// noteRegistered records uid when the run created it (isNew), for removal.
+func (b *bench) noteRegistered(uid string, isNew bool) {
+	if !isNew {
+		return
+	}
+	b.mu.Lock()
+	b.registered = append(b.registered, uid)
+	b.mu.Unlock()
+}
+
+// say prints a progress line, if progress lines are wanted.
+func (b *bench) say(format string, args ...any) {
+	if b.progress != nil {
+		fmt.Fprintf(b.progress, format+"\n", args...)
+	}
+}
+
+// reportProgress prints, every cfg.ProgressEvery until stop is closed, how
+// far target's run is: elapsed time, requests answered and the rate since
+// the last line.
+func (b *bench) reportProgress(target string, start time.Time, stop <-chan struct{}) {
+	every := b.cfg.ProgressEvery
+	if every <= 0 {
+		every = time.Second
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	last, lastAt := int64(0), start
+	for {
+		select {
+		case <-stop:
+			return
+		case now := <-t.C:
+			n := b.answered.Load()
+			rate := float64(n-last) / now.Sub(lastAt).Seconds()
+			b.say("bench %s: %.0fs, %d requests, %.0f req/s, %d errors", target, now.Sub(start).Seconds(), n, rate, b.failed.Load())
+			last, lastAt = n, now
+		}
+	}
 }
 
 // presign signs n whoami requests on every CPU.
@@ -225,7 +316,7 @@ func (b *bench) presign(n int) error {
 func (c benchConfig) validate() (signer.ServiceURL, error) {
 	var none signer.ServiceURL
 	if !strings.Contains(c.URL, "://") {
-		return none, fmt.Errorf("bench: --url %q: want http(s)://host[:port]", c.URL)
+		return none, fmt.Errorf("bench: --url %q: want http(s)://host[:port]%s", c.URL, schemeHint(c.URL))
 	}
 	svc, err := signer.ParseServiceURL(c.URL)
 	if err != nil {
@@ -259,8 +350,10 @@ func (c benchConfig) presignSpan() time.Duration {
 	return time.Duration(float64(n) / c.Rate * float64(time.Second))
 }
 
-// runBench registers a bench agent and runs each target in turn.
-func runBench(ctx context.Context, cfg benchConfig) (benchReport, error) {
+// runBench registers a bench agent and runs each target in turn; then,
+// with cfg.DB, it removes the agents it registered, whether or not the run
+// succeeded.
+func runBench(ctx context.Context, cfg benchConfig) (rep benchReport, err error) {
 	svc, err := cfg.validate()
 	if err != nil {
 		return benchReport{}, err
@@ -291,6 +384,7 @@ func runBench(ctx context.Context, cfg benchConfig) (benchReport, error) {
 	defer tr.CloseIdleConnections()
 	b := &bench{
 		cfg:       cfg,
+		progress:  cfg.Progress,
 		client:    &http.Client{Transport: tr, Timeout: cfg.Timeout, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		base:      svc.String(),
 		whoamiURL: svc.String() + "/whoami",
@@ -307,18 +401,41 @@ func runBench(ctx context.Context, cfg benchConfig) (benchReport, error) {
 		}
 		reg, err := agent.Register(ctx, b.client, b.base, b.key)
 		if err != nil {
-			return benchReport{}, fmt.Errorf("bench: register the bench agent at %s: %w", b.base, err)
+			return benchReport{}, withHint(fmt.Errorf("bench: register the bench agent at %s: %w", b.base, err), refusedHint(err, b.base))
 		}
 		b.uid = reg.UID
+		b.noteRegistered(reg.UID, reg.IsNew)
+	}
+	defer func() {
+		rep.AgentsRegistered = len(b.registered)
+		if cfg.DB != nil && len(b.registered) > 0 {
+			b.say("bench: removing the %d agents it registered…", len(b.registered))
+			n, derr := removeAgents(ctx, cfg.DB, b.registered)
+			rep.AgentsRemoved = n
+			if derr != nil && err == nil {
+				err = fmt.Errorf("bench: remove the %d bench agents from the server's database: %w", len(b.registered), derr)
+			}
+		}
+	}()
+	if cfg.DB != nil && cfg.Credentials == nil {
+		// The agents are removed from cfg.DB: it must be the server's.
+		var n int64
+		if err := cfg.DB.WithContext(ctx).Model(&refserver.Agent{}).Where("uid = ?", b.uid).Count(&n).Error; err != nil {
+			return benchReport{}, fmt.Errorf("bench: read the server's database: %w", err)
+		}
+		if n == 0 {
+			return benchReport{}, fmt.Errorf("bench: the database given (--database-url, DATABASE_URL or ./.env) does not hold the bench agent %s just registered at %s: give the server's database with --database-url, or --keep-agents to leave the bench agents registered", b.uid, b.base)
+		}
 	}
 	b.origin = b.service.AgentOrigin(b.uid)
 	if cfg.Presign > 0 && slices.Contains(cfg.Targets, benchWhoami) {
+		b.say("bench: signing %d whoami requests before the run…", cfg.Presign)
 		if err := b.presign(cfg.Presign); err != nil {
 			return benchReport{}, fmt.Errorf("bench: presign: %w", err)
 		}
 	}
 
-	rep := benchReport{URL: b.base, Concurrency: cfg.Concurrency, AgentUID: b.uid}
+	rep = benchReport{URL: b.base, Concurrency: cfg.Concurrency, AgentUID: b.uid}
 	for _, t := range cfg.Targets {
 		if err := ctx.Err(); err != nil {
 			return rep, err
@@ -340,6 +457,9 @@ func (b *bench) do(ctx context.Context, target string) (int, error) {
 		// agent.Register checks the answer; an error answer (such as 429
 		// rate_limited) is counted by its status, not as a failure.
 		reg, err := agent.Register(ctx, b.client, b.base, key)
+		if err == nil {
+			b.noteRegistered(reg.UID, reg.IsNew)
+		}
 		var se *agent.ServerError
 		switch {
 		case err == nil && reg.IsNew:
@@ -392,11 +512,19 @@ type workerStats struct {
 	errors   int
 	firstErr string
 	late     int // open loop: sent more than lateAfter after the schedule
+
+	answered, failed *atomic.Int64 // the run's shared counters, for progress; nil for none
 }
 
 // record notes one answered (or failed) request and its latency. It
 // returns false when the request was interrupted by ctx (not measured).
 func (ws *workerStats) record(ctx context.Context, lat time.Duration, status int, err error) bool {
+	if ws.answered != nil && (err == nil || ctx.Err() == nil) {
+		ws.answered.Add(1)
+		if err != nil {
+			ws.failed.Add(1)
+		}
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return false
@@ -413,8 +541,19 @@ func (ws *workerStats) record(ctx context.Context, lat time.Duration, status int
 	return true
 }
 
-// run drives target in the closed or open loop.
+// run drives target in the closed or open loop, printing progress.
 func (b *bench) run(ctx context.Context, target string) benchTarget {
+	b.answered.Store(0)
+	b.failed.Store(0)
+	if b.progress != nil {
+		stop := make(chan struct{})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			b.reportProgress(target, time.Now(), stop)
+		}()
+		defer func() { close(stop); <-done }()
+	}
 	if b.cfg.Rate > 0 {
 		return b.runOpen(ctx, target)
 	}
@@ -434,6 +573,7 @@ func (b *bench) runClosed(ctx context.Context, target string) benchTarget {
 		deadline = start.Add(b.cfg.Duration)
 	}
 	stats := runWorkers(b.cfg.Concurrency, func(ws *workerStats) {
+		ws.answered, ws.failed = &b.answered, &b.failed
 		for ctx.Err() == nil {
 			if !deadline.IsZero() && !time.Now().Before(deadline) {
 				return
@@ -499,6 +639,7 @@ func (b *bench) runOpen(ctx context.Context, target string) benchTarget {
 	var next atomic.Int64
 	start := time.Now()
 	stats := runWorkers(int(min(int64(b.cfg.Concurrency), n)), func(ws *workerStats) {
+		ws.answered, ws.failed = &b.answered, &b.failed
 		timer := time.NewTimer(0)
 		defer timer.Stop()
 		<-timer.C

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/agentid/agentid/cmd/idcli/internal/clitest"
+	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/refserver/dbtest"
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/signertest"
@@ -41,8 +42,9 @@ func benchCLI(t *testing.T, args ...string) (string, string, error) {
 func TestBenchAgainstRefserver(t *testing.T) {
 	for _, b := range dbtest.Backends() {
 		t.Run(b.Name, func(t *testing.T) {
-			base, addr := benchServer(t, b.URL(t))
-			out, errOut, err := benchCLI(t, "--url", base, "--connect", addr,
+			dbURL := b.URL(t)
+			base, addr := benchServer(t, dbURL)
+			out, errOut, err := benchCLI(t, "--url", base, "--connect", addr, "--database-url", dbURL,
 				"--requests", "200", "--duration", "1m", "--concurrency", "8", "--target", "all", "--json")
 			if err != nil {
 				t.Fatalf("bench: %v\n%s", err, errOut)
@@ -74,13 +76,27 @@ func TestBenchAgainstRefserver(t *testing.T) {
 					t.Errorf("%s: percentiles p50 %v p90 %v p99 %v max %v are not ordered", tr.Target, tr.P50ms, tr.P90ms, tr.P99ms, tr.Maxms)
 				}
 			}
+			// The bench agent and the 200 of the register target are gone.
+			if rep.AgentsRegistered != 201 || rep.AgentsRemoved != 201 {
+				t.Errorf("agents registered %d, removed %d; want 201 and 201", rep.AgentsRegistered, rep.AgentsRemoved)
+			}
+			db := dbtest.Open(t, dbURL)
+			var agents, keys int64
+			db.Model(&refserver.Agent{}).Count(&agents)
+			db.Model(&refserver.PublicJWK{}).Count(&keys)
+			if agents != 0 || keys != 0 {
+				t.Errorf("after the run the database holds %d agents and %d keys, want none", agents, keys)
+			}
+			if !strings.Contains(errOut, "removed the 201 agents") {
+				t.Errorf("stderr does not report the removal:\n%s", errOut)
+			}
 		})
 	}
 }
 
 func TestBenchTableOutputAndDurationBound(t *testing.T) {
 	base, addr := benchServer(t, "sqlite::memory:")
-	out, errOut, err := benchCLI(t, "--url", base, "--connect", addr, "--duration", "200ms", "--concurrency", "4")
+	out, errOut, err := benchCLI(t, "--url", base, "--connect", addr, "--duration", "200ms", "--concurrency", "4", "--keep-agents")
 	if err != nil {
 		t.Fatalf("bench: %v\n%s", err, errOut)
 	}
@@ -106,7 +122,7 @@ func TestBenchUsageErrors(t *testing.T) {
 }
 
 func TestBenchServerDown(t *testing.T) {
-	_, _, err := benchCLI(t, "--url", "http://127.0.0.1:"+freePort(t), "--requests", "1")
+	_, _, err := benchCLI(t, "--url", "http://127.0.0.1:"+freePort(t), "--requests", "1", "--keep-agents")
 	if err == nil || !strings.Contains(err.Error(), "register the bench agent") {
 		t.Errorf("error = %v, want a registration failure", err)
 	}
@@ -115,7 +131,7 @@ func TestBenchServerDown(t *testing.T) {
 // TestBenchPresignExpiryWarning: presigned requests due more than a
 // signature's lifetime into an open-loop run draw a warning.
 func TestBenchPresignExpiryWarning(t *testing.T) {
-	_, errOut, err := benchCLI(t, "--url", "http://127.0.0.1:"+freePort(t), "--rate", "10", "--presign", "3010", "--duration", "10m")
+	_, errOut, err := benchCLI(t, "--url", "http://127.0.0.1:"+freePort(t), "--rate", "10", "--presign", "3010", "--duration", "10m", "--keep-agents")
 	if err == nil {
 		t.Fatal("bench against no server succeeded")
 	}
@@ -224,7 +240,7 @@ func TestBenchOpenLoopSeesAStall(t *testing.T) {
 	report := func(t *testing.T, args ...string) benchTarget {
 		t.Helper()
 		base, addr := stallServer(t, 50, stall)
-		out, errOut, err := benchCLI(t, append([]string{"--url", base, "--connect", addr, "--json"}, args...)...)
+		out, errOut, err := benchCLI(t, append([]string{"--url", base, "--connect", addr, "--json", "--keep-agents"}, args...)...)
 		if err != nil {
 			t.Fatalf("bench %v: %v\n%s", args, err, errOut)
 		}

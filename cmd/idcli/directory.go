@@ -63,6 +63,9 @@ func newDirectoryCheckCmd(env *cliEnv) *ffcli.Command {
 				r = &keyfetch.Report{URL: set.URL, Kind: set.Kind, WellKnown: set.WellKnown, Problems: []string{cerr.Error()}}
 			}
 			hint := fetchHint(cerr)
+			if h := localSchemeHint(pos[0], func(with string) string { return "check " + with + " with --allow-http --allow-private" }); h != "" && !r.OK() {
+				hint = h
+			}
 			if *asJSON {
 				if err := writeJSON(env.Stdout, newDirectoryReport(r, hint), true); err != nil {
 					return err

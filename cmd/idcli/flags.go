@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/netip"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -145,4 +147,34 @@ func isLocalHost(host string) bool {
 		return ip.IsLoopback()
 	}
 	return host == "localhost" || strings.HasSuffix(host, ".localhost")
+}
+
+// standardMethods are the methods of RFC 9110 §9 and PATCH (RFC 5789).
+var standardMethods = []string{
+	http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodDelete,
+	http.MethodConnect, http.MethodOptions, http.MethodTrace, http.MethodPatch,
+}
+
+// normalizeMethod returns the request method m as it is sent and signed.
+// Methods are case-sensitive (RFC 9110 §9.1) and servers know the standard
+// ones in upper case only, so a standard method typed in any case is
+// upper-cased ("get" → "GET"); any other method is kept as typed. A method
+// that is not an HTTP token is refused, with cmd prefixing the error.
+func normalizeMethod(cmd, m string) (string, error) {
+	if m == "" || strings.IndexFunc(m, func(r rune) bool { return !isTokenChar(r) }) >= 0 {
+		return "", fmt.Errorf("%s: invalid method %q: want a method such as GET or POST", cmd, m)
+	}
+	if up := strings.ToUpper(m); slices.Contains(standardMethods, up) {
+		return up, nil
+	}
+	return m, nil
+}
+
+// isTokenChar reports whether r may appear in an HTTP token (RFC 9110 §5.6.2).
+func isTokenChar(r rune) bool {
+	switch {
+	case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+		return true
+	}
+	return r < 0x80 && strings.ContainsRune("!#$%&'*+-.^_`|~", r)
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 
@@ -30,6 +31,9 @@ type cliEnv struct {
 	// usage collects what the flag sets print (help text, flag errors)
 	// until run knows whether it is help (stdout) or an error (stderr).
 	usage bytes.Buffer
+	// lastFlagSet is the FlagSet that printed into usage last: the one
+	// whose parse error run rewords.
+	lastFlagSet *flag.FlagSet
 }
 
 // path resolves a file name given on the command line against env.Dir.
@@ -55,7 +59,7 @@ func (e exitCode) Error() string { return "exit status " + strconv.Itoa(int(e)) 
 // prints its usage into env.usage.
 func newFlagSet(name string, env *cliEnv) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(&env.usage)
+	fs.SetOutput(flagOutput{env: env, fs: fs})
 	return fs
 }
 
@@ -69,19 +73,24 @@ func newGroupCmd(env *cliEnv, path, shortUsage, shortHelp, longHelp string, subs
 		LongHelp:    longHelp,
 		FlagSet:     newFlagSet(path, env),
 		Subcommands: subs,
-		Exec:        groupExec(path),
+		Exec:        groupExec(path, subs),
 	}
 }
 
-// groupExec is the Exec of the command group path (such as "idcli agent"):
-// without a command it prints the group's help; an unknown command is an
-// error that names it.
-func groupExec(path string) func(context.Context, []string) error {
+// groupExec is the Exec of the command group path (such as "idcli agent")
+// with commands subs: without a command it prints the group's help; an
+// unknown command is an error that names it and, when it looks like a typo
+// or a known alias, the command meant.
+func groupExec(path string, subs []*ffcli.Command) func(context.Context, []string) error {
 	return func(_ context.Context, args []string) error {
 		if len(args) == 0 || args[0] == "help" {
 			return flag.ErrHelp
 		}
-		return fmt.Errorf("unknown command %q: run %s --help to list the commands", strings.TrimPrefix(path+" "+args[0], "idcli "), path)
+		unknown := strings.TrimPrefix(path+" "+args[0], "idcli ")
+		if s := suggestCommand(path, subs, args); s != "" {
+			return fmt.Errorf("unknown command %q (did you mean %s?): run %s --help to list the commands", unknown, s, path)
+		}
+		return fmt.Errorf("unknown command %q: run %s --help to list the commands", unknown, path)
 	}
 }
 
@@ -90,7 +99,16 @@ func groupExec(path string) func(context.Context, []string) error {
 // returns flag.ErrHelp, which main treats as success.
 func run(ctx context.Context, args []string, env *cliEnv) error {
 	env.usage.Reset()
+	env.lastFlagSet = nil
 	err := runCommand(ctx, args, env)
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		// A bad flag: one line naming it as typed, instead of package
+		// flag's message, the usage and the error again.
+		if fe := flagError(err, env.lastFlagSet, args); fe != nil {
+			env.usage.Reset()
+			err = fe
+		}
+	}
 	if env.usage.Len() > 0 {
 		out := env.Stderr
 		if errors.Is(err, flag.ErrHelp) {
@@ -114,10 +132,9 @@ func runCommand(ctx context.Context, args []string, env *cliEnv) error {
 func newRootCmd(env *cliEnv) *ffcli.Command {
 	fs := newFlagSet("idcli", env)
 	version := fs.Bool("version", false, "print the version and exit")
-	rootExec := groupExec("idcli")
-	return &ffcli.Command{
+	root := &ffcli.Command{
 		Name:       "idcli",
-		ShortUsage: "idcli <agent|server|demo|proxy|bench|tool|directory|version> [flags] [args]",
+		ShortUsage: "idcli [--version] <agent|server|demo|proxy|bench|tool|directory|version|completion> [flags] [args]",
 		ShortHelp:  "agentid: identity for software agents",
 		LongHelp:   "Run idcli COMMAND --help for the flags and arguments of a command.",
 		FlagSet:    fs,
@@ -155,32 +172,52 @@ func newRootCmd(env *cliEnv) *ffcli.Command {
 				"inspect signature agents' key directories", "", newDirectoryCheckCmd(env)),
 			newBenchCmd(env),
 			newVersionCmd(env),
-		},
-		Exec: func(ctx context.Context, args []string) error {
-			if *version {
-				printVersion(env)
-				return nil
-			}
-			return rootExec(ctx, args)
+			newCompletionCmd(env),
 		},
 	}
+	rootExec := groupExec("idcli", root.Subcommands)
+	root.Exec = func(ctx context.Context, args []string) error {
+		if *version {
+			printVersion(env, false)
+			return nil
+		}
+		return rootExec(ctx, args)
+	}
+	setUsage(root)
+	return root
 }
 
 // newVersionCmd is `idcli version`, the same as `idcli --version`.
 func newVersionCmd(env *cliEnv) *ffcli.Command {
+	fs := newFlagSet("idcli version", env)
+	asJSON := fs.Bool("json", false, "print the version as JSON")
 	return &ffcli.Command{
 		Name:       "version",
-		ShortUsage: "idcli version",
+		ShortUsage: "idcli version [--json]",
 		ShortHelp:  "print the version",
-		FlagSet:    newFlagSet("idcli version", env),
+		LongHelp:   `With --json: {"name":"idcli","version":"…","go":"go1.…"}.`,
+		FlagSet:    fs,
 		Exec: func(_ context.Context, args []string) error {
 			if len(args) > 0 {
 				return fmt.Errorf("version takes no arguments (got %q)", args[0])
 			}
-			printVersion(env)
+			printVersion(env, *asJSON)
 			return nil
 		},
 	}
 }
 
-func printVersion(env *cliEnv) { fmt.Fprintln(env.Stdout, "idcli", signer.Version) }
+// versionJSON is the --json output of `idcli version`.
+type versionJSON struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	Go      string `json:"go"`
+}
+
+func printVersion(env *cliEnv, asJSON bool) {
+	if asJSON {
+		_ = writeJSON(env.Stdout, versionJSON{Name: "idcli", Version: signer.Version, Go: runtime.Version()}, false)
+		return
+	}
+	fmt.Fprintln(env.Stdout, "idcli", signer.Version)
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -9,6 +10,7 @@ import (
 	"net"
 	"net/url"
 	"path/filepath"
+	"regexp"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -134,10 +136,12 @@ func newServerInitCmd(env *cliEnv) *ffcli.Command {
 	fs := newFlagSet("idcli server init", env)
 	var f serverFlags
 	f.register(fs, true)
+	asJSON := fs.Bool("json", false, "print the result as JSON")
 	return &ffcli.Command{
 		Name:       "init",
-		ShortUsage: "idcli server init [--port P] [--hostname URL] [--database-url URL]",
+		ShortUsage: "idcli server init [--port P] [--hostname URL] [--database-url URL] [--json]",
 		ShortHelp:  "write PORT, HOSTNAME and DATABASE_URL to ./.env",
+		LongHelp:   `With --json: {"path":".env","port":"3000","hostname":"http://localhost:3000","database_url":"…" (password redacted)}.`,
 		FlagSet:    fs,
 		Exec: func(ctx context.Context, args []string) error {
 			if len(args) > 0 {
@@ -153,20 +157,55 @@ func newServerInitCmd(env *cliEnv) *ffcli.Command {
 			if err := s.envFile.Write(); err != nil {
 				return err
 			}
+			if *asJSON {
+				return writeJSON(env.Stdout, serverInitJSON{Path: ".env", Port: s.Port, Hostname: s.Hostname,
+					DatabaseURL: refserver.RedactURL(s.DatabaseURL)}, false)
+			}
 			fmt.Fprintf(env.Stdout, "✔ ready (.env/HOSTNAME=%s)\n", s.Hostname)
 			return nil
 		},
 	}
 }
 
-func newServerDBCmd(env *cliEnv, name, help string, do func(ctx context.Context, env *cliEnv, s serverSettings) error) *ffcli.Command {
+// serverInitJSON is the --json output of `idcli server init`.
+type serverInitJSON struct {
+	Path        string `json:"path"`
+	Port        string `json:"port"`
+	Hostname    string `json:"hostname"`
+	DatabaseURL string `json:"database_url"`
+}
+
+// dbJSON is the --json output of the `idcli server db:*` commands.
+type dbJSON struct {
+	Command  string `json:"command"`  // db:create, db:migrate or db:drop
+	Database string `json:"database"` // the PostgreSQL database name, the SQLite file, or :memory:
+	// Changed is true when the command created, dropped or migrated the
+	// database, false when it already was as asked.
+	Changed bool `json:"changed"`
+}
+
+// dbMigrateJSON is the --json output of `idcli server db:migrate`.
+type dbMigrateJSON struct {
+	dbJSON
+	// Applied lists the migrations applied, oldest first.
+	Applied []dbMigration `json:"applied"`
+}
+
+type dbMigration struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+}
+
+func newServerDBCmd(env *cliEnv, name, help string, do func(ctx context.Context, env *cliEnv, s serverSettings, asJSON bool) error) *ffcli.Command {
 	fs := newFlagSet("idcli server "+name, env)
 	var f serverFlags
 	f.register(fs, false)
+	asJSON := fs.Bool("json", false, "print the result as JSON")
 	return &ffcli.Command{
 		Name:       name,
-		ShortUsage: "idcli server " + name + " [--database-url URL]",
+		ShortUsage: "idcli server " + name + " [--database-url URL] [--json]",
 		ShortHelp:  help,
+		LongHelp:   `With --json: {"command":"` + name + `","database":NAME,"changed":true|false` + map[bool]string{true: `,"applied":[{"id","name"}…]}.`, false: `}.`}[name == "db:migrate"],
 		FlagSet:    fs,
 		Exec: func(ctx context.Context, args []string) error {
 			if len(args) > 0 {
@@ -176,18 +215,24 @@ func newServerDBCmd(env *cliEnv, name, help string, do func(ctx context.Context,
 			if err != nil {
 				return err
 			}
-			return do(ctx, env, s)
+			return do(ctx, env, s, *asJSON)
 		},
 	}
 }
 
-func serverDBCreate(ctx context.Context, env *cliEnv, s serverSettings) error {
+func serverDBCreate(ctx context.Context, env *cliEnv, s serverSettings, asJSON bool) error {
 	name, created, err := refserver.CreateDatabase(ctx, sqliteURLAbs(env, s.DatabaseURL))
+	if asJSON && err == nil {
+		return writeJSON(env.Stdout, dbJSON{Command: "db:create", Database: name, Changed: created}, false)
+	}
 	return printDBChange(env, "create", "Created", "already exists", name, created, err)
 }
 
-func serverDBDrop(ctx context.Context, env *cliEnv, s serverSettings) error {
+func serverDBDrop(ctx context.Context, env *cliEnv, s serverSettings, asJSON bool) error {
 	name, dropped, err := refserver.DropDatabase(ctx, sqliteURLAbs(env, s.DatabaseURL))
+	if asJSON && err == nil {
+		return writeJSON(env.Stdout, dbJSON{Command: "db:drop", Database: name, Changed: dropped}, false)
+	}
 	return printDBChange(env, "drop", "Dropped", "does not exist", name, dropped, err)
 }
 
@@ -208,9 +253,30 @@ func printDBChange(env *cliEnv, verb, done, asIs, name string, changed bool, err
 	return nil
 }
 
-func serverDBMigrate(ctx context.Context, env *cliEnv, s serverSettings) error {
-	return cliDBError(refserver.MigrateDatabase(ctx, sqliteURLAbs(env, s.DatabaseURL), env.Stdout))
+func serverDBMigrate(ctx context.Context, env *cliEnv, s serverSettings, asJSON bool) error {
+	url := sqliteURLAbs(env, s.DatabaseURL)
+	if !asJSON {
+		return cliDBError(refserver.MigrateDatabase(ctx, url, env.Stdout))
+	}
+	var log bytes.Buffer
+	if err := refserver.MigrateDatabase(ctx, url, &log); err != nil {
+		return cliDBError(err)
+	}
+	name, err := refserver.DatabaseName(url)
+	if err != nil {
+		return cliDBError(err)
+	}
+	out := dbMigrateJSON{dbJSON: dbJSON{Command: "db:migrate", Database: name}, Applied: []dbMigration{}}
+	for _, m := range migratedLine.FindAllStringSubmatch(log.String(), -1) {
+		out.Applied = append(out.Applied, dbMigration{ID: m[1], Name: m[2]})
+	}
+	out.Changed = len(out.Applied) > 0
+	return writeJSON(env.Stdout, out, false)
 }
+
+// migratedLine matches the line refserver.Migrate prints once a migration
+// is applied: "== ID Name: migrated (0.0123s) ===…".
+var migratedLine = regexp.MustCompile(`(?m)^== (\S+) (.+): migrated \(`)
 
 func quoteDBName(name string) string { return "'" + name + "'" }
 

@@ -126,8 +126,9 @@ func (tv *toolVerify) request(ctx context.Context, method, rawURL string) (*http
 	if err := checkURL("tool verify", rawURL); err != nil {
 		return nil, err
 	}
-	if method == "" || strings.ContainsAny(method, " \t\r\n:/") {
-		return nil, fmt.Errorf("tool verify: invalid method %q", method)
+	method, err := normalizeMethod("tool verify", method)
+	if err != nil {
+		return nil, err
 	}
 	var body []byte
 	if tv.bodyFile != "" {

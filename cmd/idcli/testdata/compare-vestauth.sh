@@ -140,7 +140,7 @@ setsid timeout "$server_limit" "$scratch/idcli" server start --port "$aport" --b
   --rate-limit off --log-level warn >"$scratch/agentid.log" 2>&1 &
 pids+=($!)
 wait_http "http://127.0.0.1:$aport/"
-bench agentid "http://localhost:$aport"
+bench agentid "http://localhost:$aport" --database-url "$adb"
 
 node - "$scratch/vestauth.json" "$scratch/agentid.json" "$replay_store" <<'EOF'
 const fs = require('fs')
