@@ -9,7 +9,7 @@ import (
 	"syscall"
 
 	"github.com/agentid/agentid/signer/agent"
-	"github.com/agentid/agentid/signer/agent/envfile"
+	"github.com/agentid/agentid/signer/envfile"
 )
 
 // hintError is an error followed, on its own line, by what to do about it.
