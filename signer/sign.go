@@ -243,12 +243,14 @@ func setDictMember(h http.Header, name, key, value string) {
 	h.Set(name, string(b))
 }
 
-// SignatureHeaders are the three headers of a signed request, as printed by
+// SignatureHeaders are the headers of a signed request, as printed by
 // `idcli agent headers`.
 type SignatureHeaders struct {
 	Signature      string `json:"Signature"`
 	SignatureInput string `json:"Signature-Input"`
 	SignatureAgent string `json:"Signature-Agent,omitempty"`
+	// SignedAgentMetadata is set when Options.Metadata is.
+	SignedAgentMetadata string `json:"Signed-Agent-Metadata,omitempty"`
 }
 
 // Headers returns the signature headers for a request with this method and
@@ -271,9 +273,10 @@ func Headers(method, rawURL string, key PrivateKey, opts Options) (SignatureHead
 		return SignatureHeaders{}, err
 	}
 	return SignatureHeaders{
-		Signature:      req.Header.Get("Signature"),
-		SignatureInput: req.Header.Get("Signature-Input"),
-		SignatureAgent: req.Header.Get("Signature-Agent"),
+		Signature:           req.Header.Get("Signature"),
+		SignatureInput:      req.Header.Get("Signature-Input"),
+		SignatureAgent:      req.Header.Get("Signature-Agent"),
+		SignedAgentMetadata: req.Header.Get(MetadataHeader),
 	}, nil
 }
 
