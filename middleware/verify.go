@@ -42,6 +42,9 @@ func (c Config) Validate() error {
 			return errors.New("middleware: Config limits must not be negative")
 		}
 	}
+	if c.Profile > ProfileStrict01 {
+		return fmt.Errorf("middleware: Config.Profile %d is not ProfileDeployed or ProfileStrict01", c.Profile)
+	}
 	if c.Mode > Observe {
 		return fmt.Errorf("middleware: Config.Mode %d is not Required, Optional or Observe", c.Mode)
 	}
@@ -93,6 +96,9 @@ func (c Config) withDefaults() Config {
 		c.Skew = 0
 	}
 	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, DefaultMaxBodyBytes)
+	if c.RefusalStatus == 0 && c.Profile == ProfileStrict01 {
+		c.RefusalStatus = http.StatusForbidden // protocol-01's refusal
+	}
 	c.RefusalStatus = cmp.Or(c.RefusalStatus, http.StatusUnauthorized)
 	c.MaxHeaderBytes = cmp.Or(c.MaxHeaderBytes, DefaultMaxHeaderBytes)
 	c.MaxSignatures = cmp.Or(c.MaxSignatures, DefaultMaxSignatures)
@@ -139,7 +145,7 @@ func acceptSignature(cfg Config, required []signer.Component) string {
 	for _, c := range required {
 		add(c.ID())
 	}
-	if cfg.RequireBound {
+	if cfg.RequireBound || cfg.Profile == ProfileStrict01 {
 		add(`"signature-agent";key="` + signer.DefaultLabel + `"`)
 	}
 	var b strings.Builder
@@ -440,7 +446,12 @@ func (v *Verifier) candidate(r *http.Request, sig *signer.Signature, st *request
 		}
 	}
 
+	md, merr := v.agentMetadata(r, sig)
+	if merr != nil {
+		return merr
+	}
 	*a = Agent{
+		Metadata:   md,
 		KeyID:      p.KeyID,
 		Alg:        alg,
 		JWK:        pk.JWK.Public(),
@@ -529,6 +540,9 @@ func ReplayKey(identity, keyID, nonce string) string {
 // label, else the only one) and reports whether it is covered.
 func (v *Verifier) keySet(r *http.Request, sig *signer.Signature, st *requestState) (signer.KeySet, bool, *Error) {
 	cfg := &v.cfg
+	if cfg.Profile == ProfileStrict01 {
+		return v.strictKeySet(r, sig)
+	}
 	vals := r.Header["Signature-Agent"]
 	if len(vals) == 0 {
 		if cfg.AllowMissingSignatureAgent {

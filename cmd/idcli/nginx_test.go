@@ -146,7 +146,7 @@ func TestProxyBehindNginx(t *testing.T) {
 			if a.Status != http.StatusOK || len(seen) != 1 {
 				t.Fatalf("unsigned GET %s through nginx: %d, the service saw %d requests; want 200 and one", path, a.Status, len(seen))
 			}
-			checkNginxHeaders(t, "unsigned", seen[0], map[string]string{"X-Agent-Verdict": "unsigned"})
+			checkNginxHeaders(t, "unsigned", seen[0], map[string]string{"X-Agent-Verdict": "unverified"})
 		})
 	}
 }

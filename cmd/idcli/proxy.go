@@ -72,7 +72,7 @@ func newProxyCmd(env *cliEnv) *ffcli.Command {
 		ShortHelp:  "verify agents in front of any service: a reverse proxy or a forward-auth endpoint",
 		LongHelp: "Verifies every request's web-bot-auth signature, fetching the agents' keys\n" +
 			"from their key sets (only from --trust hosts), and passes the outcome on in\n" +
-			"X-Agent-* headers: X-Agent-Verdict (verified, unsigned or invalid), and for\n" +
+			"X-Agent-* headers: X-Agent-Verdict (verified, invalid or unverified), and for\n" +
 			"a verified request X-Agent-Id (the identity), X-Agent-Uid (agents of an\n" +
 			"agentid service) and X-Agent-Key-Id; an invalid one gets X-Agent-Reason (the\n" +
 			"error code). Every X-Agent-* header a client sends is removed first.\n" +

@@ -10,10 +10,12 @@
 //
 // Every header whose name starts with X-Agent- is deleted from incoming
 // requests, so a client cannot claim an identity; the proxy then sets
-// X-Agent-Verdict (verified, unsigned or invalid) and, for a verified
-// request, X-Agent-Id (the identity: an origin or a key-set URL),
-// X-Agent-Uid (for agents of an agentid service) and X-Agent-Key-Id; an
-// invalid request also gets X-Agent-Reason, the error code. The verifier's
+// X-Agent-Verdict (protocol-01's verified, invalid or unverified:
+// middleware.Result.Outcome) and, for a verified request, X-Agent-Id (the
+// identity: an origin or a key-set URL), X-Agent-Uid (for agents of an
+// agentid service), X-Agent-Key-Id and one X-Agent-Metadata-<key> per
+// member of a covered Signed-Agent-Metadata; a signed request that failed
+// also gets X-Agent-Reason, the error code. The verifier's
 // mode decides what is forwarded: Required forwards verified requests only,
 // Optional also unsigned ones, Observe everything (with its verdict).
 package proxy
@@ -38,6 +40,9 @@ const (
 	HeaderUID     = "X-Agent-Uid"
 	HeaderKeyID   = "X-Agent-Key-Id"
 	HeaderReason  = "X-Agent-Reason"
+	// HeaderMetadataPrefix starts one header per Signed-Agent-Metadata
+	// member: X-Agent-Metadata-<key>.
+	HeaderMetadataPrefix = "X-Agent-Metadata-"
 )
 
 // Metrics receives the proxy's counts; *metrics.Registry of the reference
@@ -153,13 +158,16 @@ func stripAgentHeaders(h http.Header) {
 
 // setAgentHeaders writes the outcome as X-Agent-* headers.
 func setAgentHeaders(h http.Header, res *middleware.Result) {
-	h.Set(HeaderVerdict, string(res.Verdict))
+	h.Set(HeaderVerdict, string(res.Outcome()))
 	switch res.Verdict {
 	case middleware.Verified:
 		h.Set(HeaderID, res.Agent.ID)
 		h.Set(HeaderKeyID, res.Agent.KeyID)
 		if res.Agent.UID != "" {
 			h.Set(HeaderUID, res.Agent.UID)
+		}
+		for k, v := range res.Agent.Metadata {
+			h.Set(HeaderMetadataPrefix+k, v)
 		}
 	case middleware.Invalid:
 		h.Set(HeaderReason, string(res.Err.Code))
@@ -219,7 +227,7 @@ func (h *Handler) observe(r *http.Request, status int, res *middleware.Result, s
 			slog.Int("status", status), slog.Duration("duration", time.Since(start)),
 		}
 		if res != nil {
-			attrs = append(attrs, slog.String("verdict", string(res.Verdict)))
+			attrs = append(attrs, slog.String("verdict", string(res.Outcome())))
 			if res.Err != nil {
 				attrs = append(attrs, slog.String("reason", string(res.Err.Code)))
 			}
