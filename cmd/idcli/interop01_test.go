@@ -26,6 +26,7 @@ import (
 	"github.com/agentid/agentid/cmd/idcli/internal/clitest"
 	"github.com/agentid/agentid/keyfetch"
 	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/signer"
 	"github.com/dunglas/httpsfv"
 )
 
@@ -139,6 +140,42 @@ func TestInteropProtocol01DefaultHeaders(t *testing.T) {
 				t.Errorf("the protocol-01 verifier of this test accepts %s, which does not cover its Signature-Agent member", req)
 			}
 		})
+	}
+}
+
+// RFC 9421 allows several signatures on one request, each with its own
+// label and Signature-Agent member: sig1 in the legacy shape for the npm
+// peers, sig2 in protocol-01's. Both peers read only one label, so they
+// refuse such a request: this is why no single request satisfies every
+// verifier and --legacy exists.
+func TestInteropTwoSignaturesSatisfyNoPeer(t *testing.T) {
+	t.Parallel()
+	peers := clitest.NeedPeers(t)
+	srv := clitest.StartServer(t, clitest.ServerOptions{})
+	uid := clitest.Register(t, srv.Client, srv.URL, interopKey)
+	origin := srv.AgentOrigin(uid)
+	req := httptest.NewRequest(http.MethodGet, interopURL, nil)
+	clitest.Sign(t, req, interopKey, signer.Options{Label: "sig1", SignatureAgent: origin, Legacy: true})
+	clitest.Sign(t, req, interopKey, signer.Options{Label: "sig2", SignatureAgent: origin})
+	h := map[string]string{}
+	for _, name := range []string{"Signature", "Signature-Input", "Signature-Agent"} {
+		h[name] = req.Header.Get(name)
+	}
+	if !strings.Contains(h["Signature-Agent"], "sig2=") || !strings.Contains(h["Signature-Input"], "sig2=") {
+		t.Fatalf("two signatures not made: %v", h)
+	}
+	if _, err := strictVerify01(http.MethodGet, interopURL, h, srv.Client, time.Now()); err != nil {
+		t.Errorf("the protocol-01 verifier of this test refuses sig2 of %v: %v", h, err)
+	}
+	pub := clitest.PublicJWKMap(t, interopKey)
+	for _, pc := range []struct{ script, wantErr string }{
+		{"vestauth-verify.mjs", "INVALID_SIGNATURE"},
+		{"wba-verify.mjs", "Multiple signatures is not supported"},
+	} {
+		v := peers.Drive(t, pc.script, map[string]any{"method": "GET", "url": interopURL, "headers": h, "public_jwk": pub}, nil)
+		if v.OK || !strings.Contains(v.Error, pc.wantErr) {
+			t.Errorf("%s on two signatures %v: ok=%v %q, want a refusal containing %q; if it now accepts, two signatures could satisfy every verifier (update docs/signature-agent.md)", v.Peer, h, v.OK, v.Error, pc.wantErr)
+		}
 	}
 }
 
