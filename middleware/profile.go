@@ -143,14 +143,19 @@ const (
 // Outcome maps the result onto protocol-01's verified / invalid /
 // unverified.
 func (r Result) Outcome() Outcome {
-	switch {
-	case r.Verdict == Verified:
+	if r.Verdict == Verified {
 		return OutcomeVerified
-	case r.Verdict == Unsigned || r.Err == nil:
+	}
+	return errOutcome(r.Err)
+}
+
+// errOutcome is the outcome of a request refused with err.
+func errOutcome(err *Error) Outcome {
+	if err == nil {
 		return OutcomeUnverified
 	}
-	switch r.Err.Code {
-	case CodeUnknownKey, CodeUntrustedAgent, CodeKeyFetchFailed, CodeDatabaseUnavailable, CodeInternal:
+	switch err.Code {
+	case CodeMissingSignature, CodeUnknownKey, CodeUntrustedAgent, CodeKeyFetchFailed, CodeDatabaseUnavailable, CodeInternal:
 		return OutcomeUnverified
 	}
 	return OutcomeInvalid

@@ -3,6 +3,7 @@ package middleware_test
 import (
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -336,5 +337,24 @@ func TestVectorsProtocol01(t *testing.T) {
 	}
 	if err := key.Public.Verify(signer.AlgEd25519, base, rs[0].Value); err != nil {
 		t.Errorf("E.2.3 signature over the rebuilt base: %v", err)
+	}
+}
+
+// The debug line of a refusal names its protocol-01 outcome.
+func TestRefusalLogNamesOutcome(t *testing.T) {
+	t.Parallel()
+	var buf strings.Builder
+	logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	v, err := middleware.NewVerifier(middleware.Config{Keys: profileKeys(), Now: clock, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := signedRequest(t, keyA, signOpts(nil))
+	r.Host = "other.example"
+	v.Check(r)
+	v.Check(httptest.NewRequest(http.MethodGet, testURL, nil))
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], `"outcome":"invalid"`) || !strings.Contains(lines[1], `"outcome":"unverified"`) {
+		t.Errorf("log lines = %q, want outcome invalid then unverified", lines)
 	}
 }

@@ -254,7 +254,7 @@ func (v *Verifier) verify(r *http.Request, a *Agent) *Error {
 	err := v.verifyRequest(r, a)
 	if err != nil && v.cfg.Logger.Enabled(r.Context(), slog.LevelDebug) {
 		v.cfg.Logger.LogAttrs(r.Context(), slog.LevelDebug, "signature rejected",
-			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("error", err.Error()))
+			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("outcome", string(errOutcome(err))), slog.String("error", err.Error()))
 	}
 	return err
 }

@@ -33,7 +33,7 @@ const (
 	proxyReadHeaderTimeout = 10 * time.Second
 )
 
-const proxyUsage = "idcli proxy (--upstream URL | --forward-auth) --trust PATTERN… [--listen ADDR] [--mode required|optional|observe] [--allow-http] [--allow-private] [--redis-url URL] [--metrics-listen ADDR] [--access-log stdout|stderr|off] [--refusal-status 401|403] [--log-level info|debug|…]"
+const proxyUsage = "idcli proxy (--upstream URL | --forward-auth) --trust PATTERN… [--listen ADDR] [--mode required|optional|observe] [--allow-http] [--allow-private] [--redis-url URL] [--metrics-listen ADDR] [--access-log stdout|stderr|off] [--refusal-status 401|403] [--profile deployed|strict-01] [--log-level info|debug|…]"
 
 // proxyFlags are the flags of `idcli proxy`.
 type proxyFlags struct {
@@ -42,6 +42,7 @@ type proxyFlags struct {
 	forwardAuth, allowHTTP, allowPrivate bool
 	trust                                stringsFlag
 	refusalStatus                        int
+	profile                              string
 }
 
 func (f *proxyFlags) register(fs *flag.FlagSet) {
@@ -56,6 +57,7 @@ func (f *proxyFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.metricsListen, "metrics-listen", "", "serve Prometheus metrics at GET /metrics on this separate address, such as 127.0.0.1:9090 (default: off)")
 	fs.StringVar(&f.accessLog, "access-log", "stdout", "where the JSON access log goes, one line per request: stdout, stderr or off")
 	fs.IntVar(&f.refusalStatus, "refusal-status", http.StatusUnauthorized, "status of refused requests: 401, or 403 as web-bot-auth protocol-01 describes")
+	fs.StringVar(&f.profile, "profile", "deployed", "how Signature-Agent is read: deployed (every form deployed signers send) or strict-01 (web-bot-auth protocol-01 exactly: the member keyed by the label, covered, fetched as sent)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "level of the operational log on stderr: debug (key fetches, each refusal), info, warn or error")
 }
 
@@ -102,6 +104,7 @@ func newProxyCmd(env *cliEnv) *ffcli.Command {
 // proxyPlan is what the flags resolve to, before anything listens.
 type proxyPlan struct {
 	mode     middleware.Mode
+	profile  middleware.Profile
 	upstream *url.URL // nil with --forward-auth
 	keys     keyfetch.Config
 	level    slog.Level
@@ -115,6 +118,13 @@ func (f proxyFlags) plan(env *cliEnv) (proxyPlan, error) {
 	var err error
 	if p.mode, err = parseMode(f.mode); err != nil {
 		return p, err
+	}
+	switch f.profile {
+	case middleware.ProfileDeployed.String():
+	case middleware.ProfileStrict01.String():
+		p.profile = middleware.ProfileStrict01
+	default:
+		return p, fmt.Errorf("--profile %q: want deployed or strict-01", f.profile)
 	}
 	switch {
 	case f.forwardAuth && f.upstream != "":
@@ -202,6 +212,7 @@ func runProxy(ctx context.Context, env *cliEnv, f proxyFlags) error {
 	vc := middleware.Config{
 		Keys:          keyfetch.New(p.keys),
 		Mode:          p.mode,
+		Profile:       p.profile,
 		Replay:        replay,
 		RefusalStatus: f.refusalStatus,
 		Logger:        logger.With("component", "verifier"),
