@@ -1,0 +1,43 @@
+package middleware_test
+
+import (
+	"crypto/ed25519"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/signer"
+)
+
+// BenchmarkVerifyProfile is BenchmarkVerify's default case (agentid's
+// protocol-01 headers) in each profile: the strict profile resolves
+// Signature-Agent per request, the deployed one through its cache. Compare
+// both with BenchmarkEd25519Verify from the same run.
+func BenchmarkVerifyProfile(b *testing.B) {
+	key := signer.NewPrivateKey(ed25519.NewKeyFromSeed(benchSeed))
+	for _, p := range []middleware.Profile{middleware.ProfileDeployed, middleware.ProfileStrict01} {
+		b.Run(p.String(), func(b *testing.B) {
+			keys := middleware.NewStaticKeys()
+			keys.Add(benchOrigin, key.Public)
+			keys.Add(benchOrigin+"/", key.Public)
+			h := middleware.New(middleware.Config{Keys: keys, Profile: p, Now: func() time.Time { return benchNow }})(
+				http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if _, ok := middleware.AgentFrom(r.Context()); !ok {
+						w.WriteHeader(http.StatusInternalServerError)
+					}
+				}))
+			reqs := benchRequests(b, b.N, key, nil)
+			w := &nullWriter{h: http.Header{}}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				w.code = 0
+				h.ServeHTTP(w, reqs[i])
+				if w.code != 0 {
+					b.Fatalf("status = %d, want 200", w.code)
+				}
+			}
+		})
+	}
+}
