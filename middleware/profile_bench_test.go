@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/signertest"
 )
 
 // BenchmarkVerifyProfile is BenchmarkVerify's default case (agentid's
@@ -40,4 +41,40 @@ func BenchmarkVerifyProfile(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkVerifyProfileRatio times the strict profile against the deployed
+// one on the same default headers, interleaved (signertest.PairedPrepared),
+// so x-deployed is the strict profile's cost in units of the deployed
+// profile's on a loaded machine. Both verifiers see each request once.
+func BenchmarkVerifyProfileRatio(b *testing.B) {
+	key := signer.NewPrivateKey(ed25519.NewKeyFromSeed(benchSeed))
+	handler := func(p middleware.Profile) http.Handler {
+		keys := middleware.NewStaticKeys()
+		keys.Add(benchOrigin, key.Public)
+		keys.Add(benchOrigin+"/", key.Public)
+		return middleware.New(middleware.Config{Keys: keys, Profile: p, Now: func() time.Time { return benchNow }})(
+			http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	}
+	deployed, strict := handler(middleware.ProfileDeployed), handler(middleware.ProfileStrict01)
+	reqs := make([]*http.Request, ratioBlock)
+	w := &nullWriter{h: http.Header{}}
+	signertest.PairedPrepared(b, ratioBlock, "deployed", "strict-01",
+		func(start, end int) {
+			for i := start; i < end; i++ {
+				reqs[i-start] = benchRequest(b, i, b.N, key, nil)
+			}
+		},
+		func(i int) {
+			deployed.ServeHTTP(w, reqs[i%ratioBlock])
+			if w.code != 0 {
+				b.Fatalf("deployed: status = %d", w.code)
+			}
+		},
+		func(i int) {
+			strict.ServeHTTP(w, reqs[i%ratioBlock])
+			if w.code != 0 {
+				b.Fatalf("strict-01: status = %d", w.code)
+			}
+		})
 }
