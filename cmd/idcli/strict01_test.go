@@ -37,3 +37,38 @@ func TestProxyStrictProfile(t *testing.T) {
 		t.Errorf("idcli proxy --profile loose: %v, want an error naming --profile", r.err)
 	}
 }
+
+// idcli tool verify --strict-01 accepts agentid's default headers and
+// refuses --legacy ones, naming what protocol-01 requires.
+func TestToolVerifyStrict01(t *testing.T) {
+	t.Parallel()
+	key := signertest.Key(0x34)
+	pub := string(key.Public.JWK.MarshalPublic())
+	const url = "https://api.example/whoami"
+	for _, tc := range []struct {
+		name    string
+		legacy  bool
+		wantErr string
+	}{
+		{"default", false, ""},
+		{"legacy", true, `✘ missing_components: the signature must cover "signature-agent";key="sig1" (protocol-01)`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, err := signer.Headers("GET", url, key, signer.Options{SignatureAgent: "https://agent.example", Legacy: tc.legacy})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := runCLI(t.Context(), t.TempDir(), nil, "tool", "verify", "GET", url, "--signature", h.Signature,
+				"--signature-input", h.SignatureInput, "--signature-agent", h.SignatureAgent, "--jwk", pub, "--strict-01")
+			if tc.wantErr == "" {
+				if r.err != nil || !strings.Contains(r.stdout, "✔ verified identity         https://agent.example/") {
+					t.Errorf("tool verify --strict-01 of the default headers: %v\n%s%s", r.err, r.stdout, r.stderr)
+				}
+				return
+			}
+			if r.err == nil || !strings.Contains(r.stdout, tc.wantErr) {
+				t.Errorf("tool verify --strict-01 of --legacy headers: %v\n%s, want %q", r.err, r.stdout, tc.wantErr)
+			}
+		})
+	}
+}
