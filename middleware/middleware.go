@@ -50,6 +50,11 @@ type Agent struct {
 	Components []string
 	// Bound reports whether Signature-Agent was covered by the signature.
 	Bound bool
+	// Metadata is the Signed-Agent-Metadata dictionary
+	// (draft-vilgalys-webbotauth-signed-agent-metadata-00) when the
+	// signature covers it, else nil: each member's string or token value,
+	// or its serialization for other types.
+	Metadata map[string]string
 }
 
 // Mode says what the middleware does with requests that are not verified.
@@ -126,6 +131,10 @@ type Config struct {
 	Now func() time.Time
 	// Mode is Required (the zero value), Optional or Observe.
 	Mode Mode
+	// Profile is ProfileDeployed (the zero value: every form deployed
+	// signers send) or ProfileStrict01 (web-bot-auth protocol-01 exactly;
+	// its refusals are 403 unless RefusalStatus says otherwise).
+	Profile Profile
 	// OnResult, if set, receives every outcome — verified, unsigned or
 	// invalid — before the response is written or the handler runs. It is
 	// where metrics, logs and proxies read outcomes. It must be safe for

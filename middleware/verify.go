@@ -43,6 +43,9 @@ func (c Config) Validate() error {
 			return errors.New("middleware: Config limits must not be negative")
 		}
 	}
+	if c.Profile > ProfileStrict01 {
+		return fmt.Errorf("middleware: Config.Profile %d is not ProfileDeployed or ProfileStrict01", c.Profile)
+	}
 	if c.Mode > Observe {
 		return fmt.Errorf("middleware: Config.Mode %d is not Required, Optional or Observe", c.Mode)
 	}
@@ -97,6 +100,9 @@ func (c Config) withDefaults() Config {
 		c.Skew = 0
 	}
 	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, DefaultMaxBodyBytes)
+	if c.RefusalStatus == 0 && c.Profile == ProfileStrict01 {
+		c.RefusalStatus = http.StatusForbidden // protocol-01's refusal
+	}
 	c.RefusalStatus = cmp.Or(c.RefusalStatus, http.StatusUnauthorized)
 	c.MaxHeaderBytes = cmp.Or(c.MaxHeaderBytes, DefaultMaxHeaderBytes)
 	c.MaxSignatures = cmp.Or(c.MaxSignatures, DefaultMaxSignatures)
@@ -147,7 +153,7 @@ func acceptSignature(cfg Config, required []signer.Component) string {
 	for _, c := range required {
 		add(c.ID())
 	}
-	if cfg.RequireBound {
+	if cfg.RequireBound || cfg.Profile == ProfileStrict01 {
 		add(`"signature-agent";key="` + signer.DefaultLabel + `"`)
 	}
 	var b strings.Builder
@@ -268,7 +274,7 @@ func (v *Verifier) verify(r *http.Request, a *Agent) *Error {
 func (v *Verifier) logRefusal(r *http.Request, err *Error) *Error {
 	if err != nil && v.cfg.Logger.Enabled(r.Context(), slog.LevelDebug) {
 		v.cfg.Logger.LogAttrs(r.Context(), slog.LevelDebug, "signature rejected",
-			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("error", err.Error()))
+			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("outcome", string(errOutcome(err))), slog.String("error", err.Error()))
 	}
 	return err
 }
@@ -524,6 +530,10 @@ func (v *Verifier) candidate(r *http.Request, sig *signer.Signature, st *request
 		}
 	}
 
+	md, merr := v.agentMetadata(r, sig)
+	if merr != nil {
+		return merr
+	}
 	// A key source that protects the key sets of verified agents (keyfetch's
 	// cache admission) hears of this one.
 	if vr, ok := keys.(VerifiedReporter); ok && !set.IsZero() {
@@ -531,6 +541,7 @@ func (v *Verifier) candidate(r *http.Request, sig *signer.Signature, st *request
 	}
 
 	*a = Agent{
+		Metadata:   md,
 		KeyID:      p.KeyID,
 		Thumbprint: thumbprintOf(&pk),
 		Alg:        alg,
@@ -640,6 +651,9 @@ func thumbprintOf(pk *signer.PublicKey) string {
 // label, else the only one) and reports whether it is covered.
 func (v *Verifier) keySet(r *http.Request, sig *signer.Signature, st *requestState) (signer.KeySet, bool, *Error) {
 	cfg := &v.cfg
+	if cfg.Profile == ProfileStrict01 {
+		return v.strictKeySet(r, sig)
+	}
 	vals := r.Header["Signature-Agent"]
 	if len(vals) == 0 {
 		if cfg.AllowMissingSignatureAgent {

@@ -267,6 +267,8 @@ func (s *Server) whoami(w http.ResponseWriter, r *http.Request) error {
 	if a.UID == "" { // the DB key source accepts only agent-<hex> origins
 		return middleware.Fail(middleware.CodeUntrustedAgent, "the signature agent is not an agent of this service")
 	}
-	writeKeyResponse(w, http.StatusOK, s.keyResponse(a.UID, a.JWK))
+	resp := s.keyResponse(a.UID, a.JWK)
+	resp.SignatureAgent = s.service.AgentOrigin(a.UID)
+	writeKeyResponse(w, http.StatusOK, resp)
 	return nil
 }

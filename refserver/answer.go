@@ -46,7 +46,11 @@ type keyResponse struct {
 	Kid          string     `json:"kid"`
 	PublicJWK    signer.JWK `json:"public_jwk"`
 	WellKnownURL string     `json:"well_known_url"`
-	IsNew        *bool      `json:"is_new,omitempty"`
+	// SignatureAgent (whoami only) is the agent's identity: the key-set
+	// URL its agents send in Signature-Agent, the agent origin, which
+	// serves the same key set as WellKnownURL.
+	SignatureAgent string `json:"signature_agent,omitempty"`
+	IsNew          *bool  `json:"is_new,omitempty"`
 }
 
 func (s *Server) keyResponse(uid string, jwk signer.JWK) keyResponse {
@@ -80,6 +84,10 @@ func (k keyResponse) appendJSON(b []byte) []byte {
 	b = appendJWK(b, k.PublicJWK)
 	b = append(b, `,"well_known_url":`...)
 	b = appendJSONString(b, k.WellKnownURL)
+	if k.SignatureAgent != "" {
+		b = append(b, `,"signature_agent":`...)
+		b = appendJSONString(b, k.SignatureAgent)
+	}
 	if k.IsNew != nil {
 		b = append(b, `,"is_new":`...)
 		b = strconv.AppendBool(b, *k.IsNew)

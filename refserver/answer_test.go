@@ -30,6 +30,7 @@ func TestKeyResponseJSON(t *testing.T) {
 	}{
 		{"ed25519", keyResponse{UID: "agent-0123456789abcdef01234567", Kid: ed.Kid, PublicJWK: ed, WellKnownURL: "http://agent-0123456789abcdef01234567.localhost:3000/.well-known/http-message-signatures-directory"}},
 		{"new", keyResponse{UID: "u", Kid: "k", PublicJWK: ed, IsNew: &yes}},
+		{"whoami", keyResponse{UID: "u", Kid: "k", PublicJWK: ed, WellKnownURL: "http://u.h/.well-known/x", SignatureAgent: "http://u.h"}},
 		{"not new", keyResponse{UID: "u", Kid: "k", PublicJWK: ed, IsNew: &no}},
 		{"every member", keyResponse{PublicJWK: every}},
 		{"empty", keyResponse{}},

@@ -41,6 +41,13 @@ func (s *Server) routes() http.Handler {
 		http.MethodGet:     s.directory,
 		http.MethodOptions: s.directoryPreflight,
 	})
+	// The agent origin itself, the URL its agents send in Signature-Agent:
+	// a protocol-01 verifier fetches it as sent, so it serves the same key
+	// set.
+	s.handle(dir, "/", methods{
+		http.MethodGet:     s.directory,
+		http.MethodOptions: s.directoryPreflight,
+	})
 	return r
 }
 

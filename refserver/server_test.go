@@ -478,7 +478,7 @@ func TestLifecycle(t *testing.T) {
 				t.Fatalf("%s /whoami: status = %d, want 200 (%s)", method, r.status, r.body)
 			}
 			w := r.json(t)
-			if w["uid"] != uid || w["kid"] != k1.KeyID() || w["well_known_url"] != e.directoryURL(uid) {
+			if w["uid"] != uid || w["kid"] != k1.KeyID() || w["well_known_url"] != e.directoryURL(uid) || w["signature_agent"] != e.origin(uid) {
 				t.Errorf("%s /whoami body = %s", method, r.body)
 			}
 		}

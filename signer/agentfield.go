@@ -18,6 +18,12 @@ type AgentMember struct {
 	// Type is the member's ;type parameter ("directory", "jwks_uri",
 	// "cimd"), or "".
 	Type string
+	// Token reports that the value was an sf-token (an unquoted URL or a
+	// host) rather than an sf-string.
+	Token bool
+	// Params reports that the member carried parameters (a strict
+	// protocol-01 verifier ignores such members).
+	Params bool
 	// badType: the type parameter is neither a token nor a string (KeySet
 	// refuses the member).
 	badType bool
@@ -98,7 +104,7 @@ func agentItem(s string) (SignatureAgent, error) {
 }
 
 func agentMember(key string, it *sfItem) AgentMember {
-	m := AgentMember{Key: key, Value: it.val.s}
+	m := AgentMember{Key: key, Value: it.val.s, Token: it.val.kind == kindToken, Params: len(it.params) > 0}
 	if t, ok := getParam(it.params, "type"); ok && (t.kind == kindToken || t.kind == kindString) {
 		m.Type = t.s
 	} else if ok {

@@ -40,15 +40,15 @@ func ExampleSign() {
 	fmt.Println("Signature:", req.Header.Get("Signature"))
 	fmt.Println("Signature-Agent:", req.Header.Get("Signature-Agent"))
 	// Output:
-	// Signature-Input: sig1=("@authority");created=1767225600;keyid="UDDReOZl1ipXAfp9wYsm13sDBMK5og--QWdBjzuf6o4";alg="ed25519";expires=1767225900;nonce="bm9uY2U";tag="web-bot-auth"
-	// Signature: sig1=:zWUW8T0WXXrMYUz1M3rPqzo9zIdsJm0QyY6Q6QxGfAQ6NT2RdspIXboNiE/r6qfnI0+VdvQIx0Wr9sEaA/BeDQ==:
+	// Signature-Input: sig1=("@authority" "signature-agent";key="sig1");created=1767225600;keyid="UDDReOZl1ipXAfp9wYsm13sDBMK5og--QWdBjzuf6o4";alg="ed25519";expires=1767225900;nonce="bm9uY2U";tag="web-bot-auth"
+	// Signature: sig1=:LBF/gE1Dxy7ZXO4om9uwfmyLJ9Ya3j9piQVIq/YSk0f8gYps4UAUvjcZSRwYgWPSUD0xr4IhIRSlkywoB/2eAA==:
 	// Signature-Agent: sig1="https://agent-0123.agentid.example"
 }
 
 func ExampleHeaders() {
 	h, err := signer.Headers("GET", "https://example.com/whoami", exampleKey(), signer.Options{
 		SignatureAgent: "https://agent-0123.agentid.example",
-		Standards:      true, // also cover "signature-agent";key="sig1"
+		Legacy:         true, // the pre-protocol-01 shape vestauth 0.21.1 verifies
 		Created:        time.Unix(1767225600, 0),
 		Nonce:          "bm9uY2U",
 	})
@@ -63,8 +63,8 @@ func ExampleHeaders() {
 	}
 	// Output:
 	// {
-	//   "Signature": "sig1=:LBF/gE1Dxy7ZXO4om9uwfmyLJ9Ya3j9piQVIq/YSk0f8gYps4UAUvjcZSRwYgWPSUD0xr4IhIRSlkywoB/2eAA==:",
-	//   "Signature-Input": "sig1=(\"@authority\" \"signature-agent\";key=\"sig1\");created=1767225600;keyid=\"UDDReOZl1ipXAfp9wYsm13sDBMK5og--QWdBjzuf6o4\";alg=\"ed25519\";expires=1767225900;nonce=\"bm9uY2U\";tag=\"web-bot-auth\"",
+	//   "Signature": "sig1=:zWUW8T0WXXrMYUz1M3rPqzo9zIdsJm0QyY6Q6QxGfAQ6NT2RdspIXboNiE/r6qfnI0+VdvQIx0Wr9sEaA/BeDQ==:",
+	//   "Signature-Input": "sig1=(\"@authority\");created=1767225600;keyid=\"UDDReOZl1ipXAfp9wYsm13sDBMK5og--QWdBjzuf6o4\";alg=\"ed25519\";expires=1767225900;nonce=\"bm9uY2U\";tag=\"web-bot-auth\"",
 	//   "Signature-Agent": "sig1=\"https://agent-0123.agentid.example\""
 	// }
 }

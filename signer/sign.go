@@ -24,8 +24,11 @@ const (
 // (POST /agents, PUT /agents/{uid}/keys).
 var WriteComponents = []string{"@method", "@authority", "@path", "content-digest"}
 
-// Options controls Sign. The zero value is the default profile:
-// sig1=("@authority");created;keyid;alg="ed25519";expires=created+300;nonce;tag="web-bot-auth".
+// Options controls Sign. The zero value is the default profile
+// (web-bot-auth protocol-01):
+// sig1=("@authority" "signature-agent";key="sig1");created;keyid;alg="ed25519";expires=created+300;nonce;tag="web-bot-auth"
+// with Signature-Agent: sig1="<key-set URL>", or sig1=("@authority") when
+// no SignatureAgent is given. Legacy selects the older shape.
 type Options struct {
 	// Label names the signature. If "", "sig1".
 	Label string
@@ -49,9 +52,20 @@ type Options struct {
 	// is sent as `<label>="<identity>"`, the origin for an origin's
 	// well-known directory, else the URL. If "", the header is left alone.
 	SignatureAgent string
-	// Standards also covers `"signature-agent";key="<label>"` when
-	// SignatureAgent is set (what newer web-bot-auth verifiers require).
+	// Legacy selects the shape signed before protocol-01: the
+	// Signature-Agent member is sent but not covered (only Components,
+	// "@authority" by default). vestauth 0.21.1 and npm web-bot-auth 0.1.3
+	// verify only this shape; a strict protocol-01 verifier refuses it.
+	Legacy bool
+	// Standards covers `"signature-agent";key="<label>"` even with Legacy.
+	// Without Legacy the member is always covered when SignatureAgent is
+	// set, unless Components already cover a form of signature-agent.
 	Standards bool
+	// Metadata, if not empty, is sent as the Signed-Agent-Metadata
+	// dictionary (draft-vilgalys-webbotauth-signed-agent-metadata-00),
+	// each value an sf-string, members in key order, and the field is
+	// covered. Keys must be structured-field keys; values printable ASCII.
+	Metadata map[string]string
 	// Now is the clock. If nil, time.Now.
 	Now func() time.Time
 	// Rand is the nonce source. If nil, crypto/rand.Reader.
@@ -108,10 +122,17 @@ func Sign(req *http.Request, key PrivateKey, opts Options) error {
 		setDictMember(req.Header, "Signature-Agent", o.Label, string(v))
 	}
 	names := o.Components
-	if o.Standards && o.SignatureAgent != "" {
-		id := `"signature-agent";key="` + o.Label + `"`
-		if !containsString(names, id) {
-			names = append(append([]string(nil), names...), id)
+	if o.SignatureAgent != "" && (o.Standards || !o.Legacy) && !coversAgent(names) {
+		names = append(append([]string(nil), names...), `"signature-agent";key="`+o.Label+`"`)
+	}
+	if len(o.Metadata) > 0 {
+		v, err := serializeMetadata(o.Metadata)
+		if err != nil {
+			return err
+		}
+		req.Header.Set(MetadataHeader, v)
+		if !containsString(names, MetadataComponent) {
+			names = append(append([]string(nil), names...), MetadataComponent)
 		}
 	}
 	comps := make([]Component, 0, len(names))
@@ -222,12 +243,14 @@ func setDictMember(h http.Header, name, key, value string) {
 	h.Set(name, string(b))
 }
 
-// SignatureHeaders are the three headers of a signed request, as printed by
+// SignatureHeaders are the headers of a signed request, as printed by
 // `idcli agent headers`.
 type SignatureHeaders struct {
 	Signature      string `json:"Signature"`
 	SignatureInput string `json:"Signature-Input"`
 	SignatureAgent string `json:"Signature-Agent,omitempty"`
+	// SignedAgentMetadata is set when Options.Metadata is.
+	SignedAgentMetadata string `json:"Signed-Agent-Metadata,omitempty"`
 }
 
 // Headers returns the signature headers for a request with this method and
@@ -250,9 +273,10 @@ func Headers(method, rawURL string, key PrivateKey, opts Options) (SignatureHead
 		return SignatureHeaders{}, err
 	}
 	return SignatureHeaders{
-		Signature:      req.Header.Get("Signature"),
-		SignatureInput: req.Header.Get("Signature-Input"),
-		SignatureAgent: req.Header.Get("Signature-Agent"),
+		Signature:           req.Header.Get("Signature"),
+		SignatureInput:      req.Header.Get("Signature-Input"),
+		SignatureAgent:      req.Header.Get("Signature-Agent"),
+		SignedAgentMetadata: req.Header.Get(MetadataHeader),
 	}, nil
 }
 

@@ -69,7 +69,7 @@ func checkSignature(r *http.Request, label string, pub ed25519.PublicKey) (signe
 	return signer.Signature{}, "", fmt.Errorf("no signature labelled %s in %q", label, r.Header.Values("Signature-Input"))
 }
 
-var defaultInput = regexp.MustCompile(`^sig1=\("@authority"\);created=(\d+);keyid="([A-Za-z0-9_-]{43})";alg="ed25519";expires=(\d+);nonce="([A-Za-z0-9_-]+)";tag="web-bot-auth"$`)
+var defaultInput = regexp.MustCompile(`^sig1=\("@authority" "signature-agent";key="sig1"\);created=(\d+);keyid="([A-Za-z0-9_-]{43})";alg="ed25519";expires=(\d+);nonce="([A-Za-z0-9_-]+)";tag="web-bot-auth"$`)
 var signatureValue = regexp.MustCompile(`^sig1=:([A-Za-z0-9+/]{86}==):$`)
 
 func TestSignDefaultProfile(t *testing.T) {
@@ -112,7 +112,7 @@ func TestSignDefaultProfile(t *testing.T) {
 		t.Errorf("Signature-Agent = %s, want %s", got, want)
 	}
 	_, base := verifySignature(t, req, "sig1", key.Public.Key)
-	wantBase := "\"@authority\": agent-target.example\n\"@signature-params\": " + strings.TrimPrefix(in, "sig1=")
+	wantBase := "\"@authority\": agent-target.example\n\"signature-agent\";key=\"sig1\": \"http://agent-x.localhost:3000\"\n\"@signature-params\": " + strings.TrimPrefix(in, "sig1=")
 	if base != wantBase {
 		t.Errorf("base =\n%s\nwant\n%s", base, wantBase)
 	}
@@ -122,7 +122,8 @@ func TestSignDefaultProfile(t *testing.T) {
 	if err := signer.Sign(req2, key, signer.Options{Now: fixedClock}); err != nil {
 		t.Fatal(err)
 	}
-	m2 := defaultInput.FindStringSubmatch(req2.Header.Get("Signature-Input"))
+	// Without a Signature-Agent there is no member to cover.
+	m2 := regexp.MustCompile(`^sig1=\("@authority"\);created=(\d+);keyid="([A-Za-z0-9_-]{43})";alg="ed25519";expires=(\d+);nonce="([A-Za-z0-9_-]+)";tag="web-bot-auth"$`).FindStringSubmatch(req2.Header.Get("Signature-Input"))
 	if m2 == nil || m2[4] == m[4] {
 		t.Errorf("second nonce = %v, want a fresh one (first %s)", m2, m[4])
 	}
@@ -274,21 +275,24 @@ func TestSignRoundTrip(t *testing.T) {
 	key := signertest.Key(4)
 	for _, body := range []string{"", `{"hello": "world"}`} {
 		for _, comps := range roundTripComponents {
-			for _, standards := range []bool{false, true} {
-				name := fmt.Sprintf("body=%v/%s/standards=%v", body != "", strings.Join(comps, ","), standards)
+			for _, legacy := range []bool{false, true} {
+				name := fmt.Sprintf("body=%v/%s/legacy=%v", body != "", strings.Join(comps, ","), legacy)
 				t.Run(name, func(t *testing.T) {
 					t.Parallel()
 					req := newRoundTripRequest(t, body)
-					opts := signer.Options{Components: comps, SignatureAgent: "https://agent-x.example", Standards: standards}
+					opts := signer.Options{Components: comps, SignatureAgent: "https://agent-x.example", Legacy: legacy}
 					if err := signer.Sign(req, key, opts); err != nil {
 						t.Fatal(err)
 					}
 					sig, _ := verifySignature(t, req, "sig1", key.Public.Key)
-					if standards != sig.Covers(`"signature-agent";key="sig1"`) && !containsString(comps, `"signature-agent";key="sig1"`) {
-						t.Errorf("covers signature-agent member = %v with Standards %v", !standards, standards)
+					// protocol-01 (the default) covers the member keyed by the
+					// label; Legacy covers only what was asked.
+					explicit := containsString(comps, `"signature-agent";key="sig1"`) || containsString(comps, "signature-agent")
+					if got := sig.Covers(`"signature-agent";key="sig1"`) || sig.Covers(`"signature-agent"`); got != (!legacy || explicit) {
+						t.Errorf("covers signature-agent member = %v with Legacy %v", got, legacy)
 					}
-					if n := len(sig.Components); comps != nil && n != len(comps)+boolInt(standards && !containsString(comps, `"signature-agent";key="sig1"`)) {
-						t.Errorf("%d covered components, want %d: %v", n, len(comps), sig.Components)
+					if n := len(sig.Components); comps != nil && n != len(comps)+boolInt(!legacy && !explicit) {
+						t.Errorf("%d covered components, want %d: %v", n, len(comps)+boolInt(!legacy && !explicit), sig.Components)
 					}
 					if sig.Params.KeyID != key.KeyID() || sig.Params.Alg != "ed25519" || sig.Params.Tag != "web-bot-auth" {
 						t.Errorf("params = %+v", sig.Params)
@@ -455,7 +459,19 @@ func TestSignExtendedProfiles(t *testing.T) {
 			`agent=("@authority" "signature-agent";key="agent");created=1767225600;keyid="%s";alg="ed25519";expires=1767225900;nonce="n";tag="web-bot-auth"`,
 			`agent="https://agent-x.example"`},
 		{"agent normalized", "GET", "", signer.Options{SignatureAgent: "HTTPS://Agent-X.Example:443/"},
+			`sig1=("@authority" "signature-agent";key="sig1");created=1767225600;keyid="%s";alg="ed25519";expires=1767225900;nonce="n";tag="web-bot-auth"`,
+			`sig1="https://agent-x.example"`},
+		{"legacy", "GET", "", signer.Options{SignatureAgent: agent, Legacy: true},
 			`sig1=("@authority");created=1767225600;keyid="%s";alg="ed25519";expires=1767225900;nonce="n";tag="web-bot-auth"`,
+			`sig1="https://agent-x.example"`},
+		{"legacy with standards", "GET", "", signer.Options{SignatureAgent: agent, Legacy: true, Standards: true},
+			`sig1=("@authority" "signature-agent";key="sig1");created=1767225600;keyid="%s";alg="ed25519";expires=1767225900;nonce="n";tag="web-bot-auth"`,
+			`sig1="https://agent-x.example"`},
+		{"whole field asked for", "GET", "", signer.Options{SignatureAgent: agent, Components: []string{"@authority", "signature-agent"}},
+			`sig1=("@authority" "signature-agent");created=1767225600;keyid="%s";alg="ed25519";expires=1767225900;nonce="n";tag="web-bot-auth"`,
+			`sig1="https://agent-x.example"`},
+		{"metadata", "GET", "", signer.Options{SignatureAgent: agent, Metadata: map[string]string{"operator": "Example Corp", "contact": "mailto:bots@example.com"}},
+			`sig1=("@authority" "signature-agent";key="sig1" "signed-agent-metadata");created=1767225600;keyid="%s";alg="ed25519";expires=1767225900;nonce="n";tag="web-bot-auth"`,
 			`sig1="https://agent-x.example"`},
 		{"write components with body", "POST", `{"public_jwk":{}}`, signer.Options{Components: signer.WriteComponents},
 			`sig1=("@method" "@authority" "@path" "content-digest");created=1767225600;keyid="%s";alg="ed25519";expires=1767225900;nonce="n";tag="web-bot-auth"`, ""},
@@ -574,8 +590,8 @@ func TestHeaders(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Built independently of the package: the RFC 9421 base and an Ed25519 signature.
-	params := `("@authority");created=1767225600;keyid="` + key.KeyID() + `";alg="ed25519";expires=1767225900;nonce="` + fixedNonce + `";tag="web-bot-auth"`
-	wantBase := "\"@authority\": example.com\n\"@signature-params\": " + params
+	params := `("@authority" "signature-agent";key="sig1");created=1767225600;keyid="` + key.KeyID() + `";alg="ed25519";expires=1767225900;nonce="` + fixedNonce + `";tag="web-bot-auth"`
+	wantBase := "\"@authority\": example.com\n\"signature-agent\";key=\"sig1\": \"https://agent-x.example\"\n\"@signature-params\": " + params
 	want := signer.SignatureHeaders{
 		SignatureInput: "sig1=" + params,
 		Signature:      "sig1=:" + base64.StdEncoding.EncodeToString(ed25519.Sign(key.Key, []byte(wantBase))) + ":",

@@ -29,12 +29,15 @@ func newAgentCurlCmd(env *cliEnv) *ffcli.Command {
 	include := fs.Bool("i", false, "print the response status line and headers before the body")
 	verbose := fs.Bool("v", false, "print each request and response head to stderr")
 	pp := fs.Bool("pp", false, "pretty-print a JSON response body")
-	standards := fs.Bool("standards", false, `also cover "signature-agent";key="sig1" (what newer web-bot-auth verifiers require)`)
+	standards := fs.Bool("standards", false, `cover "signature-agent";key="sig1" even with --legacy`)
+	legacy := fs.Bool("legacy", false, legacyUsage)
+	var metadata stringsFlag
+	fs.Var(&metadata, "metadata", metadataUsage)
 	components := fs.String("components", "", componentsUsage)
 	asJSON := fs.Bool("json", false, `print the answer as one JSON object {"url","status","headers","body"} (unlike curl's --json, which sends a body: use -d)`)
 	return &ffcli.Command{
 		Name:       "curl",
-		ShortUsage: "idcli agent curl URL [-X METHOD] [-H 'K: V']… [-d JSON] [-i] [-v] [--pp] [--components C,…] [--standards] [--json]",
+		ShortUsage: "idcli agent curl URL [-X METHOD] [-H 'K: V']… [-d JSON] [-i] [-v] [--pp] [--components C,…] [--standards] [--legacy] [--metadata K=V]… [--json]",
 		ShortHelp:  "make an HTTP request signed with this agent's credentials",
 		LongHelp: "Exit status 0 below HTTP 400, 22 at 400 and above (the body is printed either way).\n" +
 			`With --json the answer is {"url":FINAL_URL,"status":200,"headers":{"Name":["value"]},"body":…}` + "\n" +
@@ -55,8 +58,13 @@ func newAgentCurlCmd(env *cliEnv) *ffcli.Command {
 			if err != nil {
 				return err
 			}
+			md, err := parseMetadata(metadata)
+			if err != nil {
+				return fmt.Errorf("agent curl: %w", err)
+			}
 			c := curl{env: env, url: pos[0], method: *method, headers: headers,
-				include: *include, verbose: *verbose, pp: *pp, standards: *standards, components: comps, asJSON: *asJSON}
+				include: *include, verbose: *verbose, pp: *pp, standards: *standards, components: comps, asJSON: *asJSON,
+				legacy: *legacy, metadata: md}
 			if dataSet {
 				body, err := readData(env, *data)
 				if err != nil {
@@ -77,7 +85,8 @@ type curl struct {
 	body                 []byte
 	hasBody              bool
 	include, verbose, pp bool
-	standards            bool
+	standards, legacy    bool
+	metadata             map[string]string
 	components           []string // nil: the default profile
 	asJSON               bool
 }
@@ -156,6 +165,8 @@ func (c curl) run(ctx context.Context) error {
 	tr := creds.Transport(base)
 	tr.Options.Standards = c.standards
 	tr.Options.Components = c.components
+	tr.Options.Legacy = c.legacy
+	tr.Options.Metadata = c.metadata
 	// Go's client follows up to 10 redirects; tr signs every hop afresh.
 	client := &http.Client{Transport: tr}
 	resp, err := client.Do(req)

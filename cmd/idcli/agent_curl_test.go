@@ -138,7 +138,7 @@ func TestAgentCurl(t *testing.T) {
 		{
 			name:      "-v prints the signed request to stderr",
 			args:      func(a, b string) []string { return []string{a + "/echo", "-v"} },
-			wantErrIn: []string{"> GET /echo HTTP/1.1\n", "> Host: ", "> Signature-Input: sig1=(\"@authority\")", "> Signature-Agent: sig1=\"http://agent-0123456789abcdef01234567.localhost:3000\"", "< HTTP/1.1 200 OK"},
+			wantErrIn: []string{"> GET /echo HTTP/1.1\n", "> Host: ", "> Signature-Input: sig1=(\"@authority\" \"signature-agent\";key=\"sig1\")", "> Signature-Agent: sig1=\"http://agent-0123456789abcdef01234567.localhost:3000\"", "< HTTP/1.1 200 OK"},
 		},
 		{
 			name:      "--standards covers signature-agent",
@@ -146,11 +146,23 @@ func TestAgentCurl(t *testing.T) {
 			wantErrIn: []string{`> Signature-Input: sig1=("@authority" "signature-agent";key="sig1")`},
 		},
 		{
+			name:      "--legacy signs only @authority",
+			args:      func(a, b string) []string { return []string{a + "/echo", "-v", "--legacy"} },
+			wantErrIn: []string{`> Signature-Input: sig1=("@authority");`, `> Signature-Agent: sig1="http://agent-0123456789abcdef01234567.localhost:3000"`},
+		},
+		{
+			name: "--metadata sends and covers Signed-Agent-Metadata",
+			args: func(a, b string) []string {
+				return []string{a + "/echo", "-v", "--metadata", "operator=Example", "--metadata", "contact=ops@example.com"}
+			},
+			wantErrIn: []string{`> Signature-Input: sig1=("@authority" "signature-agent";key="sig1" "signed-agent-metadata");`, `> Signed-Agent-Metadata: contact="ops@example.com", operator="Example"`},
+		},
+		{
 			name: "--components signs the named components",
 			args: func(a, b string) []string {
 				return []string{a + "/echo", "-v", "--components", "@method,@authority,@path"}
 			},
-			wantErrIn: []string{`> Signature-Input: sig1=("@method" "@authority" "@path");`, "< HTTP/1.1 200 OK"},
+			wantErrIn: []string{`> Signature-Input: sig1=("@method" "@authority" "@path" "signature-agent";key="sig1");`, "< HTTP/1.1 200 OK"},
 		},
 		{
 			name: "--components with content-digest sends and signs the body's digest",
@@ -158,7 +170,7 @@ func TestAgentCurl(t *testing.T) {
 				return []string{a + "/echo", "-v", "-d", `{"a":1}`, "--components", "@method,@authority,@path,content-digest"}
 			},
 			wantStdout: func(a, b string) string { return echo("POST", "application/json", `{"a":1}`, "", a) + "\n" },
-			wantErrIn:  []string{`> Signature-Input: sig1=("@method" "@authority" "@path" "content-digest");`, "> Content-Digest: sha-256=:"},
+			wantErrIn:  []string{`> Signature-Input: sig1=("@method" "@authority" "@path" "content-digest" "signature-agent";key="sig1");`, "> Content-Digest: sha-256=:"},
 		},
 		{
 			name:       "redirect: each hop signed afresh",

@@ -20,11 +20,14 @@ func newAgentHeadersCmd(env *cliEnv) *ffcli.Command {
 	hostname := fs.String("hostname", "", "service base URL (default: AGENT_HOSTNAME, then "+agent.DefaultHostname+")")
 	tag := fs.String("tag", "", "tag parameter (default: web-bot-auth)")
 	nonce := fs.String("nonce", "", "nonce parameter (default: 64 random bytes, base64url)")
-	standards := fs.Bool("standards", false, `also cover "signature-agent";key="sig1" (what newer web-bot-auth verifiers require)`)
-	components := fs.String("components", "", "comma-separated components to sign, e.g. @method,@authority,@path (default: @authority; not content-digest, which needs a body: use agent curl -d BODY --components …)")
+	standards := fs.Bool("standards", false, `cover "signature-agent";key="sig1" even with --legacy`)
+	legacy := fs.Bool("legacy", false, legacyUsage)
+	var metadata stringsFlag
+	fs.Var(&metadata, "metadata", metadataUsage)
+	components := fs.String("components", "", componentsUsage)
 	return &ffcli.Command{
 		Name:       "headers",
-		ShortUsage: "idcli agent headers METHOD URL [--pp] [--uid U] [--private-jwk JWK] [--hostname H] [--tag T] [--nonce N] [--components C,…] [--standards]",
+		ShortUsage: "idcli agent headers METHOD URL [--pp] [--uid U] [--private-jwk JWK] [--hostname H] [--tag T] [--nonce N] [--components C,…] [--standards] [--legacy] [--metadata K=V]…",
 		ShortHelp:  "print the Signature, Signature-Input and Signature-Agent headers for a request",
 		LongHelp: "Prints the headers as JSON. A standard METHOD is upper-cased (get signs GET), as\n" +
 			"agent curl sends it; any other method is signed as typed.",
@@ -59,7 +62,10 @@ func newAgentHeadersCmd(env *cliEnv) *ffcli.Command {
 			if err != nil {
 				return err
 			}
-			opts.Tag, opts.Nonce, opts.Standards, opts.Components = *tag, *nonce, *standards, comps
+			opts.Tag, opts.Nonce, opts.Standards, opts.Components, opts.Legacy = *tag, *nonce, *standards, comps, *legacy
+			if opts.Metadata, err = parseMetadata(metadata); err != nil {
+				return fmt.Errorf("agent headers: %w", err)
+			}
 			h, err := signer.Headers(method, pos[1], creds.Key, opts)
 			if err != nil {
 				return fmt.Errorf("agent headers: %w", err)

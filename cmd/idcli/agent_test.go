@@ -71,21 +71,28 @@ func TestAgentHeadersCommand(t *testing.T) {
 		// wantInput, when set, starts Signature-Input instead (the
 		// components are then checked there).
 		wantInput string
+		// wantMetadata is the Signed-Agent-Metadata printed, if any.
+		wantMetadata string
 	}{
 		{name: "compact", method: "GET", args: []string{"agent", "headers", "GET", "https://api.example/x"}, wantLines: 1,
+			wantTag: "web-bot-auth", wantAgent: `sig1="http://` + uid + `.localhost:3000"`, wantCovered: `"signature-agent";key="sig1"`},
+		{name: "legacy", method: "GET", args: []string{"agent", "headers", "GET", "https://api.example/x", "--legacy"}, wantLines: 1,
 			wantTag: "web-bot-auth", wantAgent: `sig1="http://` + uid + `.localhost:3000"`},
+		{name: "metadata", method: "GET", args: []string{"agent", "headers", "GET", "https://api.example/x", "--metadata", "operator=Example Corp", "--metadata", "purpose=search"}, wantLines: 1,
+			wantTag: "web-bot-auth", wantAgent: `sig1="http://` + uid + `.localhost:3000"`, wantInput: `sig1=("@authority" "signature-agent";key="sig1" "signed-agent-metadata");`,
+			wantMetadata: `operator="Example Corp", purpose="search"`},
 		{name: "pretty, flags after the URL", method: "POST", args: []string{"agent", "headers", "POST", "https://api.example/x", "--pp", "--tag", "t2", "--nonce", "abc"},
-			wantLines: 5, wantTag: "t2", wantNonce: "abc", wantAgent: `sig1="http://` + uid + `.localhost:3000"`},
+			wantLines: 5, wantTag: "t2", wantNonce: "abc", wantAgent: `sig1="http://` + uid + `.localhost:3000"`, wantCovered: `"signature-agent";key="sig1"`},
 		{name: "standards", method: "GET", args: []string{"agent", "headers", "GET", "https://api.example/x", "--standards"}, wantLines: 1,
 			wantTag: "web-bot-auth", wantAgent: `sig1="http://` + uid + `.localhost:3000"`, wantCovered: `"signature-agent";key="sig1"`},
 		{name: "components", method: "POST", args: []string{"agent", "headers", "POST", "https://api.example/x", "--components", "@method,@authority,@path"}, wantLines: 1,
-			wantTag: "web-bot-auth", wantAgent: `sig1="http://` + uid + `.localhost:3000"`, wantInput: `sig1=("@method" "@authority" "@path");`},
+			wantTag: "web-bot-auth", wantAgent: `sig1="http://` + uid + `.localhost:3000"`, wantInput: `sig1=("@method" "@authority" "@path" "signature-agent";key="sig1");`},
 		{name: "components and standards", method: "GET", args: []string{"agent", "headers", "--components", "@authority, @target-uri", "--standards", "GET", "https://api.example/x"}, wantLines: 1,
 			wantTag: "web-bot-auth", wantAgent: `sig1="http://` + uid + `.localhost:3000"`, wantInput: `sig1=("@authority" "@target-uri" "signature-agent";key="sig1");`},
 		{name: "environment hostname", method: "GET", args: []string{"agent", "headers", "GET", "https://api.example/x"}, wantLines: 1,
-			environ: map[string]string{"AGENT_HOSTNAME": "agentid.example"}, wantTag: "web-bot-auth", wantAgent: `sig1="https://` + uid + `.agentid.example"`},
+			environ: map[string]string{"AGENT_HOSTNAME": "agentid.example"}, wantTag: "web-bot-auth", wantAgent: `sig1="https://` + uid + `.agentid.example"`, wantCovered: `"signature-agent";key="sig1"`},
 		{name: "flags override", method: "GET", args: []string{"agent", "headers", "--uid", "agent-ffffffffffffffffffffffff", "--private-jwk", string(k.MarshalPrivateJWK()), "GET", "https://api.example/x"},
-			wantLines: 1, wantTag: "web-bot-auth", wantAgent: `sig1="http://agent-ffffffffffffffffffffffff.localhost:3000"`},
+			wantLines: 1, wantTag: "web-bot-auth", wantAgent: `sig1="http://agent-ffffffffffffffffffffffff.localhost:3000"`, wantCovered: `"signature-agent";key="sig1"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -100,13 +107,13 @@ func TestAgentHeadersCommand(t *testing.T) {
 			if err := json.Unmarshal([]byte(res.stdout), &h); err != nil {
 				t.Fatal(err)
 			}
-			if len(h) != 3 || h["Signature-Agent"] != tt.wantAgent {
-				t.Errorf("headers = %v; want Signature, Signature-Input and Signature-Agent %s", h, tt.wantAgent)
+			if len(h) != 3+min(len(tt.wantMetadata), 1) || h["Signature-Agent"] != tt.wantAgent || h["Signed-Agent-Metadata"] != tt.wantMetadata {
+				t.Errorf("headers = %v; want Signature, Signature-Input, Signature-Agent %s and Signed-Agent-Metadata %q", h, tt.wantAgent, tt.wantMetadata)
 			}
 			r := httptest.NewRequest(tt.method, "https://api.example/x", nil)
-			r.Header.Set("Signature", h["Signature"])
-			r.Header.Set("Signature-Input", h["Signature-Input"])
-			r.Header.Set("Signature-Agent", h["Signature-Agent"])
+			for name, v := range h {
+				r.Header.Set(name, v)
+			}
 			sigs, err := signer.ParseSignatures(r.Header.Values("Signature-Input"), r.Header.Values("Signature"))
 			if err != nil || len(sigs) != 1 {
 				t.Fatalf("parse: %v, %d signatures", err, len(sigs))
@@ -367,6 +374,12 @@ const params = m[1];
 const comps = m[2].split(' ').filter(Boolean);
 const u = new URL(inp.url);
 const lines = comps.map(c => {
+  if (c === '"signature-agent";key="sig1"') {
+    // RFC 9421 §2.1.2: the member's serialized value.
+    const mm = /(?:^|,\s*)sig1=("[^"\\]*")\s*(?:,|$)/.exec(h['Signature-Agent']);
+    if (!mm) throw new Error('no sig1 member in ' + h['Signature-Agent']);
+    return c + ': ' + mm[1];
+  }
   if (c !== '"@authority"') throw new Error('unexpected component ' + c);
   return '"@authority": ' + u.host;
 });

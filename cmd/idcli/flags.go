@@ -178,3 +178,29 @@ func isTokenChar(r rune) bool {
 	}
 	return r < 0x80 && strings.ContainsRune("!#$%&'*+-.^_`|~", r)
 }
+
+// legacyUsage and metadataUsage are the help of --legacy and --metadata.
+const (
+	legacyUsage   = `sign the pre-protocol-01 shape: Signature-Agent sent but not covered, only @authority signed (what vestauth 0.21.1 and npm web-bot-auth 0.1.3 verify; a strict protocol-01 verifier refuses it)`
+	metadataUsage = "signed agent metadata 'key=value' (repeatable): sent in Signed-Agent-Metadata, which the signature then covers"
+)
+
+// parseMetadata reads --metadata key=value flags into a map; keys are
+// checked by the signer.
+func parseMetadata(kvs []string) (map[string]string, error) {
+	if len(kvs) == 0 {
+		return nil, nil
+	}
+	md := make(map[string]string, len(kvs))
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--metadata %q: want key=value", kv)
+		}
+		if _, dup := md[k]; dup {
+			return nil, fmt.Errorf("--metadata: key %q given twice", k)
+		}
+		md[k] = v
+	}
+	return md, nil
+}

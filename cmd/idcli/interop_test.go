@@ -219,11 +219,22 @@ func TestInteropAgentidSignsPeersVerify(t *testing.T) {
 		checks []peerCheck
 	}{
 		{
-			name: "default profile",
-			opts: signer.Options{SignatureAgent: interopOrigin},
+			name: "legacy profile (--legacy)",
+			opts: signer.Options{SignatureAgent: interopOrigin, Legacy: true},
 			checks: []peerCheck{
 				{script: "vestauth-verify.mjs"},
 				{script: "wba-verify.mjs"},
+			},
+		},
+		{
+			name: "default profile (protocol-01)",
+			opts: signer.Options{SignatureAgent: interopOrigin},
+			checks: []peerCheck{
+				{script: "wba-verify.mjs", args: map[string]any{"member_adapter": true}},
+				{script: "wba-verify.mjs", wantErr: "invalid signature",
+					why: "web-bot-auth 0.1.3 rebuilds a keyed signature-agent component from the whole field; if this now passes, drop --legacy for it in docs/signature-agent.md"},
+				{script: "vestauth-verify.mjs", wantErr: "INVALID_SIGNATURE",
+					why: "vestauth 0.21.1 always rebuilds an @authority-only base"},
 			},
 		},
 		{
@@ -235,8 +246,8 @@ func TestInteropAgentidSignsPeersVerify(t *testing.T) {
 			},
 		},
 		{
-			name: "standards profile",
-			opts: signer.Options{SignatureAgent: interopOrigin, Standards: true},
+			name: "standards profile (what the default now is)",
+			opts: signer.Options{SignatureAgent: interopOrigin, Legacy: true, Standards: true},
 			checks: []peerCheck{
 				{script: "wba-verify.mjs", args: map[string]any{"member_adapter": true}},
 				{script: "wba-verify.mjs", wantErr: "invalid signature",
@@ -253,8 +264,8 @@ func TestInteropAgentidSignsPeersVerify(t *testing.T) {
 			},
 		},
 		{
-			name: "default profile presented for another host",
-			opts: signer.Options{SignatureAgent: interopOrigin},
+			name: "legacy profile presented for another host",
+			opts: signer.Options{SignatureAgent: interopOrigin, Legacy: true},
 			url:  "http://evil-tool.example/whoami",
 			checks: []peerCheck{
 				{script: "vestauth-verify.mjs", wantErr: "INVALID_SIGNATURE", why: "the signature covers localhost:3000"},

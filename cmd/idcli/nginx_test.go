@@ -209,7 +209,7 @@ func TestProxyBehindNginx(t *testing.T) {
 				if seen := up.got(path); len(seen) != 1 {
 					t.Fatalf("the service saw %d requests at %s, want 1", len(seen), path)
 				} else {
-					checkNginxHeaders(t, "unsigned", seen[0], map[string]string{"X-Agent-Verdict": "unsigned"})
+					checkNginxHeaders(t, "unsigned", seen[0], map[string]string{"X-Agent-Verdict": "unverified"})
 				}
 			}
 

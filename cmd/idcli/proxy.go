@@ -35,7 +35,7 @@ const (
 	proxyReadHeaderTimeout = 10 * time.Second
 )
 
-const proxyUsage = "idcli proxy (--upstream URL | --forward-auth --front nginx|traefik|caddy [--forward-auth-from CIDR…]) --authority HOST… --trust PATTERN… [--agentid-service URL…] [--listen ADDR] [--mode required|optional|observe] [--allow-http] [--allow-private] [--redis-url URL] [--metrics-listen ADDR] [--access-log stdout|stderr|off] [--refusal-status 401|403] [--upstream-max-idle N] [--log-level info|debug|…]"
+const proxyUsage = "idcli proxy (--upstream URL | --forward-auth --front nginx|traefik|caddy [--forward-auth-from CIDR…]) --authority HOST… --trust PATTERN… [--agentid-service URL…] [--listen ADDR] [--mode required|optional|observe] [--allow-http] [--allow-private] [--redis-url URL] [--metrics-listen ADDR] [--access-log stdout|stderr|off] [--refusal-status 401|403] [--profile deployed|strict-01] [--upstream-max-idle N] [--log-level info|debug|…]"
 
 // proxyFlags are the flags of `idcli proxy`.
 type proxyFlags struct {
@@ -47,6 +47,7 @@ type proxyFlags struct {
 	front                                string
 	forwardAuthFrom, services            stringsFlag
 	upstreamMaxIdle                      int
+	profile                              string
 }
 
 func (f *proxyFlags) register(fs *flag.FlagSet) {
@@ -66,6 +67,7 @@ func (f *proxyFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.metricsListen, "metrics-listen", "", "serve Prometheus metrics at GET /metrics on this separate address, such as 127.0.0.1:9090 (default: off)")
 	fs.StringVar(&f.accessLog, "access-log", "stdout", "where the JSON access log goes, one line per request: stdout, stderr or off")
 	fs.IntVar(&f.refusalStatus, "refusal-status", http.StatusUnauthorized, "status of refused requests: 401, or 403 as web-bot-auth protocol-01 describes")
+	fs.StringVar(&f.profile, "profile", "deployed", "how Signature-Agent is read: deployed (every form deployed signers send) or strict-01 (web-bot-auth protocol-01 exactly: the member keyed by the label, covered, fetched as sent)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "level of the operational log on stderr: debug (key fetches, each refusal), info, warn or error")
 }
 
@@ -82,7 +84,7 @@ func newProxyCmd(env *cliEnv) *ffcli.Command {
 		ShortHelp:  "verify agents in front of any service: a reverse proxy or a forward-auth endpoint",
 		LongHelp: "Verifies every request's web-bot-auth signature, fetching the agents' keys\n" +
 			"from their key sets (only from --trust hosts), and passes the outcome on in\n" +
-			"X-Agent-* headers: X-Agent-Verdict (verified, unsigned or invalid), and for\n" +
+			"X-Agent-* headers: X-Agent-Verdict (verified, invalid or unverified), and for\n" +
 			"a verified request X-Agent-Id (the identity), X-Agent-Uid (agents of an\n" +
 			"agentid service) and X-Agent-Key-Id; an invalid one gets X-Agent-Reason (the\n" +
 			"error code). Every X-Agent-* header a client sends, in any spelling (any\n" +
@@ -122,6 +124,7 @@ func newProxyCmd(env *cliEnv) *ffcli.Command {
 // proxyPlan is what the flags resolve to, before anything listens.
 type proxyPlan struct {
 	mode        middleware.Mode
+	profile     middleware.Profile
 	authorities []string
 	upstream    *url.URL    // nil with --forward-auth
 	front       proxy.Front // "" without --forward-auth
@@ -138,6 +141,13 @@ func (f proxyFlags) plan(env *cliEnv) (proxyPlan, error) {
 	var err error
 	if p.mode, err = parseMode(f.mode); err != nil {
 		return p, err
+	}
+	switch f.profile {
+	case middleware.ProfileDeployed.String():
+	case middleware.ProfileStrict01.String():
+		p.profile = middleware.ProfileStrict01
+	default:
+		return p, fmt.Errorf("--profile %q: want deployed or strict-01", f.profile)
 	}
 	switch {
 	case f.forwardAuth && f.upstream != "":
@@ -293,6 +303,7 @@ func runProxy(ctx context.Context, env *cliEnv, f proxyFlags) error {
 		Keys:          keyfetch.New(p.keys),
 		Authorities:   p.authorities,
 		Mode:          p.mode,
+		Profile:       p.profile,
 		Replay:        replay,
 		RefusalStatus: f.refusalStatus,
 		Logger:        logger.With("component", "verifier"),

@@ -231,7 +231,7 @@ func TestProxyModes(t *testing.T) {
 				r, _ := http.NewRequest(http.MethodGet, base+path, nil)
 				return []*http.Request{r}
 			},
-			want: map[string]want{"required": refused("missing_signature"), "optional": fwd("unsigned", ""), "observe": fwd("unsigned", "")},
+			want: map[string]want{"required": refused("missing_signature"), "optional": fwd("unverified", ""), "observe": fwd("unverified", "")},
 		},
 		{
 			name: "signed for another host",
@@ -256,7 +256,7 @@ func TestProxyModes(t *testing.T) {
 			requests: func(t *testing.T, base, path string) []*http.Request {
 				return []*http.Request{signedGet(t, base+path, key, "https://"+uid+".agents.evil.example", signer.Options{})}
 			},
-			want: map[string]want{"required": refused("untrusted_signature_agent"), "optional": refused("untrusted_signature_agent"), "observe": fwd("invalid", "untrusted_signature_agent")},
+			want: map[string]want{"required": refused("untrusted_signature_agent"), "optional": refused("untrusted_signature_agent"), "observe": fwd("unverified", "untrusted_signature_agent")},
 		},
 	}
 
@@ -308,8 +308,11 @@ func TestProxyModes(t *testing.T) {
 				// the code of every unverified one.
 				wantVerdict, wantReason := w.verdict, w.reason
 				switch {
-				case w.verdict == "unsigned" || w.code == "missing_signature":
-					wantVerdict, wantReason = "unsigned", "missing_signature"
+				case w.verdict == "unverified" && w.reason == "" || w.code == "missing_signature":
+					wantVerdict, wantReason = "unverified", "missing_signature"
+				case w.code == "untrusted_signature_agent":
+					// No verdict on the signature: its key set is not trusted.
+					wantVerdict, wantReason = "unverified", w.code
 				case w.verdict == "":
 					wantVerdict, wantReason = "invalid", w.code
 				}
@@ -335,6 +338,10 @@ func checkAgentHeaders(t *testing.T, what string, h http.Header, verdict, reason
 		want["X-Agent-Uid"], want["X-Agent-Id"], want["X-Agent-Key-Id"] = uid, origin, kid
 	case "invalid":
 		want["X-Agent-Reason"] = reason
+	case "unverified":
+		if reason != "" {
+			want["X-Agent-Reason"] = reason
+		}
 	}
 	for name, values := range h {
 		if !strings.HasPrefix(strings.ToLower(name), "x-agent-") {

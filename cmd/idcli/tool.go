@@ -22,7 +22,7 @@ import (
 	"github.com/agentid/agentid/signer"
 )
 
-const toolVerifyUsage = "idcli tool verify METHOD URL --signature S --signature-input I [--signature-agent A] [-H 'K: V']… [--body-file F] [--now UNIX] [--trust PATTERN]… [--allow-http] [--allow-private] [--jwk PUBLIC_JWK] [--relaxed] [--json]"
+const toolVerifyUsage = "idcli tool verify METHOD URL --signature S --signature-input I [--signature-agent A] [-H 'K: V']… [--body-file F] [--now UNIX] [--trust PATTERN]… [--allow-http] [--allow-private] [--jwk PUBLIC_JWK] [--relaxed] [--strict-01] [--json]"
 
 // toolVerify holds the flags of `idcli tool verify`.
 type toolVerify struct {
@@ -31,6 +31,7 @@ type toolVerify struct {
 	headers, trust                            stringsFlag
 	bodyFile, now, jwk                        string
 	allowHTTP, allowPrivate, relaxed, asJSON  bool
+	strict01                                  bool
 }
 
 // newToolVerifyCmd is `idcli tool verify METHOD URL …`: it rebuilds a
@@ -50,6 +51,7 @@ func newToolVerifyCmd(env *cliEnv) *ffcli.Command {
 	fs.BoolVar(&tv.allowPrivate, "allow-private", false, "fetch key sets from loopback and private addresses, resolving *.localhost to loopback (local development only)")
 	fs.StringVar(&tv.jwk, "jwk", "", "verify with this public JWK (JSON, or @file): Ed25519, RSA (rsa-pss-sha512) or P-256 (ecdsa-p256-sha256); nothing is fetched")
 	fs.BoolVar(&tv.relaxed, "relaxed", false, "plain RFC 9421: any tag, no expires/nonce/Signature-Agent required, any keyid, unbounded window")
+	fs.BoolVar(&tv.strict01, "strict-01", false, "verify as web-bot-auth protocol-01 says exactly (middleware.ProfileStrict01): the Signature-Agent member keyed by the label, covered, fetched as sent")
 	fs.BoolVar(&tv.asJSON, "json", false, "print the result as JSON")
 	return &ffcli.Command{
 		Name:       "verify",
@@ -101,6 +103,9 @@ func (tv *toolVerify) run(ctx context.Context, method, rawURL string) error {
 	// The request is the one given on the command line: its host is the
 	// one it was made for, so any authority is accepted.
 	cfg := middleware.Config{Keys: keys, Now: clock, Replay: neverSeen{}, AnyAuthority: true}
+	if tv.strict01 {
+		cfg.Profile = middleware.ProfileStrict01
+	}
 	if tv.relaxed {
 		cfg.AnyTag = true
 		cfg.AllowMissingExpires = true

@@ -22,8 +22,10 @@ import (
 // created at created.
 func signedHeaders(t *testing.T, method, url string, key signer.PrivateKey, agent string, created time.Time, standards bool) signer.SignatureHeaders {
 	t.Helper()
+	// standards false is the legacy shape (Signature-Agent not covered);
+	// true is what agentid signs by default (protocol-01).
 	h, err := signer.Headers(method, url, key, signer.Options{
-		SignatureAgent: agent, Created: created, Standards: standards,
+		SignatureAgent: agent, Created: created, Legacy: !standards,
 	})
 	if err != nil {
 		t.Fatal(err)

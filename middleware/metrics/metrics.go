@@ -74,6 +74,7 @@ func (h *Histogram) Observe(d time.Duration) {
 type Registry struct {
 	requests      counters[requestKey]
 	verifications counters[string] // by outcome
+	outcomes      counters[string] // by protocol-01 outcome
 	keyHit        atomic.Uint64
 	keyMiss       atomic.Uint64
 	db            *Histogram
@@ -156,6 +157,7 @@ func (r *Registry) ObserveVerification(outcome string) {
 // Config.OnResult hook: "ok" for a verified request, else the error code.
 // Install it with middleware.Config{OnResult: reg.ObserveResult}.
 func (r *Registry) ObserveResult(res middleware.Result) {
+	r.outcomes.get(string(res.Outcome())).Add(1)
 	if res.Verdict == middleware.Verified || res.Err == nil {
 		r.ObserveVerification("ok")
 		return
@@ -211,6 +213,12 @@ func (r *Registry) WriteTo(w io.Writer) (int64, error) {
 	outs, counts := r.verifications.sorted(strings.Compare)
 	for i, o := range outs {
 		fmt.Fprintf(bw, "agentid_verifications_total{outcome=%s} %d\n", quote(o), counts[i])
+	}
+
+	family(bw, "agentid_verification_outcomes_total", "counter", "Verification outcomes in web-bot-auth protocol-01's terms: verified, invalid or unverified.")
+	names, counts := r.outcomes.sorted(strings.Compare)
+	for i, o := range names {
+		fmt.Fprintf(bw, "agentid_verification_outcomes_total{outcome=%s} %d\n", quote(o), counts[i])
 	}
 
 	family(bw, "agentid_key_cache_total", "counter", "Key lookups answered from the cache (hit) or not (miss).")

@@ -159,6 +159,10 @@ func TestVerificationOutcomes(t *testing.T) {
 	e.want(t, `agentid_verifications_total{outcome="ok"}`, 1)
 	e.want(t, `agentid_verifications_total{outcome="replayed_nonce"}`, 1)
 	e.want(t, `agentid_verifications_total{outcome="missing_signature"}`, 2)
+	// protocol-01's outcomes, from the OnResult hook only.
+	e.want(t, `agentid_verification_outcomes_total{outcome="verified"}`, 1)
+	e.want(t, `agentid_verification_outcomes_total{outcome="invalid"}`, 1)
+	e.want(t, `agentid_verification_outcomes_total{outcome="unverified"}`, 1)
 }
 
 func TestKeyCacheAndHistogram(t *testing.T) {

@@ -12,11 +12,13 @@
 // "_" read as "-", starts with x-agent- is removed, and the proxy's own
 // headers are set on the outgoing request after hop-by-hop removal, so a
 // client can neither claim an identity nor make the proxy drop the one it
-// set (Connection: X-Agent-Uid). The proxy sets X-Agent-Verdict (verified,
-// unsigned or invalid) and, for a verified request, X-Agent-Id (the
-// identity: an origin or a key-set URL), X-Agent-Key-Id and, for agents of
-// a configured agentid service only, X-Agent-Uid; an invalid request also
-// gets X-Agent-Reason, the error code. The verifier's mode decides what is
+// set (Connection: X-Agent-Uid). The proxy sets X-Agent-Verdict
+// (protocol-01's verified, invalid or unverified: middleware.Result.Outcome)
+// and, for a verified request, X-Agent-Id (the identity: an origin or a
+// key-set URL), X-Agent-Key-Id, X-Agent-Uid for agents of a configured
+// agentid service only, and one X-Agent-Metadata-<key> per member of a
+// covered Signed-Agent-Metadata; a signed request that failed also gets
+// X-Agent-Reason, the error code. The verifier's mode decides what is
 // forwarded: Required forwards verified requests only, Optional also
 // unsigned ones, Observe everything (with its verdict).
 //
@@ -55,6 +57,9 @@ const (
 	// answer, but auth_request_set can read a header and error_page can
 	// answer the client with it.
 	HeaderRefusal = "X-Agent-Refusal"
+	// HeaderMetadataPrefix starts one header per Signed-Agent-Metadata
+	// member: X-Agent-Metadata-<key>.
+	HeaderMetadataPrefix = "X-Agent-Metadata-"
 )
 
 // DefaultMaxIdleConnsPerHost is how many idle upstream connections the
@@ -431,13 +436,16 @@ func agentHeaders(h http.Header) []string {
 
 // setAgentHeaders writes the outcome as X-Agent-* headers.
 func (h *Handler) setAgentHeaders(hd http.Header, res *middleware.Result) {
-	hd.Set(HeaderVerdict, string(res.Verdict))
+	hd.Set(HeaderVerdict, string(res.Outcome()))
 	switch res.Verdict {
 	case middleware.Verified:
 		hd.Set(HeaderID, res.Agent.ID)
 		hd.Set(HeaderKeyID, res.Agent.KeyID)
 		if uid := h.uid(res.Agent.ID); uid != "" {
 			hd.Set(HeaderUID, uid)
+		}
+		for k, v := range res.Agent.Metadata {
+			hd.Set(HeaderMetadataPrefix+k, v)
 		}
 	case middleware.Invalid:
 		hd.Set(HeaderReason, string(res.Err.Code))
@@ -511,7 +519,7 @@ func (h *Handler) observe(r *http.Request, status int, res *middleware.Result, u
 			slog.Int("status", status), slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
 		}
 		if res != nil {
-			attrs = append(attrs, slog.String("verdict", string(res.Verdict)))
+			attrs = append(attrs, slog.String("verdict", string(res.Outcome())))
 			if res.Err != nil {
 				attrs = append(attrs, slog.String("reason", string(res.Err.Code)))
 			}

@@ -203,7 +203,7 @@ func TestReverseProxyModes(t *testing.T) {
 				}
 			} else {
 				last := up.requests()[len(up.requests())-1]
-				if !forwarded || last.Get("X-Agent-Verdict") != "unsigned" || last.Get("X-Agent-Uid") != "" || last.Get("X-Agent-Id") != "" {
+				if !forwarded || last.Get("X-Agent-Verdict") != "unverified" || last.Get("X-Agent-Uid") != "" || last.Get("X-Agent-Id") != "" {
 					t.Errorf("%s: unsigned forwarded %v with %v", mode, forwarded, last)
 				}
 			}

@@ -268,12 +268,13 @@ func TestHeaders(t *testing.T) {
 			if want := `sig1="http://agent-0123456789abcdef01234567.localhost:3000"`; h.SignatureAgent != want {
 				t.Errorf("Signature-Agent = %s, want %s", h.SignatureAgent, want)
 			}
-			if !strings.HasPrefix(h.SignatureInput, `sig1=("@authority");created=`) {
-				t.Errorf("Signature-Input = %s, want only @authority covered", h.SignatureInput)
+			if !strings.HasPrefix(h.SignatureInput, `sig1=("@authority" "signature-agent";key="sig1");created=`) {
+				t.Errorf("Signature-Input = %s, want @authority and the sig1 member covered (protocol-01)", h.SignatureInput)
 			}
 			r := httptest.NewRequest(tt.method, tt.url, nil)
 			r.Header.Set("Signature", h.Signature)
 			r.Header.Set("Signature-Input", h.SignatureInput)
+			r.Header.Set("Signature-Agent", h.SignatureAgent)
 			s, err := verifyLabel(r, "sig1", k.Public.Key)
 			if err != nil {
 				t.Fatalf("verify: %v", err)

@@ -29,7 +29,7 @@ func ExampleHeaders() {
 		panic(err)
 	}
 	fmt.Println(h.SignatureAgent)
-	fmt.Println(strings.HasPrefix(h.SignatureInput, `sig1=("@authority");created=`))
+	fmt.Println(strings.HasPrefix(h.SignatureInput, `sig1=("@authority" "signature-agent";key="sig1");created=`))
 	// Output:
 	// sig1="http://agent-0123456789abcdef01234567.localhost:3000"
 	// true
