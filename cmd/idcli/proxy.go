@@ -41,6 +41,7 @@ type proxyFlags struct {
 	metricsListen, accessLog, logLevel   string
 	forwardAuth, allowHTTP, allowPrivate bool
 	trust                                stringsFlag
+	registries                           stringsFlag
 	refusalStatus                        int
 }
 
@@ -50,6 +51,7 @@ func (f *proxyFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.forwardAuth, "forward-auth", false, "answer auth subrequests (nginx auth_request, Traefik ForwardAuth, Caddy forward_auth) instead of forwarding")
 	fs.StringVar(&f.mode, "mode", "required", "required (refuse unsigned and invalid requests), optional (forward unsigned ones too) or observe (forward everything with its verdict)")
 	fs.Var(&f.trust, "trust", "host whose agents' key sets may be fetched: exact host[:port] or *.suffix (repeatable; at least one)")
+	fs.Var(&f.registries, "registry", "URL of a registry: a plain-text list of Signature Agent Card URLs whose agents are trusted too, refreshed every 15 minutes; its own host must be trusted by --trust (repeatable)")
 	fs.BoolVar(&f.allowHTTP, "allow-http", false, "fetch key sets of http:// signature agents (local development only)")
 	fs.BoolVar(&f.allowPrivate, "allow-private", false, "fetch key sets from loopback and private addresses, and resolve *.localhost to loopback (local development only)")
 	fs.StringVar(&f.redisURL, "redis-url", "", "remember nonces in Redis, shared by every proxy instance: redis://[:PASSWORD@]HOST:PORT[/DB], or HOST:PORT,HOST:PORT,… for a Redis Cluster (default: in memory)")
@@ -133,6 +135,7 @@ func (f proxyFlags) plan(env *cliEnv) (proxyPlan, error) {
 		TrustedHosts:         []string(f.trust),
 		AllowHTTP:            f.allowHTTP,
 		AllowPrivateNetworks: f.allowPrivate,
+		Registries:           []string(f.registries),
 	}
 	if err := p.keys.Validate(); err != nil {
 		return p, fmt.Errorf("--trust: %s", strings.TrimPrefix(err.Error(), "keyfetch: invalid config: "))
@@ -199,8 +202,12 @@ func runProxy(ctx context.Context, env *cliEnv, f proxyFlags) error {
 	}
 	defer closeReplay()
 
+	keys := keyfetch.New(p.keys)
+	watch, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go keys.WatchRegistries(watch) // returns at once without --registry
 	vc := middleware.Config{
-		Keys:          keyfetch.New(p.keys),
+		Keys:          keys,
 		Mode:          p.mode,
 		Replay:        replay,
 		RefusalStatus: f.refusalStatus,
