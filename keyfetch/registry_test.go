@@ -333,3 +333,35 @@ func TestRegistryConfig(t *testing.T) {
 		t.Errorf("trusted registry: Validate = %v", err)
 	}
 }
+
+// FuzzParseRegistry: any list is read without a panic; what is accepted is
+// at most MaxRegistryEntries distinct card URLs, each one the trust
+// policy's scheme and URL rules accept, and at most 20 problems.
+func FuzzParseRegistry(f *testing.F) {
+	f.Add([]byte("# registry\nhttps://a.example/card.json\n\nhttps://a.example/card.json\r\nnot a url\n"))
+	f.Add([]byte("https://[::1]:8443/c.json\nhttp://b.example/c\n\x00"))
+	f.Add([]byte("https://a.example\n   # x\nhttps://a.example/c?x=1#frag\n"))
+	fetcher := keyfetch.New(keyfetch.Config{TrustedHosts: []string{"registry.example"}, MaxRegistryEntries: 5})
+	f.Fuzz(func(t *testing.T, body []byte) {
+		entries, problems, err := fetcher.ParseRegistry(body)
+		if err != nil {
+			if entries != nil {
+				t.Fatalf("refused list returned entries %q", entries)
+			}
+			return
+		}
+		if len(entries) > 5 || len(problems) > 20 {
+			t.Fatalf("%d entries, %d problems: want at most 5 and 20", len(entries), len(problems))
+		}
+		seen := map[string]bool{}
+		for _, e := range entries {
+			if seen[e] {
+				t.Fatalf("duplicate entry %q", e)
+			}
+			seen[e] = true
+			if !strings.HasPrefix(e, "https://") || strings.ContainsAny(e, " \t\r\n#") {
+				t.Fatalf("entry %q is not an https URL without spaces or fragment", e)
+			}
+		}
+	})
+}
