@@ -222,6 +222,7 @@ type outcome struct {
 	verified      bool     // every directory signature of the responses verified
 	authenticated bool     // a verified directory signature covers the keys' body (content-digest)
 	signedBy      []string // thumbprints of the keys whose directory signatures verified
+	card          *Card    // what a Signature Agent Card says of its agent (a 200 card)
 }
 
 // resolve fetches the key set set: its URL, and for a card that names its
@@ -269,6 +270,10 @@ func (f *Fetcher) resolve(ctx context.Context, set signer.KeySet, prev *entry) (
 			return fail(r, err)
 		}
 		doc, o.jwksURL, what = inline, uri, `card "jwks"`
+		if c, err := parseCardInfo(r.body); err == nil {
+			c.URL, c.Fetched = set.URL, f.cfg.Now()
+			o.card = &c
+		}
 		if inline != nil && uri != "" {
 			o.notes = append(o.notes, `the card has both "jwks" and "jwks_uri": the inline "jwks" is used`)
 			o.jwksURL = ""

@@ -226,6 +226,7 @@ type entry struct {
 	errUntil   time.Time // err is returned without fetching until then
 	forcedAt   time.Time // last refresh forced by an unknown keyid
 	admitted   bool      // verified once: held in entries, not probation
+	card       *Card     // a Signature Agent Card's description (KindCard)
 }
 
 // New returns a Fetcher for cfg. It panics if cfg is invalid; call
@@ -717,6 +718,10 @@ func (f *Fetcher) fetchAndStore(ctx context.Context, set signer.KeySet) (*entry,
 		}
 		setTTL(o.ttl)
 		ne.admitted = ne.admitted || o.authenticated
+		ne.card = o.card
+		if ne.card == nil && cur != nil { // the card was not modified, its jwks_uri was
+			ne.card = cur.card
+		}
 		for _, p := range o.problems {
 			c.Logger.Warn("keyfetch: "+p, "url", set.URL)
 		}

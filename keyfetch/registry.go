@@ -114,24 +114,31 @@ func (f *Fetcher) listedByRegistry(rawURL string, t checkedURL) bool {
 	return ok
 }
 
-// CardInfo returns the card a registry lists for the key set set: the card
-// whose jwks_uri set names, else the card served from set's origin
-// (scheme, host and port). ok is false when no registry lists one. The
-// Contacts slice is a copy.
+// CardInfo returns the Signature Agent Card describing the agent of the
+// key set set: the card a registry lists whose jwks_uri set names, else the
+// card a registry lists on set's origin (scheme, host and port), else, for
+// a card key set (signer.KindCard) in the cache, that card as last
+// fetched (Registry then ""). ok is false when there is none. It does no
+// I/O. The Contacts slice is a copy.
 func (f *Fetcher) CardInfo(set signer.KeySet) (card Card, ok bool) {
-	rt := f.regTrust.Load()
-	if rt == nil || set.IsZero() {
+	if set.IsZero() {
 		return Card{}, false
 	}
-	c := rt.urls[set.URL]
+	var c *Card
+	if rt := f.regTrust.Load(); rt != nil {
+		if c = rt.urls[set.URL]; c == nil {
+			if t, err := f.checkURL(set.URL); err == nil {
+				c = rt.origins[t.origin()]
+			}
+		}
+	}
+	if c == nil && set.Kind == signer.KindCard {
+		if e := f.load(keyOf(set)); e != nil {
+			c = e.card
+		}
+	}
 	if c == nil {
-		t, err := f.checkURL(set.URL)
-		if err != nil {
-			return Card{}, false
-		}
-		if c = rt.origins[t.origin()]; c == nil {
-			return Card{}, false
-		}
+		return Card{}, false
 	}
 	card = *c
 	card.Contacts = slices.Clone(c.Contacts)

@@ -365,3 +365,32 @@ func FuzzParseRegistry(f *testing.F) {
 		}
 	})
 }
+
+// TestCardInfoFromCachedCard: without a registry, a card key set that was
+// fetched describes its agent too; a directory key set has no card.
+func TestCardInfoFromCachedCard(t *testing.T) {
+	t.Parallel()
+	k := testKey(3)
+	s := newDirServer(t, serveKeys("max-age=60", "", k))
+	card, _ := json.Marshal(map[string]any{"client_name": "Cached Bot", "web_bot_auth": map[string]any{"purpose": "ai-input"}, "jwks": map[string]any{"keys": []any{k.JWK}}})
+	s.handle("/card.json", serveBody("application/json", "max-age=60", "", string(card)))
+	f := keyfetch.New(testConfig(newClock()))
+	set := keySet(t, s.URL+"/card.json", "cimd")
+	if _, ok := f.CardInfo(set); ok {
+		t.Fatal("CardInfo before any fetch answered")
+	}
+	if _, err := f.Key(t.Context(), set, k.Thumbprint); err != nil {
+		t.Fatal(err)
+	}
+	c, ok := f.CardInfo(set)
+	if !ok || c.Name != "Cached Bot" || c.Purpose != "ai-input" || c.URL != set.URL || c.Registry != "" {
+		t.Errorf("CardInfo = %+v, %v; want the fetched card", c, ok)
+	}
+	dir := agentSet(t, s.URL)
+	if _, err := f.Key(t.Context(), dir, k.Thumbprint); err != nil {
+		t.Fatal(err)
+	}
+	if c, ok := f.CardInfo(dir); ok {
+		t.Errorf("CardInfo(directory) = %+v, want none", c)
+	}
+}
