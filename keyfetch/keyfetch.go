@@ -666,6 +666,13 @@ func (f *Fetcher) fetchAndStore(ctx context.Context, set signer.KeySet) (*entry,
 
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if len(f.regs) > 0 {
+		// A registry may have dropped the set's host while it was being
+		// fetched (publishTrust purges under f.mu): store nothing then.
+		if err := f.TrustURL(set.URL); err != nil {
+			return nil, err
+		}
+	}
 	cur := f.load(k)
 	ne := &entry{url: set.URL}
 	if cur != nil {

@@ -164,8 +164,8 @@ func (f *Fetcher) Registries() []RegistryStatus {
 }
 
 // WatchRegistries refreshes the registries at once, then every
-// RegistryRefresh, until ctx ends; failures are logged and the last good
-// lists kept. It returns at once when Config.Registries is empty. Run it
+// RegistryRefresh, until ctx ends; failures are logged (Config.Logger) and
+// the last good lists kept. It returns at once when Config.Registries is empty. Run it
 // in its own goroutine.
 func (f *Fetcher) WatchRegistries(ctx context.Context) {
 	if len(f.regs) == 0 {
@@ -175,9 +175,7 @@ func (f *Fetcher) WatchRegistries(ctx context.Context) {
 	defer tick.Stop()
 	for {
 		rctx, cancel := context.WithTimeout(ctx, f.cfg.RegistryRefresh)
-		if err := f.RefreshRegistries(rctx); err != nil && ctx.Err() == nil {
-			f.cfg.Logger.Warn("keyfetch: registry refresh failed: the last good list stays in force", "err", err)
-		}
+		_ = f.RefreshRegistries(rctx) // each failure is logged, and reported by Registries
 		cancel()
 		select {
 		case <-ctx.Done():
