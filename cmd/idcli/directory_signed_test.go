@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -96,5 +98,31 @@ func TestDirectoryCheckAuthenticated(t *testing.T) {
 					got.Signed, got.Verified, got.Authentic, tt.wantSigned, tt.wantAuth)
 			}
 		})
+	}
+}
+
+// TestDirectoryCheckAuthenticatedBinary runs the built idcli binary
+// against the same three directories: its output names the same verdicts.
+func TestDirectoryCheckAuthenticatedBinary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the idcli binary")
+	}
+	t.Parallel()
+	bin := filepath.Join(t.TempDir(), "idcli")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	key := signertest.Key(1)
+	body := directoryBody(t, key)
+	unsigned, _ := serveDirectory(t, directoryResponse{header: goodDirectoryHeader(), body: body})
+	for _, tc := range []struct{ url, want string }{
+		{signedDirectoryServer(t, key, body, `"@authority";req "content-digest"`).URL, "covers the body: the keys are authenticated"},
+		{signedDirectoryServer(t, key, body, `"@authority";req`).URL, "over the authority only (keys not authenticated)"},
+		{unsigned.URL, "• response unsigned"},
+	} {
+		out, err := exec.Command(bin, "directory", "check", tc.url, "--allow-http", "--allow-private").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), tc.want) {
+			t.Errorf("idcli directory check %s: %v, output:\n%s\nwant it to contain %q", tc.url, err, out, tc.want)
+		}
 	}
 }
