@@ -1,9 +1,12 @@
 package keyfetch_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -130,4 +133,42 @@ func BenchmarkCancelledClient(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkParseRegistry: reading a registry list costs time linear in its
+// size, whatever it holds: comment lines, long junk lines, binary data, or
+// more URLs than MaxRegistryEntries (refused at the first one too many).
+// Each size runs beside a baseline that only counts the list's newlines,
+// so the ns/op ratio between sizes shows the growth.
+func BenchmarkParseRegistry(b *testing.B) {
+	f := keyfetch.New(keyfetch.Config{TrustedHosts: []string{"registry.example"}})
+	kinds := map[string]func(n int) []byte{
+		"comments": func(n int) []byte { return bytes.Repeat([]byte("# a comment line, ignored\n"), n/26) },
+		"junk":     func(n int) []byte { return bytes.Repeat([]byte(strings.Repeat("j", 4095)+"\n"), n/4096) },
+		"urls": func(n int) []byte {
+			var buf bytes.Buffer
+			for i := 0; buf.Len() < n; i++ {
+				fmt.Fprintf(&buf, "https://agent-%d.example/card.json\n", i)
+			}
+			return buf.Bytes()
+		},
+		"binary": func(n int) []byte { return append(bytes.Repeat([]byte("https://a.example/c.json\n"), n/25), 0) },
+	}
+	for _, kind := range []string{"comments", "junk", "urls", "binary"} {
+		for _, size := range []int{64 << 10, 1 << 20} {
+			body := kinds[kind](size)
+			b.Run(fmt.Sprintf("%s/%dKiB", kind, size>>10), func(b *testing.B) {
+				b.SetBytes(int64(len(body)))
+				for b.Loop() {
+					_, _, _ = f.ParseRegistry(body)
+				}
+			})
+			b.Run(fmt.Sprintf("baseline/%s/%dKiB", kind, size>>10), func(b *testing.B) {
+				b.SetBytes(int64(len(body)))
+				for b.Loop() {
+					_ = bytes.Count(body, []byte("\n"))
+				}
+			})
+		}
+	}
 }

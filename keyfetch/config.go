@@ -31,6 +31,13 @@ const (
 	DefaultUserAgent       = "agentid-keyfetch/1"
 )
 
+// Defaults of the registry settings.
+const (
+	DefaultRegistryRefresh    = 15 * time.Minute
+	DefaultMaxRegistryEntries = 1000
+	DefaultMaxRegistryBytes   = 1 << 20
+)
+
 // DefaultMaxFetchesPerHost is the default of Config.MaxFetchesPerHost.
 const DefaultMaxFetchesPerHost = 4
 
@@ -181,6 +188,33 @@ type Config struct {
 
 	// UserAgent is sent with each fetch. If "", "agentid-keyfetch/1".
 	UserAgent string
+
+	// Registries lists the URLs of registries
+	// (draft-meunier-webbotauth-registry): plain-text lists of Signature
+	// Agent Card URLs, one a line, "#" starting a comment line, blank lines
+	// ignored. Each registry URL must itself pass the trust policy (a
+	// TrustedHosts host, https unless AllowHTTP). Every card a registry
+	// lists is trusted beside TrustedHosts: its URL's host (scheme, host
+	// and port), and the jwks_uri the card names (that exact URL). The
+	// card's description (name, purpose, contacts) is kept for
+	// Fetcher.CardInfo. Nothing is fetched until Fetcher.RefreshRegistries
+	// or Fetcher.WatchRegistries runs; a failed refresh keeps the last good
+	// list. If empty, only TrustedHosts is trusted.
+	Registries []string
+
+	// RegistryRefresh is how often WatchRegistries refreshes the
+	// registries (conditional GETs: ETag, Last-Modified). If 0, 15 minutes.
+	RegistryRefresh time.Duration
+
+	// MaxRegistryEntries caps the card URLs of one registry list; a longer
+	// list is refused (not truncated) and the last good one kept. If 0,
+	// 1000.
+	MaxRegistryEntries int
+
+	// MaxRegistryBytes caps a registry list's body; a larger one is
+	// refused and the last good one kept. If 0, 1 MiB. A card's body is
+	// capped by MaxBodyBytes.
+	MaxRegistryBytes int64
 }
 
 // LocalDevelopment returns the Config for developing against a reference
@@ -232,6 +266,9 @@ func (c Config) withDefaults() (settings, error) {
 	if c.MaxOrigins < 0 {
 		errs = append(errs, fmt.Errorf("MaxOrigins %d is negative", c.MaxOrigins))
 	}
+	if c.RegistryRefresh < 0 || c.MaxRegistryEntries < 0 || c.MaxRegistryBytes < 0 {
+		errs = append(errs, errors.New("RegistryRefresh, MaxRegistryEntries and MaxRegistryBytes must not be negative"))
+	}
 	if c.MaxProbation < 0 {
 		errs = append(errs, fmt.Errorf("MaxProbation %d is negative", c.MaxProbation))
 	}
@@ -257,6 +294,9 @@ func (c Config) withDefaults() (settings, error) {
 	c.MaxFetchesPerHost = cmp.Or(c.MaxFetchesPerHost, DefaultMaxFetchesPerHost)
 	c.Skew = cmp.Or(c.Skew, DefaultSkew)
 	c.UserAgent = cmp.Or(c.UserAgent, DefaultUserAgent)
+	c.RegistryRefresh = cmp.Or(c.RegistryRefresh, DefaultRegistryRefresh)
+	c.MaxRegistryEntries = cmp.Or(c.MaxRegistryEntries, DefaultMaxRegistryEntries)
+	c.MaxRegistryBytes = cmp.Or(c.MaxRegistryBytes, DefaultMaxRegistryBytes)
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -271,6 +311,12 @@ func (c Config) withDefaults() (settings, error) {
 			continue
 		}
 		s.patterns = append(s.patterns, hp)
+	}
+	probe := &Fetcher{cfg: s}
+	for _, r := range c.Registries {
+		if err := probe.TrustURL(r); err != nil {
+			errs = append(errs, fmt.Errorf("Registries entry %q: the registry itself must be trusted: %s", signer.Truncate(r), strings.TrimPrefix(err.Error(), "keyfetch: ")))
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return settings{}, fmt.Errorf("keyfetch: invalid config: %w", err)

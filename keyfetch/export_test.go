@@ -12,3 +12,8 @@ func (f *Fetcher) Waiters(set signer.KeySet) int {
 	}
 	return 0
 }
+
+// ParseRegistry exposes the registry list parser to benchmarks.
+func (f *Fetcher) ParseRegistry(body []byte) (entries, problems []string, err error) {
+	return f.parseRegistry(body)
+}

@@ -56,6 +56,7 @@ type response struct {
 	contentType  string
 	cacheControl string
 	etag         string
+	lastModified string
 	ttl          time.Duration
 	ttlNote      string // why ttl is what it is, for Check
 	ttlExact     bool   // ttl is the response's own max-age
@@ -101,7 +102,34 @@ func mediaTypes(kind signer.KeySetKind) string {
 // nothing was sent. Other failures are a *FetchError; the response is
 // non-nil whenever one arrived.
 func (f *Fetcher) fetch(ctx context.Context, rawURL, etag string, kind signer.KeySetKind) (*response, error) {
-	if err := f.TrustURL(rawURL); err != nil {
+	return f.fetchDoc(ctx, docRequest{
+		url: rawURL, etag: etag, accept: acceptHeader(kind), maxBytes: f.cfg.MaxBodyBytes,
+		accepts: func(mt string) bool { return accepts(kind, mt) }, mediaTypes: mediaTypes(kind),
+	})
+}
+
+// docRequest is one GET of a document: a key set, a card, a registry list.
+type docRequest struct {
+	url                string
+	etag, lastModified string // validators of a conditional request
+	accept             string // the Accept header
+	accepts            func(mediaType string) bool
+	mediaTypes         string // the accepted media types, for messages
+	maxBytes           int64
+	// listed: a registry lists the URL, which vouches for its host; the
+	// URL must still be well formed and its scheme allowed.
+	listed bool
+}
+
+// fetchDoc GETs d.url exactly as given (no redirect followed), under the
+// trust policy (see fetch).
+func (f *Fetcher) fetchDoc(ctx context.Context, d docRequest) (*response, error) {
+	rawURL := d.url
+	check := f.TrustURL
+	if d.listed {
+		check = func(u string) error { _, err := f.checkURL(u); return err }
+	}
+	if err := check(rawURL); err != nil {
 		return nil, err
 	}
 	fail := func(status int, err error) error { return &FetchError{URL: rawURL, StatusCode: status, Err: err} }
@@ -114,10 +142,13 @@ func (f *Fetcher) fetch(ctx context.Context, rawURL, etag string, kind signer.Ke
 		return nil, fail(0, fmt.Errorf("%w: %s already has %d (MaxFetchesPerHost)", ErrHostBusy, signer.Truncate(host), f.cfg.MaxFetchesPerHost))
 	}
 	defer f.releaseHost(host)
-	req.Header.Set("Accept", acceptHeader(kind))
+	req.Header.Set("Accept", d.accept)
 	req.Header.Set("User-Agent", f.cfg.UserAgent)
-	if etag != "" {
-		req.Header.Set("If-None-Match", etag)
+	if d.etag != "" {
+		req.Header.Set("If-None-Match", d.etag)
+	}
+	if d.lastModified != "" {
+		req.Header.Set("If-Modified-Since", d.lastModified)
 	}
 	resp, err := f.client.Do(req)
 	if err != nil {
@@ -134,13 +165,14 @@ func (f *Fetcher) fetch(ctx context.Context, rawURL, etag string, kind signer.Ke
 		contentType:  resp.Header.Get("Content-Type"),
 		cacheControl: strings.Join(resp.Header.Values("Cache-Control"), ", "),
 		etag:         resp.Header.Get("ETag"),
+		lastModified: resp.Header.Get("Last-Modified"),
 		resp:         resp,
 	}
 	r.ttl, r.ttlNote, r.ttlExact = f.ttl(r.cacheControl)
 	discard := func() { _, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10)) }
 	switch {
 	case resp.StatusCode == http.StatusOK:
-	case resp.StatusCode == http.StatusNotModified && etag != "":
+	case resp.StatusCode == http.StatusNotModified && (d.etag != "" || d.lastModified != ""):
 		r.notModified = true
 		discard()
 		return r, nil
@@ -156,19 +188,19 @@ func (f *Fetcher) fetch(ctx context.Context, rawURL, etag string, kind signer.Ke
 		return r, fail(resp.StatusCode, fmt.Errorf("unexpected status %d", resp.StatusCode))
 	}
 	mt, _, err := mime.ParseMediaType(r.contentType)
-	if err != nil || !accepts(kind, mt) {
+	if err != nil || !d.accepts(mt) {
 		discard()
-		return r, fail(resp.StatusCode, fmt.Errorf("media type %q is not %s", signer.Truncate(r.contentType), mediaTypes(kind)))
+		return r, fail(resp.StatusCode, fmt.Errorf("media type %q is not %s", signer.Truncate(r.contentType), d.mediaTypes))
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, f.cfg.MaxBodyBytes+1))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, d.maxBytes+1))
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
 			err = fmt.Errorf("%w: %v", cerr, err)
 		}
 		return r, fail(resp.StatusCode, fmt.Errorf("reading body: %w", err))
 	}
-	if int64(len(body)) > f.cfg.MaxBodyBytes {
-		return r, fail(resp.StatusCode, fmt.Errorf("body exceeds %d bytes", f.cfg.MaxBodyBytes))
+	if int64(len(body)) > d.maxBytes {
+		return r, fail(resp.StatusCode, fmt.Errorf("body exceeds %d bytes", d.maxBytes))
 	}
 	r.body = body
 	return r, nil
@@ -190,6 +222,7 @@ type outcome struct {
 	verified      bool     // every directory signature of the responses verified
 	authenticated bool     // a verified directory signature covers the keys' body (content-digest)
 	signedBy      []string // thumbprints of the keys whose directory signatures verified
+	card          *Card    // what a Signature Agent Card says of its agent (a 200 card)
 }
 
 // resolve fetches the key set set: its URL, and for a card that names its
@@ -237,6 +270,10 @@ func (f *Fetcher) resolve(ctx context.Context, set signer.KeySet, prev *entry) (
 			return fail(r, err)
 		}
 		doc, o.jwksURL, what = inline, uri, `card "jwks"`
+		if c, err := parseCardInfo(r.body); err == nil {
+			c.URL, c.Fetched = set.URL, f.cfg.Now()
+			o.card = &c
+		}
 		if inline != nil && uri != "" {
 			o.notes = append(o.notes, `the card has both "jwks" and "jwks_uri": the inline "jwks" is used`)
 			o.jwksURL = ""

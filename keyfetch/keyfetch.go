@@ -75,6 +75,25 @@
 // Reason (ReasonOf): the host and the patterns, AllowHTTP,
 // AllowPrivateNetworks, or the fetch's status or network error.
 //
+// # Registries
+//
+// Config.Registries names registry lists (draft-meunier-webbotauth-registry):
+// plain text, one Signature Agent Card URL a line, "#" comment lines and
+// blank lines ignored. RefreshRegistries (or WatchRegistries, every
+// RegistryRefresh) fetches each list under the trust policy (its own host
+// must be trusted; https unless AllowHTTP; private addresses refused at
+// dial time unless allowed; 200 or 304 only, no redirects;
+// MaxRegistryBytes; more than MaxRegistryEntries URLs, binary or non-UTF-8
+// text refuse the list, at a cost linear in its size), revalidating with
+// If-None-Match and If-Modified-Since, then each card it lists (the same
+// rules, MaxBodyBytes). Each listed card's origin (scheme, host, port) and
+// the jwks_uri it names (that URL exactly) are trusted beside
+// TrustedHosts. A list that cannot be fetched or read keeps its last good
+// version; a card dropped from every list is untrusted at once, and the key
+// sets cached under URLs no longer trusted are dropped. CardInfo gives a
+// key set's card (name, purpose, contacts…); Registries reports each
+// list's state.
+//
 // # Fetch bounds
 //
 // Concurrent lookups of a key set share one fetch, which runs at most
@@ -141,6 +160,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentid/agentid/signer"
@@ -163,6 +183,10 @@ type Fetcher struct {
 	fmu     sync.Mutex         // guards flights and busy
 	flights map[string]*flight // shared fetches in flight, by kind and URL
 	busy    map[string]int     // fetches in flight per host:port
+
+	regs     []*registryList               // one per Config.Registries
+	regMu    sync.Mutex                    // serialises registry refreshes
+	regTrust atomic.Pointer[registryTrust] // what the registries' last good lists trust
 }
 
 // flight is one shared fetch of a key set. waiters counts the callers
@@ -202,6 +226,7 @@ type entry struct {
 	errUntil   time.Time // err is returned without fetching until then
 	forcedAt   time.Time // last refresh forced by an unknown keyid
 	admitted   bool      // verified once: held in entries, not probation
+	card       *Card     // a Signature Agent Card's description (KindCard)
 }
 
 // New returns a Fetcher for cfg. It panics if cfg is invalid; call
@@ -217,6 +242,9 @@ func New(cfg Config) *Fetcher {
 		probation: lru.New[cacheKey, *entry](s.MaxProbation, 0, nil),
 		flights:   map[string]*flight{},
 		busy:      map[string]int{},
+	}
+	for _, u := range s.Registries {
+		f.regs = append(f.regs, &registryList{url: u, cards: map[string]*cardState{}})
 	}
 	if len(s.TrustedHosts) == 0 {
 		lg := cfg.Logger
@@ -239,53 +267,86 @@ func New(cfg Config) *Fetcher {
 // TrustURL reports whether the trust policy lets f fetch rawURL: nil, or an
 // *UntrustedError (wrapping signer.ErrUntrustedAgent) that says why not:
 // a malformed URL, the scheme, a host matching no TrustedHosts pattern
-// (naming the host and the patterns). It does no I/O; Key, Keys and Check
-// apply it to every URL before fetching it.
+// (naming the host and the patterns) and not listed by a registry. It does
+// no I/O; Key, Keys and Check apply it to every URL before fetching it.
 func (f *Fetcher) TrustURL(rawURL string) error {
+	t, err := f.checkURL(rawURL)
+	if err != nil {
+		return err
+	}
+	for _, p := range f.cfg.patterns {
+		if p.match(t.host, t.port, t.defaultPort, t.isIP) {
+			return nil
+		}
+	}
+	if f.listedByRegistry(rawURL, t) {
+		return nil
+	}
+	hp := strings.ToLower(t.u.Host)
+	if t.u.Port() == "" {
+		hp = net.JoinHostPort(t.host, t.port)
+	}
+	listed := ""
+	if len(f.regs) > 0 {
+		listed = fmt.Sprintf(", and none of the %d registries lists it", len(f.regs))
+	}
+	return &UntrustedError{URL: rawURL, Host: strings.ToLower(t.u.Host), Reason: ReasonUntrustedHost, Patterns: f.cfg.TrustedHosts,
+		reason: fmt.Sprintf("host %s matches no TrustedHosts pattern %s (an entry without a port means the scheme's default port; \"host:*\" means any port)%s", signer.Truncate(hp), patternList(f.cfg.TrustedHosts), listed)}
+}
+
+// checkedURL is a URL that passed checkURL.
+type checkedURL struct {
+	u                 *url.URL
+	scheme            string // "https" or "http"
+	host              string // lowercase, no brackets
+	port, defaultPort string // port is the effective port, never ""
+	isIP              bool
+}
+
+// origin returns scheme://host:port with the port always present, the
+// key under which a registry trusts a host.
+func (t checkedURL) origin() string {
+	return t.scheme + "://" + net.JoinHostPort(t.host, t.port)
+}
+
+// checkURL applies the trust policy's rules other than the host patterns:
+// an absolute http(s) URL without user information, fragment or zone, a
+// valid host, and https unless AllowHTTP. It does no I/O.
+func (f *Fetcher) checkURL(rawURL string) (checkedURL, error) {
 	untrusted := func(format string, args ...any) error {
 		return &UntrustedError{URL: rawURL, Reason: ReasonInvalidURL, reason: fmt.Sprintf(format, args...)}
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil || u.Opaque != "" || u.User != nil || u.Fragment != "" || u.Host == "" {
-		return untrusted("%q is not an absolute http(s) URL without user information or fragment", signer.Truncate(rawURL))
+		return checkedURL{}, untrusted("%q is not an absolute http(s) URL without user information or fragment", signer.Truncate(rawURL))
 	}
-	defaultPort := "443"
+	t := checkedURL{u: u, scheme: "https", defaultPort: "443"}
 	switch scheme := strings.ToLower(u.Scheme); {
 	case scheme == "https":
 	case scheme == "http" && f.cfg.AllowHTTP:
-		defaultPort = "80"
+		t.scheme, t.defaultPort = "http", "80"
 	case scheme == "http":
-		return &UntrustedError{URL: rawURL, Host: u.Host, HTTP: true, Reason: ReasonHTTPRefused, reason: fmt.Sprintf("http scheme refused (AllowHTTP is off) for %q", signer.Truncate(rawURL))}
+		return checkedURL{}, &UntrustedError{URL: rawURL, Host: u.Host, HTTP: true, Reason: ReasonHTTPRefused, reason: fmt.Sprintf("http scheme refused (AllowHTTP is off) for %q", signer.Truncate(rawURL))}
 	default:
-		return untrusted("scheme %q refused", signer.Truncate(u.Scheme))
+		return checkedURL{}, untrusted("scheme %q refused", signer.Truncate(u.Scheme))
 	}
 	if strings.HasSuffix(u.Host, ":") {
-		return untrusted("%q has an empty port", signer.Truncate(rawURL))
+		return checkedURL{}, untrusted("%q has an empty port", signer.Truncate(rawURL))
 	}
-	host := strings.ToLower(u.Hostname())
-	a, ipErr := netip.ParseAddr(host)
-	isIP := ipErr == nil
-	if isIP && a.Zone() != "" {
-		return untrusted("%q: zoned addresses are refused", signer.Truncate(rawURL))
+	t.host = strings.ToLower(u.Hostname())
+	a, ipErr := netip.ParseAddr(t.host)
+	t.isIP = ipErr == nil
+	if t.isIP && a.Zone() != "" {
+		return checkedURL{}, untrusted("%q: zoned addresses are refused", signer.Truncate(rawURL))
 	}
-	if !isIP && !signer.ValidHostname(host) {
-		return untrusted("%q has an invalid host name", signer.Truncate(rawURL))
+	if !t.isIP && !signer.ValidHostname(t.host) {
+		return checkedURL{}, untrusted("%q has an invalid host name", signer.Truncate(rawURL))
 	}
-	if isIP != strings.HasPrefix(u.Host, "[") && a.Is6() {
-		return untrusted("%q: IPv6 must be bracketed", signer.Truncate(rawURL))
+	if t.isIP != strings.HasPrefix(u.Host, "[") && a.Is6() {
+		return checkedURL{}, untrusted("%q: IPv6 must be bracketed", signer.Truncate(rawURL))
 	}
-	port := cmp.Or(u.Port(), defaultPort)
-	for _, p := range f.cfg.patterns {
-		if p.match(host, port, defaultPort, isIP) {
-			return nil
-		}
-	}
-	hp := strings.ToLower(u.Host)
-	if u.Port() == "" {
-		hp = net.JoinHostPort(host, port)
-	}
-	return &UntrustedError{URL: rawURL, Host: strings.ToLower(u.Host), Reason: ReasonUntrustedHost, Patterns: f.cfg.TrustedHosts,
-		reason: fmt.Sprintf("host %s matches no TrustedHosts pattern %s (an entry without a port means the scheme's default port; \"host:*\" means any port)", signer.Truncate(hp), patternList(f.cfg.TrustedHosts))}
+	t.port = cmp.Or(u.Port(), t.defaultPort)
+	return t, nil
 }
 
 // patternList renders TrustedHosts for a message, at most 8 entries.
@@ -605,6 +666,13 @@ func (f *Fetcher) fetchAndStore(ctx context.Context, set signer.KeySet) (*entry,
 
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if len(f.regs) > 0 {
+		// A registry may have dropped the set's host while it was being
+		// fetched (publishTrust purges under f.mu): store nothing then.
+		if err := f.TrustURL(set.URL); err != nil {
+			return nil, err
+		}
+	}
 	cur := f.load(k)
 	ne := &entry{url: set.URL}
 	if cur != nil {
@@ -657,6 +725,10 @@ func (f *Fetcher) fetchAndStore(ctx context.Context, set signer.KeySet) (*entry,
 		}
 		setTTL(o.ttl)
 		ne.admitted = ne.admitted || o.authenticated
+		ne.card = o.card
+		if ne.card == nil && cur != nil { // the card was not modified, its jwks_uri was
+			ne.card = cur.card
+		}
 		for _, p := range o.problems {
 			c.Logger.Warn("keyfetch: "+p, "url", set.URL)
 		}

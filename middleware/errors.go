@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+
+	"github.com/agentid/agentid/keyfetch"
 )
 
 // Code is a stable error code, sent to clients in the JSON error body. Each
@@ -174,10 +176,18 @@ type errorFields struct {
 	Status  int    `json:"status"`
 	Code    Code   `json:"code"`
 	Message string `json:"message"`
+	// Reason is keyfetch's one-word cause (keyfetch.ReasonOf) of an
+	// untrusted_signature_agent or key_fetch_failed answer, when the key
+	// source is a keyfetch.Fetcher: "untrusted_host", "http_refused",
+	// "private_address", "timeout", … It lets a client tell which setting
+	// refused it. Absent otherwise.
+	Reason keyfetch.Reason `json:"reason,omitempty"`
 }
 
 // WriteError writes err as the JSON error body
-// {"error":{"status":401,"code":"…","message":"…"}} with err's status.
+// {"error":{"status":401,"code":"…","message":"…"}} with err's status. An
+// untrusted_signature_agent or key_fetch_failed error caused by keyfetch
+// also carries "reason" (keyfetch.ReasonOf).
 func WriteError(w http.ResponseWriter, err error) {
 	e := AsError(err)
 	writeErrorStatus(w, e, e.Status())
@@ -185,7 +195,11 @@ func WriteError(w http.ResponseWriter, err error) {
 
 // writeErrorStatus writes e's JSON body with the given status.
 func writeErrorStatus(w http.ResponseWriter, e *Error, status int) {
-	b, _ := json.Marshal(errorBody{Error: errorFields{Status: status, Code: e.Code, Message: e.Message}})
+	f := errorFields{Status: status, Code: e.Code, Message: e.Message}
+	if e.Code == CodeUntrustedAgent || e.Code == CodeKeyFetchFailed {
+		f.Reason = keyfetch.ReasonOf(e.Err)
+	}
+	b, _ := json.Marshal(errorBody{Error: f})
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", "no-store")

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/agentid/agentid/keyfetch"
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/signer/agent"
 	"github.com/peterbourgon/ff/v3/ffcli"
@@ -213,10 +214,12 @@ func (c curl) run(ctx context.Context) error {
 }
 
 // curlHint explains an error answer whose cause is not in its status: an
-// HTML page instead of JSON, a verifier that refuses a plain-HTTP signature
-// agent, vestauth's routes on a server that does not serve them. origin is
-// the agent's Signature-Agent origin. It returns "" when there is nothing
-// to add.
+// HTML page instead of JSON, a verifier that refuses the signature agent
+// (named by the error body's "reason" when the verifier gives one: no
+// trust pattern matches, http not allowed, a private address, a failed
+// fetch), vestauth's routes on a server that does not serve them. origin
+// is the agent's Signature-Agent origin. It returns "" when there is
+// nothing to add.
 func curlHint(resp *http.Response, body []byte, origin string) string {
 	req := resp.Request // the last hop
 	if agent.IsHTML(resp.Header.Get("Content-Type"), body) {
@@ -227,12 +230,54 @@ func curlHint(resp *http.Response, body []byte, origin string) string {
 	switch {
 	case resp.StatusCode == http.StatusNotFound && req.Method == http.MethodPost && (req.URL.Path == "/register" || req.URL.Path == "/rotate"):
 		return "this server does not serve vestauth's " + req.URL.Path + ": start the agentid server with idcli server start --vestauth-compat (or use idcli agent init / idcli agent rotate)"
-	case code == string(middleware.CodeUntrustedAgent) && plain:
-		return "the verifier refuses your plain-HTTP signature agent " + origin + ": verifiers accept http:// key directories only when set up for local development (e.g. idcli tool verify --allow-http --allow-private); register the agent with an https:// service for everything else"
-	case code == string(middleware.CodeKeyFetchFailed) && plain:
-		return "the verifier could not fetch the key directory of " + origin + ": a verifier elsewhere cannot reach a local server, and a local one must allow http and private addresses"
+	case code == string(middleware.CodeUntrustedAgent) || code == string(middleware.CodeKeyFetchFailed):
+		return refusalHint(code, errorReason(body), origin, plain)
 	}
 	return ""
+}
+
+// errorReason returns the "reason" member of a JSON error body (keyfetch's
+// cause of a refused or failed key set), or "".
+func errorReason(body []byte) keyfetch.Reason {
+	var eb struct {
+		Error struct {
+			Reason keyfetch.Reason `json:"reason"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &eb) != nil {
+		return ""
+	}
+	return eb.Error.Reason
+}
+
+// refusalHint explains an untrusted_signature_agent or key_fetch_failed
+// answer by its reason; a verifier that sends none gets the likely causes.
+func refusalHint(code string, reason keyfetch.Reason, origin string, plain bool) string {
+	local := ""
+	if plain {
+		local = ": a verifier elsewhere cannot reach a local server, and a local one must allow http and private addresses (e.g. idcli tool verify --allow-http --allow-private)"
+	}
+	switch reason {
+	case keyfetch.ReasonUntrustedHost:
+		return "the verifier's trust patterns do not match the host of your signature agent " + origin + ": its operator must trust that host (e.g. idcli proxy --trust HOST, or a registry listing your agent)"
+	case keyfetch.ReasonHTTPRefused:
+		return "the verifier refuses your plain-HTTP signature agent " + origin + ": verifiers accept http:// key directories only when set up for local development (e.g. idcli tool verify --allow-http --allow-private); register the agent with an https:// service for everything else"
+	case keyfetch.ReasonPrivateAddress:
+		return "the verifier refuses to connect to your signature agent " + origin + ": it is on a loopback or private address, which a verifier accepts only when set up for local development (--allow-private)"
+	case keyfetch.ReasonInvalidURL:
+		return "the verifier cannot use your signature agent URL " + origin + ": it is not an absolute http(s) URL with a valid host"
+	case "":
+	default:
+		return fmt.Sprintf("the verifier could not fetch the key directory of %s (%s)%s", origin, reason, local)
+	}
+	// A verifier that does not say why.
+	switch {
+	case code == string(middleware.CodeKeyFetchFailed):
+		return "the verifier could not fetch the key directory of " + origin + local
+	case plain:
+		return "the verifier does not trust your signature agent " + origin + ": either its trust patterns do not match that host, or it does not accept plain http:// key directories (only verifiers set up for local development do)"
+	}
+	return "the verifier does not trust your signature agent " + origin + ": its trust patterns do not match that host"
 }
 
 // writeHead prints a status or request line then the header fields, sorted,

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/agentid/agentid/cmd/idcli/internal/clitest"
+	"github.com/agentid/agentid/keyfetch"
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/signer/signertest"
 )
@@ -295,8 +296,11 @@ func TestAgentCurlHints(t *testing.T) {
 	}{
 		{"HTML error page", []string{errorAPI(http.StatusBadGateway, "text/html", "<html><h1>502 Bad Gateway</h1></html>") + "/whoami"}, "answered an HTML page, not a JSON API answer"},
 		{"plain-HTTP signature agent refused", []string{errorAPI(http.StatusUnauthorized, "application/json",
-			`{"error":{"status":401,"code":"untrusted_signature_agent","message":"signature agent http://agent-0123456789abcdef01234567.localhost:3000 is not trusted"}}`) + "/whoami"},
+			`{"error":{"status":401,"code":"untrusted_signature_agent","message":"signature agent http://agent-0123456789abcdef01234567.localhost:3000 is not trusted","reason":"http_refused"}}`) + "/whoami"},
 			"refuses your plain-HTTP signature agent http://agent-0123456789abcdef01234567.localhost:3000"},
+		{"untrusted without a reason names both causes", []string{errorAPI(http.StatusUnauthorized, "application/json",
+			`{"error":{"status":401,"code":"untrusted_signature_agent","message":"signature agent http://agent-0123456789abcdef01234567.localhost:3000 is not trusted"}}`) + "/whoami"},
+			"either its trust patterns do not match that host, or it does not accept plain http://"},
 		{"key directory unreachable", []string{errorAPI(http.StatusServiceUnavailable, "application/json",
 			`{"error":{"status":503,"code":"key_fetch_failed","message":"the key directory could not be fetched"}}`) + "/whoami"},
 			"could not fetch the key directory of http://agent-0123456789abcdef01234567.localhost:3000"},
@@ -320,6 +324,60 @@ func TestAgentCurlHints(t *testing.T) {
 			}
 			if !strings.Contains(res.stderr, "hint: ") || !strings.Contains(res.stderr, tt.want) {
 				t.Errorf("stderr = %q, want a hint containing %q", res.stderr, tt.want)
+			}
+		})
+	}
+}
+
+// TestAgentCurlHintNamesReason: behind a real verifier (middleware and
+// keyfetch), the hint for a refused signature agent names the cause the
+// verifier put in the error body's "reason", not always plain HTTP: a
+// trust pattern that does not match the host, http not allowed, a private
+// address.
+func TestAgentCurlHintNamesReason(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		keys       keyfetch.Config
+		wantCode   string
+		wantReason keyfetch.Reason
+		want       string
+		notWant    string
+	}{
+		{"no trust pattern matches", keyfetch.Config{TrustedHosts: []string{"*.agents.example"}, AllowHTTP: true, AllowPrivateNetworks: true},
+			"untrusted_signature_agent", keyfetch.ReasonUntrustedHost, "trust patterns do not match the host of your signature agent", "plain-HTTP"},
+		{"http not allowed", keyfetch.Config{TrustedHosts: []string{"*.localhost:*"}, AllowPrivateNetworks: true},
+			"untrusted_signature_agent", keyfetch.ReasonHTTPRefused, "refuses your plain-HTTP signature agent", "trust patterns"},
+		{"private address", keyfetch.Config{TrustedHosts: []string{"*.localhost:*"}, AllowHTTP: true},
+			"key_fetch_failed", keyfetch.ReasonPrivateAddress, "it is on a loopback or private address", "plain-HTTP"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			v, err := middleware.NewVerifier(middleware.Config{Keys: keyfetch.New(tt.keys)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := httptest.NewServer(v.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				fmt.Fprintln(w, "verified")
+			})))
+			t.Cleanup(srv.Close)
+			dir := credsDir(t, "agent-0123456789abcdef01234567", signertest.Key(22), "")
+			res := runCLI(t.Context(), dir, nil, "agent", "curl", srv.URL+"/whoami")
+			if !errors.Is(res.err, exitCode(22)) {
+				t.Fatalf("err = %v, want exit code 22; stdout %q", res.err, res.stdout)
+			}
+			var body struct {
+				Error struct {
+					Code   string          `json:"code"`
+					Reason keyfetch.Reason `json:"reason"`
+				} `json:"error"`
+			}
+			if err := json.Unmarshal([]byte(res.stdout), &body); err != nil || body.Error.Code != tt.wantCode || body.Error.Reason != tt.wantReason {
+				t.Errorf("body = %q (%v), want code %q with reason %q", res.stdout, err, tt.wantCode, tt.wantReason)
+			}
+			if !strings.Contains(res.stderr, "hint: ") || !strings.Contains(res.stderr, tt.want) || strings.Contains(res.stderr, tt.notWant) {
+				t.Errorf("stderr = %q, want a hint containing %q and not %q", res.stderr, tt.want, tt.notWant)
 			}
 		})
 	}

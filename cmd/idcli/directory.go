@@ -135,6 +135,7 @@ type directoryReport struct {
 	TTLNote      string         `json:"ttl_note,omitempty"`
 	Signed       bool           `json:"signed"`
 	Verified     bool           `json:"verified"`
+	Authentic    bool           `json:"authenticated"` // a verified directory signature covers the body: the keys are vouched for
 	SignedBy     []string       `json:"signed_by,omitempty"`
 	Keys         []directoryKey `json:"keys"`
 	Problems     []string       `json:"problems"`
@@ -155,7 +156,7 @@ func newDirectoryReport(r *keyfetch.Report, hint string) directoryReport {
 		URL: r.URL, Kind: r.Kind.String(), WellKnown: r.WellKnown, JWKSURI: r.JWKSURI, OK: r.OK(), Status: r.StatusCode,
 		ContentType: r.ContentType, CacheControl: r.CacheControl, ETag: r.ETag,
 		TTLSeconds: r.TTL.Seconds(), TTLNote: r.TTLNote,
-		Signed: r.Signed, Verified: r.Verified, SignedBy: r.SignedBy,
+		Signed: r.Signed, Verified: r.Verified, Authentic: r.Authenticated, SignedBy: r.SignedBy,
 		Keys: []directoryKey{}, Problems: []string{}, Warnings: []string{}, Hint: hint,
 	}
 	for _, k := range r.Keys {
@@ -199,12 +200,14 @@ func printDirectoryReport(env *cliEnv, r *keyfetch.Report, hint string) {
 		fmt.Fprintf(w, "✔ key %s (%s, %s)\n", k.JWK.Kid, k.Algorithm(), tp)
 	}
 	switch {
+	case r.Signed && r.Verified && r.Authenticated:
+		fmt.Fprintf(w, "✔ response signed (%s) by %s, covers the body: the keys are authenticated\n", keyfetch.DirectorySignatureTag, strings.Join(r.SignedBy, ", "))
 	case r.Signed && r.Verified:
-		fmt.Fprintf(w, "✔ response signed (%s) by %s: verified\n", keyfetch.DirectorySignatureTag, strings.Join(r.SignedBy, ", "))
+		fmt.Fprintf(w, "! response signed (%s) by %s over the authority only (keys not authenticated): cover content-digest too, or verifiers that require signed key sets refuse it\n", keyfetch.DirectorySignatureTag, strings.Join(r.SignedBy, ", "))
 	case r.Signed:
 		fmt.Fprintf(w, "✘ response signed (%s), but the signature does not verify\n", keyfetch.DirectorySignatureTag)
 	case len(r.Keys) > 0:
-		fmt.Fprintf(w, "• response not signed (accepted unless a verifier requires signed key sets)\n")
+		fmt.Fprintf(w, "• response unsigned (accepted unless a verifier requires signed key sets)\n")
 	}
 	for _, p := range r.Warnings {
 		fmt.Fprintf(w, "! %s\n", p)

@@ -43,6 +43,7 @@ type proxyFlags struct {
 	metricsListen, accessLog, logLevel   string
 	forwardAuth, allowHTTP, allowPrivate bool
 	trust, authority                     stringsFlag
+	registries                           stringsFlag
 	refusalStatus                        int
 	front                                string
 	forwardAuthFrom, services            stringsFlag
@@ -61,6 +62,7 @@ func (f *proxyFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.mode, "mode", "required", "required (refuse unsigned and invalid requests), optional (forward unsigned ones too) or observe (forward everything with its verdict)")
 	fs.Var(&f.authority, "authority", "host[:port] (or *.suffix) the proxied service answers for; a signature made for any other host is refused with 421 (repeatable or comma-separated; at least one)")
 	fs.Var(&f.trust, "trust", "host whose agents' key sets may be fetched: exact host[:port] or *.suffix (repeatable; at least one)")
+	fs.Var(&f.registries, "registry", "URL of a registry: a plain-text list of Signature Agent Card URLs whose agents are trusted too, refreshed every 15 minutes; its own host must be trusted by --trust (repeatable)")
 	fs.BoolVar(&f.allowHTTP, "allow-http", false, "fetch key sets of http:// signature agents (local development only)")
 	fs.BoolVar(&f.allowPrivate, "allow-private", false, "fetch key sets from loopback and private addresses, and resolve *.localhost to loopback (local development only)")
 	fs.StringVar(&f.redisURL, "redis-url", "", "remember nonces in Redis, shared by every proxy instance: redis://[:PASSWORD@]HOST:PORT[/DB], or HOST:PORT,HOST:PORT,… for a Redis Cluster (default: in memory)")
@@ -197,6 +199,7 @@ func (f proxyFlags) plan(env *cliEnv) (proxyPlan, error) {
 		TrustedHosts:         []string(f.trust),
 		AllowHTTP:            f.allowHTTP,
 		AllowPrivateNetworks: f.allowPrivate,
+		Registries:           []string(f.registries),
 	}
 	if err := p.keys.Validate(); err != nil {
 		return p, fmt.Errorf("--trust: %s", strings.TrimPrefix(err.Error(), "keyfetch: invalid config: "))
@@ -299,8 +302,12 @@ func runProxy(ctx context.Context, env *cliEnv, f proxyFlags) error {
 	}
 	defer closeReplay()
 
+	keys := keyfetch.New(p.keys)
+	watch, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go keys.WatchRegistries(watch) // returns at once without --registry
 	vc := middleware.Config{
-		Keys:          keyfetch.New(p.keys),
+		Keys:          keys,
 		Authorities:   p.authorities,
 		Mode:          p.mode,
 		Profile:       p.profile,
