@@ -76,7 +76,7 @@ func (c Credentials) Origin() (string, error) {
 // covers @authority only, tag web-bot-auth, Signature-Agent sig1="<origin>".
 // It fails when the uid or hostname is unusable.
 func (c Credentials) Options() (signer.Options, error) {
-	if c.Key.Key == nil {
+	if !c.Key.CanSign() {
 		return signer.Options{}, missingError(EnvPrivateJWK)
 	}
 	origin, err := c.Origin()
