@@ -430,6 +430,7 @@ func (v *Verifier) candidate(r *http.Request, sig *signer.Signature, st *request
 
 	// 7. The signature over the rebuilt base.
 	if pk.Verify(alg, base, sig.Value) != nil {
+		v.logBaseMismatch(r, sig, base)
 		return Fail(CodeInvalidSignature, "the signature does not verify with key %q", truncate(p.KeyID))
 	}
 
