@@ -5,6 +5,7 @@ package pkcs11
 import (
 	"crypto"
 	"crypto/ed25519"
+	"errors"
 	"fmt"
 	"net/http/httptest"
 	"os"
@@ -218,6 +219,9 @@ func TestOpenErrors(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("error = %v, want it to contain %q", err, tt.want)
+			}
+			if strings.Contains(tt.want, "no private key") != errors.Is(err, ErrNoKey) {
+				t.Errorf("errors.Is(%v, ErrNoKey) = %v", err, errors.Is(err, ErrNoKey))
 			}
 			if tt.u.PIN != "" && strings.Contains(err.Error(), tt.u.PIN) {
 				t.Errorf("error %q contains the PIN", err)

@@ -91,7 +91,7 @@ func Open(u URI) (*Key, error) {
 	objs, err := k.find(tmpl, 2)
 	if err == nil && len(objs) != 1 {
 		if len(objs) == 0 {
-			err = fmt.Errorf("pkcs11: no private key labelled %q in token %q (create one with idcli agent init --pkcs11-uri)", u.Object, u.Token)
+			err = fmt.Errorf("%w: no private key labelled %q in token %q (create one with idcli agent init --pkcs11-uri)", ErrNoKey, u.Object, u.Token)
 		} else {
 			err = fmt.Errorf("pkcs11: several private keys labelled %q in token %q: add id=… to the URI", u.Object, u.Token)
 		}

@@ -31,6 +31,10 @@ const EnvModule = "AGENT_PKCS11_MODULE"
 // which cannot load a PKCS#11 module.
 var ErrNoCgo = errors.New("pkcs11: this binary was built without cgo and cannot load a PKCS#11 module")
 
+// ErrNoKey is wrapped by Open's error when no private key in the token
+// matches the URI.
+var ErrNoKey = errors.New("pkcs11: no matching key")
+
 // URI names a key in a token, after RFC 7512:
 // pkcs11:token=<label>;object=<label>[;id=<%xx bytes>]?module-path=<path>[&pin-value=<pin>].
 type URI struct {
