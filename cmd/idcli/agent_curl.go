@@ -31,6 +31,7 @@ func newAgentCurlCmd(env *cliEnv) *ffcli.Command {
 	pp := fs.Bool("pp", false, "pretty-print a JSON response body")
 	standards := fs.Bool("standards", false, `also cover "signature-agent";key="sig1" (what newer web-bot-auth verifiers require)`)
 	components := fs.String("components", "", componentsUsage)
+	p11URI := pkcs11URIFlag(fs)
 	return &ffcli.Command{
 		Name:       "curl",
 		ShortUsage: "idcli agent curl URL [-X METHOD] [-H 'K: V']… [-d JSON] [-i] [-v] [--pp] [--components C,…] [--standards]",
@@ -52,7 +53,7 @@ func newAgentCurlCmd(env *cliEnv) *ffcli.Command {
 				return err
 			}
 			c := curl{env: env, url: pos[0], method: *method, headers: headers,
-				include: *include, verbose: *verbose, pp: *pp, standards: *standards, components: comps}
+				include: *include, verbose: *verbose, pp: *pp, standards: *standards, components: comps, pkcs11URI: *p11URI}
 			if dataSet {
 				body, err := readData(env, *data)
 				if err != nil {
@@ -75,6 +76,7 @@ type curl struct {
 	include, verbose, pp bool
 	standards            bool
 	components           []string // nil: the default profile
+	pkcs11URI            string   // --pkcs11-uri
 }
 
 // readData returns the -d argument: literal text, @file, or @- for stdin.
@@ -97,7 +99,12 @@ func (c curl) run(ctx context.Context) error {
 	if err := checkURL("agent curl", c.url); err != nil {
 		return err
 	}
-	creds, err := agent.Load(agent.LoadOptions{Dir: c.env.Dir, Getenv: c.env.Getenv})
+	tk, err := c.env.openTokenKey(c.pkcs11URI, false)
+	if err != nil {
+		return err
+	}
+	defer tk.Close()
+	creds, err := agent.Load(agent.LoadOptions{Dir: c.env.Dir, Getenv: c.env.Getenv, Key: tk.Signing()})
 	if err != nil {
 		return err
 	}

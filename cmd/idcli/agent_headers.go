@@ -22,6 +22,8 @@ func newAgentHeadersCmd(env *cliEnv) *ffcli.Command {
 	nonce := fs.String("nonce", "", "nonce parameter (default: 64 random bytes, base64url)")
 	standards := fs.Bool("standards", false, `also cover "signature-agent";key="sig1" (what newer web-bot-auth verifiers require)`)
 	components := fs.String("components", "", componentsUsage)
+	p11URI := pkcs11URIFlag(fs)
+	explain := fs.Bool("explain", false, "also print the signature base and the outcome of each check to stderr")
 	return &ffcli.Command{
 		Name:       "headers",
 		ShortUsage: "idcli agent headers METHOD URL [--pp] [--uid U] [--private-jwk JWK] [--tag T] [--nonce N] [--components C,…] [--standards]",
@@ -32,9 +34,15 @@ func newAgentHeadersCmd(env *cliEnv) *ffcli.Command {
 			if err != nil {
 				return err
 			}
+			tk, err := env.openTokenKey(*p11URI, false)
+			if err != nil {
+				return err
+			}
+			defer tk.Close()
 			creds, err := agent.Load(agent.LoadOptions{
 				Dir: env.Dir, Getenv: env.Getenv,
 				UID: *uid, PrivateJWK: *privateJWK, Hostname: *hostname,
+				Key: tk.Signing(),
 			})
 			if err != nil {
 				return err
@@ -57,6 +65,9 @@ func newAgentHeadersCmd(env *cliEnv) *ffcli.Command {
 			h, err := signer.Headers(pos[0], pos[1], creds.Key, opts)
 			if err != nil {
 				return fmt.Errorf("agent headers: %w", err)
+			}
+			if *explain {
+				explainHeaders(env, pos[0], pos[1], h, creds.Key, tk != nil)
 			}
 			return writeJSON(env.Stdout, h, *pp)
 		},

@@ -17,6 +17,7 @@ const agentHTTPTimeout = 30 * time.Second
 func newAgentInitCmd(env *cliEnv) *ffcli.Command {
 	fs := newFlagSet("idcli agent init", env)
 	hostname := fs.String("hostname", "", "service base URL (default: AGENT_HOSTNAME, then "+agent.DefaultHostname+"; no scheme means https://)")
+	p11URI := pkcs11URIFlag(fs)
 	return &ffcli.Command{
 		Name:       "init",
 		ShortUsage: "idcli agent init [--hostname H]",
@@ -26,7 +27,13 @@ func newAgentInitCmd(env *cliEnv) *ffcli.Command {
 			if _, err := parseInterspersed(fs, args); err != nil {
 				return err
 			}
+			tk, err := env.openTokenKey(*p11URI, true)
+			if err != nil {
+				return err
+			}
+			defer tk.Close()
 			res, err := agent.Init(ctx, agent.InitOptions{
+				Key:        tk.Signing(),
 				Dir:        env.Dir,
 				Hostname:   *hostname,
 				Getenv:     env.Getenv,

@@ -17,6 +17,7 @@ func newAgentRotateCmd(env *cliEnv) *ffcli.Command {
 	hostname := fs.String("hostname", "", "service base URL (default: AGENT_HOSTNAME, then "+agent.DefaultHostname+")")
 	tag := fs.String("tag", "", "tag of the current key's signature (default: web-bot-auth)")
 	nonce := fs.String("nonce", "", "nonce of the current key's signature (default: random)")
+	p11URI := pkcs11URIFlag(fs)
 	return &ffcli.Command{
 		Name:       "rotate",
 		ShortUsage: "idcli agent rotate [--uid U] [--private-jwk JWK] [--hostname H]",
@@ -26,7 +27,13 @@ func newAgentRotateCmd(env *cliEnv) *ffcli.Command {
 			if _, err := parseInterspersed(fs, args); err != nil {
 				return err
 			}
+			cur, next, finish, err := env.rotateTokenKeys(*p11URI)
+			if err != nil {
+				return err
+			}
 			res, err := agent.Rotate(ctx, agent.RotateOptions{
+				Key:        cur.Signing(),
+				Next:       next.Signing(),
 				Dir:        env.Dir,
 				UID:        *uid,
 				PrivateJWK: *privateJWK,
@@ -36,6 +43,9 @@ func newAgentRotateCmd(env *cliEnv) *ffcli.Command {
 				Getenv:     env.Getenv,
 				HTTPClient: &http.Client{Timeout: agentHTTPTimeout},
 			})
+			if ferr := finish(err == nil); ferr != nil {
+				fmt.Fprintln(env.Stderr, "warning: --pkcs11-uri:", ferr)
+			}
 			if err != nil {
 				return err
 			}

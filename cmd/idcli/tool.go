@@ -31,6 +31,7 @@ type toolVerify struct {
 	headers, trust                            stringsFlag
 	bodyFile, now, jwk                        string
 	allowHTTP, allowPrivate, relaxed, asJSON  bool
+	explain                                   bool
 }
 
 // newToolVerifyCmd is `idcli tool verify METHOD URL …`: it rebuilds a
@@ -51,6 +52,7 @@ func newToolVerifyCmd(env *cliEnv) *ffcli.Command {
 	fs.StringVar(&tv.jwk, "jwk", "", "verify with this public JWK (JSON, or @file): Ed25519, RSA (rsa-pss-sha512) or P-256 (ecdsa-p256-sha256); nothing is fetched")
 	fs.BoolVar(&tv.relaxed, "relaxed", false, "plain RFC 9421: any tag, no expires/nonce/Signature-Agent required, any keyid, unbounded window")
 	fs.BoolVar(&tv.asJSON, "json", false, "print the result as JSON")
+	fs.BoolVar(&tv.explain, "explain", false, "also print each signature's base and the outcome of each check (to stderr with --json)")
 	return &ffcli.Command{
 		Name:       "verify",
 		ShortUsage: toolVerifyUsage,
@@ -110,6 +112,9 @@ func (tv *toolVerify) run(ctx context.Context, method, rawURL string) error {
 	v, err := middleware.NewVerifier(cfg)
 	if err != nil {
 		return fmt.Errorf("tool verify: %w", err)
+	}
+	if tv.explain {
+		tv.explainRequest(ctx, req, keys, clock())
 	}
 	a, verr := v.Verify(req)
 	if verr != nil {
