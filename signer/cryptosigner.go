@@ -50,7 +50,7 @@ func (k PrivateKey) SignMessage(msg []byte) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("signer: sign with %T: %w", k.Signer, err)
 	}
-	if len(k.Public.Key) != ed25519.PublicKeySize || !ed25519.Verify(k.Public.Key, msg, sig) {
+	if k.Public.Verify(AlgEd25519, msg, sig) != nil {
 		return nil, fmt.Errorf("signer: the signature from %T does not verify with kid %s", k.Signer, k.KeyID())
 	}
 	return sig, nil
