@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -118,7 +119,9 @@ func (e *explainer) window(p signer.Params) {
 // mismatch looks for the request the signature was made over: it varies
 // each covered request component a signer and a verifier commonly
 // disagree on (the method, the authority's port, the scheme, a trailing
-// slash) and names the variant under which the signature verifies.
+// slash) and names the variant under which the signature verifies. A
+// signature by another key is never explained away: every variant must
+// verify with pk.
 func mismatch(req *http.Request, sig *signer.Signature, pk signer.PublicKey) string {
 	type variant struct {
 		comp, value string
@@ -138,17 +141,17 @@ func mismatch(req *http.Request, sig *signer.Signature, pk signer.PublicKey) str
 			if host == "" {
 				host = req.URL.Host
 			}
-			for _, h := range authorityVariants(host, req.URL.Scheme) {
+			for _, h := range authorityVariants(host, req.URL.Host) {
 				vs = append(vs, variant{"@authority", h, func(r *http.Request) { r.Host, r.URL.Host = h, h }})
 			}
-			fallthrough
-		case "@scheme":
-			other := map[string]string{"http": "https", "https": "http"}[req.URL.Scheme]
-			if other != "" && c.Name != "@authority" {
+		}
+		switch c.Name {
+		case "@scheme", "@target-uri":
+			if other := map[string]string{"http": "https", "https": "http"}[req.URL.Scheme]; other != "" {
 				vs = append(vs, variant{"@scheme", other, func(r *http.Request) { r.URL.Scheme = other }})
 			}
 		case "@path":
-			p := req.URL.EscapedPath()
+			p := req.URL.Path
 			alt := p + "/"
 			if strings.HasSuffix(p, "/") && len(p) > 1 {
 				alt = strings.TrimSuffix(p, "/")
@@ -184,18 +187,16 @@ func componentValue(req *http.Request, sig *signer.Signature, name string) (stri
 	return c.Value(req)
 }
 
-// authorityVariants are host with its default port added or removed, and
-// lowercased.
-func authorityVariants(host, scheme string) []string {
-	port := map[string]string{"http": "80", "https": "443"}[scheme]
+// authorityVariants are the authorities a signer may have seen instead of
+// host: host without its port (a proxy in front that listens on another
+// port) and the URL's host when the Host header differs from it.
+func authorityVariants(host, urlHost string) []string {
 	var out []string
-	if h, p, ok := strings.Cut(host, ":"); ok && !strings.Contains(p, ":") {
+	if h, _, err := net.SplitHostPort(host); err == nil {
 		out = append(out, h)
-	} else if port != "" {
-		out = append(out, host+":"+port)
 	}
-	if l := strings.ToLower(host); l != host {
-		out = append(out, l)
+	if urlHost != "" && !strings.EqualFold(urlHost, host) {
+		out = append(out, urlHost)
 	}
 	return out
 }
