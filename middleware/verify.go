@@ -520,6 +520,7 @@ func (v *Verifier) candidate(r *http.Request, sig *signer.Signature, st *request
 	// 7. The signature over the rebuilt base.
 	st.checks++
 	if pk.Verify(alg, base, sig.Value) != nil {
+		v.logBaseMismatch(r, sig, base)
 		return Fail(CodeInvalidSignature, "the signature does not verify with key %q", signer.Truncate(p.KeyID))
 	}
 

@@ -2,6 +2,7 @@ package signer
 
 import (
 	"bytes"
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -44,10 +45,14 @@ type PublicKey struct {
 	ed *edPublicKey
 }
 
-// PrivateKey is a validated Ed25519 private key with its public half.
+// PrivateKey is a validated Ed25519 private key with its public half. It
+// signs with Key when set; otherwise with Signer, a crypto.Signer holding
+// the key elsewhere (an HSM, a KMS; see NewSignerKey).
 type PrivateKey struct {
 	Key    ed25519.PrivateKey
 	Public PublicKey
+	// Signer signs when Key is nil. Its public key must be Public.Key.
+	Signer crypto.Signer
 }
 
 // JWKError reports which JWK member is wrong and why.
@@ -110,9 +115,12 @@ func GenerateKey(r io.Reader) (PrivateKey, error) {
 func (k PrivateKey) KeyID() string { return k.Public.JWK.Kid }
 
 // JWK returns the private JWK (with d). Handle with care: it is the secret.
+// A key that is not Exportable (held by a Signer) gives its public JWK.
 func (k PrivateKey) JWK() JWK {
 	j := k.Public.JWK
-	j.D = b64url.EncodeToString(k.Key.Seed())
+	if k.Exportable() {
+		j.D = b64url.EncodeToString(k.Key.Seed())
+	}
 	return j
 }
 

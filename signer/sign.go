@@ -2,7 +2,6 @@ package signer
 
 import (
 	"cmp"
-	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
@@ -106,7 +105,7 @@ func NewNonce(r io.Reader) (string, error) {
 // covered and req has no Content-Digest, it computes sha-256 over the body
 // (read and restored).
 func Sign(req *http.Request, key PrivateKey, opts Options) error {
-	if len(key.Key) != ed25519.PrivateKeySize {
+	if !key.CanSign() {
 		return errors.New("signer: no private key")
 	}
 	o := opts.withDefaults()
@@ -179,7 +178,10 @@ func Sign(req *http.Request, key PrivateKey, opts Options) error {
 	if err != nil {
 		return err
 	}
-	value := ed25519.Sign(key.Key, base)
+	value, err := key.SignMessage(base)
+	if err != nil {
+		return err
+	}
 	sp, err := sig.SignatureParams()
 	if err != nil {
 		return err

@@ -36,9 +36,10 @@ func newAgentCurlCmd(env *cliEnv) *ffcli.Command {
 	fs.Var(&metadata, "metadata", metadataUsage)
 	components := fs.String("components", "", componentsUsage)
 	asJSON := fs.Bool("json", false, `print the answer as one JSON object {"url","status","headers","body"} (unlike curl's --json, which sends a body: use -d)`)
+	p11URI := pkcs11URIFlag(fs)
 	return &ffcli.Command{
 		Name:       "curl",
-		ShortUsage: "idcli agent curl URL [-X METHOD] [-H 'K: V']… [-d JSON] [-i] [-v] [--pp] [--components C,…] [--standards] [--legacy] [--metadata K=V]… [--json]",
+		ShortUsage: "idcli agent curl URL [-X METHOD] [-H 'K: V']… [-d JSON] [-i] [-v] [--pp] [--components C,…] [--standards] [--legacy] [--metadata K=V]… [--pkcs11-uri URI] [--json]",
 		ShortHelp:  "make an HTTP request signed with this agent's credentials",
 		LongHelp: "Exit status 0 below HTTP 400, 22 at 400 and above (the body is printed either way).\n" +
 			`With --json the answer is {"url":FINAL_URL,"status":200,"headers":{"Name":["value"]},"body":…}` + "\n" +
@@ -65,7 +66,7 @@ func newAgentCurlCmd(env *cliEnv) *ffcli.Command {
 			}
 			c := curl{env: env, url: pos[0], method: *method, headers: headers,
 				include: *include, verbose: *verbose, pp: *pp, standards: *standards, components: comps, asJSON: *asJSON,
-				legacy: *legacy, metadata: md}
+				legacy: *legacy, metadata: md, pkcs11URI: *p11URI}
 			if dataSet {
 				body, err := readData(env, *data)
 				if err != nil {
@@ -90,6 +91,7 @@ type curl struct {
 	metadata             map[string]string
 	components           []string // nil: the default profile
 	asJSON               bool
+	pkcs11URI            string // --pkcs11-uri
 }
 
 // curlJSON is the --json output of `idcli agent curl`.
@@ -121,7 +123,12 @@ func (c curl) run(ctx context.Context) error {
 	if err := checkURL("agent curl", c.url); err != nil {
 		return err
 	}
-	creds, err := agent.Load(agent.LoadOptions{Dir: c.env.Dir, Getenv: c.env.Getenv})
+	tk, err := c.env.openTokenKey(c.pkcs11URI, false)
+	if err != nil {
+		return err
+	}
+	defer tk.Close()
+	creds, err := agent.Load(agent.LoadOptions{Dir: c.env.Dir, Getenv: c.env.Getenv, Key: tk.Signing()})
 	if err != nil {
 		return err
 	}

@@ -25,9 +25,11 @@ func newAgentHeadersCmd(env *cliEnv) *ffcli.Command {
 	var metadata stringsFlag
 	fs.Var(&metadata, "metadata", metadataUsage)
 	components := fs.String("components", "", componentsUsage)
+	p11URI := pkcs11URIFlag(fs)
+	explain := fs.Bool("explain", false, "also print the signature base and the outcome of each check to stderr")
 	return &ffcli.Command{
 		Name:       "headers",
-		ShortUsage: "idcli agent headers METHOD URL [--pp] [--uid U] [--private-jwk JWK] [--hostname H] [--tag T] [--nonce N] [--components C,…] [--standards] [--legacy] [--metadata K=V]…",
+		ShortUsage: "idcli agent headers METHOD URL [--pp] [--uid U] [--private-jwk JWK] [--hostname H] [--tag T] [--nonce N] [--components C,…] [--standards] [--legacy] [--metadata K=V]… [--pkcs11-uri URI] [--explain]",
 		ShortHelp:  "print the Signature, Signature-Input and Signature-Agent headers for a request",
 		LongHelp: "Prints the headers as JSON. A standard METHOD is upper-cased (get signs GET), as\n" +
 			"agent curl sends it; any other method is signed as typed.",
@@ -37,9 +39,15 @@ func newAgentHeadersCmd(env *cliEnv) *ffcli.Command {
 			if err != nil {
 				return err
 			}
+			tk, err := env.openTokenKey(*p11URI, false)
+			if err != nil {
+				return err
+			}
+			defer tk.Close()
 			creds, err := agent.Load(agent.LoadOptions{
 				Dir: env.Dir, Getenv: env.Getenv,
 				UID: *uid, PrivateJWK: *privateJWK, Hostname: *hostname,
+				Key: tk.Signing(),
 			})
 			if err != nil {
 				return err
@@ -69,6 +77,9 @@ func newAgentHeadersCmd(env *cliEnv) *ffcli.Command {
 			h, err := signer.Headers(method, pos[1], creds.Key, opts)
 			if err != nil {
 				return fmt.Errorf("agent headers: %w", err)
+			}
+			if *explain {
+				explainHeaders(env, method, pos[1], h, creds.Key, tk != nil)
 			}
 			return writeJSON(env.Stdout, h, *pp)
 		},

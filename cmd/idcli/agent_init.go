@@ -34,9 +34,10 @@ func newAgentInitCmd(env *cliEnv) *ffcli.Command {
 	fs := newFlagSet("idcli agent init", env)
 	hostname := fs.String("hostname", "", "service base URL (default: AGENT_HOSTNAME, then "+agent.DefaultHostname+"; no scheme means https://)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
+	p11URI := pkcs11URIFlag(fs)
 	return &ffcli.Command{
 		Name:       "init",
-		ShortUsage: "idcli agent init [--hostname H] [--json]",
+		ShortUsage: "idcli agent init [--hostname H] [--pkcs11-uri URI] [--json]",
 		ShortHelp:  "create (or reuse) this agent's key, register it and write .env",
 		LongHelp:   "With --json: " + agentJSONShape + `, plus "is_new" (false when the key was already registered) and "hostname".`,
 		FlagSet:    fs,
@@ -44,7 +45,13 @@ func newAgentInitCmd(env *cliEnv) *ffcli.Command {
 			if _, err := parseInterspersed(fs, args); err != nil {
 				return err
 			}
+			tk, err := env.openTokenKey(*p11URI, true)
+			if err != nil {
+				return err
+			}
+			defer tk.Close()
 			res, err := agent.Init(ctx, agent.InitOptions{
+				Key:        tk.Signing(),
 				Dir:        env.Dir,
 				Hostname:   *hostname,
 				Getenv:     env.Getenv,

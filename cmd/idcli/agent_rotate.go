@@ -18,9 +18,10 @@ func newAgentRotateCmd(env *cliEnv) *ffcli.Command {
 	tag := fs.String("tag", "", "tag of the current key's signature (default: web-bot-auth)")
 	nonce := fs.String("nonce", "", "nonce of the current key's signature (default: random)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
+	p11URI := pkcs11URIFlag(fs)
 	return &ffcli.Command{
 		Name:       "rotate",
-		ShortUsage: "idcli agent rotate [--uid U] [--private-jwk JWK] [--hostname H] [--tag T] [--nonce N] [--json]",
+		ShortUsage: "idcli agent rotate [--uid U] [--private-jwk JWK] [--hostname H] [--tag T] [--nonce N] [--pkcs11-uri URI] [--json]",
 		LongHelp:   "With --json: " + agentJSONShape + " of the new key.",
 		ShortHelp:  "replace this agent's key (the uid stays) and rewrite .env",
 		FlagSet:    fs,
@@ -28,7 +29,13 @@ func newAgentRotateCmd(env *cliEnv) *ffcli.Command {
 			if _, err := parseInterspersed(fs, args); err != nil {
 				return err
 			}
+			cur, next, finish, err := env.rotateTokenKeys(*p11URI)
+			if err != nil {
+				return err
+			}
 			res, err := agent.Rotate(ctx, agent.RotateOptions{
+				Key:        cur.Signing(),
+				Next:       next.Signing(),
 				Dir:        env.Dir,
 				UID:        *uid,
 				PrivateJWK: *privateJWK,
@@ -38,6 +45,9 @@ func newAgentRotateCmd(env *cliEnv) *ffcli.Command {
 				Getenv:     env.Getenv,
 				HTTPClient: &http.Client{Timeout: agentHTTPTimeout},
 			})
+			if ferr := finish(err == nil); ferr != nil {
+				fmt.Fprintln(env.Stderr, "warning: --pkcs11-uri:", ferr)
+			}
 			if err != nil {
 				return withHint(err, serviceHint(agentHostname(env, *hostname), err))
 			}

@@ -22,7 +22,7 @@ import (
 	"github.com/agentid/agentid/signer"
 )
 
-const toolVerifyUsage = "idcli tool verify METHOD URL --signature S --signature-input I [--signature-agent A] [-H 'K: V']… [--body-file F] [--now UNIX] [--trust PATTERN]… [--allow-http] [--allow-private] [--jwk PUBLIC_JWK] [--relaxed] [--strict-01] [--json]"
+const toolVerifyUsage = "idcli tool verify METHOD URL --signature S --signature-input I [--signature-agent A] [-H 'K: V']… [--body-file F] [--now UNIX] [--trust PATTERN]… [--allow-http] [--allow-private] [--jwk PUBLIC_JWK] [--relaxed] [--strict-01] [--explain] [--json]"
 
 // toolVerify holds the flags of `idcli tool verify`.
 type toolVerify struct {
@@ -32,6 +32,7 @@ type toolVerify struct {
 	bodyFile, now, jwk                        string
 	allowHTTP, allowPrivate, relaxed, asJSON  bool
 	strict01                                  bool
+	explain                                   bool
 }
 
 // newToolVerifyCmd is `idcli tool verify METHOD URL …`: it rebuilds a
@@ -53,6 +54,7 @@ func newToolVerifyCmd(env *cliEnv) *ffcli.Command {
 	fs.BoolVar(&tv.relaxed, "relaxed", false, "plain RFC 9421: any tag, no expires/nonce/Signature-Agent required, any keyid, unbounded window")
 	fs.BoolVar(&tv.strict01, "strict-01", false, "verify as web-bot-auth protocol-01 says exactly (middleware.ProfileStrict01): the Signature-Agent member keyed by the label, covered, fetched as sent")
 	fs.BoolVar(&tv.asJSON, "json", false, "print the result as JSON")
+	fs.BoolVar(&tv.explain, "explain", false, "also print each signature's base and the outcome of each check (to stderr with --json)")
 	return &ffcli.Command{
 		Name:       "verify",
 		ShortUsage: toolVerifyUsage,
@@ -117,6 +119,9 @@ func (tv *toolVerify) run(ctx context.Context, method, rawURL string) error {
 	v, err := middleware.NewVerifier(cfg)
 	if err != nil {
 		return fmt.Errorf("tool verify: %w", err)
+	}
+	if tv.explain {
+		tv.explainRequest(ctx, req, keys, clock())
 	}
 	a, verr := v.Verify(req)
 	if verr != nil {

@@ -76,7 +76,7 @@ func (c Credentials) Origin() (string, error) {
 // covers @authority only, tag web-bot-auth, Signature-Agent sig1="<origin>".
 // It fails when the uid or hostname is unusable.
 func (c Credentials) Options() (signer.Options, error) {
-	if c.Key.Key == nil {
+	if !c.Key.CanSign() {
 		return signer.Options{}, missingError(EnvPrivateJWK)
 	}
 	origin, err := c.Origin()
@@ -116,6 +116,10 @@ type LoadOptions struct {
 	PrivateJWK string
 	// Hostname overrides AGENT_HOSTNAME when not "".
 	Hostname string
+	// Key, when it can sign, is the agent's key, held elsewhere than in the
+	// credentials file (a PKCS#11 token, a KMS; see signer.NewSignerKey):
+	// AGENT_PRIVATE_JWK is then not read. If zero, AGENT_PRIVATE_JWK.
+	Key signer.PrivateKey
 	// Getenv reads the process environment. If nil, os.Getenv.
 	Getenv func(string) string
 }
@@ -178,7 +182,44 @@ func Load(opts LoadOptions) (Credentials, error) {
 	if err != nil {
 		return Credentials{}, err
 	}
+	if opts.Key.CanSign() {
+		return src.credentialsWithKey(opts.UID, opts.Hostname, opts.Key)
+	}
 	return src.credentials(opts.UID, opts.PrivateJWK, opts.Hostname)
+}
+
+// credentialsWithKey resolves the uid and hostname for a key held
+// elsewhere than in the credentials file.
+func (s *source) credentialsWithKey(uidFlag, hostFlag string, key signer.PrivateKey) (Credentials, error) {
+	hostname, err := s.hostname(hostFlag)
+	if err != nil {
+		return Credentials{}, err
+	}
+	uid, _ := s.get(uidFlag, EnvUID)
+	if err := checkUID(uid); err != nil {
+		return Credentials{}, err
+	}
+	return Credentials{UID: uid, Key: key, Hostname: hostname}, nil
+}
+
+// checkNoFileKey refuses to pair a key held elsewhere with a credentials
+// file that holds a private JWK of another key: the file would then name
+// a key the agent no longer uses.
+func (s *source) checkNoFileKey(key signer.PrivateKey) error {
+	raw, from := s.get("", EnvPrivateJWK)
+	if raw == "" {
+		return nil
+	}
+	fk, err := parsePrivate(raw, from)
+	if err != nil {
+		return err
+	}
+	if fk.KeyID() != key.KeyID() {
+		return &credError{kind: ErrInvalid, msg: fmt.Sprintf(
+			"agent: invalid %s: the %s holds a private key (kid %s) other than the external key (kid %s); remove %s from it to use the external key",
+			EnvPrivateJWK, from, fk.KeyID(), key.KeyID(), EnvPrivateJWK)}
+	}
+	return nil
 }
 
 func (s *source) credentials(uidFlag, jwkFlag, hostFlag string) (Credentials, error) {

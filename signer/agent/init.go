@@ -31,6 +31,11 @@ type InitOptions struct {
 	Rand io.Reader
 	// Now is the signing clock. If nil, time.Now.
 	Now func() time.Time
+	// Key, when it can sign, is the key to register, held elsewhere than in
+	// the credentials file (a PKCS#11 token, a KMS): AGENT_PRIVATE_JWK is
+	// then neither read nor written, and a credentials file holding another
+	// private key is refused. If zero, the file's key or a new one.
+	Key signer.PrivateKey
 }
 
 // InitResult is what Init did.
@@ -72,7 +77,12 @@ func Init(ctx context.Context, opts InitOptions) (InitResult, error) {
 	if err != nil {
 		return InitResult{}, err
 	}
-	key, err := src.reuseOrGenerate(opts.Rand)
+	key := opts.Key
+	if key.CanSign() {
+		err = src.checkNoFileKey(key)
+	} else {
+		key, err = src.reuseOrGenerate(opts.Rand)
+	}
 	if err != nil {
 		return InitResult{}, err
 	}
@@ -84,7 +94,9 @@ func Init(ctx context.Context, opts InitOptions) (InitResult, error) {
 	vars := [][2]string{
 		{EnvUID, reg.UID},
 		{EnvPublicJWK, string(key.Public.JWK.MarshalPublic())},
-		{EnvPrivateJWK, string(key.MarshalPrivateJWK())},
+	}
+	if key.Exportable() {
+		vars = append(vars, [2]string{EnvPrivateJWK, string(key.MarshalPrivateJWK())})
 	}
 	if hostname != DefaultHostname {
 		vars = append(vars, [2]string{EnvHostname, hostname})
@@ -152,6 +164,15 @@ type RotateOptions struct {
 	Rand io.Reader
 	// Now is the signing clock. If nil, time.Now.
 	Now func() time.Time
+	// Key, when it can sign, is the current key, held elsewhere than in the
+	// credentials file (a PKCS#11 token, a KMS): AGENT_PRIVATE_JWK is then
+	// not read, and a credentials file holding another private key is
+	// refused. If zero, AGENT_PRIVATE_JWK.
+	Key signer.PrivateKey
+	// Next, when it can sign, is the new key, made by the caller (generated
+	// on the token). If it is not Exportable, AGENT_PRIVATE_JWK is not
+	// written. If zero, a new key is generated from Rand and written.
+	Next signer.PrivateKey
 }
 
 // RotateResult is what Rotate did.
@@ -185,27 +206,39 @@ func Rotate(ctx context.Context, opts RotateOptions) (RotateResult, error) {
 	if err != nil {
 		return RotateResult{}, err
 	}
-	creds, err := src.credentials(opts.UID, opts.PrivateJWK, opts.Hostname)
+	var creds Credentials
+	if opts.Key.CanSign() {
+		if creds, err = src.credentialsWithKey(opts.UID, opts.Hostname, opts.Key); err == nil {
+			err = src.checkNoFileKey(opts.Key)
+		}
+	} else {
+		creds, err = src.credentials(opts.UID, opts.PrivateJWK, opts.Hostname)
+	}
 	if err != nil {
 		return RotateResult{}, err
 	}
 	if err := checkWritable(lo.Path); err != nil {
 		return RotateResult{}, err
 	}
-	next, err := signer.GenerateKey(opts.Rand)
-	if err != nil {
-		return RotateResult{}, err
+	next := opts.Next
+	if !next.CanSign() {
+		if next, err = signer.GenerateKey(opts.Rand); err != nil {
+			return RotateResult{}, err
+		}
 	}
 	cl := &Client{HTTPClient: opts.HTTPClient, Tag: opts.Tag, Nonce: opts.Nonce, Now: opts.Now, Rand: opts.Rand}
 	reg, err := cl.RotateKey(ctx, creds.Hostname, creds.UID, creds.Key, next)
 	if err != nil {
 		return RotateResult{}, err
 	}
-	warn, err := writeCreds(ctx, src.file, lo.Path, [][2]string{
+	vars := [][2]string{
 		{EnvUID, creds.UID},
 		{EnvPublicJWK, string(next.Public.JWK.MarshalPublic())},
-		{EnvPrivateJWK, string(next.MarshalPrivateJWK())},
-	})
+	}
+	if next.Exportable() {
+		vars = append(vars, [2]string{EnvPrivateJWK, string(next.MarshalPrivateJWK())})
+	}
+	warn, err := writeCreds(ctx, src.file, lo.Path, vars)
 	if err != nil {
 		return RotateResult{}, err
 	}
