@@ -42,6 +42,8 @@ type proxyFlags struct {
 	forwardAuth, allowHTTP, allowPrivate bool
 	trust                                stringsFlag
 	refusalStatus                        int
+	config                               string      // --config (proxy_config.go)
+	rules                                *proxyRules // from --config
 }
 
 func (f *proxyFlags) register(fs *flag.FlagSet) {
@@ -57,6 +59,7 @@ func (f *proxyFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.accessLog, "access-log", "stdout", "where the JSON access log goes, one line per request: stdout, stderr or off")
 	fs.IntVar(&f.refusalStatus, "refusal-status", http.StatusUnauthorized, "status of refused requests: 401, or 403 as web-bot-auth protocol-01 describes")
 	fs.StringVar(&f.logLevel, "log-level", "info", "level of the operational log on stderr: debug (key fetches, each refusal), info, warn or error")
+	registerProxyConfig(fs, f)
 }
 
 // newProxyCmd is `idcli proxy`: the verification middleware in front of a
@@ -93,6 +96,9 @@ func newProxyCmd(env *cliEnv) *ffcli.Command {
 		Exec: func(ctx context.Context, args []string) error {
 			if len(args) > 0 {
 				return fmt.Errorf("proxy takes no arguments (got %q): see idcli proxy --help", args[0])
+			}
+			if err := loadProxyConfig(env, fs, &f); err != nil {
+				return err
 			}
 			return runProxy(ctx, env, f)
 		},
@@ -211,6 +217,11 @@ func runProxy(ctx context.Context, env *cliEnv, f proxyFlags) error {
 		reg = metrics.NewRegistry()
 		vc.OnResult = reg.ObserveResult // verification outcomes
 	}
+	owner, err := newProxyOwner(ctx, f, p.mode, &vc) // --config rules (proxy_config.go)
+	if err != nil {
+		return err
+	}
+	defer owner.Close()
 	verifier, err := middleware.NewVerifier(vc)
 	if err != nil {
 		return fmt.Errorf("proxy: %w", err)
@@ -229,10 +240,12 @@ func runProxy(ctx context.Context, env *cliEnv, f proxyFlags) error {
 	if p.access != nil {
 		cfg.AccessLog = slog.New(slog.NewJSONHandler(p.access, nil))
 	}
-	h, err := proxy.New(cfg)
+	cfg.Transport = owner.transport(cfg.Transport)
+	ph, err := proxy.New(cfg)
 	if err != nil {
 		return fmt.Errorf("proxy: %w", err)
 	}
+	h := owner.wrap(ph, verifier)
 
 	ln, err := net.Listen("tcp", f.listen)
 	if err != nil {
@@ -253,6 +266,7 @@ func runProxy(ctx context.Context, env *cliEnv, f proxyFlags) error {
 	}
 
 	printProxyBanner(env, f, p, ln.Addr().String(), replayName)
+	owner.banner(env)
 	if reg != nil {
 		fmt.Fprintf(env.Stdout, "• metrics at http://%s/metrics\n", listeners[1].Addr())
 	}
