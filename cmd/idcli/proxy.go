@@ -261,6 +261,7 @@ func runProxy(ctx context.Context, env *cliEnv, f proxyFlags) error {
 		}
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", reg.Handler())
+		owner.routes(mux) // /status
 		servers = append(servers, newProxyServer(mux, logger))
 		listeners = append(listeners, mln)
 	}
@@ -269,6 +270,7 @@ func runProxy(ctx context.Context, env *cliEnv, f proxyFlags) error {
 	owner.banner(env)
 	if reg != nil {
 		fmt.Fprintf(env.Stdout, "• metrics at http://%s/metrics\n", listeners[1].Addr())
+		fmt.Fprintf(env.Stdout, "• status page at http://%s/status\n", listeners[1].Addr())
 	}
 	return serveUntilDone(ctx, servers, listeners)
 }

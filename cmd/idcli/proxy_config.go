@@ -22,6 +22,7 @@ import (
 	"github.com/agentid/agentid/middleware/agentlimit/redislimit"
 	"github.com/agentid/agentid/middleware/redisreplay"
 	"github.com/agentid/agentid/middleware/rules"
+	"github.com/agentid/agentid/middleware/status"
 )
 
 // proxyFile is the YAML file `idcli proxy --config FILE` reads. Every key
@@ -239,15 +240,21 @@ func parseLimit(s string) (agentlimit.Limit, error) {
 // proxyOwner is what the rules and the status page add to a running proxy.
 type proxyOwner struct {
 	gate    *rules.Gate
+	status  *status.Page // with --metrics-listen
 	summary string
 	closers []func()
 }
 
-// newProxyOwner builds the rules of f (nil when there are none) and hooks
-// them into the verifier's config: the verifier then runs in Observe mode
-// and the rules decide, by route, with mode as the default.
+// newProxyOwner builds the status page (with --metrics-listen) and the
+// rules of f (none when the file sets none) and hooks them into the
+// verifier's config: with rules the verifier runs in Observe mode and the
+// rules decide, by route, with mode as the default.
 func newProxyOwner(ctx context.Context, f proxyFlags, mode middleware.Mode, vc *middleware.Config) (*proxyOwner, error) {
 	o := &proxyOwner{}
+	if f.metricsListen != "" {
+		o.status = status.New(status.Config{Title: "idcli proxy status"})
+		vc.OnResult = chainResults(vc.OnResult, o.status.Observe)
+	}
 	if !f.rules.active() {
 		return o, nil
 	}
@@ -334,6 +341,13 @@ func (o *proxyOwner) wrap(h http.Handler, v *middleware.Verifier) http.Handler {
 	}
 	o.gate.SetRefuse(v.WriteError)
 	return o.gate.Wrap(h)
+}
+
+// routes adds the status page to the metrics listener's mux.
+func (o *proxyOwner) routes(mux *http.ServeMux) {
+	if o.status != nil {
+		mux.Handle("/status", o.status)
+	}
 }
 
 // banner prints what the rules do.

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -232,5 +233,40 @@ func TestProxyConfigFlagsWin(t *testing.T) {
 	r, _ := http.NewRequest("GET", base+"/flags", nil)
 	if a := clitest.MustSend(t, http.DefaultClient, r); a.Status != 200 {
 		t.Errorf("unsigned request in optional mode: %d %s, want 200", a.Status, a.Body)
+	}
+}
+
+// TestProxyStatusPage serves /status beside /metrics, counting the
+// proxy's verification outcomes by agent.
+func TestProxyStatusPage(t *testing.T) {
+	t.Parallel()
+	key := signertest.Key(0x55)
+	_, origin := localAgent(t, key)
+	up := newEchoUpstream(t)
+	base, p := startProxy(t, append([]string{"--upstream", up.URL, "--metrics-listen", "127.0.0.1:0", "--access-log", "off"}, localTrust...)...)
+	statusURL := p.waitFor(t, regexp.MustCompile(`status page at (http://\S+)`))
+	for range 2 {
+		clitest.MustSend(t, http.DefaultClient, signedGet(t, base+"/s", key, origin, signer.Options{}))
+	}
+	unsigned, _ := http.NewRequest("GET", base+"/s", nil)
+	clitest.MustSend(t, http.DefaultClient, unsigned)
+
+	resp, err := http.Get(statusURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || !strings.Contains(resp.Header.Get("Content-Security-Policy"), "default-src 'none'") {
+		t.Fatalf("GET %s: %d %v", statusURL, resp.StatusCode, resp.Header)
+	}
+	for _, want := range []string{
+		`<tr class="agent" data-id="` + origin + `" data-requests="2" data-verified="2"`,
+		`id="hour-unsigned" data-count="1"`,
+		`id="hour-verified" data-count="2"`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("the status page lacks %s", want)
+		}
 	}
 }
