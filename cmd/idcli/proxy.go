@@ -217,7 +217,7 @@ func runProxy(ctx context.Context, env *cliEnv, f proxyFlags) error {
 		reg = metrics.NewRegistry()
 		vc.OnResult = reg.ObserveResult // verification outcomes
 	}
-	owner, err := newProxyOwner(ctx, f, p.mode, &vc) // --config rules (proxy_config.go)
+	owner, err := newProxyOwner(ctx, f, p, &vc, reg) // --config rules (proxy_config.go)
 	if err != nil {
 		return err
 	}

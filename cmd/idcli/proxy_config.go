@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -23,6 +24,7 @@ import (
 	"github.com/agentid/agentid/middleware/redisreplay"
 	"github.com/agentid/agentid/middleware/rules"
 	"github.com/agentid/agentid/middleware/status"
+	"github.com/agentid/agentid/refserver/metrics"
 )
 
 // proxyFile is the YAML file `idcli proxy --config FILE` reads. Every key
@@ -249,7 +251,12 @@ type proxyOwner struct {
 // rules of f (none when the file sets none) and hooks them into the
 // verifier's config: with rules the verifier runs in Observe mode and the
 // rules decide, by route, with mode as the default.
-func newProxyOwner(ctx context.Context, f proxyFlags, mode middleware.Mode, vc *middleware.Config) (*proxyOwner, error) {
+//
+// A refusal by the rules goes to the access log (msg "refused") and to
+// reg, if set, as agentid_http_requests_total{route="rules"}: the proxy's
+// own line and count record the answer it would have given.
+func newProxyOwner(ctx context.Context, f proxyFlags, p proxyPlan, vc *middleware.Config, reg *metrics.Registry) (*proxyOwner, error) {
+	mode := p.mode
 	o := &proxyOwner{}
 	if f.metricsListen != "" {
 		o.status = status.New(status.Config{Title: "idcli proxy status"})
@@ -282,7 +289,24 @@ func newProxyOwner(ctx context.Context, f proxyFlags, mode middleware.Mode, vc *
 			return nil, fmt.Errorf("--config: %w", err)
 		}
 	}
-	g, err := rules.New(rules.Config{Mode: mode, Routes: r.routes, Allow: r.allow, Deny: r.deny, Limiter: lim})
+	var access *slog.Logger
+	if p.access != nil {
+		access = slog.New(slog.NewJSONHandler(p.access, nil))
+	}
+	onRefuse := func(req *http.Request, res *middleware.Result, e *middleware.Error, status int) {
+		if reg != nil {
+			reg.ObserveRequest("rules", req.Method, status)
+		}
+		if access != nil {
+			attrs := []slog.Attr{slog.String("method", req.Method), slog.String("host", req.Host), slog.String("path", req.URL.Path),
+				slog.Int("status", status), slog.String("reason", string(e.Code))}
+			if res.Verdict == middleware.Verified {
+				attrs = append(attrs, slog.String("agent", res.Agent.ID))
+			}
+			access.LogAttrs(req.Context(), slog.LevelInfo, "refused", attrs...)
+		}
+	}
+	g, err := rules.New(rules.Config{Mode: mode, Routes: r.routes, Allow: r.allow, Deny: r.deny, Limiter: lim, OnRefuse: onRefuse})
 	if err != nil {
 		o.Close()
 		return nil, fmt.Errorf("--config: %w", err)

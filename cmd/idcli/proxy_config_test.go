@@ -71,7 +71,8 @@ limits:
 redis_url: `+redisURL+`
 access_log: "off"
 `)
-	p1, b1 := startProxy(t, "--config", cfg)
+	p1, b1 := startProxy(t, "--config", cfg, "--metrics-listen", "127.0.0.1:0", "--access-log", "stdout")
+	metricsURL := b1.waitFor(t, metricsBanner)
 	p2, _ := startProxy(t, "--config", cfg)
 	if out := b1.stdout.String(); !strings.Contains(out, "limits agent 3/1h0m0s, address 2/1h0m0s (buckets in Redis") {
 		t.Errorf("banner %q does not describe the rules", out)
@@ -174,6 +175,32 @@ access_log: "off"
 			t.Errorf("%d of 4 unsigned requests from one address passed, want 2", allowed)
 		}
 	})
+
+	// The first proxy refused two unsigned requests on required routes
+	// (401), A over its limit and the third unsigned request (429): its
+	// metrics and access log count them as the rules' answers.
+	req, _ := http.NewRequest("GET", metricsURL, nil)
+	m := clitest.MustSend(t, http.DefaultClient, req)
+	for _, want := range []string{
+		`agentid_http_requests_total{route="rules",method="GET",status="401"} 2`,
+		`agentid_http_requests_total{route="rules",method="GET",status="429"} 2`,
+	} {
+		if !strings.Contains(m.Body, want) {
+			t.Errorf("metrics lack %s:\n%s", want, m.Body)
+		}
+	}
+	refused := 0
+	for _, line := range strings.Split(b1.stdout.String(), "\n") {
+		if strings.Contains(line, `"msg":"refused"`) && strings.Contains(line, `"status":429`) && strings.Contains(line, `"reason":"rate_limited"`) {
+			refused++
+			if strings.Contains(line, `"path":"/limited"`) && !strings.Contains(line, `"agent":"`+originA+`"`) {
+				t.Errorf("access log line %s does not name agent A", line)
+			}
+		}
+	}
+	if refused != 2 {
+		t.Errorf("%d access log lines of 429 refusals, want 2:\n%s", refused, b1.stdout)
+	}
 }
 
 // TestProxyConfigErrors: a bad file is refused before anything listens,

@@ -64,6 +64,13 @@ type Config struct {
 	// proxies pass the verifier's WriteError, which adds Accept-Signature
 	// and applies its refusal status.
 	Refuse func(http.ResponseWriter, error)
+	// OnRefuse, if set, is told of each refusal Wrap writes, with the
+	// status sent: a handler wrapped by Wrap records its own intended
+	// answer in its logs and metrics, not the refusal, so this is where
+	// refusals by the rules are counted. It must be safe for concurrent
+	// use.
+	// res is the verification outcome (nil if there was none).
+	OnRefuse func(r *http.Request, res *middleware.Result, err *middleware.Error, status int)
 }
 
 // Gate applies Config to each request. It is safe for concurrent use.

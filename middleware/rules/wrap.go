@@ -16,6 +16,7 @@ type slotKey struct{}
 type slot struct {
 	decided bool
 	d       Decision
+	res     middleware.Result
 }
 
 func slotFrom(ctx context.Context) *slot {
@@ -35,6 +36,7 @@ func (g *Gate) OnResult(res middleware.Result) {
 		return
 	}
 	s.decided = true
+	s.res = res
 	s.d = g.Decide(res.Request, &res)
 }
 
@@ -47,7 +49,7 @@ func (g *Gate) OnResult(res middleware.Result) {
 func (g *Gate) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s := &slot{}
-		gw := &writer{ResponseWriter: w, g: g, s: s}
+		gw := &writer{ResponseWriter: w, g: g, s: s, r: r}
 		next.ServeHTTP(gw, r.WithContext(context.WithValue(r.Context(), slotKey{}, s)))
 		if s.decided && s.d.Err != nil && !gw.wrote {
 			gw.refuse()
@@ -81,6 +83,7 @@ type writer struct {
 	http.ResponseWriter
 	g       *Gate
 	s       *slot
+	r       *http.Request
 	wrote   bool // the refusal, or the first status, was written
 	scratch http.Header
 }
@@ -89,7 +92,11 @@ func (w *writer) refused() bool { return w.s.decided && w.s.d.Err != nil }
 
 func (w *writer) refuse() {
 	w.wrote = true
-	w.g.write(w.ResponseWriter, w.s.d)
+	sw := &middleware.StatusWriter{ResponseWriter: w.ResponseWriter}
+	w.g.write(sw, w.s.d)
+	if f := w.g.cfg.OnRefuse; f != nil {
+		f(w.r, &w.s.res, w.s.d.Err, sw.Status)
+	}
 }
 
 // Header returns a scratch header for a refused request, so that nothing
