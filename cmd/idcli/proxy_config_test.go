@@ -297,3 +297,44 @@ func TestProxyStatusPage(t *testing.T) {
 		}
 	}
 }
+
+// TestProxyConfigDocExample: the example file of docs/deployment.md loads
+// (strictly) and sets what it says.
+func TestProxyConfigDocExample(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../../docs/deployment.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	start := strings.Index(doc, "```yaml\n# /etc/agentid/proxy.yaml\n")
+	if start < 0 {
+		t.Fatal("docs/deployment.md has no example proxy.yaml")
+	}
+	body := doc[start+len("```yaml\n"):]
+	body = body[:strings.Index(body, "```")]
+	env := &cliEnv{Getenv: func(string) string { return "" }}
+	fs := newFlagSet("idcli proxy", env)
+	var f proxyFlags
+	f.register(fs)
+	if fs.Lookup("authority") == nil {
+		// Host binding (--authority) is not in this build: leave it out.
+		var kept []string
+		for _, l := range strings.Split(body, "\n") {
+			if !strings.HasPrefix(l, "authorities:") {
+				kept = append(kept, l)
+			}
+		}
+		body = strings.Join(kept, "\n")
+	}
+	f.config = writeConfig(t, body)
+	if err := loadProxyConfig(env, fs, &f); err != nil {
+		t.Fatalf("the documented example: %v", err)
+	}
+	r := f.rules
+	if f.upstream != "http://127.0.0.1:8000" || f.mode != "required" || len(f.trust) != 2 || f.metricsListen != "127.0.0.1:9090" ||
+		len(r.routes) != 3 || len(r.allow.Hosts) != 1 || len(r.deny.Hosts) != 1 ||
+		r.agent.Quota != 600 || r.agent.Window != time.Minute || r.addr.Quota != 60 || r.keyHeader != "Signed-Agent-Metadata" {
+		t.Errorf("loaded %+v, rules %+v", f, r)
+	}
+}
