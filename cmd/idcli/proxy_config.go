@@ -252,9 +252,10 @@ type proxyOwner struct {
 // verifier's config: with rules the verifier runs in Observe mode and the
 // rules decide, by route, with mode as the default.
 //
-// A refusal by the rules goes to the access log (msg "refused") and to
-// reg, if set, as agentid_http_requests_total{route="rules"}: the proxy's
-// own line and count record the answer it would have given.
+// A refusal by the rules goes to the access log (msg "refused"), to reg,
+// if set, as agentid_http_requests_total{route="rules"} (the proxy's own
+// line and count record the answer it would have given), and to the status
+// page's refusal reasons.
 func newProxyOwner(ctx context.Context, f proxyFlags, p proxyPlan, vc *middleware.Config, reg *metrics.Registry) (*proxyOwner, error) {
 	mode := p.mode
 	o := &proxyOwner{}
@@ -294,6 +295,9 @@ func newProxyOwner(ctx context.Context, f proxyFlags, p proxyPlan, vc *middlewar
 		access = slog.New(slog.NewJSONHandler(p.access, nil))
 	}
 	onRefuse := func(req *http.Request, res *middleware.Result, e *middleware.Error, status int) {
+		if o.status != nil && (e.Code == middleware.CodeForbidden || e.Code == middleware.CodeRateLimited) {
+			o.status.ObserveRefusal(e.Code) // the verifier's own refusals are counted by Observe
+		}
 		if reg != nil {
 			reg.ObserveRequest("rules", req.Method, status)
 		}

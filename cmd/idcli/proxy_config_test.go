@@ -201,6 +201,11 @@ access_log: "off"
 	if refused != 2 {
 		t.Errorf("%d access log lines of 429 refusals, want 2:\n%s", refused, b1.stdout)
 	}
+	statusURL := strings.TrimSuffix(metricsURL, "/metrics") + "/status"
+	page := clitest.MustDo(t, "GET", statusURL, "", nil, nil)
+	if want := `<tr class="reason" data-code="rate_limited" data-count="2">`; !strings.Contains(page.Body, want) {
+		t.Errorf("the status page lacks %s", want)
+	}
 }
 
 // TestProxyConfigErrors: a bad file is refused before anything listens,

@@ -129,6 +129,16 @@ func (p *Page) Observe(res middleware.Result) {
 	}
 }
 
+// ObserveRefusal counts a refusal made after verification, by rules the
+// verifier does not know (such as 403 forbidden by an allow list or 429
+// rate_limited), among the refusal reasons. The request's verdict is
+// counted by Observe already.
+func (p *Page) ObserveRefusal(code middleware.Code) {
+	p.mu.Lock()
+	p.reasons[code]++
+	p.mu.Unlock()
+}
+
 // Snapshot is what the page shows.
 type Snapshot struct {
 	Title   string

@@ -53,6 +53,7 @@ func TestSnapshot(t *testing.T) {
 	p.Observe(invalid("https://b.example", middleware.CodeExpiredSignature))
 	p.Observe(invalid("https://c.example", middleware.CodeKeyFetchFailed))
 	p.Observe(invalid("", middleware.CodeExpiredSignature))
+	p.ObserveRefusal(middleware.CodeRateLimited)
 
 	s := p.Snapshot()
 	if len(s.Minutes) != status.Minutes {
@@ -69,8 +70,9 @@ func TestSnapshot(t *testing.T) {
 		s.Agents[1].ID != "https://b.example" || s.Agents[1].Verified != 3 || s.Agents[1].Invalid != 1 {
 		t.Errorf("agents %+v", s.Agents)
 	}
-	if len(s.Reasons) != 2 || s.Reasons[0].Code != middleware.CodeExpiredSignature || s.Reasons[0].Count != 2 || s.Reasons[1].Code != middleware.CodeKeyFetchFailed {
-		t.Errorf("reasons %+v, want expired_signature 2 then key_fetch_failed 1", s.Reasons)
+	if len(s.Reasons) != 3 || s.Reasons[0].Code != middleware.CodeExpiredSignature || s.Reasons[0].Count != 2 ||
+		s.Reasons[1].Code != middleware.CodeKeyFetchFailed || s.Reasons[2].Code != middleware.CodeRateLimited || s.Reasons[2].Count != 1 {
+		t.Errorf("reasons %+v, want expired_signature 2, key_fetch_failed 1, rate_limited 1", s.Reasons)
 	}
 	if s.Fetch.OK != 8 || s.Fetch.Failed != 1 || s.Fetch.FailedHour != 1 || !s.Fetch.LastFailure.Equal(clk.Now()) {
 		t.Errorf("fetch %+v", s.Fetch)
