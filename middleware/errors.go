@@ -46,6 +46,7 @@ const (
 	CodeForbidden              Code = "forbidden"
 	CodeMethodNotAllowed       Code = "method_not_allowed"
 	CodeMisdirectedRequest     Code = "misdirected_request"
+	CodeRateLimited            Code = "rate_limited"
 	CodePayloadTooLarge        Code = "payload_too_large"
 	CodeInternal               Code = "internal"
 	CodeKeyFetchFailed         Code = "key_fetch_failed"
@@ -82,6 +83,7 @@ var statuses = map[Code]int{
 	CodeForbidden:              http.StatusForbidden,
 	CodeMethodNotAllowed:       http.StatusMethodNotAllowed,
 	CodeMisdirectedRequest:     http.StatusMisdirectedRequest,
+	CodeRateLimited:            http.StatusTooManyRequests,
 	CodePayloadTooLarge:        http.StatusRequestEntityTooLarge,
 	CodeInternal:               http.StatusInternalServerError,
 	CodeKeyFetchFailed:         http.StatusServiceUnavailable,

@@ -49,6 +49,8 @@ type proxyFlags struct {
 	forwardAuthFrom, services            stringsFlag
 	upstreamMaxIdle                      int
 	profile                              string
+	config                               string      // --config (proxy_config.go)
+	rules                                *proxyRules // from --config
 }
 
 func (f *proxyFlags) register(fs *flag.FlagSet) {
@@ -71,6 +73,7 @@ func (f *proxyFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.refusalStatus, "refusal-status", http.StatusUnauthorized, "status of refused requests: 401, or 403 as web-bot-auth protocol-01 describes")
 	fs.StringVar(&f.profile, "profile", "deployed", "how Signature-Agent is read: deployed (every form deployed signers send) or strict-01 (web-bot-auth protocol-01 exactly: the member keyed by the label, covered, fetched as sent)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "level of the operational log on stderr: debug (key fetches, each refusal), info, warn or error")
+	registerProxyConfig(fs, f)
 }
 
 // newProxyCmd is `idcli proxy`: the verification middleware in front of a
@@ -117,6 +120,9 @@ func newProxyCmd(env *cliEnv) *ffcli.Command {
 		Exec: func(ctx context.Context, args []string) error {
 			if len(args) > 0 {
 				return fmt.Errorf("proxy takes no arguments (got %q): see idcli proxy --help", args[0])
+			}
+			if err := loadProxyConfig(env, fs, &f); err != nil {
+				return err
 			}
 			return runProxy(ctx, env, f)
 		},
@@ -320,6 +326,11 @@ func runProxy(ctx context.Context, env *cliEnv, f proxyFlags) error {
 		reg = metrics.NewRegistry()
 		vc.OnResult = reg.ObserveResult // verification outcomes
 	}
+	owner, err := newProxyOwner(ctx, f, p, &vc, reg) // --config rules (proxy_config.go)
+	if err != nil {
+		return err
+	}
+	defer owner.Close()
 	verifier, err := middleware.NewVerifier(vc)
 	if err != nil {
 		return fmt.Errorf("proxy: %w", err)
@@ -338,10 +349,12 @@ func runProxy(ctx context.Context, env *cliEnv, f proxyFlags) error {
 	if p.access != nil {
 		cfg.AccessLog = slog.New(slog.NewJSONHandler(p.access, nil))
 	}
-	h, err := proxy.New(cfg)
+	cfg.Transport = owner.transport(cfg.Transport)
+	ph, err := proxy.New(cfg)
 	if err != nil {
 		return fmt.Errorf("proxy: %w", err)
 	}
+	h := owner.wrap(ph, verifier)
 
 	ln, err := net.Listen("tcp", f.listen)
 	if err != nil {
@@ -357,13 +370,16 @@ func runProxy(ctx context.Context, env *cliEnv, f proxyFlags) error {
 		}
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", reg.Handler())
+		owner.routes(mux) // /status
 		servers = append(servers, newProxyServer(mux, logger))
 		listeners = append(listeners, mln)
 	}
 
 	printProxyBanner(env, f, p, ln.Addr().String(), replayName)
+	owner.banner(env)
 	if reg != nil {
 		fmt.Fprintf(env.Stderr, "• metrics at http://%s/metrics\n", listeners[1].Addr())
+		fmt.Fprintf(env.Stderr, "• status page at http://%s/status\n", listeners[1].Addr())
 	}
 	return serveUntilDone(ctx, servers, listeners)
 }

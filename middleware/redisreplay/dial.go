@@ -44,6 +44,10 @@ func Dial(ctx context.Context, spec string) (*Store, error) {
 // New): its URL without the password, or its address list.
 func (s *Store) Name() string { return s.name }
 
+// Client returns the client Dial made (nil for a Store made with New), for
+// other users of the same Redis such as rate limits.
+func (s *Store) Client() redis.UniversalClient { return s.owned }
+
 // Close releases the client Dial made (a client passed to New is the
 // caller's to close).
 func (s *Store) Close() error {

@@ -28,8 +28,9 @@ import (
 	"github.com/agentid/agentid/middleware"
 )
 
-// CodeRateLimited is the error code of a request over its limit (429).
-var CodeRateLimited = middleware.DefineCode("rate_limited", http.StatusTooManyRequests)
+// CodeRateLimited is the error code of a request over its limit (429),
+// shared with the per-agent limits of middleware/agentlimit.
+const CodeRateLimited = middleware.CodeRateLimited
 
 // Defaults applied by New.
 const (

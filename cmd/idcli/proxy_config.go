@@ -1,0 +1,393 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/middleware/agentlimit"
+	"github.com/agentid/agentid/middleware/agentlimit/redislimit"
+	"github.com/agentid/agentid/middleware/redisreplay"
+	"github.com/agentid/agentid/middleware/rules"
+	"github.com/agentid/agentid/middleware/status"
+	"github.com/agentid/agentid/middleware/metrics"
+)
+
+// proxyFile is the YAML file `idcli proxy --config FILE` reads. Every key
+// is optional; a flag given on the command line wins over the file.
+type proxyFile struct {
+	Listen        *string    `yaml:"listen"`
+	Upstream      *string    `yaml:"upstream"`
+	ForwardAuth   *bool      `yaml:"forward_auth"`
+	Authorities   []string   `yaml:"authorities"`
+	Trust         *trustFile `yaml:"trust"`
+	Mode          *string    `yaml:"mode"`
+	RefusalStatus *int       `yaml:"refusal_status"`
+	RedisURL      *string    `yaml:"redis_url"`
+	MetricsListen *string    `yaml:"metrics_listen"`
+	AccessLog     *string    `yaml:"access_log"`
+	LogLevel      *string    `yaml:"log_level"`
+
+	Routes []routeFile `yaml:"routes"`
+	Allow  *policyFile `yaml:"allow"`
+	Deny   *policyFile `yaml:"deny"`
+	Limits *limitsFile `yaml:"limits"`
+}
+
+type trustFile struct {
+	Hosts        []string `yaml:"hosts"`
+	AllowHTTP    *bool    `yaml:"allow_http"`
+	AllowPrivate *bool    `yaml:"allow_private"`
+}
+
+type routeFile struct {
+	Prefix string `yaml:"prefix"`
+	Mode   string `yaml:"mode"`
+}
+
+type policyFile struct {
+	Identities []string `yaml:"identities"`
+	Hosts      []string `yaml:"hosts"`
+	UIDs       []string `yaml:"uids"`
+}
+
+func (p *policyFile) policy() middleware.Policy {
+	if p == nil {
+		return middleware.Policy{}
+	}
+	return middleware.Policy{Identities: p.Identities, Hosts: p.Hosts, UIDs: p.UIDs}
+}
+
+type limitsFile struct {
+	Agent     string `yaml:"agent"`
+	Address   string `yaml:"address"`
+	KeyHeader string `yaml:"key_header"`
+	// RedisPrefix is the key prefix of the buckets in Redis (default
+	// agentid:limit:), to keep deployments sharing a Redis apart.
+	RedisPrefix string `yaml:"redis_prefix"`
+}
+
+// proxyRules is what the file adds beyond the flags: per-route modes,
+// allow and deny lists, and limits.
+type proxyRules struct {
+	routes      []rules.Route
+	allow, deny middleware.Policy
+	agent, addr agentlimit.Limit
+	keyHeader   string
+	redisPrefix string
+}
+
+// active reports whether any rule is set.
+func (r *proxyRules) active() bool {
+	return r != nil && (len(r.routes) > 0 || len(r.allow.Identities)+len(r.allow.Hosts)+len(r.allow.UIDs) > 0 ||
+		len(r.deny.Identities)+len(r.deny.Hosts)+len(r.deny.UIDs) > 0 || r.agent.On() || r.addr.On())
+}
+
+// registerProxyConfig adds --config to the flags of `idcli proxy`.
+func registerProxyConfig(fs *flag.FlagSet, f *proxyFlags) {
+	fs.StringVar(&f.config, "config", "", "YAML file with the proxy's settings (flags on the command line win), per-route modes, allow and deny lists and per-agent rate limits: see docs/deployment.md")
+}
+
+var yamlUnknownKey = regexp.MustCompile(`line (\d+): field (\S+) not found in type \S+`)
+
+// loadProxyConfig reads --config, if set: each setting not given as a flag
+// on the command line is applied as that flag, and the rules go to f.rules.
+// Errors name the file, and for a bad key its line.
+func loadProxyConfig(env *cliEnv, fs *flag.FlagSet, f *proxyFlags) error {
+	if f.config == "" {
+		return nil
+	}
+	file := f.config
+	if !filepath.IsAbs(file) && env.Dir != "" {
+		file = filepath.Join(env.Dir, file)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return fmt.Errorf("--config: %v", err)
+	}
+	var pf proxyFile
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&pf); err != nil && !errors.Is(err, io.EOF) { // an empty file is an empty configuration
+		return fmt.Errorf("--config %s: %s", f.config, yamlMessage(err))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	apply := func(name string, values ...string) error {
+		if set[name] {
+			return nil
+		}
+		if fs.Lookup(name) == nil {
+			return fmt.Errorf("--config %s: %s is not supported by this idcli (it has no --%s flag)", f.config, strings.ReplaceAll(name, "-", "_"), name)
+		}
+		for _, v := range values {
+			if err := fs.Set(name, v); err != nil {
+				return fmt.Errorf("--config %s: %s: %v", f.config, strings.ReplaceAll(name, "-", "_"), err)
+			}
+		}
+		return nil
+	}
+	var errs []error
+	str := func(name string, v *string) {
+		if v != nil {
+			errs = append(errs, apply(name, *v))
+		}
+	}
+	boolean := func(name string, v *bool) {
+		if v != nil {
+			errs = append(errs, apply(name, strconv.FormatBool(*v)))
+		}
+	}
+	str("listen", pf.Listen)
+	str("upstream", pf.Upstream)
+	boolean("forward-auth", pf.ForwardAuth)
+	if len(pf.Authorities) > 0 {
+		errs = append(errs, apply("authority", pf.Authorities...))
+	}
+	if t := pf.Trust; t != nil {
+		if len(t.Hosts) > 0 {
+			errs = append(errs, apply("trust", t.Hosts...))
+		}
+		boolean("allow-http", t.AllowHTTP)
+		boolean("allow-private", t.AllowPrivate)
+	}
+	str("mode", pf.Mode)
+	if pf.RefusalStatus != nil {
+		errs = append(errs, apply("refusal-status", strconv.Itoa(*pf.RefusalStatus)))
+	}
+	str("redis-url", pf.RedisURL)
+	str("metrics-listen", pf.MetricsListen)
+	str("access-log", pf.AccessLog)
+	str("log-level", pf.LogLevel)
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+
+	r := &proxyRules{allow: pf.Allow.policy(), deny: pf.Deny.policy()}
+	for i, rt := range pf.Routes {
+		m, err := parseMode(rt.Mode)
+		if err != nil {
+			return fmt.Errorf("--config %s: routes[%d] (%q): mode %q: want required, optional or observe", f.config, i, rt.Prefix, rt.Mode)
+		}
+		r.routes = append(r.routes, rules.Route{Prefix: rt.Prefix, Mode: m})
+	}
+	if l := pf.Limits; l != nil {
+		if r.agent, err = parseLimit(l.Agent); err != nil {
+			return fmt.Errorf("--config %s: limits.agent: %v", f.config, err)
+		}
+		if r.addr, err = parseLimit(l.Address); err != nil {
+			return fmt.Errorf("--config %s: limits.address: %v", f.config, err)
+		}
+		r.keyHeader, r.redisPrefix = l.KeyHeader, l.RedisPrefix
+	}
+	// Validate the rules now, so a bad file fails before anything listens.
+	if _, err := rules.New(rules.Config{Routes: r.routes, Allow: r.allow, Deny: r.deny}); err != nil {
+		return fmt.Errorf("--config %s: %s", f.config, strings.TrimPrefix(err.Error(), "rules: "))
+	}
+	f.rules = r
+	return nil
+}
+
+// yamlMessage words a decoding error: an unknown key names the key and
+// its line.
+func yamlMessage(err error) string {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	msg = strings.TrimPrefix(msg, "unmarshal errors:\n")
+	msg = yamlUnknownKey.ReplaceAllString(msg, `line $1: unknown key "$2"`)
+	var lines []string
+	for _, l := range strings.Split(msg, "\n") {
+		lines = append(lines, strings.TrimSpace(l))
+	}
+	return strings.Join(lines, "; ")
+}
+
+// parseLimit reads a limit written "N/WINDOW": 100/1m, 10/s, 5000/1h, or
+// "" / "off" for none.
+func parseLimit(s string) (agentlimit.Limit, error) {
+	s = strings.TrimSpace(s)
+	if s == "" || s == "off" {
+		return agentlimit.Limit{}, nil
+	}
+	num, win, ok := strings.Cut(s, "/")
+	n, err := strconv.Atoi(strings.TrimSpace(num))
+	if !ok || err != nil || n <= 0 {
+		return agentlimit.Limit{}, fmt.Errorf("%q: want REQUESTS/WINDOW such as 100/1m, 10/s or 5000/1h", s)
+	}
+	win = strings.TrimSpace(win)
+	switch win {
+	case "s", "m", "h":
+		win = "1" + win
+	}
+	d, err := time.ParseDuration(win)
+	if err != nil || d < time.Second {
+		return agentlimit.Limit{}, fmt.Errorf("%q: the window %q must be a duration of at least 1s, such as 1m", s, win)
+	}
+	return agentlimit.Limit{Quota: n, Window: d}, nil
+}
+
+// proxyOwner is what the rules and the status page add to a running proxy.
+type proxyOwner struct {
+	gate    *rules.Gate
+	status  *status.Page // with --metrics-listen
+	summary string
+	closers []func()
+}
+
+// newProxyOwner builds the status page (with --metrics-listen) and the
+// rules of f (none when the file sets none) and hooks them into the
+// verifier's config: with rules the verifier runs in Observe mode and the
+// rules decide, by route, with mode as the default.
+//
+// A refusal by the rules goes to the access log (msg "refused"), to reg,
+// if set, as agentid_http_requests_total{route="rules"} (the proxy's own
+// line and count record the answer it would have given), and to the status
+// page's refusal reasons.
+func newProxyOwner(ctx context.Context, f proxyFlags, p proxyPlan, vc *middleware.Config, reg *metrics.Registry) (*proxyOwner, error) {
+	mode := p.mode
+	o := &proxyOwner{}
+	if f.metricsListen != "" {
+		o.status = status.New(status.Config{Title: "idcli proxy status"})
+		vc.OnResult = chainResults(vc.OnResult, o.status.Observe)
+	}
+	if !f.rules.active() {
+		return o, nil
+	}
+	r := f.rules
+	lcfg := agentlimit.Config{Agent: r.agent, Address: r.addr, KeyHeader: r.keyHeader, Logger: vc.Logger}
+	where := "memory"
+	if (r.agent.On() || r.addr.On()) && f.redisURL != "" {
+		s, err := redisreplay.Dial(ctx, f.redisURL)
+		if err != nil {
+			return nil, fmt.Errorf("--redis-url (rate limits) %s", strings.TrimPrefix(err.Error(), "redisreplay: "))
+		}
+		o.closers = append(o.closers, func() { s.Close() })
+		store, err := redislimit.New(redislimit.Config{Client: s.Client(), Prefix: r.redisPrefix})
+		if err != nil {
+			o.Close()
+			return nil, fmt.Errorf("--config: limits.redis_prefix: %s", strings.TrimPrefix(err.Error(), "redislimit: "))
+		}
+		lcfg.Store, where = store, "Redis "+s.Name()
+	}
+	var lim *agentlimit.Limiter
+	if r.agent.On() || r.addr.On() {
+		var err error
+		if lim, err = agentlimit.New(lcfg); err != nil {
+			o.Close()
+			return nil, fmt.Errorf("--config: %w", err)
+		}
+	}
+	var access *slog.Logger
+	if p.access != nil {
+		access = slog.New(slog.NewJSONHandler(p.access, nil))
+	}
+	onRefuse := func(req *http.Request, res *middleware.Result, e *middleware.Error, status int) {
+		if o.status != nil && (e.Code == middleware.CodeForbidden || e.Code == middleware.CodeRateLimited) {
+			o.status.ObserveRefusal(e.Code) // the verifier's own refusals are counted by Observe
+		}
+		if reg != nil {
+			reg.ObserveRequest("rules", req.Method, status)
+		}
+		if access != nil {
+			attrs := []slog.Attr{slog.String("method", req.Method), slog.String("host", req.Host), slog.String("path", req.URL.Path),
+				slog.Int("status", status), slog.String("reason", string(e.Code))}
+			if res.Verdict == middleware.Verified {
+				attrs = append(attrs, slog.String("agent", res.Agent.ID))
+			}
+			access.LogAttrs(req.Context(), slog.LevelInfo, "refused", attrs...)
+		}
+	}
+	g, err := rules.New(rules.Config{Mode: mode, Routes: r.routes, Allow: r.allow, Deny: r.deny, Limiter: lim, OnRefuse: onRefuse})
+	if err != nil {
+		o.Close()
+		return nil, fmt.Errorf("--config: %w", err)
+	}
+	o.gate = g
+	vc.Mode = middleware.Observe
+	vc.OnResult = chainResults(vc.OnResult, g.OnResult)
+	o.summary = fmt.Sprintf("• rules: %d routes, allow %d, deny %d; limits agent %s, address %s (buckets in %s)",
+		len(r.routes), len(r.allow.Identities)+len(r.allow.Hosts)+len(r.allow.UIDs),
+		len(r.deny.Identities)+len(r.deny.Hosts)+len(r.deny.UIDs), limitString(r.agent), limitString(r.addr), where)
+	return o, nil
+}
+
+func limitString(l agentlimit.Limit) string {
+	if !l.On() {
+		return "off"
+	}
+	return fmt.Sprintf("%d/%s", l.Quota, l.Window)
+}
+
+// chainResults returns an OnResult hook calling each non-nil hook in turn.
+func chainResults(hooks ...func(middleware.Result)) func(middleware.Result) {
+	var hs []func(middleware.Result)
+	for _, h := range hooks {
+		if h != nil {
+			hs = append(hs, h)
+		}
+	}
+	switch len(hs) {
+	case 0:
+		return nil
+	case 1:
+		return hs[0]
+	}
+	return func(r middleware.Result) {
+		for _, h := range hs {
+			h(r)
+		}
+	}
+}
+
+// transport wraps the upstream transport so refused requests never leave.
+func (o *proxyOwner) transport(base http.RoundTripper) http.RoundTripper {
+	if o.gate == nil {
+		return base
+	}
+	return o.gate.Transport(base)
+}
+
+// wrap puts the rules around the proxy handler; refusals the verifier
+// words go out as the verifier writes them (refusal status,
+// Accept-Signature).
+func (o *proxyOwner) wrap(h http.Handler, v *middleware.Verifier) http.Handler {
+	if o.gate == nil {
+		return h
+	}
+	o.gate.SetRefuse(v.WriteError)
+	return o.gate.Wrap(h)
+}
+
+// routes adds the status page to the metrics listener's mux.
+func (o *proxyOwner) routes(mux *http.ServeMux) {
+	if o.status != nil {
+		mux.Handle("/status", o.status)
+	}
+}
+
+// banner prints what the rules do.
+func (o *proxyOwner) banner(env *cliEnv) {
+	if o.summary != "" {
+		fmt.Fprintln(env.Stdout, o.summary)
+	}
+}
+
+// Close releases what newProxyOwner opened.
+func (o *proxyOwner) Close() {
+	for _, c := range o.closers {
+		c()
+	}
+}

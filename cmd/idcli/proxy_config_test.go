@@ -1,0 +1,345 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentid/agentid/cmd/idcli/internal/clitest"
+	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/signertest"
+)
+
+// writeConfig writes a --config file and returns its path.
+func writeConfig(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "proxy.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestProxyConfigRules runs two proxies from one --config file on one
+// Redis, in front of a real upstream, with agents of a real reference
+// server: per-route modes, a deny list, a per-agent limit that both
+// proxies spend together (an agent over it gets 429 from either, another
+// agent is unaffected) and a per-address limit on unsigned traffic.
+func TestProxyConfigRules(t *testing.T) {
+	t.Parallel()
+	redisURL := os.Getenv("AGENTID_TEST_REDIS_URL")
+	if redisURL == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("AGENTID_TEST_REDIS_URL is not set")
+		}
+		t.Skip("AGENTID_TEST_REDIS_URL is not set: the shared-limit test needs a Redis")
+	}
+	srv := clitest.StartServer(t, clitest.ServerOptions{})
+	keyA, keyB, keyC := signertest.Key(0x51), signertest.Key(0x52), signertest.Key(0x53)
+	originA := srv.AgentOrigin(clitest.Register(t, nil, srv.URL, keyA))
+	originB := srv.AgentOrigin(clitest.Register(t, nil, srv.URL, keyB))
+	originC := srv.AgentOrigin(clitest.Register(t, nil, srv.URL, keyC))
+	up := newEchoUpstream(t)
+
+	// A fresh key prefix per run: the address budget of 127.0.0.1 would
+	// otherwise carry over between runs on the same Redis.
+	prefix := "agentid:test:limit:" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":"
+	cfg := writeConfig(t, `# idcli proxy --config
+upstream: `+up.URL+`
+trust:
+  hosts: ["*.localhost"]
+  allow_http: true
+  allow_private: true
+mode: required
+routes:
+  - {prefix: /pub/, mode: optional}
+  - {prefix: /pub/private/, mode: required}
+  - {prefix: /watch/, mode: observe}
+deny:
+  identities: ["`+originB+`"]
+limits:
+  agent: 3/1h
+  address: 2/1h
+  redis_prefix: "`+prefix+`"
+redis_url: `+redisURL+`
+access_log: "off"
+`)
+	p1, b1 := startProxy(t, "--config", cfg, "--metrics-listen", "127.0.0.1:0", "--access-log", "stdout")
+	metricsURL := b1.waitFor(t, metricsBanner)
+	p2, _ := startProxy(t, "--config", cfg)
+	if out := b1.stdout.String(); !strings.Contains(out, "limits agent 3/1h0m0s, address 2/1h0m0s (buckets in Redis") {
+		t.Errorf("banner %q does not describe the rules", out)
+	}
+	proxies := []string{p1, p2}
+	get := func(t *testing.T, r *http.Request) (clitest.Answer, http.Header) {
+		t.Helper()
+		resp, err := http.DefaultClient.Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		var body struct {
+			Error struct{ Code string } `json:"error"`
+		}
+		json.Unmarshal(b, &body)
+		return clitest.Answer{Status: resp.StatusCode, Code: body.Error.Code, Body: string(b)}, resp.Header
+	}
+
+	t.Run("per-route modes", func(t *testing.T) {
+		unsigned, _ := http.NewRequest("GET", p1+"/x", nil)
+		if a, _ := get(t, unsigned); a.Status != 401 || a.Code != "missing_signature" {
+			t.Errorf("unsigned /x (required): %d %s, want 401 missing_signature", a.Status, a.Body)
+		}
+		if n := len(up.got("/x")); n != 0 {
+			t.Errorf("the upstream saw %d refused requests at /x", n)
+		}
+		unsigned, _ = http.NewRequest("GET", p1+"/pub/private/doc", nil)
+		if a, _ := get(t, unsigned); a.Status != 401 {
+			t.Errorf("unsigned /pub/private/doc (longest prefix: required): %d, want 401", a.Status)
+		}
+		bad := signedGet(t, "http://elsewhere.example/watch/a", keyA, originA, signer.Options{})
+		bad.URL, _ = bad.URL.Parse(p2 + "/watch/a")
+		bad.Host = ""
+		if a, _ := get(t, bad); a.Status != 200 {
+			t.Errorf("invalid signature on /watch/ (observe): %d %s, want 200", a.Status, a.Body)
+		}
+		if got := up.got("/watch/a"); len(got) != 1 || got[0].Get("X-Agent-Verdict") != "invalid" {
+			t.Errorf("upstream saw %v at /watch/a, want one request marked invalid", got)
+		}
+	})
+
+	t.Run("deny list", func(t *testing.T) {
+		a, _ := get(t, signedGet(t, p2+"/denied", keyB, originB, signer.Options{}))
+		if a.Status != 403 || a.Code != "forbidden" {
+			t.Errorf("denied agent: %d %s, want 403 forbidden", a.Status, a.Body)
+		}
+		if n := len(up.got("/denied")); n != 0 {
+			t.Errorf("the upstream saw the denied agent %d times", n)
+		}
+	})
+
+	t.Run("per-agent limit shared by both proxies", func(t *testing.T) {
+		for i := range 3 {
+			a, h := get(t, signedGet(t, proxies[i%2]+"/limited", keyA, originA, signer.Options{}))
+			if a.Status != 200 {
+				t.Fatalf("request %d of A: %d %s, want 200", i, a.Status, a.Body)
+			}
+			if got, want := h.Get("RateLimit-Policy"), `"agent";q=3;w=3600`; got != want {
+				t.Errorf("RateLimit-Policy = %q, want %q", got, want)
+			}
+			if got := h.Get("RateLimit"); !strings.HasPrefix(got, `"agent";r=`+string(rune('2'-i))+";t=") {
+				t.Errorf("request %d: RateLimit = %q, want r=%d", i, got, 2-i)
+			}
+		}
+		for _, p := range proxies {
+			a, h := get(t, signedGet(t, p+"/limited", keyA, originA, signer.Options{}))
+			if a.Status != 429 || a.Code != "rate_limited" || h.Get("Retry-After") == "" {
+				t.Errorf("A over its limit through %s: %d %s (Retry-After %q), want 429 rate_limited with Retry-After", p, a.Status, a.Body, h.Get("Retry-After"))
+			}
+		}
+		if n := len(up.got("/limited")); n != 3 {
+			t.Errorf("the upstream saw %d requests of A, want 3", n)
+		}
+		if a, _ := get(t, signedGet(t, p1+"/other", keyC, originC, signer.Options{})); a.Status != 200 {
+			t.Errorf("agent C: %d %s, want 200 (its own budget)", a.Status, a.Body)
+		}
+	})
+
+	t.Run("unsigned traffic limited by address", func(t *testing.T) {
+		// Both proxies see 127.0.0.1, whose budget the refusals of the
+		// required routes did not spend.
+		allowed := 0
+		for i := range 4 {
+			r, _ := http.NewRequest("GET", proxies[i%2]+"/pub/page", nil)
+			a, h := get(t, r)
+			switch a.Status {
+			case 200:
+				allowed++
+				if !strings.HasPrefix(h.Get("RateLimit-Policy"), `"address";q=2;w=3600`) {
+					t.Errorf("RateLimit-Policy = %q", h.Get("RateLimit-Policy"))
+				}
+			case 429:
+			default:
+				t.Errorf("unsigned /pub/page: %d %s", a.Status, a.Body)
+			}
+		}
+		if allowed != 2 {
+			t.Errorf("%d of 4 unsigned requests from one address passed, want 2", allowed)
+		}
+	})
+
+	// The first proxy refused two unsigned requests on required routes
+	// (401), A over its limit and the third unsigned request (429): its
+	// metrics and access log count them as the rules' answers.
+	req, _ := http.NewRequest("GET", metricsURL, nil)
+	m := clitest.MustSend(t, http.DefaultClient, req)
+	for _, want := range []string{
+		`agentid_http_requests_total{route="rules",method="GET",status="401"} 2`,
+		`agentid_http_requests_total{route="rules",method="GET",status="429"} 2`,
+	} {
+		if !strings.Contains(m.Body, want) {
+			t.Errorf("metrics lack %s:\n%s", want, m.Body)
+		}
+	}
+	refused := 0
+	for _, line := range strings.Split(b1.stdout.String(), "\n") {
+		if strings.Contains(line, `"msg":"refused"`) && strings.Contains(line, `"status":429`) && strings.Contains(line, `"reason":"rate_limited"`) {
+			refused++
+			if strings.Contains(line, `"path":"/limited"`) && !strings.Contains(line, `"agent":"`+originA+`"`) {
+				t.Errorf("access log line %s does not name agent A", line)
+			}
+		}
+	}
+	if refused != 2 {
+		t.Errorf("%d access log lines of 429 refusals, want 2:\n%s", refused, b1.stdout)
+	}
+	statusURL := strings.TrimSuffix(metricsURL, "/metrics") + "/status"
+	page := clitest.MustDo(t, "GET", statusURL, "", nil, nil)
+	if want := `<tr class="reason" data-code="rate_limited" data-count="2">`; !strings.Contains(page.Body, want) {
+		t.Errorf("the status page lacks %s", want)
+	}
+}
+
+// TestProxyConfigErrors: a bad file is refused before anything listens,
+// with one line naming the file and, for an unknown key, the key and its
+// line.
+func TestProxyConfigErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, body, want string
+	}{
+		{"unknown key", "forward_auth: true\ntrust:\n  hosts: [a.example]\n  allow_htttp: true\n", `line 4: unknown key "allow_htttp"`},
+		{"unknown top-level key", "forward_auth: true\nlimit:\n  agent: 1/s\n", `line 2: unknown key "limit"`},
+		{"bad mode", "forward_auth: true\nmode: strict\n", `--mode "strict"`},
+		{"bad route mode", "forward_auth: true\nroutes: [{prefix: /a, mode: strict}]\n", `routes[0] ("/a"): mode "strict"`},
+		{"bad route prefix", "forward_auth: true\nroutes: [{prefix: a, mode: optional}]\n", `route prefix "a" must start with /`},
+		{"bad host pattern", "forward_auth: true\nallow: {hosts: [\"a.*.example\"]}\n", `allow: bad host pattern "a.*.example"`},
+		{"bad limit", "forward_auth: true\nlimits: {agent: lots}\n", `limits.agent: "lots": want REQUESTS/WINDOW`},
+		{"short window", "forward_auth: true\nlimits: {address: 5/10ms}\n", `limits.address: "5/10ms": the window "10ms" must be a duration of at least 1s`},
+		{"wrong type", "forward_auth: yes please\n", "line 1: cannot unmarshal"},
+		{"hash tag prefix", "forward_auth: true\nredis_url: " + redisOrDefault() + "\nlimits: {agent: 1/s, redis_prefix: \"{x}\"}\n", "limits.redis_prefix"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := writeConfig(t, tc.body)
+			r := runCLI(t.Context(), t.TempDir(), nil, "proxy", "--listen", "127.0.0.1:0", "--trust", "*.agentid.example", "--config", cfg)
+			if r.err == nil || !strings.Contains(r.err.Error(), tc.want) || strings.Contains(r.err.Error(), "\n") {
+				t.Errorf("error %v, want one line containing %q", r.err, tc.want)
+			}
+			if strings.Contains(r.stdout, "listening") {
+				t.Errorf("printed %q, want no banner", r.stdout)
+			}
+		})
+	}
+	r := runCLI(t.Context(), t.TempDir(), nil, "proxy", "--config", filepath.Join(t.TempDir(), "missing.yaml"))
+	if r.err == nil || !strings.Contains(r.err.Error(), "--config: open") {
+		t.Errorf("missing file: %v, want --config: open …", r.err)
+	}
+}
+
+func redisOrDefault() string {
+	if u := os.Getenv("AGENTID_TEST_REDIS_URL"); u != "" {
+		return u
+	}
+	return "redis://127.0.0.1:6379/0"
+}
+
+// TestProxyConfigFlagsWin: a flag on the command line wins over the file,
+// and the file's other settings apply.
+func TestProxyConfigFlagsWin(t *testing.T) {
+	t.Parallel()
+	up := newEchoUpstream(t)
+	cfg := writeConfig(t, "upstream: "+up.URL+"\nmode: required\ntrust: {hosts: [\"*.agentid.example\"]}\naccess_log: \"off\"\n")
+	base, b := startProxy(t, "--config", cfg, "--mode", "optional")
+	if out := b.stdout.String(); !strings.Contains(out, "• mode optional; trusting *.agentid.example") || !strings.Contains(out, "→ upstream "+up.URL) {
+		t.Errorf("banner %q, want mode optional from the flag and the file's upstream and trust", out)
+	}
+	r, _ := http.NewRequest("GET", base+"/flags", nil)
+	if a := clitest.MustSend(t, http.DefaultClient, r); a.Status != 200 {
+		t.Errorf("unsigned request in optional mode: %d %s, want 200", a.Status, a.Body)
+	}
+}
+
+// TestProxyStatusPage serves /status beside /metrics, counting the
+// proxy's verification outcomes by agent.
+func TestProxyStatusPage(t *testing.T) {
+	t.Parallel()
+	key := signertest.Key(0x55)
+	_, origin := localAgent(t, key)
+	up := newEchoUpstream(t)
+	base, p := startProxy(t, append([]string{"--upstream", up.URL, "--metrics-listen", "127.0.0.1:0", "--access-log", "off"}, localTrust...)...)
+	statusURL := p.waitFor(t, regexp.MustCompile(`status page at (http://\S+)`))
+	for range 2 {
+		clitest.MustSend(t, http.DefaultClient, signedGet(t, base+"/s", key, origin, signer.Options{}))
+	}
+	unsigned, _ := http.NewRequest("GET", base+"/s", nil)
+	clitest.MustSend(t, http.DefaultClient, unsigned)
+
+	resp, err := http.Get(statusURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || !strings.Contains(resp.Header.Get("Content-Security-Policy"), "default-src 'none'") {
+		t.Fatalf("GET %s: %d %v", statusURL, resp.StatusCode, resp.Header)
+	}
+	for _, want := range []string{
+		`<tr class="agent" data-id="` + origin + `" data-requests="2" data-verified="2"`,
+		`id="hour-unsigned" data-count="1"`,
+		`id="hour-verified" data-count="2"`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("the status page lacks %s", want)
+		}
+	}
+}
+
+// TestProxyConfigDocExample: the example file of docs/deployment.md loads
+// (strictly) and sets what it says.
+func TestProxyConfigDocExample(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../../docs/deployment.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	start := strings.Index(doc, "```yaml\n# /etc/agentid/proxy.yaml\n")
+	if start < 0 {
+		t.Fatal("docs/deployment.md has no example proxy.yaml")
+	}
+	body := doc[start+len("```yaml\n"):]
+	body = body[:strings.Index(body, "```")]
+	env := &cliEnv{Getenv: func(string) string { return "" }}
+	fs := newFlagSet("idcli proxy", env)
+	var f proxyFlags
+	f.register(fs)
+	if fs.Lookup("authority") == nil {
+		// Host binding (--authority) is not in this build: leave it out.
+		var kept []string
+		for _, l := range strings.Split(body, "\n") {
+			if !strings.HasPrefix(l, "authorities:") {
+				kept = append(kept, l)
+			}
+		}
+		body = strings.Join(kept, "\n")
+	}
+	f.config = writeConfig(t, body)
+	if err := loadProxyConfig(env, fs, &f); err != nil {
+		t.Fatalf("the documented example: %v", err)
+	}
+	r := f.rules
+	if f.upstream != "http://127.0.0.1:8000" || f.mode != "required" || len(f.trust) != 2 || f.metricsListen != "127.0.0.1:9090" ||
+		len(r.routes) != 3 || len(r.allow.Hosts) != 1 || len(r.deny.Hosts) != 1 ||
+		r.agent.Quota != 600 || r.agent.Window != time.Minute || r.addr.Quota != 60 || r.keyHeader != "Signed-Agent-Metadata" {
+		t.Errorf("loaded %+v, rules %+v", f, r)
+	}
+}

@@ -1,0 +1,210 @@
+// Package rules applies an API owner's rules to verified traffic: a mode per
+// route (path prefix → required, optional or observe; the longest prefix
+// wins), allow and deny lists of agents, and per-agent rate limits
+// (package agentlimit). It reads the verifier's outcome and answers
+// refusals itself: the verifier then runs in Observe mode and leaves every
+// decision to the rules.
+//
+// Behind the verifier's middleware:
+//
+//	g, _ := rules.New(rules.Config{Mode: middleware.Required,
+//		Routes: []rules.Route{{Prefix: "/public/", Mode: middleware.Optional}},
+//		Deny:   middleware.Policy{Hosts: []string{"*.bad.example"}}})
+//	v, _ := middleware.NewVerifier(middleware.Config{Keys: keys, Mode: middleware.Observe})
+//	http.Handle("/", v.Middleware(g.Middleware(handler)))
+//
+// Around a handler that verifies by itself (such as package proxy's), the
+// verifier's Config.OnResult feeds Gate.OnResult, Gate.Wrap goes around the
+// handler, and Gate.Transport around its upstream transport: a refused
+// request never reaches the upstream, and its client gets the refusal.
+package rules
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/middleware/agentlimit"
+)
+
+// Route gives the paths under Prefix their own mode.
+type Route struct {
+	// Prefix is a path prefix such as "/api/" or "/"; it matches the
+	// request path byte for byte.
+	Prefix string
+	// Mode is what the route requires: Required refuses requests that are
+	// not verified, Optional refuses only invalid signatures, Observe
+	// refuses nothing (no lists, no limits: the outcome is only recorded).
+	Mode middleware.Mode
+}
+
+// Config configures a Gate.
+type Config struct {
+	// Mode applies to paths no route matches. The zero value is Required.
+	Mode middleware.Mode
+	// Routes give path prefixes their own mode; the longest matching
+	// prefix wins.
+	Routes []Route
+	// Allow, if not empty, lists the only verified agents let through
+	// (others get 403 forbidden). Requests that are not verified are left
+	// to the route's mode.
+	Allow middleware.Policy
+	// Deny lists verified agents refused with 403 forbidden, whatever
+	// Allow says.
+	Deny middleware.Policy
+	// Limiter, if set, spends each request's budget (its agent's, or its
+	// client address's when not verified) once the request would pass;
+	// over budget it gets 429 rate_limited.
+	Limiter *agentlimit.Limiter
+	// Refuse writes a verification refusal (the verifier's error of a
+	// request the route's mode refuses). If nil, middleware.WriteError;
+	// proxies pass the verifier's WriteError, which adds Accept-Signature
+	// and applies its refusal status.
+	Refuse func(http.ResponseWriter, error)
+	// OnRefuse, if set, is told of each refusal Wrap writes, with the
+	// status sent: a handler wrapped by Wrap records its own intended
+	// answer in its logs and metrics, not the refusal, so this is where
+	// refusals by the rules are counted. It must be safe for concurrent
+	// use.
+	// res is the verification outcome (nil if there was none).
+	OnRefuse func(r *http.Request, res *middleware.Result, err *middleware.Error, status int)
+}
+
+// Gate applies Config to each request. It is safe for concurrent use.
+type Gate struct {
+	cfg         Config
+	routes      []Route // longest prefix first
+	allow, deny *matcher
+}
+
+// New validates cfg and returns a Gate.
+func New(cfg Config) (*Gate, error) {
+	g := &Gate{cfg: cfg, routes: slices.Clone(cfg.Routes)}
+	seen := map[string]bool{}
+	for _, r := range cfg.Routes {
+		if !strings.HasPrefix(r.Prefix, "/") {
+			return nil, fmt.Errorf("rules: route prefix %q must start with /", r.Prefix)
+		}
+		if seen[r.Prefix] {
+			return nil, fmt.Errorf("rules: route prefix %q is listed twice", r.Prefix)
+		}
+		seen[r.Prefix] = true
+	}
+	slices.SortStableFunc(g.routes, func(a, b Route) int { return len(b.Prefix) - len(a.Prefix) })
+	var err error
+	if g.allow, err = compile(cfg.Allow); err != nil {
+		return nil, fmt.Errorf("rules: allow: %w", err)
+	}
+	if g.deny, err = compile(cfg.Deny); err != nil {
+		return nil, fmt.Errorf("rules: deny: %w", err)
+	}
+	if g.cfg.Refuse == nil {
+		g.cfg.Refuse = middleware.WriteError
+	}
+	return g, nil
+}
+
+// SetRefuse replaces Config.Refuse, for a verifier built after the gate
+// (its OnResult hook calls the gate). Call it before serving.
+func (g *Gate) SetRefuse(refuse func(http.ResponseWriter, error)) {
+	if refuse != nil {
+		g.cfg.Refuse = refuse
+	}
+}
+
+// Mode returns the mode of path: the longest matching route's, else
+// Config.Mode.
+func (g *Gate) Mode(path string) middleware.Mode {
+	for _, r := range g.routes {
+		if strings.HasPrefix(path, r.Prefix) {
+			return r.Mode
+		}
+	}
+	return g.cfg.Mode
+}
+
+// Decision is what the gate decided for one request.
+type Decision struct {
+	// Err is the refusal, nil when the request may go on.
+	Err *middleware.Error
+	// Verification reports that Err is the verifier's (written with
+	// Config.Refuse); otherwise it is the gate's own (forbidden,
+	// rate_limited).
+	Verification bool
+	// Limit is the rate-limit decision (its headers go on the answer).
+	Limit agentlimit.Decision
+}
+
+// Decide applies the rules to r, whose verification outcome is res (nil:
+// not verified, as unsigned). Checks run in order: the route's mode, the
+// deny list, the allow list, then the rate limit (spent only by requests
+// that would otherwise pass).
+func (g *Gate) Decide(r *http.Request, res *middleware.Result) Decision {
+	if res == nil {
+		res = &middleware.Result{Verdict: middleware.Unsigned, Err: middleware.Fail(middleware.CodeMissingSignature, "the request is not signed")}
+	}
+	mode := g.Mode(r.URL.Path)
+	switch {
+	case mode == middleware.Observe:
+		return Decision{}
+	case res.Verdict == middleware.Invalid,
+		res.Verdict != middleware.Verified && mode == middleware.Required:
+		return Decision{Err: res.Err, Verification: true}
+	}
+	if res.Verdict == middleware.Verified {
+		if g.deny.matches(res.Agent) {
+			return Decision{Err: middleware.Fail(middleware.CodeForbidden, "agent %s is not allowed here", truncate(res.Agent.ID))}
+		}
+		if !g.allow.empty && !g.allow.matches(res.Agent) {
+			return Decision{Err: middleware.Fail(middleware.CodeForbidden, "agent %s is not allowed here", truncate(res.Agent.ID))}
+		}
+	}
+	var d Decision
+	if g.cfg.Limiter != nil {
+		d.Limit = g.cfg.Limiter.Take(r, res)
+		d.Err = d.Limit.Err()
+	}
+	return d
+}
+
+func truncate(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
+}
+
+// write writes d's refusal, or sets its rate-limit headers on h.
+func (g *Gate) write(w http.ResponseWriter, d Decision) {
+	d.Limit.SetHeaders(w.Header())
+	if d.Verification {
+		g.cfg.Refuse(w, d.Err)
+		return
+	}
+	middleware.WriteError(w, d.Err)
+}
+
+// Middleware applies the rules behind the verifier's middleware (which
+// should run in Observe mode so that every request reaches the rules),
+// reading its outcome with middleware.ResultFrom.
+func (g *Gate) Middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var res *middleware.Result
+		if got, ok := middleware.ResultFrom(r.Context()); ok {
+			res = &got
+		}
+		d := g.Decide(r, res)
+		if d.Err != nil {
+			g.write(w, d)
+			return
+		}
+		d.Limit.SetHeaders(w.Header())
+		next.ServeHTTP(w, r)
+	})
+}
+
+// errRefused is what Transport returns for a refused request.
+var errRefused = errors.New("rules: request refused before the upstream")

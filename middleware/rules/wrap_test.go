@@ -1,0 +1,136 @@
+package rules_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/middleware/agentlimit"
+	"github.com/agentid/agentid/middleware/proxy"
+	"github.com/agentid/agentid/middleware/rules"
+	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/signertest"
+)
+
+// TestWrapProxy puts a gate around package proxy's handler, in both of its
+// shapes, over real HTTP: a refused request gets the refusal (with
+// Accept-Signature for the verifier's refusals), no X-Agent-* header, and
+// never reaches the upstream; a request let through gets the proxy's
+// answer plus the rate-limit fields.
+func TestWrapProxy(t *testing.T) {
+	good, bad := signertest.Key(0x81), signertest.Key(0x82)
+	const goodAgent, badAgent = "https://good.example", "https://bad.example"
+	keys := middleware.NewStaticKeys()
+	keys.Add(goodAgent, good.Public)
+	keys.Add(badAgent, bad.Public)
+
+	var upstreamHits atomic.Int32
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		upstreamHits.Add(1)
+		w.Header().Set("X-Upstream", "yes")
+		w.WriteHeader(200)
+	}))
+	defer upstream.Close()
+	upURL, _ := http.NewRequest("GET", upstream.URL, nil)
+
+	for _, forwardAuth := range []bool{false, true} {
+		name := "reverse proxy"
+		if forwardAuth {
+			name = "forward-auth"
+		}
+		t.Run(name, func(t *testing.T) {
+			upstreamHits.Store(0)
+			lim, _ := agentlimit.New(agentlimit.Config{Agent: agentlimit.Limit{Quota: 2, Window: time.Hour}})
+			g, err := rules.New(rules.Config{
+				Routes:  []rules.Route{{Prefix: "/open/", Mode: middleware.Optional}},
+				Deny:    middleware.Policy{Identities: []string{badAgent}},
+				Limiter: lim,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			v, err := middleware.NewVerifier(middleware.Config{Keys: keys, Mode: middleware.Observe, OnResult: g.OnResult, RefusalStatus: 403})
+			if err != nil {
+				t.Fatal(err)
+			}
+			g.SetRefuse(v.WriteError)
+			cfg := proxy.Config{Verifier: v, ForwardAuth: forwardAuth, Transport: g.Transport(nil)}
+			if !forwardAuth {
+				cfg.Upstream = upURL.URL
+			}
+			h, err := proxy.New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			front := httptest.NewServer(g.Wrap(h))
+			defer front.Close()
+
+			send := func(path string, key signer.PrivateKey, agent string) *http.Response {
+				t.Helper()
+				r, _ := http.NewRequest("GET", front.URL+path, nil)
+				if forwardAuth {
+					r.Header.Set("X-Forwarded-Method", "GET")
+					r.Header.Set("X-Forwarded-Proto", "http")
+					r.Header.Set("X-Forwarded-Host", r.URL.Host)
+					r.Header.Set("X-Forwarded-Uri", path)
+				}
+				if agent != "" {
+					if err := signer.Sign(r, key, signer.Options{SignatureAgent: agent}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				resp, err := http.DefaultClient.Do(r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				return resp
+			}
+			for _, tc := range []struct {
+				name, path  string
+				key         signer.PrivateKey
+				agent       string
+				status      int
+				acceptSig   bool
+				passes      bool
+				wantLimitOn bool
+			}{
+				{"unsigned on a required route", "/x", signer.PrivateKey{}, "", 403, true, false, false},
+				{"unsigned on an optional route", "/open/x", signer.PrivateKey{}, "", 200, false, true, false},
+				{"denied agent", "/x", bad, badAgent, 403, false, false, false},
+				{"good agent 1", "/x", good, goodAgent, 200, false, true, true},
+				{"good agent 2", "/x", good, goodAgent, 200, false, true, true},
+				{"good agent over its limit", "/x", good, goodAgent, 429, false, false, true},
+			} {
+				before := upstreamHits.Load()
+				resp := send(tc.path, tc.key, tc.agent)
+				if resp.StatusCode != tc.status {
+					t.Errorf("%s: status %d, want %d", tc.name, resp.StatusCode, tc.status)
+				}
+				if got := resp.Header.Get("Accept-Signature") != ""; got != tc.acceptSig {
+					t.Errorf("%s: Accept-Signature present = %v, want %v", tc.name, got, tc.acceptSig)
+				}
+				if got := resp.Header.Get("RateLimit") != ""; got != tc.wantLimitOn {
+					t.Errorf("%s: RateLimit present = %v, want %v", tc.name, got, tc.wantLimitOn)
+				}
+				if !tc.passes && resp.Header.Get("X-Agent-Verdict") != "" {
+					t.Errorf("%s: a refusal carries X-Agent-Verdict %q", tc.name, resp.Header.Get("X-Agent-Verdict"))
+				}
+				if !forwardAuth {
+					reached := upstreamHits.Load() > before
+					if reached != tc.passes {
+						t.Errorf("%s: reached the upstream = %v, want %v", tc.name, reached, tc.passes)
+					}
+					if tc.passes && resp.Header.Get("X-Upstream") != "yes" {
+						t.Errorf("%s: not the upstream's answer", tc.name)
+					}
+				} else if tc.passes && resp.Header.Get("X-Agent-Verdict") == "" {
+					t.Errorf("%s: forward-auth answer without X-Agent-Verdict", tc.name)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,249 @@
+// Package status is a status page for API owners: who is calling and what
+// the verifier said, as server-rendered HTML with an inline SVG chart, no
+// JavaScript and no external assets. It is fed by the verifier's
+// Config.OnResult hook and keeps fixed memory: a per-minute ring buffer of
+// verdicts over the last hour, a space-saving top-N sketch of agents, and
+// counts by error code.
+//
+//	page := status.New(status.Config{})
+//	v, _ := middleware.NewVerifier(middleware.Config{Keys: keys, OnResult: page.Observe})
+//	mux.Handle("/status", page) // on an internal listener
+package status
+
+import (
+	"cmp"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/agentid/agentid/middleware"
+)
+
+// Defaults of Config.
+const (
+	// DefaultTopAgents is the number of agents the page lists.
+	DefaultTopAgents = 10
+	// DefaultSketchSize is the number of counters of the top-agents
+	// sketch: an agent with more than 1/DefaultSketchSize of the traffic is
+	// always in it.
+	DefaultSketchSize = 100
+	// Minutes is the span of the chart.
+	Minutes = 60
+)
+
+// Config configures a Page.
+type Config struct {
+	// TopAgents is the number of agents listed. If 0, DefaultTopAgents.
+	TopAgents int
+	// SketchSize is the number of agents tracked (fixed memory). If 0,
+	// DefaultSketchSize; at least TopAgents.
+	SketchSize int
+	// Title heads the page. If "", "agentid status".
+	Title string
+	// Now is the clock. If nil, time.Now is used.
+	Now func() time.Time
+}
+
+// verdictIndex numbers the verdicts in counts arrays.
+func verdictIndex(v middleware.Verdict) int {
+	switch v {
+	case middleware.Verified:
+		return 0
+	case middleware.Unsigned:
+		return 1
+	}
+	return 2
+}
+
+var verdictNames = [3]middleware.Verdict{middleware.Verified, middleware.Unsigned, middleware.Invalid}
+
+// minute is one slot of the ring buffer.
+type minute struct {
+	at       int64 // unix minute the slot holds
+	verdicts [3]uint64
+	fetchErr uint64 // key_fetch_failed outcomes
+}
+
+// Page collects outcomes and serves the status page. It is safe for
+// concurrent use.
+type Page struct {
+	cfg     Config
+	started time.Time
+
+	mu       sync.Mutex
+	ring     [Minutes]minute
+	sketch   sketch
+	reasons  map[middleware.Code]uint64 // bounded by the code table
+	total    [3]uint64
+	fetchOK  uint64 // verified outcomes (each used a key)
+	fetchErr uint64
+	lastErr  time.Time
+}
+
+// New returns an empty Page.
+func New(cfg Config) *Page {
+	if cfg.TopAgents <= 0 {
+		cfg.TopAgents = DefaultTopAgents
+	}
+	if cfg.SketchSize <= 0 {
+		cfg.SketchSize = DefaultSketchSize
+	}
+	cfg.SketchSize = max(cfg.SketchSize, cfg.TopAgents)
+	if cfg.Title == "" {
+		cfg.Title = "agentid status"
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Page{cfg: cfg, started: cfg.Now(), sketch: newSketch(cfg.SketchSize), reasons: map[middleware.Code]uint64{}}
+}
+
+// Observe records one outcome; install it as the verifier's
+// Config.OnResult (or call it from there).
+func (p *Page) Observe(res middleware.Result) {
+	now := p.cfg.Now()
+	m := now.Unix() / 60
+	vi := verdictIndex(res.Verdict)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	slot := &p.ring[m%Minutes]
+	if slot.at != m {
+		*slot = minute{at: m}
+	}
+	slot.verdicts[vi]++
+	p.total[vi]++
+	if res.Err != nil && res.Verdict == middleware.Invalid {
+		p.reasons[res.Err.Code]++
+		if res.Err.Code == middleware.CodeKeyFetchFailed {
+			slot.fetchErr++
+			p.fetchErr++
+			p.lastErr = now
+		}
+	}
+	if res.Verdict == middleware.Verified {
+		p.fetchOK++
+	}
+	if id := res.Agent.ID; id != "" {
+		p.sketch.add(id, vi)
+	}
+}
+
+// ObserveRefusal counts a refusal made after verification, by rules the
+// verifier does not know (such as 403 forbidden by an allow list or 429
+// rate_limited), among the refusal reasons. The request's verdict is
+// counted by Observe already.
+func (p *Page) ObserveRefusal(code middleware.Code) {
+	p.mu.Lock()
+	p.reasons[code]++
+	p.mu.Unlock()
+}
+
+// Snapshot is what the page shows.
+type Snapshot struct {
+	Title   string
+	Now     time.Time
+	Since   time.Time
+	Minutes []MinuteCounts // oldest first, Minutes entries ending now
+	Totals  VerdictCounts  // since start
+	Hour    VerdictCounts  // over the chart's hour
+	Agents  []AgentCounts  // top agents, most requests first
+	Reasons []ReasonCount  // refusal reasons, most frequent first
+	Fetch   FetchHealth
+}
+
+// VerdictCounts counts outcomes by verdict.
+type VerdictCounts struct {
+	Verified, Unsigned, Invalid uint64
+}
+
+// Total is the sum of the counts.
+func (c VerdictCounts) Total() uint64 { return c.Verified + c.Unsigned + c.Invalid }
+
+func countsOf(a [3]uint64) VerdictCounts {
+	return VerdictCounts{Verified: a[0], Unsigned: a[1], Invalid: a[2]}
+}
+
+// MinuteCounts is one minute of the chart.
+type MinuteCounts struct {
+	Start time.Time
+	VerdictCounts
+}
+
+// AgentCounts is one row of the top agents. Requests may overcount by at
+// most Error (the space-saving sketch's bound); the verdict counts are
+// exact since the agent entered the sketch.
+type AgentCounts struct {
+	ID       string
+	Requests uint64
+	Error    uint64
+	VerdictCounts
+}
+
+// ReasonCount is one refusal reason (error code).
+type ReasonCount struct {
+	Code  middleware.Code
+	Count uint64
+}
+
+// FetchHealth summarises key fetches: verified requests (each found its
+// key) against key_fetch_failed outcomes.
+type FetchHealth struct {
+	OK, Failed, FailedHour uint64
+	LastFailure            time.Time
+}
+
+// Snapshot returns the current state.
+func (p *Page) Snapshot() Snapshot {
+	now := p.cfg.Now()
+	cur := now.Unix() / 60
+	s := Snapshot{Title: p.cfg.Title, Now: now, Since: p.started}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var hour [3]uint64
+	for i := range Minutes {
+		m := cur - Minutes + 1 + int64(i)
+		mc := MinuteCounts{Start: time.Unix(m*60, 0).UTC()}
+		if slot := p.ring[m%Minutes]; slot.at == m {
+			mc.VerdictCounts = countsOf(slot.verdicts)
+			for v := range hour {
+				hour[v] += slot.verdicts[v]
+			}
+			s.Fetch.FailedHour += slot.fetchErr
+		}
+		s.Minutes = append(s.Minutes, mc)
+	}
+	s.Hour, s.Totals = countsOf(hour), countsOf(p.total)
+	s.Agents = p.sketch.top(p.cfg.TopAgents)
+	for c, n := range p.reasons {
+		s.Reasons = append(s.Reasons, ReasonCount{c, n})
+	}
+	slices.SortFunc(s.Reasons, func(a, b ReasonCount) int {
+		return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.Code, b.Code))
+	})
+	s.Fetch.OK, s.Fetch.Failed, s.Fetch.LastFailure = p.fetchOK, p.fetchErr, p.lastErr
+	return s
+}
+
+// ContentSecurityPolicy is sent with the page: nothing may load, no script
+// may run; only the inline styles and data: images are allowed.
+const ContentSecurityPolicy = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+
+// ServeHTTP serves the page (GET and HEAD).
+func (p *Page) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		middleware.WriteError(w, middleware.Fail(middleware.CodeMethodNotAllowed, "use GET"))
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Content-Security-Policy", ContentSecurityPolicy)
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	if r.Method == http.MethodHead {
+		return
+	}
+	render(w, p.Snapshot())
+}

@@ -1,0 +1,142 @@
+package status_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/middleware/status"
+)
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func verified(id string) middleware.Result {
+	return middleware.Result{Verdict: middleware.Verified, Agent: middleware.Agent{ID: id}}
+}
+
+func invalid(id string, code middleware.Code) middleware.Result {
+	return middleware.Result{Verdict: middleware.Invalid, Agent: middleware.Agent{ID: id}, Err: middleware.Fail(code, "x")}
+}
+
+func unsigned() middleware.Result {
+	return middleware.Result{Verdict: middleware.Unsigned, Err: middleware.Fail(middleware.CodeMissingSignature, "x")}
+}
+
+// TestSnapshot counts verdicts per minute over the last hour, ranks agents
+// and reasons, and forgets minutes older than the hour.
+func TestSnapshot(t *testing.T) {
+	clk := &clock{t: time.Date(2026, 11, 25, 10, 0, 30, 0, time.UTC)}
+	p := status.New(status.Config{Now: clk.Now})
+	for range 5 {
+		p.Observe(verified("https://a.example"))
+	}
+	p.Observe(unsigned())
+	clk.Add(time.Minute)
+	for range 3 {
+		p.Observe(verified("https://b.example"))
+	}
+	p.Observe(invalid("https://b.example", middleware.CodeExpiredSignature))
+	p.Observe(invalid("https://c.example", middleware.CodeKeyFetchFailed))
+	p.Observe(invalid("", middleware.CodeExpiredSignature))
+	p.ObserveRefusal(middleware.CodeRateLimited)
+
+	s := p.Snapshot()
+	if len(s.Minutes) != status.Minutes {
+		t.Fatalf("%d minutes, want %d", len(s.Minutes), status.Minutes)
+	}
+	last, prev := s.Minutes[len(s.Minutes)-1], s.Minutes[len(s.Minutes)-2]
+	if last.Verified != 3 || last.Invalid != 3 || last.Unsigned != 0 || prev.Verified != 5 || prev.Unsigned != 1 {
+		t.Errorf("last two minutes %+v, %+v; want 5 verified + 1 unsigned, then 3 verified + 3 invalid", prev, last)
+	}
+	if s.Hour.Total() != 12 || s.Hour.Invalid != 3 {
+		t.Errorf("hour %+v, want 12 with 3 invalid", s.Hour)
+	}
+	if len(s.Agents) != 3 || s.Agents[0].ID != "https://a.example" || s.Agents[0].Requests != 5 ||
+		s.Agents[1].ID != "https://b.example" || s.Agents[1].Verified != 3 || s.Agents[1].Invalid != 1 {
+		t.Errorf("agents %+v", s.Agents)
+	}
+	if len(s.Reasons) != 3 || s.Reasons[0].Code != middleware.CodeExpiredSignature || s.Reasons[0].Count != 2 ||
+		s.Reasons[1].Code != middleware.CodeKeyFetchFailed || s.Reasons[2].Code != middleware.CodeRateLimited || s.Reasons[2].Count != 1 {
+		t.Errorf("reasons %+v, want expired_signature 2, key_fetch_failed 1, rate_limited 1", s.Reasons)
+	}
+	if s.Fetch.OK != 8 || s.Fetch.Failed != 1 || s.Fetch.FailedHour != 1 || !s.Fetch.LastFailure.Equal(clk.Now()) {
+		t.Errorf("fetch %+v", s.Fetch)
+	}
+	clk.Add(time.Hour)
+	s = p.Snapshot()
+	if s.Hour.Total() != 0 || s.Fetch.FailedHour != 0 || s.Totals.Total() != 12 {
+		t.Errorf("an hour later: hour %+v, failed %d, totals %+v; want the hour empty and the totals kept", s.Hour, s.Fetch.FailedHour, s.Totals)
+	}
+}
+
+// TestSketchBounded: with many more agents than counters, the heavy
+// hitters are still on top and their counts are within the error bound.
+func TestSketchBounded(t *testing.T) {
+	p := status.New(status.Config{TopAgents: 3, SketchSize: 20})
+	for i := range 20_000 {
+		switch {
+		case i%4 == 0:
+			p.Observe(verified("https://heavy.example"))
+		case i%10 == 1:
+			p.Observe(verified("https://medium.example"))
+		default:
+			p.Observe(verified(fmt.Sprintf("https://tail-%d.example", i)))
+		}
+	}
+	s := p.Snapshot()
+	if len(s.Agents) != 3 || s.Agents[0].ID != "https://heavy.example" || s.Agents[1].ID != "https://medium.example" {
+		t.Fatalf("top agents %+v, want heavy then medium", s.Agents)
+	}
+	for _, a := range s.Agents[:2] {
+		want := map[string]uint64{"https://heavy.example": 5000, "https://medium.example": 2000}[a.ID]
+		if a.Requests < want || a.Requests-a.Error > want {
+			t.Errorf("%s: %d requests (error %d), true count %d outside the bound", a.ID, a.Requests, a.Error, want)
+		}
+	}
+}
+
+// TestServeHeaders: the page forbids loading anything and refuses POST.
+func TestServeHeaders(t *testing.T) {
+	p := status.New(status.Config{})
+	p.Observe(verified("https://a.example"))
+	rec := httptest.NewRecorder()
+	p.ServeHTTP(rec, httptest.NewRequest("GET", "/status", nil))
+	if rec.Code != 200 || rec.Header().Get("Content-Security-Policy") != status.ContentSecurityPolicy ||
+		!strings.HasPrefix(rec.Header().Get("Content-Type"), "text/html") {
+		t.Errorf("GET: %d %v", rec.Code, rec.Header())
+	}
+	if strings.Contains(rec.Body.String(), "<script") {
+		t.Error("the page has a script")
+	}
+	rec = httptest.NewRecorder()
+	p.ServeHTTP(rec, httptest.NewRequest("POST", "/status", nil))
+	if rec.Code != http.StatusMethodNotAllowed {
+		t.Errorf("POST: %d, want 405", rec.Code)
+	}
+}
+
+// TestAgentIDEscaped: an identity is text, never markup.
+func TestAgentIDEscaped(t *testing.T) {
+	p := status.New(status.Config{})
+	p.Observe(verified(`https://x.example/"><img src=https://evil.example/x>`))
+	rec := httptest.NewRecorder()
+	p.ServeHTTP(rec, httptest.NewRequest("GET", "/status", nil))
+	if strings.Contains(rec.Body.String(), "<img") {
+		t.Errorf("identity rendered as markup:\n%s", rec.Body)
+	}
+}
