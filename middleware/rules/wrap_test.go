@@ -57,8 +57,10 @@ func TestWrapProxy(t *testing.T) {
 				t.Fatal(err)
 			}
 			g.SetRefuse(v.WriteError)
-			cfg := proxy.Config{Verifier: v, ForwardAuth: forwardAuth, Transport: g.Transport(nil)}
-			if !forwardAuth {
+			cfg := proxy.Config{Verifier: v, Transport: g.Transport(nil)}
+			if forwardAuth {
+				cfg.ForwardAuth = proxy.FrontTraefik
+			} else {
 				cfg.Upstream = upURL.URL
 			}
 			h, err := proxy.New(cfg)
