@@ -21,10 +21,10 @@ import (
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/middleware/agentlimit"
 	"github.com/agentid/agentid/middleware/agentlimit/redislimit"
+	"github.com/agentid/agentid/middleware/metrics"
 	"github.com/agentid/agentid/middleware/redisreplay"
 	"github.com/agentid/agentid/middleware/rules"
 	"github.com/agentid/agentid/middleware/status"
-	"github.com/agentid/agentid/middleware/metrics"
 )
 
 // proxyFile is the YAML file `idcli proxy --config FILE` reads. Every key
