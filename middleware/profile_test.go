@@ -25,7 +25,7 @@ func profileKeys() *middleware.StaticKeys {
 
 func profileVerifier(t *testing.T, p middleware.Profile) *middleware.Verifier {
 	t.Helper()
-	v, err := middleware.NewVerifier(middleware.Config{Keys: profileKeys(), Now: clock, Profile: p})
+	v, err := middleware.NewVerifier(middleware.Config{Keys: profileKeys(), Authorities: testAuthorities, Now: clock, Profile: p})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestStrictProfileRefusesEachLegacyForm(t *testing.T) {
 // Strict refusals are 403 with an Accept-Signature asking for the member.
 func TestStrictProfileRefusal(t *testing.T) {
 	t.Parallel()
-	mw := middleware.New(middleware.Config{Keys: profileKeys(), Now: clock, Profile: middleware.ProfileStrict01})
+	mw := middleware.New(middleware.Config{Keys: profileKeys(), Authorities: testAuthorities, Now: clock, Profile: middleware.ProfileStrict01})
 	w := httptest.NewRecorder()
 	mw(http.NotFoundHandler()).ServeHTTP(w, signedRequest(t, keyA, signOpts(nil)))
 	if w.Code != http.StatusForbidden || !strings.Contains(w.Header().Get("Accept-Signature"), `"signature-agent";key="sig1"`) {
@@ -277,7 +277,8 @@ func TestVectorsProtocol01(t *testing.T) {
 	keys.Add("https://signature-agent.test", key.Public)
 	keys.Add("https://signature-agent.test/", key.Public)
 	cfg := func(p middleware.Profile) middleware.Config {
-		return middleware.Config{Keys: keys, Now: fixedClock(1735690000), MaxWindow: -1, Profile: p}
+		// Both vector sets' authorities: the -01 one and the older one.
+		return middleware.Config{Keys: keys, Authorities: []string{v01.E21.Request.Authority, old.E21.Request.Build().Host}, Now: fixedClock(1735690000), MaxWindow: -1, Profile: p}
 	}
 	strict, _ := middleware.NewVerifier(cfg(middleware.ProfileStrict01))
 	deployed, _ := middleware.NewVerifier(cfg(middleware.ProfileDeployed))
@@ -345,7 +346,7 @@ func TestRefusalLogNamesOutcome(t *testing.T) {
 	t.Parallel()
 	var buf strings.Builder
 	logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	v, err := middleware.NewVerifier(middleware.Config{Keys: profileKeys(), Now: clock, Logger: logger})
+	v, err := middleware.NewVerifier(middleware.Config{Keys: profileKeys(), Authorities: testAuthorities, Now: clock, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
