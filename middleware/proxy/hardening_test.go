@@ -52,17 +52,17 @@ func TestReverseProxyAgentHeaders(t *testing.T) {
 		{
 			name: "Connection names them, unsigned", signed: false,
 			header: map[string]string{"Connection": "X-Agent-Verdict", "X-Agent-Verdict": "verified"},
-			want:   map[string]string{"X-Agent-Verdict": "unsigned"},
+			want:   map[string]string{"X-Agent-Verdict": "unverified"},
 		},
 		{
 			name:   "underscore spelling",
 			header: map[string]string{"X_Agent_Uid": "agent-ffffffffffffffffffffffff", "X_AGENT_VERDICT": "verified", "x_agent-id": "https://evil.example"},
-			want:   map[string]string{"X-Agent-Verdict": "unsigned"},
+			want:   map[string]string{"X-Agent-Verdict": "unverified"},
 		},
 		{
 			name:   "other case and other names",
 			header: map[string]string{"x-AGENT-role": "admin", "X-Agent-Reason": "none", "x-agent-uid": "agent-ffffffffffffffffffffffff"},
-			want:   map[string]string{"X-Agent-Verdict": "unsigned"},
+			want:   map[string]string{"X-Agent-Verdict": "unverified"},
 		},
 		{
 			name: "signed, with forged spellings", signed: true,

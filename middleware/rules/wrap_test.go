@@ -52,7 +52,10 @@ func TestWrapProxy(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			v, err := middleware.NewVerifier(middleware.Config{Keys: keys, Mode: middleware.Observe, OnResult: g.OnResult, RefusalStatus: 403})
+			// The front's address is the authority the requests are signed for.
+			front := httptest.NewUnstartedServer(nil)
+			defer front.Close()
+			v, err := middleware.NewVerifier(middleware.Config{Keys: keys, Authorities: []string{front.Listener.Addr().String()}, Mode: middleware.Observe, OnResult: g.OnResult, RefusalStatus: 403})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -67,8 +70,8 @@ func TestWrapProxy(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			front := httptest.NewServer(g.Wrap(h))
-			defer front.Close()
+			front.Config.Handler = g.Wrap(h)
+			front.Start()
 
 			send := func(path string, key signer.PrivateKey, agent string) *http.Response {
 				t.Helper()
