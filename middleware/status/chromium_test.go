@@ -81,12 +81,15 @@ func TestStatusPageInChromium(t *testing.T) {
 	for origin, k := range agents {
 		keys.Add(origin, k.Public)
 	}
-	v, err := middleware.NewVerifier(middleware.Config{Keys: keys, Mode: middleware.Observe, OnResult: page.Observe})
+	// The API's address is the authority the requests are signed for.
+	api := httptest.NewUnstartedServer(nil)
+	defer api.Close()
+	v, err := middleware.NewVerifier(middleware.Config{Keys: keys, Authorities: []string{api.Listener.Addr().String()}, Mode: middleware.Observe, OnResult: page.Observe})
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := httptest.NewServer(v.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) })))
-	defer api.Close()
+	api.Config.Handler = v.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) }))
+	api.Start()
 
 	var mu sync.Mutex
 	other := map[string]int{}
