@@ -25,7 +25,6 @@ import (
 	"github.com/agentid/agentid/signer/agent"
 	"github.com/peterbourgon/ff/v3/ffcli"
 	"golang.org/x/sync/errgroup"
-	"gorm.io/gorm"
 )
 
 // Bench targets.
@@ -79,7 +78,7 @@ type benchConfig struct {
 	// DB, if not nil, is the server's database: the agents the run
 	// registers (the bench agent and those of the register target) are
 	// removed from it at the end. If nil, they are kept.
-	DB *gorm.DB
+	DB *refserver.AgentDB
 }
 
 // benchTarget is the outcome of one target's run.
@@ -205,7 +204,7 @@ func newBenchCmd(env *cliEnv) *ffcli.Command {
 				if err != nil {
 					return err
 				}
-				defer closeGorm(db)
+				defer db.Close()
 				cfg.DB = db
 			}
 			rep, err := runBench(ctx, cfg)
@@ -419,11 +418,11 @@ func runBench(ctx context.Context, cfg benchConfig) (rep benchReport, err error)
 	}()
 	if cfg.DB != nil && cfg.Credentials == nil {
 		// The agents are removed from cfg.DB: it must be the server's.
-		var n int64
-		if err := cfg.DB.WithContext(ctx).Model(&refserver.Agent{}).Where("uid = ?", b.uid).Count(&n).Error; err != nil {
+		has, err := cfg.DB.HasAgent(ctx, b.uid)
+		if err != nil {
 			return benchReport{}, fmt.Errorf("bench: read the server's database: %w", err)
 		}
-		if n == 0 {
+		if !has {
 			return benchReport{}, fmt.Errorf("bench: the database given (--database-url, DATABASE_URL or ./.env) does not hold the bench agent %s just registered at %s: give the server's database with --database-url, or --keep-agents to leave the bench agents registered", b.uid, b.base)
 		}
 	}

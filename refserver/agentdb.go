@@ -1,0 +1,77 @@
+package refserver
+
+import (
+	"context"
+
+	"gorm.io/gorm"
+)
+
+// deleteBatch is how many agents one statement of DeleteAgents removes.
+const deleteBatch = 500
+
+// AgentDB is a server's database as a tool outside the server sees it (idcli
+// bench, which removes the agents it registered): the tool reaches the
+// database through it and links no database package itself.
+type AgentDB struct {
+	db *gorm.DB
+}
+
+// OpenAgentDB opens the database at databaseURL (as OpenDB does) and checks
+// within ctx that it answers.
+func OpenAgentDB(ctx context.Context, databaseURL string) (*AgentDB, error) {
+	db, err := OpenDB(databaseURL)
+	if err != nil {
+		return nil, err
+	}
+	a := &AgentDB{db: db}
+	sqlDB, err := db.DB()
+	if err == nil {
+		err = sqlDB.PingContext(ctx)
+	}
+	if err != nil {
+		a.Close()
+		return nil, err
+	}
+	return a, nil
+}
+
+// Close closes the database connections.
+func (a *AgentDB) Close() error {
+	sqlDB, err := a.db.DB()
+	if err != nil {
+		return err
+	}
+	return sqlDB.Close()
+}
+
+// HasAgent reports whether the database holds the agent uid.
+func (a *AgentDB) HasAgent(ctx context.Context, uid string) (bool, error) {
+	var n int64
+	err := a.db.WithContext(ctx).Model(&Agent{}).Where("uid = ?", uid).Count(&n).Error
+	return n > 0, err
+}
+
+// DeleteAgents deletes the agents uids and their keys, in batches of one
+// transaction each, and returns how many agents it deleted (uids it does
+// not hold are skipped). It stops at the first failing batch, the agents of
+// the batches before it deleted.
+func (a *AgentDB) DeleteAgents(ctx context.Context, uids []string) (int, error) {
+	removed := 0
+	for start := 0; start < len(uids); start += deleteBatch {
+		batch := uids[start:min(start+deleteBatch, len(uids))]
+		n := 0
+		err := a.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+			if err := tx.Where("agent_uid IN ?", batch).Delete(&PublicJWK{}).Error; err != nil {
+				return err
+			}
+			res := tx.Where("uid IN ?", batch).Delete(&Agent{})
+			n = int(res.RowsAffected)
+			return res.Error
+		})
+		if err != nil {
+			return removed, err
+		}
+		removed += n
+	}
+	return removed, nil
+}
