@@ -28,16 +28,19 @@ const origin = `${service.protocol}//${uid}.${authority}`;
 const url = `${service.protocol}//${authority}/whoami`;
 
 const created = Math.floor(Date.now() / 1000);
-const params = `("@authority");created=${created};keyid="${kid}";alg="ed25519";expires=${created + 300}` +
+// The signature covers the Signature-Agent member too (web-bot-auth
+// protocol-01): its value is the member as sent, quotes included.
+const agentMember = `"${origin}"`;
+const params = `("@authority" "signature-agent";key="sig1");created=${created};keyid="${kid}";alg="ed25519";expires=${created + 300}` +
   `;nonce="${randomBytes(64).toString("base64url")}";tag="web-bot-auth"`;
-const base = `"@authority": ${authority}\n"@signature-params": ${params}`;
+const base = `"@authority": ${authority}\n"signature-agent";key="sig1": ${agentMember}\n"@signature-params": ${params}`;
 const signature = sign(null, Buffer.from(base), key).toString("base64");
 
 const resp = await fetch(url, {
   headers: {
     "Signature-Input": `sig1=${params}`,
     "Signature": `sig1=:${signature}:`,
-    "Signature-Agent": `sig1="${origin}"`,
+    "Signature-Agent": `sig1=${agentMember}`,
   },
 });
 const body = await resp.text();

@@ -55,14 +55,18 @@ def main() -> int:
     origin = f"{service.scheme}://{uid}.{authority(service.scheme, service.netloc)}"
     url = f"{service.scheme}://{service.netloc}/whoami"
 
+    # The signature covers the Signature-Agent member too (web-bot-auth
+    # protocol-01): its value is the member as sent, quotes included.
+    agent_member = f'"{origin}"'
     created = int(time.time())
     params = (
-        '("@authority")'
+        '("@authority" "signature-agent";key="sig1")'
         f';created={created};keyid="{kid}";alg="ed25519";expires={created + 300}'
         f';nonce="{b64url(secrets.token_bytes(64))}";tag="web-bot-auth"'
     )
     base = (
         f'"@authority": {authority(service.scheme, service.netloc)}\n'
+        f'"signature-agent";key="sig1": {agent_member}\n'
         f'"@signature-params": {params}'
     )
     signature = base64.b64encode(key.sign(base.encode())).decode()
@@ -70,7 +74,7 @@ def main() -> int:
     req = urllib.request.Request(url, headers={
         "Signature-Input": f"sig1={params}",
         "Signature": f"sig1=:{signature}:",
-        "Signature-Agent": f'sig1="{origin}"',
+        "Signature-Agent": f"sig1={agent_member}",
     })
     try:
         with urllib.request.urlopen(req, timeout=30) as resp:

@@ -9,8 +9,9 @@ set -euo pipefail
 hostname="${AGENT_HOSTNAME:-http://localhost:3000}"
 url="${hostname%/}/whoami"
 
-# The headers sign @authority only, so they hold for any path on this host
-# until they expire (300 s), but each nonce may be used once.
+# The headers sign @authority and the Signature-Agent member (the protocol-01
+# default), so they hold for any path on this host until they expire
+# (300 s), but each nonce may be used once.
 headers=$(idcli agent headers GET "$url")
 curl --silent --show-error --fail-with-body \
   -H "Signature: $(jq -r '.Signature' <<<"$headers")" \
