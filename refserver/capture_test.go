@@ -59,17 +59,30 @@ func (e *testEnv) resend(method, url string, captured http.Header, sa string, bo
 	return r
 }
 
-// TestWhoamiReplayAcrossSpellings: a captured /whoami request is accepted
+// TestWhoamiReplayAcrossSpellings: a captured /whoami request whose
+// signature does not cover Signature-Agent (the legacy shape) is accepted
 // once, whatever Signature-Agent spelling it is resent with; spellings of
 // the server's own forms are replays, other forms naming its agent hosts
-// are invalid_signature_agent.
+// are invalid_signature_agent. With the default (protocol-01) shape the
+// member is covered: no other spelling verifies at all.
 func TestWhoamiReplayAcrossSpellings(t *testing.T) {
 	t.Parallel()
 	eachEnv(t, nil, func(t *testing.T, e *testEnv) {
 		key := signertest.Key(0x61)
 		uid := e.register(key)
-		captured := e.whoamiReq(http.MethodGet, uid, key).Header
 		same, other := e.agentSpellings(uid)
+		covered := e.sign(e.request(http.MethodGet, e.base+"/whoami", nil), key, signer.Options{SignatureAgent: e.origin(uid)}).Header
+		for _, sa := range same[1:] {
+			r := e.send(e.resend(http.MethodGet, e.base+"/whoami", covered, sa, nil))
+			if r.status != http.StatusUnauthorized || (r.errorCode(t) != "invalid_signature" && r.errorCode(t) != "invalid_signature_input") {
+				t.Errorf("covered member respelled as %s: %d %s, want 401 invalid_signature", sa, r.status, r.body)
+			}
+		}
+		if r := e.send(e.resend(http.MethodGet, e.base+"/whoami", covered, covered.Get("Signature-Agent"), nil)); r.status != http.StatusOK {
+			t.Errorf("covered member as signed: %d %s, want 200", r.status, r.body)
+		}
+
+		captured := e.sign(e.request(http.MethodGet, e.base+"/whoami", nil), key, signer.Options{SignatureAgent: e.origin(uid), Legacy: true}).Header
 		ok := 0
 		for i, sa := range same {
 			r := e.send(e.resend(http.MethodGet, e.base+"/whoami", captured, sa, nil))
