@@ -19,6 +19,9 @@ import (
 // own Store on one database, receive one captured request with its
 // Signature-Agent respelled each time; it is accepted once, since every
 // instance records the same replay key (the key's thumbprint and nonce).
+// The capture is of the legacy shape, whose signature does not cover
+// Signature-Agent: the protocol-01 default covers it, so no respelling of
+// it verifies at all (checked last).
 func TestOneSignatureAcrossInstances(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		migrated(t, db)
@@ -42,7 +45,7 @@ func TestOneSignatureAcrossInstances(t *testing.T) {
 			vs = append(vs, v)
 		}
 		captured := httptest.NewRequest(http.MethodGet, "https://api.example.com/things", nil)
-		if err := signer.Sign(captured, key, signer.Options{SignatureAgent: origin, Now: now}); err != nil {
+		if err := signer.Sign(captured, key, signer.Options{SignatureAgent: origin, Now: now, Legacy: true}); err != nil {
 			t.Fatal(err)
 		}
 		spellings := []string{
@@ -67,6 +70,21 @@ func TestOneSignatureAcrossInstances(t *testing.T) {
 		}
 		if n := count(t, db); n != 1 {
 			t.Errorf("replay_nonces holds %d rows, want 1", n)
+		}
+
+		covered := httptest.NewRequest(http.MethodGet, "https://api.example.com/things", nil)
+		if err := signer.Sign(covered, key, signer.Options{SignatureAgent: origin, Now: now}); err != nil {
+			t.Fatal(err)
+		}
+		for i, sa := range spellings[1:] {
+			r := covered.Clone(context.Background())
+			r.Header.Set("Signature-Agent", sa)
+			if _, err := vs[i%2].Verify(r); middleware.AsError(err) == nil || middleware.AsError(err).Code != middleware.CodeInvalidSignature {
+				t.Errorf("covered member respelled as %s: %v, want invalid_signature", sa, err)
+			}
+		}
+		if n := count(t, db); n != 1 {
+			t.Errorf("after the respelled covered requests replay_nonces holds %d rows, want 1 (a refused signature records no nonce)", n)
 		}
 	})
 }
