@@ -17,7 +17,7 @@ func TestProxyStrictProfile(t *testing.T) {
 	key := signertest.Key(0x33)
 	uid, origin := localAgent(t, key)
 	up := newEchoUpstream(t)
-	proxyURL, _ := startProxy(t, append([]string{"--upstream", up.URL, "--profile", "strict-01", "--refusal-status", "403"}, localTrust...)...)
+	proxyURL, _ := startProxy(t, append([]string{"--upstream", up.URL, "--profile", "strict-01", "--refusal-status", "403", "--agentid-service", agentService(uid, origin)}, localTrust...)...)
 
 	if a := clitest.MustSend(t, http.DefaultClient, signedGet(t, proxyURL+"/default", key, origin, signer.Options{})); a.Status != http.StatusOK {
 		t.Errorf("strict-01 proxy on the default headers: %d %s, want 200", a.Status, a.Body)

@@ -149,6 +149,37 @@ func TestUIDOnlyForServices(t *testing.T) {
 			t.Errorf("%s: X-Agent-Uid %q X-Agent-Id %q, want %q %q", tc.origin, got.Get("X-Agent-Uid"), got.Get("X-Agent-Id"), tc.wantUID, tc.origin)
 		}
 	}
+
+	// The strict-01 profile's identity is the URL as fetched, the origin's
+	// root URL: it gets the uid too, and a path below the root does not.
+	strictKeys := middleware.NewStaticKeys()
+	for _, id := range []string{tests[0].origin + "/", tests[0].origin + "/x"} {
+		strictKeys.Add(id, key.Public)
+	}
+	sv, err := middleware.NewVerifier(middleware.Config{Keys: strictKeys, Now: clock, Profile: middleware.ProfileStrict01, Authorities: []string{"api.example.com"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh, err := proxy.New(proxy.Config{Verifier: sv, Upstream: u, Services: []string{"https://agentid.example"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spx := httptest.NewServer(sh)
+	t.Cleanup(spx.Close)
+	for _, tc := range []struct{ agent, wantID, wantUID string }{
+		{tests[0].origin, tests[0].origin + "/", uid},
+		{tests[0].origin + "/x", tests[0].origin + "/x", ""},
+	} {
+		r := signed(t, spx.URL, func(o *signer.Options) { o.SignatureAgent = tc.agent })
+		n := len(up.requests())
+		if resp, body := do(t, r); resp.StatusCode != http.StatusOK {
+			t.Fatalf("strict-01 %s: %d %s", tc.agent, resp.StatusCode, body)
+		}
+		got := up.requests()[n]
+		if got.Get("X-Agent-Uid") != tc.wantUID || got.Get("X-Agent-Id") != tc.wantID {
+			t.Errorf("strict-01 %s: X-Agent-Uid %q X-Agent-Id %q, want %q %q", tc.agent, got.Get("X-Agent-Uid"), got.Get("X-Agent-Id"), tc.wantUID, tc.wantID)
+		}
+	}
 }
 
 // subrequest is an auth subrequest to px carrying sig (the signature

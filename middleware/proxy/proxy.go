@@ -124,7 +124,9 @@ type Config struct {
 	ForwardAuthFrom []netip.Prefix
 	// Services are the base URLs of the agentid services whose agents get
 	// X-Agent-Uid, such as "https://agentid.example": an identity gets a
-	// uid only when it is exactly <scheme>://<uid>.<host> of one of them.
+	// uid only when it is exactly <scheme>://<uid>.<host> of one of them,
+	// or that origin's root URL <scheme>://<uid>.<host>/ (the identity of
+	// the strict-01 profile, the URL as fetched).
 	// If nil, no request gets X-Agent-Uid.
 	Services []string
 	// Transport carries requests upstream. If nil,
@@ -461,7 +463,7 @@ func (h *Handler) uid(id string) string {
 			continue
 		}
 		label, host, ok := strings.Cut(rest, ".")
-		if ok && host == s.Host && signer.ValidUID(label) {
+		if ok && (host == s.Host || host == s.Host+"/") && signer.ValidUID(label) {
 			return label
 		}
 	}
