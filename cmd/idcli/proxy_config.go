@@ -33,6 +33,7 @@ type proxyFile struct {
 	Listen        *string    `yaml:"listen"`
 	Upstream      *string    `yaml:"upstream"`
 	ForwardAuth   *bool      `yaml:"forward_auth"`
+	Front         *string    `yaml:"front"`
 	Authorities   []string   `yaml:"authorities"`
 	Trust         *trustFile `yaml:"trust"`
 	Mode          *string    `yaml:"mode"`
@@ -155,6 +156,7 @@ func loadProxyConfig(env *cliEnv, fs *flag.FlagSet, f *proxyFlags) error {
 	str("listen", pf.Listen)
 	str("upstream", pf.Upstream)
 	boolean("forward-auth", pf.ForwardAuth)
+	str("front", pf.Front)
 	if len(pf.Authorities) > 0 {
 		errs = append(errs, apply("authority", pf.Authorities...))
 	}

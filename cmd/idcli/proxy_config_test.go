@@ -225,7 +225,7 @@ func TestProxyConfigErrors(t *testing.T) {
 		{"bad limit", "forward_auth: true\nlimits: {agent: lots}\n", `limits.agent: "lots": want REQUESTS/WINDOW`},
 		{"short window", "forward_auth: true\nlimits: {address: 5/10ms}\n", `limits.address: "5/10ms": the window "10ms" must be a duration of at least 1s`},
 		{"wrong type", "forward_auth: yes please\n", "line 1: cannot unmarshal"},
-		{"hash tag prefix", "forward_auth: true\nredis_url: " + redisOrDefault() + "\nlimits: {agent: 1/s, redis_prefix: \"{x}\"}\n", "limits.redis_prefix"},
+		{"hash tag prefix", "forward_auth: true\nfront: nginx\nauthorities: [api.example.com]\nredis_url: " + redisOrDefault() + "\nlimits: {agent: 1/s, redis_prefix: \"{x}\"}\n", "limits.redis_prefix"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
