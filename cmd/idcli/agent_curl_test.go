@@ -354,14 +354,17 @@ func TestAgentCurlHintNamesReason(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			v, err := middleware.NewVerifier(middleware.Config{Keys: keyfetch.New(tt.keys)})
+			// The server's address is the authority the requests are signed for.
+			srv := httptest.NewUnstartedServer(nil)
+			t.Cleanup(srv.Close)
+			v, err := middleware.NewVerifier(middleware.Config{Keys: keyfetch.New(tt.keys), Authorities: []string{srv.Listener.Addr().String()}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			srv := httptest.NewServer(v.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			srv.Config.Handler = v.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				fmt.Fprintln(w, "verified")
-			})))
-			t.Cleanup(srv.Close)
+			}))
+			srv.Start()
 			dir := credsDir(t, "agent-0123456789abcdef01234567", signertest.Key(22), "")
 			res := runCLI(t.Context(), dir, nil, "agent", "curl", srv.URL+"/whoami")
 			if !errors.Is(res.err, exitCode(22)) {

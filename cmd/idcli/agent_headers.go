@@ -24,7 +24,7 @@ func newAgentHeadersCmd(env *cliEnv) *ffcli.Command {
 	legacy := fs.Bool("legacy", false, legacyUsage)
 	var metadata stringsFlag
 	fs.Var(&metadata, "metadata", metadataUsage)
-	components := fs.String("components", "", componentsUsage)
+	components := fs.String("components", "", headersComponentsUsage)
 	p11URI := pkcs11URIFlag(fs)
 	explain := fs.Bool("explain", false, "also print the signature base and the outcome of each check to stderr")
 	return &ffcli.Command{

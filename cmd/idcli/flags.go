@@ -84,7 +84,11 @@ func (s *stringsFlag) String() string     { return strings.Join(*s, ", ") }
 func (s *stringsFlag) Set(v string) error { *s = append(*s, v); return nil }
 
 // componentsUsage is the help of --components.
-const componentsUsage = "comma-separated components to sign, e.g. @method,@authority,@path (default: @authority; content-digest also sends Content-Digest)"
+const componentsUsage = "comma-separated components to sign, e.g. @method,@authority,@path (default: @authority; the Signature-Agent member is added unless --legacy; content-digest also sends Content-Digest)"
+
+// headersComponentsUsage is the help of agent headers' --components: it
+// signs no body, so content-digest is not offered.
+const headersComponentsUsage = "comma-separated components to sign, e.g. @method,@authority,@path (default: @authority; the Signature-Agent member is added unless --legacy; not content-digest, which needs a body: use agent curl -d BODY --components …)"
 
 // parseComponents reads --components: component names separated by commas,
 // such as @method,@authority,@path,content-digest. "" means the default

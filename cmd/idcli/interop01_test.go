@@ -83,8 +83,9 @@ func TestInteropProtocol01DefaultHeaders(t *testing.T) {
 	// agentid's middleware, fetching keys over HTTP from the reference
 	// server as each profile resolves Signature-Agent.
 	ours := func(t *testing.T, p middleware.Profile, h map[string]string) (middleware.Agent, error) {
-		keys := keyfetch.New(keyfetch.Config{TrustedHosts: []string{"*.localhost"}, AllowHTTP: true, AllowPrivateNetworks: true})
-		v, err := middleware.NewVerifier(middleware.Config{Keys: keys, Profile: p})
+		keys := keyfetch.New(keyfetch.Config{TrustedHosts: []string{"*.localhost:*"}, AllowHTTP: true, AllowPrivateNetworks: true})
+		// The capture server's address is the authority the requests are signed for.
+		v, err := middleware.NewVerifier(middleware.Config{Keys: keys, Profile: p, Authorities: []string{capture.Listener.Addr().String()}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -190,7 +190,7 @@ func TestExplainWrongMethod(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &h); err != nil {
 		t.Fatalf("agent headers --explain stdout is not the JSON alone: %v\n%s", err, out)
 	}
-	for _, want := range []string{`"@method": POST`, `"@authority": api.example`, `"@path": /things`, `"@signature-params": ("@method" "@authority" "@path")`, "✔ signature: verifies"} {
+	for _, want := range []string{`"@method": POST`, `"@authority": api.example`, `"@path": /things`, `"@signature-params": ("@method" "@authority" "@path" "signature-agent";key="sig1")`, "✔ signature: verifies"} {
 		if !strings.Contains(errOut, want) {
 			t.Errorf("agent headers --explain stderr =\n%s\nwant it to contain %q", errOut, want)
 		}
