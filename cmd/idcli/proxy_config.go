@@ -380,10 +380,11 @@ func (o *proxyOwner) routes(mux *http.ServeMux) {
 	}
 }
 
-// banner prints what the rules do.
+// banner prints what the rules do, on stderr with the rest of the banner
+// (stdout carries the access log alone).
 func (o *proxyOwner) banner(env *cliEnv) {
 	if o.summary != "" {
-		fmt.Fprintln(env.Stdout, o.summary)
+		fmt.Fprintln(env.Stderr, o.summary)
 	}
 }
 
