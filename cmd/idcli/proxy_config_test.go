@@ -54,7 +54,7 @@ func TestProxyConfigRules(t *testing.T) {
 	cfg := writeConfig(t, `# idcli proxy --config
 upstream: `+up.URL+`
 trust:
-  hosts: ["*.localhost"]
+  hosts: ["*.localhost:*"]
   allow_http: true
   allow_private: true
 mode: required
@@ -72,9 +72,9 @@ redis_url: `+redisURL+`
 access_log: "off"
 `)
 	p1, b1 := startProxy(t, "--config", cfg, "--metrics-listen", "127.0.0.1:0", "--access-log", "stdout")
-	metricsURL := b1.waitFor(t, metricsBanner)
+	metricsURL := waitForStderr(t, b1, metricsBanner)
 	p2, _ := startProxy(t, "--config", cfg)
-	if out := b1.stdout.String(); !strings.Contains(out, "limits agent 3/1h0m0s, address 2/1h0m0s (buckets in Redis") {
+	if out := b1.stderr.String(); !strings.Contains(out, "limits agent 3/1h0m0s, address 2/1h0m0s (buckets in Redis") {
 		t.Errorf("banner %q does not describe the rules", out)
 	}
 	proxies := []string{p1, p2}
@@ -234,8 +234,8 @@ func TestProxyConfigErrors(t *testing.T) {
 			if r.err == nil || !strings.Contains(r.err.Error(), tc.want) || strings.Contains(r.err.Error(), "\n") {
 				t.Errorf("error %v, want one line containing %q", r.err, tc.want)
 			}
-			if strings.Contains(r.stdout, "listening") {
-				t.Errorf("printed %q, want no banner", r.stdout)
+			if strings.Contains(r.stdout+r.stderr, "listening") {
+				t.Errorf("printed %q, want no banner", r.stdout+r.stderr)
 			}
 		})
 	}
@@ -259,7 +259,7 @@ func TestProxyConfigFlagsWin(t *testing.T) {
 	up := newEchoUpstream(t)
 	cfg := writeConfig(t, "upstream: "+up.URL+"\nmode: required\ntrust: {hosts: [\"*.agentid.example\"]}\naccess_log: \"off\"\n")
 	base, b := startProxy(t, "--config", cfg, "--mode", "optional")
-	if out := b.stdout.String(); !strings.Contains(out, "• mode optional; trusting *.agentid.example") || !strings.Contains(out, "→ upstream "+up.URL) {
+	if out := b.stderr.String(); !strings.Contains(out, "• mode optional;") || !strings.Contains(out, "; trusting *.agentid.example") || !strings.Contains(out, "→ upstream "+up.URL) {
 		t.Errorf("banner %q, want mode optional from the flag and the file's upstream and trust", out)
 	}
 	r, _ := http.NewRequest("GET", base+"/flags", nil)
@@ -276,7 +276,7 @@ func TestProxyStatusPage(t *testing.T) {
 	_, origin := localAgent(t, key)
 	up := newEchoUpstream(t)
 	base, p := startProxy(t, append([]string{"--upstream", up.URL, "--metrics-listen", "127.0.0.1:0", "--access-log", "off"}, localTrust...)...)
-	statusURL := p.waitFor(t, regexp.MustCompile(`status page at (http://\S+)`))
+	statusURL := waitForStderr(t, p, regexp.MustCompile(`status page at (http://\S+)`))
 	for range 2 {
 		clitest.MustSend(t, http.DefaultClient, signedGet(t, base+"/s", key, origin, signer.Options{}))
 	}
