@@ -56,8 +56,6 @@ func verdictIndex(v middleware.Verdict) int {
 	return 2
 }
 
-var verdictNames = [3]middleware.Verdict{middleware.Verified, middleware.Unsigned, middleware.Invalid}
-
 // minute is one slot of the ring buffer.
 type minute struct {
 	at       int64 // unix minute the slot holds
