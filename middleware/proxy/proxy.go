@@ -35,6 +35,7 @@ import (
 	"net/netip"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -55,6 +56,12 @@ const (
 	// answer, but auth_request_set can read a header and error_page can
 	// answer the client with it.
 	HeaderRefusal = "X-Agent-Refusal"
+	// HeaderRefusalStatus carries, on a forward-auth refusal to nginx, the
+	// refusal's HTTP status. nginx's auth_request turns any answer but 2xx,
+	// 401 and 403 into its own 500, so for nginx a refusal with another
+	// status (421 misdirected_request, 503 key_fetch_failed, …) is answered
+	// 403, and the README's snippet restores the status from this header.
+	HeaderRefusalStatus = "X-Agent-Refusal-Status"
 )
 
 // DefaultMaxIdleConnsPerHost is how many idle upstream connections the
@@ -105,7 +112,9 @@ type Config struct {
 	// ForwardAuth, if set, makes the handler answer the auth subrequests
 	// of that front proxy instead of forwarding: 200 with the X-Agent-*
 	// headers when the original request may go on, else the refusal (the
-	// JSON error body with Accept-Signature, repeated in X-Agent-Refusal).
+	// JSON error body with Accept-Signature, repeated in X-Agent-Refusal;
+	// for nginx, with its status in X-Agent-Refusal-Status, and answered
+	// 403 when that status is neither 401 nor 403).
 	// The original request is rebuilt from the front's headers only (see
 	// Front). Subrequests carry no body: a signature covering
 	// content-digest cannot be checked this way and is refused
@@ -354,7 +363,9 @@ func coversContentDigest(hd http.Header) bool {
 
 // refuse writes a forward-auth refusal: the verifier's JSON error body
 // (with Accept-Signature on 401 and 403), the body repeated in
-// X-Agent-Refusal for nginx.
+// X-Agent-Refusal for nginx. For nginx, the status is also in
+// X-Agent-Refusal-Status, and a status other than 401 and 403 is answered
+// 403 (the body keeps the real one), since auth_request would make it 500.
 func (h *Handler) refuse(sw *middleware.StatusWriter, err error) {
 	c := &captureWriter{header: http.Header{}}
 	h.cfg.Verifier.WriteError(c, err)
@@ -362,7 +373,14 @@ func (h *Handler) refuse(sw *middleware.StatusWriter, err error) {
 		sw.Header()[k] = v
 	}
 	sw.Header().Set(HeaderRefusal, strings.TrimSpace(c.body.String()))
-	sw.WriteHeader(c.status)
+	status := c.status
+	if h.cfg.ForwardAuth == FrontNginx {
+		sw.Header().Set(HeaderRefusalStatus, strconv.Itoa(status))
+		if status != http.StatusUnauthorized && status != http.StatusForbidden {
+			status = http.StatusForbidden
+		}
+	}
+	sw.WriteHeader(status)
 	sw.Write(c.body.Bytes())
 }
 
