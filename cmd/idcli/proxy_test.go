@@ -490,6 +490,16 @@ func TestProxyForwardAuth(t *testing.T) {
 					t.Errorf("%s: %d %q, want %d %q", tc.name, resp.StatusCode, body.Error.Code, status, tc.code)
 				}
 				if tc.status == http.StatusOK {
+					if f.name == "Caddy" {
+						// The headers copy_headers may name come empty
+						// when they do not apply (Caddy 2.6 would pass the
+						// placeholder's text for a missing one).
+						for name, v := range resp.Header {
+							if len(v) == 1 && v[0] == "" && strings.HasPrefix(name, "X-Agent-") {
+								delete(resp.Header, name)
+							}
+						}
+					}
 					checkAgentHeaders(t, tc.name, resp.Header, "verified", "", uid, origin, key.KeyID())
 				} else {
 					if resp.Header.Get("Accept-Signature") == "" && tc.status == http.StatusUnauthorized {

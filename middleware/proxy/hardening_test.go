@@ -607,3 +607,46 @@ func BenchmarkUpstreamPool(b *testing.B) {
 		})
 	}
 }
+
+// TestForwardAuthCaddyHeaders: Caddy 2.6's copy_headers passes a header
+// missing from the answer to the service as its placeholder's text, so
+// for Caddy every header it may copy is in the answer, empty when it does
+// not apply; Traefik copies only what is there and gets no empty ones.
+func TestForwardAuthCaddyHeaders(t *testing.T) {
+	t.Parallel()
+	v := newVerifier(t, middleware.Optional)
+	caddy := startProxyConfig(t, middleware.Optional, proxy.Config{Verifier: v, ForwardAuth: proxy.FrontCaddy, Services: []string{"https://other.example"}}, nil)
+	traefik := startProxyConfig(t, middleware.Optional, proxy.Config{Verifier: v, ForwardAuth: proxy.FrontTraefik, Services: []string{"https://other.example"}}, nil)
+	fwd := map[string]string{"X-Forwarded-Method": "GET", "X-Forwarded-Host": "api.example.com", "X-Forwarded-Uri": "/public", "X-Forwarded-Proto": "https"}
+	all := []string{proxy.HeaderVerdict, proxy.HeaderID, proxy.HeaderUID, proxy.HeaderKeyID, proxy.HeaderReason}
+	tests := []struct {
+		name string
+		sig  func() http.Header
+		want map[string]string // the non-empty X-Agent-* headers
+	}{
+		// No uid: the agent is not of a configured service.
+		{"verified", func() http.Header { return signFor(t, "GET", "/public") }, map[string]string{proxy.HeaderVerdict: "verified", proxy.HeaderID: testOrigin, proxy.HeaderKeyID: key.KeyID()}},
+		{"unsigned", http.Header{}.Clone, map[string]string{proxy.HeaderVerdict: "unsigned"}},
+	}
+	for _, tc := range tests {
+		for _, px := range []*httptest.Server{caddy, traefik} {
+			isCaddy := px == caddy
+			resp, body := do(t, subrequest(t, px.URL, tc.sig(), fwd))
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("%s (caddy %v): %d %s, want 200", tc.name, isCaddy, resp.StatusCode, body)
+			}
+			for _, name := range all {
+				got, present := resp.Header[name]
+				w, ok := tc.want[name]
+				switch {
+				case ok && (len(got) != 1 || got[0] != w):
+					t.Errorf("%s (caddy %v): %s %q, want %q", tc.name, isCaddy, name, got, w)
+				case !ok && isCaddy && (len(got) != 1 || got[0] != ""):
+					t.Errorf("%s (caddy): %s %q (present %v), want present and empty", tc.name, name, got, present)
+				case !ok && !isCaddy && present:
+					t.Errorf("%s (traefik): %s %q, want none", tc.name, name, got)
+				}
+			}
+		}
+	}
+}

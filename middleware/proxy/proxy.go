@@ -114,7 +114,8 @@ type Config struct {
 	// headers when the original request may go on, else the refusal (the
 	// JSON error body with Accept-Signature, repeated in X-Agent-Refusal;
 	// for nginx, with its status in X-Agent-Refusal-Status, and answered
-	// 403 when that status is neither 401 nor 403).
+	// 403 when that status is neither 401 nor 403). For Caddy, a 200 carries
+	// every X-Agent-* header, empty when it does not apply.
 	// The original request is rebuilt from the front's headers only (see
 	// Front). Subrequests carry no body: a signature covering
 	// content-digest cannot be checked this way and is refused
@@ -295,6 +296,16 @@ func (h *Handler) forwardAuth(sw *middleware.StatusWriter, r *http.Request, star
 		h.refuse(sw, res.Err)
 		h.observe(orig, sw.Status, res, nil, start)
 		return
+	}
+	if h.cfg.ForwardAuth == FrontCaddy {
+		// Caddy 2.6's copy_headers gives the service a header this answer
+		// lacks as the literal text of its placeholder
+		// ("{http.reverse_proxy.header.X-Agent-Uid}"), which reads as a
+		// value: every header it may copy is sent, empty if it does not
+		// apply (newer Caddy then copies nothing).
+		for _, k := range []string{HeaderID, HeaderUID, HeaderKeyID, HeaderReason} {
+			sw.Header()[k] = []string{""}
+		}
 	}
 	h.setAgentHeaders(sw.Header(), res)
 	sw.WriteHeader(http.StatusOK)
