@@ -221,6 +221,42 @@ func TestProxyBehindCaddy(t *testing.T) {
 	}
 }
 
+// TestProxyBehindCaddyObserve: in observe mode an invalid request reaches
+// the service through the README's Caddy snippet with its verdict and
+// reason (copy_headers names X-Agent-Reason), and nothing else.
+func TestProxyBehindCaddyObserve(t *testing.T) {
+	t.Parallel()
+	blocks := readmeBlocks(t, "caddy")
+	if len(blocks) != 1 {
+		t.Fatalf("README has %d caddy blocks, want 1", len(blocks))
+	}
+	key := signertest.Key(0x38)
+	uid, origin := localAgent(t, key)
+	up := newEchoUpstream(t)
+	const host = "app.example.com"
+	auth, _ := startProxy(t, append([]string{"--forward-auth", "--front", "caddy", "--mode", "observe", "--authority", host, "--agentid-service", agentService(uid, origin)}, localTrust...)...)
+	port := freePort(t)
+	base := startCaddy(t, port, strings.NewReplacer(
+		"app.example.com {", "http://"+host+":"+port+" {",
+		"127.0.0.1:8000", strings.TrimPrefix(up.URL, "http://"),
+		"127.0.0.1:8081", strings.TrimPrefix(auth, "http://"),
+	).Replace(blocks[0]))
+
+	// A signature over GET /public, sent as POST /admin: invalid.
+	public := signedGet(t, "http://"+host+"/public", key, origin, signer.Options{Components: []string{"@method", "@authority", "@path"}})
+	req, _ := http.NewRequest(http.MethodPost, base+"/admin", nil)
+	req.Host = host
+	copySignature(req.Header, public.Header)
+	if resp, body := nginxSend(t, req); resp.StatusCode != http.StatusOK {
+		t.Fatalf("invalid POST /admin through caddy in observe mode: %d %s, want 200", resp.StatusCode, body)
+	}
+	if seen := up.got("/admin"); len(seen) != 1 {
+		t.Fatalf("the service saw %d requests at /admin, want 1", len(seen))
+	} else {
+		checkCaddyHeaders(t, "observe, invalid", seen[0], map[string]string{"X-Agent-Verdict": "invalid", "X-Agent-Reason": "invalid_signature"})
+	}
+}
+
 // checkCaddyHeaders wants exactly want among every non-empty X-Agent-*
 // header (in any spelling) the service got: Caddy 2.6's copy_headers sets
 // the headers the endpoint sends empty (when they do not apply) to "".
