@@ -1,15 +1,20 @@
 package keyfetch_test
 
 import (
+	"context"
 	"crypto/ed25519"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/agentid/agentid/keyfetch"
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/signertest"
 )
 
 var _ middleware.KeySource = (*keyfetch.Fetcher)(nil)
@@ -68,6 +73,112 @@ func TestWithMiddleware(t *testing.T) {
 			}
 			if got := dir.accepts.Load() > 0; got != tt.wantAccepts {
 				t.Errorf("directory contacted = %v, want %v", got, tt.wantAccepts)
+			}
+		})
+	}
+}
+
+// hideVerified is the Fetcher as a KeySource that is not told which key
+// sets verified (no middleware.VerifiedReporter): the control of
+// TestAdmissionThroughMiddleware.
+type hideVerified struct{ f *keyfetch.Fetcher }
+
+func (h hideVerified) Key(ctx context.Context, set signer.KeySet, keyID string) (signer.PublicKey, error) {
+	return h.f.Key(ctx, set, keyID)
+}
+func (h hideVerified) KeyCached(set signer.KeySet, keyID string) bool {
+	return h.f.KeyCached(set, keyID)
+}
+
+// TestAdmissionThroughMiddleware: an agent's request verifies through the
+// middleware with a Fetcher against a loopback key-set server; then
+// requests name 10,000 other key sets on the same trusted host (each
+// fetched, none verifying: their keys never signed); the agent's next
+// request verifies from the cache, with no refetch of its key set. The
+// middleware reports the verification to the Fetcher, which admits the key
+// set where key sets on probation cannot evict it. The control, a Fetcher
+// the middleware cannot report to (with 1,000 key sets filling a cache of
+// 1,000), refetches.
+func TestAdmissionThroughMiddleware(t *testing.T) {
+	t.Parallel()
+	agentKey := signertest.Key(0x41)
+	attacker := signertest.Key(0x42)
+	decoy, _ := json.Marshal(map[string]any{"keys": []signer.JWK{signertest.Key(0x43).Public.JWK}})
+	agentDir, _ := json.Marshal(map[string]any{"keys": []signer.JWK{agentKey.Public.JWK}})
+	var mu sync.Mutex
+	fetches := map[string]int{} // by path
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		fetches[r.URL.Path]++
+		mu.Unlock()
+		w.Header().Set("Content-Type", signer.DirectoryMediaType)
+		w.Header().Set("Cache-Control", "max-age=3600")
+		if r.URL.Path == signer.DirectoryPath {
+			w.Write(agentDir)
+			return
+		}
+		w.Write(decoy)
+	}))
+	t.Cleanup(srv.Close)
+	count := func(prefix string) (n int) {
+		mu.Lock()
+		defer mu.Unlock()
+		for p, c := range fetches {
+			if strings.HasPrefix(p, prefix) {
+				n += c
+			}
+		}
+		return n
+	}
+	// The control keeps the flow and shrinks the cache (and the number of
+	// key sets with it), to stay cheap under the race detector.
+	for _, tc := range []struct {
+		name       string
+		report     bool
+		sets       int
+		maxOrigins int // MaxProbation defaults to it
+		refetch    int
+	}{
+		{"verified key sets are admitted", true, 10000, 0, 0},
+		{"control: no report, evicted", false, 1000, 1000, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.maxOrigins == 0 && keyfetch.DefaultMaxOrigins > tc.sets {
+				t.Fatalf("DefaultMaxOrigins %d: %d key sets would not fill probation", keyfetch.DefaultMaxOrigins, tc.sets)
+			}
+			prefix := fmt.Sprintf("/%v/", tc.report)
+			f := keyfetch.New(keyfetch.Config{TrustedHosts: []string{"127.0.0.1:*"}, AllowHTTP: true, AllowPrivateNetworks: true, MaxOrigins: tc.maxOrigins})
+			var keys middleware.KeySource = f
+			if !tc.report {
+				keys = hideVerified{f}
+			}
+			h := middleware.New(middleware.Config{Keys: keys, Authorities: []string{"api.example"}})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+			send := func(key signer.PrivateKey, agent string) int {
+				req := httptest.NewRequest(http.MethodGet, "http://api.example/data", nil)
+				if err := signer.Sign(req, key, signer.Options{SignatureAgent: agent}); err != nil {
+					t.Fatal(err)
+				}
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, req)
+				return rec.Code
+			}
+			agentFetches := count(signer.DirectoryPath)
+			if code := send(agentKey, srv.URL); code != http.StatusOK {
+				t.Fatalf("the agent's first request: %d, want 200", code)
+			}
+			for i := range tc.sets {
+				if code := send(attacker, fmt.Sprintf("%s%s%d", srv.URL, prefix, i)); code != http.StatusUnauthorized {
+					t.Fatalf("request %d naming a new key set: %d, want 401", i, code)
+				}
+			}
+			if n := count(prefix); n != tc.sets {
+				t.Fatalf("the server got %d fetches of the %d other key sets, want %d", n, tc.sets, tc.sets)
+			}
+			if code := send(agentKey, srv.URL); code != http.StatusOK {
+				t.Fatalf("the agent's next request: %d, want 200", code)
+			}
+			if got := count(signer.DirectoryPath) - agentFetches; got != 1+tc.refetch {
+				t.Errorf("the agent's key set was fetched %d times, want %d", got, 1+tc.refetch)
 			}
 		})
 	}

@@ -108,7 +108,8 @@ func newProxyCmd(env *cliEnv) *ffcli.Command {
 			"and caddy: X-Forwarded-Method, -Proto, -Host and -Uri) and answered only\n" +
 			"from --forward-auth-from addresses (default loopback); the answer is 200\n" +
 			"with the X-Agent-* headers, or the refusal (its JSON body also in\n" +
-			"X-Agent-Refusal, for nginx). A request carrying X-Agent-* headers, which a\n" +
+			"X-Agent-Refusal, for nginx; nginx gets a status other than 401 and 403 as\n" +
+			"403 with X-Agent-Refusal-Status). A request carrying X-Agent-* headers, which a\n" +
 			"forward-auth endpoint cannot remove, is refused (observe mode: marked\n" +
 			"invalid), and so is a signature covering content-digest (no body is seen).\n" +
 			"\n" +

@@ -484,10 +484,29 @@ func TestProxyForwardAuth(t *testing.T) {
 					Error struct{ Code string } `json:"error"`
 				}
 				json.Unmarshal(raw, &body)
-				if resp.StatusCode != tc.status || body.Error.Code != tc.code {
-					t.Errorf("%s: %d %q, want %d %q", tc.name, resp.StatusCode, body.Error.Code, tc.status, tc.code)
+				status := tc.status
+				if f.name == "nginx" && status == http.StatusMisdirectedRequest {
+					// auth_request passes on only 401 and 403; the status
+					// travels in X-Agent-Refusal-Status.
+					status = http.StatusForbidden
+					if got := resp.Header.Get("X-Agent-Refusal-Status"); got != "421" {
+						t.Errorf("%s: X-Agent-Refusal-Status %q, want 421", tc.name, got)
+					}
+				}
+				if resp.StatusCode != status || body.Error.Code != tc.code {
+					t.Errorf("%s: %d %q, want %d %q", tc.name, resp.StatusCode, body.Error.Code, status, tc.code)
 				}
 				if tc.status == http.StatusOK {
+					if f.name == "Caddy" {
+						// The headers copy_headers may name come empty
+						// when they do not apply (Caddy 2.6 would pass the
+						// placeholder's text for a missing one).
+						for name, v := range resp.Header {
+							if len(v) == 1 && v[0] == "" && strings.HasPrefix(name, "X-Agent-") {
+								delete(resp.Header, name)
+							}
+						}
+					}
 					checkAgentHeaders(t, tc.name, resp.Header, "verified", "", uid, origin, key.KeyID())
 				} else {
 					if resp.Header.Get("Accept-Signature") == "" && tc.status == http.StatusUnauthorized {
@@ -498,7 +517,7 @@ func TestProxyForwardAuth(t *testing.T) {
 						t.Errorf("%s: X-Agent-Refusal %q, want the body %q", tc.name, got, raw)
 					}
 					for name := range resp.Header {
-						if strings.HasPrefix(strings.ToLower(name), "x-agent-") && name != "X-Agent-Refusal" {
+						if strings.HasPrefix(strings.ToLower(name), "x-agent-") && name != "X-Agent-Refusal" && name != "X-Agent-Refusal-Status" {
 							t.Errorf("%s: the refusal carries %s: %q", tc.name, name, resp.Header.Values(name))
 						}
 					}

@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net"
@@ -9,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -278,14 +280,94 @@ func TestForwardAuthReadsOnlyItsFront(t *testing.T) {
 	}
 	for _, tc := range tests {
 		resp, body := do(t, subrequest(t, tc.px, signFor(t, tc.signed[0], tc.signed[1]), tc.extra))
-		if resp.StatusCode != tc.status || errorCode(body) != tc.code {
-			t.Errorf("%s: %d %s, want %d %q", tc.name, resp.StatusCode, body, tc.status, tc.code)
+		status := tc.status
+		if tc.px == nginx.URL && status != 200 && status != 401 && status != 403 {
+			status = 403 // nginx's auth_request passes only 401 and 403 on
+		}
+		if resp.StatusCode != status || errorCode(body) != tc.code {
+			t.Errorf("%s: %d %s, want %d %q", tc.name, resp.StatusCode, body, status, tc.code)
 		}
 		if tc.status == 200 && resp.Header.Get("X-Agent-Verdict") != "verified" {
 			t.Errorf("%s: X-Agent-Verdict %q, want verified", tc.name, resp.Header.Get("X-Agent-Verdict"))
 		}
 		if tc.status != 200 && resp.Header.Get(proxy.HeaderRefusal) != strings.TrimSpace(body) {
 			t.Errorf("%s: X-Agent-Refusal %q, want the body %q", tc.name, resp.Header.Get(proxy.HeaderRefusal), body)
+		}
+	}
+}
+
+// TestForwardAuthNginxStatus: nginx's auth_request turns a subrequest's
+// answer other than 2xx, 401 and 403 into its own 500, so for nginx every
+// refusal names its status in X-Agent-Refusal-Status and one with another
+// status is answered 403, the JSON body keeping the real status; other
+// fronts get the real status and no X-Agent-Refusal-Status.
+func TestForwardAuthNginxStatus(t *testing.T) {
+	t.Parallel()
+	// The key set of other.example cannot be fetched: 503 key_fetch_failed.
+	keys := middleware.NewStaticKeys()
+	keys.Add(testOrigin, key.Public)
+	down := middleware.KeySourceFunc(func(ctx context.Context, set signer.KeySet, keyID string) (signer.PublicKey, error) {
+		if strings.HasPrefix(set.URL, "https://down.agentid.example/") {
+			return signer.PublicKey{}, middleware.Fail(middleware.CodeKeyFetchFailed, "the key set could not be fetched")
+		}
+		return keys.Key(ctx, set, keyID)
+	})
+	v, err := middleware.NewVerifier(middleware.Config{Keys: down, Now: clock, Authorities: []string{"api.example.com"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nginx := startProxyConfig(t, middleware.Required, proxy.Config{Verifier: v, ForwardAuth: proxy.FrontNginx}, nil)
+	caddy := startProxyConfig(t, middleware.Required, proxy.Config{Verifier: v, ForwardAuth: proxy.FrontCaddy}, nil)
+	downSig := func() http.Header {
+		r, _ := http.NewRequest(http.MethodGet, "https://api.example.com/public", nil)
+		if err := signer.Sign(r, key, signer.Options{SignatureAgent: "https://down.agentid.example", Now: clock}); err != nil {
+			t.Fatal(err)
+		}
+		return r.Header
+	}
+	good := func() http.Header { return signFor(t, "GET", "/public") }
+	orig := func(host string) map[string]string {
+		return map[string]string{"X-Original-Method": "GET", "Host": host, "X-Original-URI": "/public",
+			"X-Forwarded-Method": "GET", "X-Forwarded-Host": host, "X-Forwarded-Uri": "/public"}
+	}
+	tests := []struct {
+		name   string
+		sig    func() http.Header
+		host   string
+		status int // the real status
+		code   string
+	}{
+		{"verified", good, "api.example.com", 200, ""},
+		{"unsigned", http.Header{}.Clone, "api.example.com", 401, "missing_signature"},
+		{"X-Agent-* from the client", http.Header{"X-Agent-Uid": {testUID}}.Clone, "api.example.com", 403, "forbidden"},
+		{"a host not served", good, "evil.example", 421, "misdirected_request"},
+		{"the key set cannot be fetched", downSig, "api.example.com", 503, "key_fetch_failed"},
+		{"a Host that does not parse", good, "api.example.com:1:2", 400, "invalid_authority"},
+	}
+	for _, tc := range tests {
+		for _, px := range []*httptest.Server{nginx, caddy} {
+			isNginx := px == nginx
+			resp, body := do(t, subrequest(t, px.URL, tc.sig(), orig(tc.host)))
+			want, wantHeader := tc.status, ""
+			if isNginx && tc.status != 200 {
+				wantHeader = strconv.Itoa(tc.status)
+				if tc.status != 401 && tc.status != 403 {
+					want = 403
+				}
+			}
+			var e struct {
+				Error struct {
+					Status int
+					Code   string
+				} `json:"error"`
+			}
+			json.Unmarshal([]byte(body), &e)
+			if resp.StatusCode != want || e.Error.Code != tc.code || (tc.status != 200 && e.Error.Status != tc.status) {
+				t.Errorf("%s (nginx %v): %d %s, want %d with code %q and status %d in the body", tc.name, isNginx, resp.StatusCode, body, want, tc.code, tc.status)
+			}
+			if got := resp.Header.Get(proxy.HeaderRefusalStatus); got != wantHeader {
+				t.Errorf("%s (nginx %v): %s %q, want %q", tc.name, isNginx, proxy.HeaderRefusalStatus, got, wantHeader)
+			}
 		}
 	}
 }
@@ -554,5 +636,48 @@ func BenchmarkUpstreamPool(b *testing.B) {
 			b.StopTimer()
 			b.ReportMetric(float64(accepted.Load())*1000/float64(b.N), "upstream-conns/1000req")
 		})
+	}
+}
+
+// TestForwardAuthCaddyHeaders: Caddy 2.6's copy_headers passes a header
+// missing from the answer to the service as its placeholder's text, so
+// for Caddy every header it may copy is in the answer, empty when it does
+// not apply; Traefik copies only what is there and gets no empty ones.
+func TestForwardAuthCaddyHeaders(t *testing.T) {
+	t.Parallel()
+	v := newVerifier(t, middleware.Optional)
+	caddy := startProxyConfig(t, middleware.Optional, proxy.Config{Verifier: v, ForwardAuth: proxy.FrontCaddy, Services: []string{"https://other.example"}}, nil)
+	traefik := startProxyConfig(t, middleware.Optional, proxy.Config{Verifier: v, ForwardAuth: proxy.FrontTraefik, Services: []string{"https://other.example"}}, nil)
+	fwd := map[string]string{"X-Forwarded-Method": "GET", "X-Forwarded-Host": "api.example.com", "X-Forwarded-Uri": "/public", "X-Forwarded-Proto": "https"}
+	all := []string{proxy.HeaderVerdict, proxy.HeaderID, proxy.HeaderUID, proxy.HeaderKeyID, proxy.HeaderReason}
+	tests := []struct {
+		name string
+		sig  func() http.Header
+		want map[string]string // the non-empty X-Agent-* headers
+	}{
+		// No uid: the agent is not of a configured service.
+		{"verified", func() http.Header { return signFor(t, "GET", "/public") }, map[string]string{proxy.HeaderVerdict: "verified", proxy.HeaderID: testOrigin, proxy.HeaderKeyID: key.KeyID()}},
+		{"unsigned", http.Header{}.Clone, map[string]string{proxy.HeaderVerdict: "unsigned"}},
+	}
+	for _, tc := range tests {
+		for _, px := range []*httptest.Server{caddy, traefik} {
+			isCaddy := px == caddy
+			resp, body := do(t, subrequest(t, px.URL, tc.sig(), fwd))
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("%s (caddy %v): %d %s, want 200", tc.name, isCaddy, resp.StatusCode, body)
+			}
+			for _, name := range all {
+				got, present := resp.Header[name]
+				w, ok := tc.want[name]
+				switch {
+				case ok && (len(got) != 1 || got[0] != w):
+					t.Errorf("%s (caddy %v): %s %q, want %q", tc.name, isCaddy, name, got, w)
+				case !ok && isCaddy && (len(got) != 1 || got[0] != ""):
+					t.Errorf("%s (caddy): %s %q (present %v), want present and empty", tc.name, name, got, present)
+				case !ok && !isCaddy && present:
+					t.Errorf("%s (traefik): %s %q, want none", tc.name, name, got)
+				}
+			}
+		}
 	}
 }

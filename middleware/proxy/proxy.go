@@ -37,6 +37,7 @@ import (
 	"net/netip"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -60,6 +61,12 @@ const (
 	// HeaderMetadataPrefix starts one header per Signed-Agent-Metadata
 	// member: X-Agent-Metadata-<key>.
 	HeaderMetadataPrefix = "X-Agent-Metadata-"
+	// HeaderRefusalStatus carries, on a forward-auth refusal to nginx, the
+	// refusal's HTTP status. nginx's auth_request turns any answer but 2xx,
+	// 401 and 403 into its own 500, so for nginx a refusal with another
+	// status (421 misdirected_request, 503 key_fetch_failed, …) is answered
+	// 403, and the README's snippet restores the status from this header.
+	HeaderRefusalStatus = "X-Agent-Refusal-Status"
 )
 
 // DefaultMaxIdleConnsPerHost is how many idle upstream connections the
@@ -110,7 +117,10 @@ type Config struct {
 	// ForwardAuth, if set, makes the handler answer the auth subrequests
 	// of that front proxy instead of forwarding: 200 with the X-Agent-*
 	// headers when the original request may go on, else the refusal (the
-	// JSON error body with Accept-Signature, repeated in X-Agent-Refusal).
+	// JSON error body with Accept-Signature, repeated in X-Agent-Refusal;
+	// for nginx, with its status in X-Agent-Refusal-Status, and answered
+	// 403 when that status is neither 401 nor 403). For Caddy, a 200 carries
+	// every X-Agent-* header, empty when it does not apply.
 	// The original request is rebuilt from the front's headers only (see
 	// Front). Subrequests carry no body: a signature covering
 	// content-digest cannot be checked this way and is refused
@@ -294,6 +304,16 @@ func (h *Handler) forwardAuth(sw *middleware.StatusWriter, r *http.Request, star
 		h.observe(orig, sw.Status, res, nil, start)
 		return
 	}
+	if h.cfg.ForwardAuth == FrontCaddy {
+		// Caddy 2.6's copy_headers gives the service a header this answer
+		// lacks as the literal text of its placeholder
+		// ("{http.reverse_proxy.header.X-Agent-Uid}"), which reads as a
+		// value: every header it may copy is sent, empty if it does not
+		// apply (newer Caddy then copies nothing).
+		for _, k := range []string{HeaderID, HeaderUID, HeaderKeyID, HeaderReason} {
+			sw.Header()[k] = []string{""}
+		}
+	}
 	h.setAgentHeaders(sw.Header(), res)
 	sw.WriteHeader(http.StatusOK)
 	h.observe(orig, sw.Status, res, nil, start)
@@ -361,7 +381,9 @@ func coversContentDigest(hd http.Header) bool {
 
 // refuse writes a forward-auth refusal: the verifier's JSON error body
 // (with Accept-Signature on 401 and 403), the body repeated in
-// X-Agent-Refusal for nginx.
+// X-Agent-Refusal for nginx. For nginx, the status is also in
+// X-Agent-Refusal-Status, and a status other than 401 and 403 is answered
+// 403 (the body keeps the real one), since auth_request would make it 500.
 func (h *Handler) refuse(sw *middleware.StatusWriter, err error) {
 	c := &captureWriter{header: http.Header{}}
 	h.cfg.Verifier.WriteError(c, err)
@@ -369,7 +391,14 @@ func (h *Handler) refuse(sw *middleware.StatusWriter, err error) {
 		sw.Header()[k] = v
 	}
 	sw.Header().Set(HeaderRefusal, strings.TrimSpace(c.body.String()))
-	sw.WriteHeader(c.status)
+	status := c.status
+	if h.cfg.ForwardAuth == FrontNginx {
+		sw.Header().Set(HeaderRefusalStatus, strconv.Itoa(status))
+		if status != http.StatusUnauthorized && status != http.StatusForbidden {
+			status = http.StatusForbidden
+		}
+	}
+	sw.WriteHeader(status)
 	sw.Write(c.body.Bytes())
 }
 

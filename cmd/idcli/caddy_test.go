@@ -1,0 +1,274 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/signertest"
+)
+
+// startCaddy runs caddy with site (one site block, its address given as
+// http://HOST:PORT) on loopback, with the admin endpoint and automatic
+// HTTPS off and its storage in a temporary folder, and stops it when the
+// test ends. It skips the test when caddy is not installed (fails under
+// CI, where .ci/run installs it).
+func startCaddy(t *testing.T, port, site string) string {
+	t.Helper()
+	bin, err := exec.LookPath("caddy")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("caddy is not installed: %v", err)
+		}
+		t.Skipf("caddy is not installed (apt-get install caddy): %v", err)
+	}
+	dir := t.TempDir()
+	conf := fmt.Sprintf(`{
+	admin off
+	auto_https off
+	default_bind 127.0.0.1
+	storage file_system %s
+}
+
+%s`, filepath.Join(dir, "data"), site)
+	file := filepath.Join(dir, "Caddyfile")
+	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "run", "--config", file, "--adapter", "caddyfile")
+	cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir)
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM) // graceful stop of the caddy this test started
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-exited
+		}
+	})
+	addr := "127.0.0.1:" + port
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return "http://" + addr
+		}
+		select {
+		case <-exited:
+			t.Fatalf("caddy exited: %s\nconfig:\n%s", out, conf)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("caddy did not listen on %s within 10 s: %s", addr, out)
+		}
+	}
+}
+
+// TestProxyBehindCaddy runs caddy with the README's forward_auth snippet,
+// as written there (only its addresses replaced), in front of an echo
+// service, with idcli proxy --forward-auth --front caddy as its auth
+// endpoint, and checks what a client can do through it: a signed request
+// reaches the service with the agent's identity; the client's
+// X-Forwarded-* cannot change the verified method, path or host; no
+// X-Agent-* header of the client, in any spelling, reaches the service;
+// refusals reach the client as the proxy's JSON body with
+// Accept-Signature, and with their own status (503 too).
+func TestProxyBehindCaddy(t *testing.T) {
+	t.Parallel()
+	blocks := readmeBlocks(t, "caddy")
+	if len(blocks) != 1 || !strings.Contains(blocks[0], "forward_auth 127.0.0.1:8081 {") || !strings.HasPrefix(blocks[0], "app.example.com {") {
+		t.Fatalf("README has %d caddy blocks, want the forward_auth snippet for app.example.com", len(blocks))
+	}
+	key := signertest.Key(0x37)
+	uid, origin := localAgent(t, key)
+	up := newEchoUpstream(t)
+
+	for _, mode := range []string{"required", "optional"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			const host = "app.example.com"
+			auth, p := startProxy(t, append([]string{"--forward-auth", "--front", "caddy", "--mode", mode, "--authority", host + ",other.example.com", "--agentid-service", agentService(uid, origin)}, localTrust...)...)
+			port := freePort(t)
+			site := strings.NewReplacer(
+				"app.example.com {", "http://"+host+":"+port+" {", // the site, on a free port
+				"127.0.0.1:8000", strings.TrimPrefix(up.URL, "http://"), // your service
+				"127.0.0.1:8081", strings.TrimPrefix(auth, "http://"), // idcli proxy --forward-auth
+			).Replace(blocks[0])
+			base := startCaddy(t, port, site)
+			// get is a GET of path signed for host, sent to caddy.
+			get := func(path string, opts signer.Options) *http.Request {
+				req := signedGet(t, "http://"+host+path, key, origin, opts)
+				req.URL, _ = req.URL.Parse(base + path)
+				req.Host = host
+				return req
+			}
+			verified := map[string]string{"X-Agent-Verdict": "verified", "X-Agent-Uid": uid, "X-Agent-Id": origin, "X-Agent-Key-Id": key.KeyID()}
+			full := signer.Options{Components: []string{"@method", "@authority", "@path", "@query"}}
+
+			// A signed request, with X-Forwarded-* claiming another one.
+			path := "/" + mode + "/signed"
+			req := get(path, full)
+			forwarded(req.Header, "POST", "evil.example", "/"+mode+"/admin")
+			if resp, body := nginxSend(t, req); resp.StatusCode != http.StatusOK {
+				t.Fatalf("signed GET %s through caddy: %d %s, want 200", path, resp.StatusCode, body)
+			}
+			if seen := up.got(path); len(seen) != 1 {
+				t.Fatalf("the service saw %d requests at %s, want 1", len(seen), path)
+			} else {
+				checkCaddyHeaders(t, "signed", seen[0], verified)
+			}
+
+			// A signature over GET /public, sent as POST /admin/transfer
+			// with X-Forwarded-* naming GET /public: refused.
+			public := get("/"+mode+"/public", full)
+			path = "/" + mode + "/admin/transfer"
+			req, _ = http.NewRequest(http.MethodPost, base+path, strings.NewReader(`{"amount":1000}`))
+			req.Host = host
+			copySignature(req.Header, public.Header)
+			forwarded(req.Header, "GET", host, "/"+mode+"/public")
+			checkNginxRefusal(t, "caddy: POST with X-Forwarded-* of a signed GET", req, http.StatusUnauthorized, "invalid_signature")
+			if n := len(up.got(path)); n != 0 {
+				t.Errorf("the service saw %d requests at %s, want none", n, path)
+			}
+
+			// A signature for another host the endpoint serves, sent to
+			// this site with X-Forwarded-Host naming that host: refused
+			// (caddy sets X-Forwarded-Host from the Host it got).
+			path = "/" + mode + "/host"
+			other := signedGet(t, "http://other.example.com"+path, key, origin, full)
+			req, _ = http.NewRequest(http.MethodGet, base+path, nil)
+			req.Host = host
+			copySignature(req.Header, other.Header)
+			forwarded(req.Header, "GET", "other.example.com", path)
+			checkNginxRefusal(t, "caddy: X-Forwarded-Host of another host", req, http.StatusUnauthorized, "invalid_signature")
+
+			// X-Agent-* headers from the client, in any spelling: removed
+			// by the snippet's request_header (dash spellings), or refused
+			// by the endpoint (underscores, which caddy passes on); never
+			// seen by the service with the client's value.
+			for i, name := range []string{"X-Agent-Uid", "x-AGENT-role", "X-Agent-Reason", "X-Agent-Verdict", "X_Agent_Uid", "X_AGENT_ROLE"} {
+				path := fmt.Sprintf("/%s/spoof/%d", mode, i)
+				req := get(path, signer.Options{})
+				req.Header[name] = []string{"agent-ffffffffffffffffffffffff"}
+				if strings.Contains(name, "_") {
+					checkNginxRefusal(t, "caddy: "+name, req, http.StatusForbidden, "forbidden")
+					if n := len(up.got(path)); n != 0 {
+						t.Errorf("%s: the service saw %d requests, want none", name, n)
+					}
+					continue
+				}
+				if resp, body := nginxSend(t, req); resp.StatusCode != http.StatusOK {
+					t.Errorf("%s (caddy removes it): %d %s, want 200", name, resp.StatusCode, body)
+				} else if seen := up.got(path); len(seen) != 1 {
+					t.Errorf("%s: the service saw %d requests, want 1", name, len(seen))
+				} else {
+					checkCaddyHeaders(t, name, seen[0], verified)
+				}
+			}
+
+			// A key set that cannot be fetched (nothing listens at its
+			// port): 503 reaches the client as the proxy's JSON.
+			path = "/" + mode + "/down"
+			req = signedGet(t, "http://"+host+path, key, "http://"+uid+".localhost:"+freePort(t), full)
+			req.URL, _ = req.URL.Parse(base + path)
+			req.Host = host
+			checkNginxStatus(t, "caddy: key set not fetched", req, http.StatusServiceUnavailable, "key_fetch_failed")
+			if n := len(up.got(path)); n != 0 {
+				t.Errorf("key set not fetched: the service saw %d requests, want none", n)
+			}
+
+			// Unsigned: refused in required mode, passed without any
+			// identity in optional mode.
+			path = "/" + mode + "/unsigned"
+			req, _ = http.NewRequest(http.MethodGet, base+path, nil)
+			req.Host = host
+			if mode == "required" {
+				checkNginxRefusal(t, "caddy: unsigned", req, http.StatusUnauthorized, "missing_signature")
+				if n := len(up.got(path)); n != 0 {
+					t.Errorf("unsigned: the service saw %d requests, want none", n)
+				}
+			} else {
+				if resp, body := nginxSend(t, req); resp.StatusCode != http.StatusOK {
+					t.Fatalf("unsigned GET %s through caddy: %d %s, want 200", path, resp.StatusCode, body)
+				}
+				if seen := up.got(path); len(seen) != 1 {
+					t.Fatalf("the service saw %d requests at %s, want 1", len(seen), path)
+				} else {
+					checkCaddyHeaders(t, "unsigned", seen[0], map[string]string{"X-Agent-Verdict": "unsigned"})
+				}
+			}
+
+			// The proxy's access log names the original method and path.
+			lines := accessLog(t, p.stdout.String())["/"+mode+"/admin/transfer"]
+			if len(lines) != 1 || lines[0].Method != http.MethodPost || lines[0].Reason != "invalid_signature" {
+				t.Errorf("access log for POST /%s/admin/transfer: %+v, want one POST line with reason invalid_signature", mode, lines)
+			}
+		})
+	}
+}
+
+// TestProxyBehindCaddyObserve: in observe mode an invalid request reaches
+// the service through the README's Caddy snippet with its verdict and
+// reason (copy_headers names X-Agent-Reason), and nothing else.
+func TestProxyBehindCaddyObserve(t *testing.T) {
+	t.Parallel()
+	blocks := readmeBlocks(t, "caddy")
+	if len(blocks) != 1 {
+		t.Fatalf("README has %d caddy blocks, want 1", len(blocks))
+	}
+	key := signertest.Key(0x38)
+	uid, origin := localAgent(t, key)
+	up := newEchoUpstream(t)
+	const host = "app.example.com"
+	auth, _ := startProxy(t, append([]string{"--forward-auth", "--front", "caddy", "--mode", "observe", "--authority", host, "--agentid-service", agentService(uid, origin)}, localTrust...)...)
+	port := freePort(t)
+	base := startCaddy(t, port, strings.NewReplacer(
+		"app.example.com {", "http://"+host+":"+port+" {",
+		"127.0.0.1:8000", strings.TrimPrefix(up.URL, "http://"),
+		"127.0.0.1:8081", strings.TrimPrefix(auth, "http://"),
+	).Replace(blocks[0]))
+
+	// A signature over GET /public, sent as POST /admin: invalid.
+	public := signedGet(t, "http://"+host+"/public", key, origin, signer.Options{Components: []string{"@method", "@authority", "@path"}})
+	req, _ := http.NewRequest(http.MethodPost, base+"/admin", nil)
+	req.Host = host
+	copySignature(req.Header, public.Header)
+	if resp, body := nginxSend(t, req); resp.StatusCode != http.StatusOK {
+		t.Fatalf("invalid POST /admin through caddy in observe mode: %d %s, want 200", resp.StatusCode, body)
+	}
+	if seen := up.got("/admin"); len(seen) != 1 {
+		t.Fatalf("the service saw %d requests at /admin, want 1", len(seen))
+	} else {
+		checkCaddyHeaders(t, "observe, invalid", seen[0], map[string]string{"X-Agent-Verdict": "invalid", "X-Agent-Reason": "invalid_signature"})
+	}
+}
+
+// checkCaddyHeaders wants exactly want among every non-empty X-Agent-*
+// header (in any spelling) the service got: Caddy 2.6's copy_headers sets
+// the headers the endpoint sends empty (when they do not apply) to "".
+func checkCaddyHeaders(t *testing.T, what string, h http.Header, want map[string]string) {
+	t.Helper()
+	h = h.Clone()
+	for name, values := range h {
+		if len(values) == 1 && values[0] == "" {
+			if _, ok := want[http.CanonicalHeaderKey(name)]; !ok {
+				delete(h, name)
+			}
+		}
+	}
+	checkNginxHeaders(t, "caddy: "+what, h, want)
+}
