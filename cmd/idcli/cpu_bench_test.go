@@ -1,0 +1,244 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"flag"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/agentid/agentid/refserver/dbtest"
+	"github.com/agentid/agentid/signer/agent"
+	"github.com/agentid/agentid/signer/signertest"
+)
+
+var cpuBenchRequests = flag.Int("cpubench.requests", 20000, "requests per run of BenchmarkWhoamiServerCPU (vestauth gets a fifth of them)")
+
+// BenchmarkWhoamiServerCPU measures the CPU a /whoami request costs the
+// reference server as `idcli server start` runs it (a child process, one
+// request line per request logged to a file, nonces in PostgreSQL) and
+// PostgreSQL, next to one crypto/ed25519.Verify timed in the same run.
+//
+// The server runs as a child process so that its CPU (utime+stime from
+// /proc, the same probe as `idcli bench`) holds nothing of the load
+// generator, which runs in this process: cpubench.requests uniquely signed
+// requests (signed before the measured phase) over 8 keep-alive
+// connections. The database's share is that of the PostgreSQL backends
+// serving the server's connections plus PostgreSQL's background
+// processes. The baseline is the CPU time of this benchmark's own OS
+// thread over a loop of ed25519.Verify, while the server is idle.
+//
+// With AGENTID_INTEROP_NODE_MODULES (vestauth 0.21.1, see
+// testdata/interop) the same load, measured the same way, also runs
+// against vestauth's own server on its own PostgreSQL database.
+//
+// Needs AGENTID_TEST_DATABASE_URL and Linux. Run with -benchtime 1x:
+// every iteration sends cpubench.requests whatever b.N is.
+//
+//	go test -run '^$' -bench WhoamiServerCPU -benchtime 1x -count 3 ./cmd/idcli
+func BenchmarkWhoamiServerCPU(b *testing.B) {
+	dbURL := dbtest.PostgresURL(b)
+	bin := idcliBinary(b)
+	dir := b.TempDir()
+	if out, err := exec.Command(bin, "server", "db:migrate", "--database-url", dbURL).CombinedOutput(); err != nil {
+		b.Fatalf("db:migrate: %v\n%s", err, out)
+	}
+	port := freePort(b)
+	startChild(b, dir, "agentid", bin, "server", "start", "--port", port, "--bind", "127.0.0.1",
+		"--hostname", "http://localhost:"+port, "--database-url", dbURL, "--replay-store", "postgres",
+		"--rate-limit", "off")
+	agentidURL := "http://localhost:" + port
+
+	var vestauthURL string
+	var vestauthCreds *agent.Credentials
+	if modules := os.Getenv("AGENTID_INTEROP_NODE_MODULES"); modules != "" {
+		vestauthURL, vestauthCreds = startVestauth(b, bin, modules, dir)
+	}
+
+	n := *cpuBenchRequests
+	if testing.Short() {
+		n /= 4
+	}
+	// Warm up: connections to the database, the key cache, the JIT.
+	cpuLoad(b, agentidURL, nil, 500)
+	if vestauthCreds != nil {
+		cpuLoad(b, vestauthURL, vestauthCreds, 200)
+	}
+
+	b.ResetTimer()
+	for range b.N {
+		verify := ed25519VerifyCPU(5000)
+		t := cpuLoad(b, agentidURL, nil, n)
+		total := t.CPU.ServerUS + t.CPU.DatabaseUS
+		b.ReportMetric(float64(verify.Nanoseconds())/1e3, "ed25519-µs")
+		b.ReportMetric(t.CPU.ServerUS, "server-µs/req")
+		b.ReportMetric(t.CPU.DatabaseUS, "pg-µs/req")
+		b.ReportMetric(total/(float64(verify.Nanoseconds())/1e3), "x-ed25519")
+		b.ReportMetric(t.CPU.ServerUS/(float64(verify.Nanoseconds())/1e3), "server-x-ed25519")
+		b.ReportMetric(t.RPS, "req/s")
+		if vestauthCreds != nil {
+			v := cpuLoad(b, vestauthURL, vestauthCreds, max(n/5, 1000))
+			vtotal := v.CPU.ServerUS + v.CPU.DatabaseUS
+			b.ReportMetric(vtotal, "vestauth-µs/req")
+			b.ReportMetric(vtotal/total, "vestauth-x")
+		}
+	}
+}
+
+// cpuLoad sends n presigned /whoami requests to base (the agent of creds,
+// or a bench agent) and returns the target's report, which must hold the
+// server's CPU and only 200 answers.
+func cpuLoad(b *testing.B, base string, creds *agent.Credentials, n int) benchTarget {
+	b.Helper()
+	u, _ := url.Parse(base)
+	rep, err := runBench(context.Background(), benchConfig{
+		URL: base, Connect: "127.0.0.1:" + u.Port(), Requests: int64(n), Concurrency: 8,
+		Targets: []string{benchWhoami}, Timeout: 30 * time.Second, Presign: n, Credentials: creds,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	t := rep.Targets[0]
+	if t.CPU == nil {
+		b.Fatalf("%s: server CPU not measured: %s", base, rep.ServerCPU)
+	}
+	if t.Status["200"] != n {
+		b.Fatalf("%s: statuses %v (first error %q), want %d × 200", base, t.Status, t.FirstError, n)
+	}
+	return t
+}
+
+// ed25519VerifyCPU returns the CPU time of one crypto/ed25519.Verify of a
+// message the size of a /whoami signature base, measured on this
+// goroutine's OS thread over n verifications.
+func ed25519VerifyCPU(n int) time.Duration {
+	key := signertest.Key(93)
+	msg := bytes.Repeat([]byte("x"), 250)
+	sig := ed25519.Sign(key.Key, msg)
+	pub := key.Key.Public().(ed25519.PublicKey)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	start := threadCPU()
+	for range n {
+		if !ed25519.Verify(pub, msg, sig) {
+			panic("ed25519: valid signature refused")
+		}
+	}
+	return (threadCPU() - start) / time.Duration(n)
+}
+
+// threadCPU returns the CPU time of the calling OS thread
+// (CLOCK_THREAD_CPUTIME_ID).
+func threadCPU() time.Duration {
+	var ts syscall.Timespec
+	const clockThreadCPUTime = 3
+	if _, _, errno := syscall.Syscall(syscall.SYS_CLOCK_GETTIME, clockThreadCPUTime, uintptr(unsafe.Pointer(&ts)), 0); errno != 0 {
+		return 0
+	}
+	return time.Duration(ts.Nano())
+}
+
+// startChild starts name (args…) in dir in its own process group, logging
+// to dir/<label>.log, waits until http://127.0.0.1:<--port>/ answers and
+// stops the group when the benchmark ends.
+func startChild(b *testing.B, dir, label, name string, args ...string) {
+	b.Helper()
+	log, err := os.Create(filepath.Join(dir, label+".log"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+		log.Close()
+	})
+	var port string
+	for i, a := range args {
+		if a == "--port" && i+1 < len(args) {
+			port = args[i+1]
+		}
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		resp, err := http.Get("http://127.0.0.1:" + port + "/")
+		if err == nil {
+			resp.Body.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			out, _ := os.ReadFile(log.Name())
+			b.Fatalf("%s: nothing answers on port %s: %v\n%s", label, port, err, out)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// startVestauth starts vestauth's own server (from modules, the
+// installation of testdata/interop/install.sh) on a scratch PostgreSQL
+// database dropped at the end, registers an agent with its CLI and returns
+// the server's URL and the agent.
+func startVestauth(b *testing.B, bin, modules, dir string) (string, *agent.Credentials) {
+	b.Helper()
+	peers := filepath.Dir(modules)
+	u, err := url.Parse(dbtest.PostgresBaseURL(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	u.Path = "/vestauth_cpubench_" + dbtest.RandomHex(6)
+	u.RawQuery = ""
+	vdb := u.String()
+	run := func(name string, args ...string) {
+		b.Helper()
+		cmd := exec.Command(name, args...)
+		cmd.Dir = peers
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("%s %v: %v\n%s", name, args, err, out)
+		}
+	}
+	run("npx", "--no-install", "vestauth", "server", "db:create", "--database-url", vdb)
+	b.Cleanup(func() { exec.Command(bin, "server", "db:drop", "--database-url", vdb).Run() })
+	run("npx", "--no-install", "vestauth", "server", "db:migrate", "--database-url", vdb)
+	port := freePort(b)
+	base := "http://localhost:" + port
+	startChild(b, peers, "vestauth", "npx", "--no-install", "vestauth", "server", "start", "--port", port,
+		"--hostname", base, "--database-url", vdb)
+	agentDir := filepath.Join(dir, "vestauth-agent")
+	if err := os.Mkdir(agentDir, 0o700); err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command("node", filepath.Join(modules, "vestauth", "src", "cli", "vestauth.js"), "agent", "init", "--hostname", base)
+	cmd.Dir = agentDir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("vestauth agent init: %v\n%s", err, out)
+	}
+	creds, err := agent.Load(agent.LoadOptions{Dir: agentDir, Getenv: noEnv})
+	if err != nil {
+		b.Fatal(fmt.Errorf("vestauth agent: %w", err))
+	}
+	return base, &creds
+}
