@@ -123,6 +123,10 @@ type benchCPU struct {
 	// connections plus PostgreSQL's background processes (WAL writer,
 	// checkpointer, …); 0 with no PostgreSQL backend (SQLite).
 	DatabaseUS float64 `json:"database_us_per_request"`
+	// DatabaseBackgroundUS is the part of DatabaseUS spent by PostgreSQL's
+	// background processes, which serve every database of that PostgreSQL
+	// server: other load on it shows here.
+	DatabaseBackgroundUS float64 `json:"database_background_us_per_request"`
 	// DatabaseBackends counts the server's PostgreSQL backends at the end.
 	DatabaseBackends int `json:"database_backends"`
 	// ServerPerCore is 1e6 / ServerUS: the requests per second one core
@@ -658,7 +662,8 @@ func isThisHost(host string) bool {
 // perRequest divides a run's CPU by the requests answered.
 func perRequest(use cpuUse, requests int) *benchCPU {
 	us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 / float64(requests) }
-	c := &benchCPU{ServerUS: us(use.server), DatabaseUS: us(use.database), DatabaseBackends: use.backends}
+	c := &benchCPU{ServerUS: us(use.server), DatabaseUS: us(use.database),
+		DatabaseBackgroundUS: us(use.background), DatabaseBackends: use.backends}
 	if c.ServerUS > 0 {
 		c.ServerPerCore = 1e6 / c.ServerUS
 	}
@@ -902,7 +907,8 @@ func printBench(w io.Writer, rep benchReport) {
 		if c := t.CPU; c != nil {
 			fmt.Fprintf(w, "%s: server CPU %.1f µs/request (pid %d)", t.Target, c.ServerUS, rep.ServerPID)
 			if c.DatabaseBackends > 0 {
-				fmt.Fprintf(w, ", PostgreSQL %.1f µs/request (%d backends + background processes)", c.DatabaseUS, c.DatabaseBackends)
+				fmt.Fprintf(w, ", PostgreSQL %.1f µs/request (%d backends %.1f, background processes %.1f)",
+					c.DatabaseUS, c.DatabaseBackends, c.DatabaseUS-c.DatabaseBackgroundUS, c.DatabaseBackgroundUS)
 			}
 			fmt.Fprintf(w, ": %.0f requests per core-second (server alone: %.0f)\n", c.PerCore, c.ServerPerCore)
 		}

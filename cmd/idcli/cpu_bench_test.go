@@ -85,6 +85,7 @@ func BenchmarkWhoamiServerCPU(b *testing.B) {
 		b.ReportMetric(float64(verify.Nanoseconds())/1e3, "ed25519-µs")
 		b.ReportMetric(t.CPU.ServerUS, "server-µs/req")
 		b.ReportMetric(t.CPU.DatabaseUS, "pg-µs/req")
+		b.ReportMetric(t.CPU.DatabaseUS-t.CPU.DatabaseBackgroundUS, "pg-backend-µs/req")
 		b.ReportMetric(total/(float64(verify.Nanoseconds())/1e3), "x-ed25519")
 		b.ReportMetric(t.CPU.ServerUS/(float64(verify.Nanoseconds())/1e3), "server-x-ed25519")
 		b.ReportMetric(t.RPS, "req/s")

@@ -267,9 +267,10 @@ func (c *cpuProbe) snapshot() (cpuSnapshot, error) {
 
 // cpuUse is the CPU a run used.
 type cpuUse struct {
-	server   time.Duration
-	database time.Duration
-	backends int // the server's PostgreSQL backends at the end
+	server     time.Duration
+	database   time.Duration // backends and background together
+	background time.Duration // of which PostgreSQL's background processes
+	backends   int           // the server's PostgreSQL backends at the end
 }
 
 // since returns the CPU used from before until now: the server's, and that
@@ -301,6 +302,7 @@ func (c *cpuProbe) since(before cpuSnapshot) (cpuUse, error) {
 	}
 	if use.backends > 0 {
 		use.database += background
+		use.background = background
 	}
 	return use, nil
 }
