@@ -34,11 +34,17 @@ var cpuBenchRequests = flag.Int("cpubench.requests", 20000, "requests per run of
 // The server runs as a child process so that its CPU (utime+stime from
 // /proc, the same probe as `idcli bench`) holds nothing of the load
 // generator, which runs in this process: cpubench.requests uniquely signed
-// requests (signed before the measured phase) over 8 keep-alive
-// connections. The database's share is that of the PostgreSQL backends
+// requests (signed before the measured phase) over 64 keep-alive
+// connections, as `idcli bench` sends by default. (Fewer connections mean
+// smaller replay batches, so more PostgreSQL commits per request.) The database's share is that of the PostgreSQL backends
 // serving the server's connections plus PostgreSQL's background
 // processes. The baseline is the CPU time of this benchmark's own OS
 // thread over a loop of ed25519.Verify, while the server is idle.
+//
+// With AGENTID_CPUBENCH_BASELINE naming another idcli binary (an older
+// build, say), the same load runs against that binary's server too, on
+// its own schema, interleaved with this one's in every iteration, for a
+// before/after in one run (base-server-µs/req, base-pg-µs/req).
 //
 // With AGENTID_INTEROP_NODE_MODULES (vestauth 0.21.1, see
 // testdata/interop) the same load, measured the same way, also runs
@@ -49,17 +55,13 @@ var cpuBenchRequests = flag.Int("cpubench.requests", 20000, "requests per run of
 //
 //	go test -run '^$' -bench WhoamiServerCPU -benchtime 1x -count 3 ./cmd/idcli
 func BenchmarkWhoamiServerCPU(b *testing.B) {
-	dbURL := dbtest.PostgresURL(b)
 	bin := idcliBinary(b)
 	dir := b.TempDir()
-	if out, err := exec.Command(bin, "server", "db:migrate", "--database-url", dbURL).CombinedOutput(); err != nil {
-		b.Fatalf("db:migrate: %v\n%s", err, out)
+	agentidURL := startAgentid(b, bin, dir, "agentid")
+	var baseURL string
+	if base := os.Getenv("AGENTID_CPUBENCH_BASELINE"); base != "" {
+		baseURL = startAgentid(b, base, dir, "baseline")
 	}
-	port := freePort(b)
-	startChild(b, dir, "agentid", bin, "server", "start", "--port", port, "--bind", "127.0.0.1",
-		"--hostname", "http://localhost:"+port, "--database-url", dbURL, "--replay-store", "postgres",
-		"--rate-limit", "off")
-	agentidURL := "http://localhost:" + port
 
 	var vestauthURL string
 	var vestauthCreds *agent.Credentials
@@ -73,6 +75,9 @@ func BenchmarkWhoamiServerCPU(b *testing.B) {
 	}
 	// Warm up: connections to the database, the key cache, the JIT.
 	cpuLoad(b, agentidURL, nil, 500)
+	if baseURL != "" {
+		cpuLoad(b, baseURL, nil, 500)
+	}
 	if vestauthCreds != nil {
 		cpuLoad(b, vestauthURL, vestauthCreds, 200)
 	}
@@ -89,6 +94,11 @@ func BenchmarkWhoamiServerCPU(b *testing.B) {
 		b.ReportMetric(total/(float64(verify.Nanoseconds())/1e3), "x-ed25519")
 		b.ReportMetric(t.CPU.ServerUS/(float64(verify.Nanoseconds())/1e3), "server-x-ed25519")
 		b.ReportMetric(t.RPS, "req/s")
+		if baseURL != "" {
+			bt := cpuLoad(b, baseURL, nil, n)
+			b.ReportMetric(bt.CPU.ServerUS, "base-server-µs/req")
+			b.ReportMetric(bt.CPU.DatabaseUS, "base-pg-µs/req")
+		}
 		if vestauthCreds != nil {
 			v := cpuLoad(b, vestauthURL, vestauthCreds, max(n/5, 1000))
 			vtotal := v.CPU.ServerUS + v.CPU.DatabaseUS
@@ -105,7 +115,7 @@ func cpuLoad(b *testing.B, base string, creds *agent.Credentials, n int) benchTa
 	b.Helper()
 	u, _ := url.Parse(base)
 	rep, err := runBench(context.Background(), benchConfig{
-		URL: base, Connect: "127.0.0.1:" + u.Port(), Requests: int64(n), Concurrency: 8,
+		URL: base, Connect: "127.0.0.1:" + u.Port(), Requests: int64(n), Concurrency: 64,
 		Targets: []string{benchWhoami}, Timeout: 30 * time.Second, Presign: n, Credentials: creds,
 	})
 	if err != nil {
@@ -119,6 +129,22 @@ func cpuLoad(b *testing.B, base string, creds *agent.Credentials, n int) benchTa
 		b.Fatalf("%s: statuses %v (first error %q), want %d × 200", base, t.Status, t.FirstError, n)
 	}
 	return t
+}
+
+// startAgentid migrates a fresh PostgreSQL schema with bin and starts bin's
+// server on it (nonces in PostgreSQL, registration unlimited, request
+// lines logged to dir/<label>.log) and returns its URL.
+func startAgentid(b *testing.B, bin, dir, label string) string {
+	b.Helper()
+	dbURL := dbtest.PostgresURL(b)
+	if out, err := exec.Command(bin, "server", "db:migrate", "--database-url", dbURL).CombinedOutput(); err != nil {
+		b.Fatalf("%s db:migrate: %v\n%s", label, err, out)
+	}
+	port := freePort(b)
+	startChild(b, dir, label, bin, "server", "start", "--port", port, "--bind", "127.0.0.1",
+		"--hostname", "http://localhost:"+port, "--database-url", dbURL, "--replay-store", "postgres",
+		"--rate-limit", "off")
+	return "http://localhost:" + port
 }
 
 // ed25519VerifyCPU returns the CPU time of one crypto/ed25519.Verify of a
