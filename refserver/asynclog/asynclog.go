@@ -1,10 +1,12 @@
-// Package asynclog takes log output off the request path: a Handler hands
-// each record to one writer goroutine through a bounded queue and returns
-// at once. The goroutine formats records with a wrapped slog.Handler into
-// a buffer, and writes the buffer out whenever the queue is empty, so
-// under load many lines go out in one write. When the queue is full the
-// record is dropped and counted (Dropped), never waited for: a slow log
-// sink (a full pipe, a stalled disk) does not slow requests down.
+// Package asynclog takes log output off the request path: a Handler puts
+// each record in a bounded queue and returns at once. One goroutine wakes
+// every FlushInterval, formats what is queued with a wrapped slog.Handler
+// into a buffer and writes it out, so under load many lines go out in one
+// write, and queueing a record wakes nothing (no goroutine switch per
+// line). When the queue is full the record is dropped and counted
+// (Dropped), never waited for: a slow log sink (a full pipe, a stalled
+// disk) does not slow requests down. Lines appear at most about
+// FlushInterval after they are logged.
 //
 //	h := asynclog.New(os.Stderr, asynclog.DefaultQueue, func(w io.Writer) slog.Handler {
 //		return slog.NewTextHandler(w, nil)
@@ -20,14 +22,18 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // DefaultQueue is New's default queue length: a burst of that many records
 // waits for the writer goroutine before any is dropped.
 const DefaultQueue = 8192
 
-// bufferSize is the writer's buffer: it is written out when full or when
-// the queue is empty.
+// FlushInterval is how often the goroutine writes out what is queued.
+const FlushInterval = 20 * time.Millisecond
+
+// bufferSize is the writer's buffer: it is written out when full and after
+// each round.
 const bufferSize = 64 << 10
 
 // Handler is an slog.Handler that formats and writes records in its own
@@ -70,27 +76,32 @@ func New(out io.Writer, size int, mk func(io.Writer) slog.Handler) *Handler {
 	return h
 }
 
-// run writes queued records until Close, flushing whenever the queue is
-// empty.
+// run writes out the queued records every FlushInterval, and once more at
+// Close.
 func (q *queue) run() {
 	defer close(q.done)
+	t := time.NewTicker(FlushInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			q.drain()
+		case <-q.stop:
+			q.drain()
+			return
+		}
+	}
+}
+
+// drain formats and writes every record queued now.
+func (q *queue) drain() {
 	for {
 		select {
 		case it := <-q.ch:
 			it.h.Handle(context.Background(), it.r)
-			if len(q.ch) == 0 || q.bw.Available() < 1024 {
-				q.bw.Flush()
-			}
-		case <-q.stop:
-			for {
-				select {
-				case it := <-q.ch:
-					it.h.Handle(context.Background(), it.r)
-				default:
-					q.bw.Flush()
-					return
-				}
-			}
+		default:
+			q.bw.Flush()
+			return
 		}
 	}
 }
