@@ -107,6 +107,32 @@ type benchTarget struct {
 	Errors   int            `json:"errors"`
 	// FirstError is the first transport error, if any.
 	FirstError string `json:"first_error,omitempty"`
+	// CPU is the server's CPU per request during this target's run, when
+	// the server runs on this host (Linux).
+	CPU *benchCPU `json:"cpu,omitempty"`
+}
+
+// benchCPU is the CPU time the server (and its PostgreSQL backends) used
+// during one target's run, per request answered. The generator's own CPU
+// is not in it.
+type benchCPU struct {
+	// ServerUS is the server process's user+system CPU per request, in µs.
+	ServerUS float64 `json:"server_us_per_request"`
+	// DatabaseUS is that of the PostgreSQL backends serving the server's
+	// connections plus PostgreSQL's background processes (WAL writer,
+	// checkpointer, …); 0 with no PostgreSQL backend (SQLite).
+	DatabaseUS float64 `json:"database_us_per_request"`
+	// DatabaseBackgroundUS is the part of DatabaseUS spent by PostgreSQL's
+	// background processes, which serve every database of that PostgreSQL
+	// server: other load on it shows here.
+	DatabaseBackgroundUS float64 `json:"database_background_us_per_request"`
+	// DatabaseBackends counts the server's PostgreSQL backends at the end.
+	DatabaseBackends int `json:"database_backends"`
+	// ServerPerCore is 1e6 / ServerUS: the requests per second one core
+	// spent only on the server would answer; PerCore is the same for
+	// server and database together (both on one host).
+	ServerPerCore float64 `json:"server_requests_per_core_second"`
+	PerCore       float64 `json:"requests_per_core_second"`
 }
 
 // benchReport is the whole run.
@@ -125,6 +151,11 @@ type benchReport struct {
 	// --keep-agents).
 	AgentsRegistered int `json:"agents_registered"`
 	AgentsRemoved    int `json:"agents_removed"`
+	// ServerPID is the process measured for the targets' CPU (the one
+	// listening on the port bench dials), 0 when none on this host;
+	// ServerCPU then says why.
+	ServerPID int    `json:"server_pid,omitempty"`
+	ServerCPU string `json:"server_cpu_unavailable,omitempty"`
 }
 
 func newBenchCmd(env *cliEnv) *ffcli.Command {
@@ -243,6 +274,7 @@ type bench struct {
 	next      atomic.Int64              // index of the next unused presigned entry
 
 	progress io.Writer    // progress lines; nil for none
+	cpu      *cpuProbe    // the server's CPU; nil when not on this host
 	answered atomic.Int64 // requests of the current target answered or failed
 	failed   atomic.Int64 // of which transport errors
 
@@ -435,6 +467,11 @@ func runBench(ctx context.Context, cfg benchConfig) (rep benchReport, err error)
 	}
 
 	rep = benchReport{URL: b.base, Concurrency: cfg.Concurrency, AgentUID: b.uid}
+	if b.cpu, err = findServerProcess(addr); err != nil {
+		rep.ServerCPU = err.Error()
+	} else {
+		rep.ServerPID = b.cpu.pid
+	}
 	for _, t := range cfg.Targets {
 		if err := ctx.Err(); err != nil {
 			return rep, err
@@ -553,10 +590,86 @@ func (b *bench) run(ctx context.Context, target string) benchTarget {
 		}()
 		defer func() { close(stop); <-done }()
 	}
-	if b.cfg.Rate > 0 {
-		return b.runOpen(ctx, target)
+	var before cpuSnapshot
+	probe := b.cpu
+	if probe != nil {
+		var err error
+		if before, err = probe.snapshot(); err != nil {
+			probe = nil
+		}
 	}
-	return b.runClosed(ctx, target)
+	var out benchTarget
+	if b.cfg.Rate > 0 {
+		out = b.runOpen(ctx, target)
+	} else {
+		out = b.runClosed(ctx, target)
+	}
+	if probe != nil && out.Requests > 0 {
+		if use, err := probe.since(before); err == nil {
+			out.CPU = perRequest(use, out.Requests)
+		}
+	}
+	return out
+}
+
+// findServerProcess returns a probe of the process listening on addr's
+// port when addr is on this host, or why there is none.
+func findServerProcess(addr string) (*cpuProbe, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		return nil, fmt.Errorf("port %q is not a number", port)
+	}
+	if !isThisHost(host) {
+		return nil, fmt.Errorf("%s is not an address of this host", host)
+	}
+	fs := procFS{root: "/proc"}
+	pid, err := fs.listenerPID(p)
+	if err != nil {
+		return nil, err
+	}
+	return &cpuProbe{fs: fs, pid: pid}, nil
+}
+
+// isThisHost reports whether host (a name or address) is this host:
+// localhost, a loopback address or one of the interfaces' addresses.
+func isThisHost(host string) bool {
+	if isLocalHost(strings.Trim(strings.ToLower(host), "[]")) {
+		return true
+	}
+	ips, err := net.LookupIP(host)
+	if err != nil {
+		return false
+	}
+	addrs, _ := net.InterfaceAddrs()
+	for _, ip := range ips {
+		if ip.IsLoopback() || ip.IsUnspecified() {
+			return true
+		}
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok && n.IP.Equal(ip) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// perRequest divides a run's CPU by the requests answered.
+func perRequest(use cpuUse, requests int) *benchCPU {
+	us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 / float64(requests) }
+	c := &benchCPU{ServerUS: us(use.server), DatabaseUS: us(use.database),
+		DatabaseBackgroundUS: us(use.background), DatabaseBackends: use.backends}
+	if c.ServerUS > 0 {
+		c.ServerPerCore = 1e6 / c.ServerUS
+	}
+	if t := c.ServerUS + c.DatabaseUS; t > 0 {
+		c.PerCore = 1e6 / t
+	}
+	return c
 }
 
 // runClosed drives target with cfg.Concurrency workers until the request or
@@ -788,6 +901,19 @@ func printBench(w io.Writer, rep benchReport) {
 		if t.FirstError != "" {
 			fmt.Fprintf(w, "%s: %d transport errors, first: %s\n", t.Target, t.Errors, t.FirstError)
 		}
+	}
+	for _, t := range rep.Targets {
+		if c := t.CPU; c != nil {
+			fmt.Fprintf(w, "%s: server CPU %.1f µs/request (pid %d)", t.Target, c.ServerUS, rep.ServerPID)
+			if c.DatabaseBackends > 0 {
+				fmt.Fprintf(w, ", PostgreSQL %.1f µs/request (%d backends %.1f, background processes %.1f)",
+					c.DatabaseUS, c.DatabaseBackends, c.DatabaseUS-c.DatabaseBackgroundUS, c.DatabaseBackgroundUS)
+			}
+			fmt.Fprintf(w, ": %.0f requests per core-second (server alone: %.0f)\n", c.PerCore, c.ServerPerCore)
+		}
+	}
+	if rep.ServerPID == 0 && rep.ServerCPU != "" {
+		fmt.Fprintf(w, "server CPU not measured: %s\n", rep.ServerCPU)
 	}
 	if rep.ServerRSSBytes > 0 || rep.ServerHeapBytes > 0 {
 		fmt.Fprintf(w, "server memory after the run: RSS %.1f MiB, Go heap %.1f MiB\n",

@@ -44,7 +44,7 @@ func TestMain(m *testing.M) {
 }
 
 // idcliBinary returns the path of the idcli binary built from this package.
-func idcliBinary(t *testing.T) string {
+func idcliBinary(t testing.TB) string {
 	t.Helper()
 	binOnce.Do(func() {
 		if binDir, binErr = os.MkdirTemp("", "idcli-bin-"); binErr != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/url"
@@ -17,6 +18,7 @@ import (
 	"syscall"
 
 	"github.com/agentid/agentid/refserver"
+	"github.com/agentid/agentid/refserver/asynclog"
 	"github.com/agentid/agentid/refserver/ratelimit"
 	"github.com/agentid/agentid/signer/envfile"
 	"github.com/peterbourgon/ff/v3/ffcli"
@@ -416,7 +418,19 @@ func newServerStartCmd(env *cliEnv) *ffcli.Command {
 			ro.DatabaseURL = sqliteURLAbs(env, s.DatabaseURL)
 			ro.Hostname = s.Hostname
 			ro.Addr = net.JoinHostPort(o.bind, s.Port)
-			ro.Logger = slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level}))
+			// One line per request: formatted and written by a goroutine
+			// of its own, never on the request path; lines that find its
+			// queue full are dropped and counted in /metrics.
+			logs := asynclog.New(env.Stderr, asynclog.DefaultQueue, func(w io.Writer) slog.Handler {
+				return slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})
+			})
+			defer logs.Close()
+			ro.Logger = slog.New(logs)
+			ro.Configure = func(c *refserver.Config) {
+				if c.Metrics != nil {
+					c.Metrics.CountLogDrops(logs.Dropped)
+				}
+			}
 			return serverStart(ctx, env, ro)
 		},
 	}

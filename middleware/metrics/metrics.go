@@ -10,8 +10,9 @@
 // Series: agentid_http_requests_total{route,method,status},
 // agentid_verifications_total{outcome} (outcome "ok" or the error code of
 // the JSON error body), agentid_key_cache_total{result="hit"|"miss"},
-// agentid_db_query_duration_seconds (histogram), plus Go runtime memory and
-// goroutine gauges.
+// agentid_db_query_duration_seconds (histogram),
+// agentid_log_records_dropped_total (with CountLogDrops), plus Go runtime
+// memory and goroutine gauges.
 package metrics
 
 import (
@@ -78,6 +79,7 @@ type Registry struct {
 	keyHit        atomic.Uint64
 	keyMiss       atomic.Uint64
 	db            *Histogram
+	logDrops      atomic.Pointer[func() uint64]
 }
 
 // NewRegistry returns an empty registry.
@@ -178,6 +180,12 @@ func (r *Registry) ObserveKeyCache(hit bool) {
 // ObserveDBQuery records the duration of one database statement.
 func (r *Registry) ObserveDBQuery(d time.Duration) { r.db.Observe(d) }
 
+// CountLogDrops makes the registry expose
+// agentid_log_records_dropped_total, read from dropped (for example
+// asynclog.Handler.Dropped): log records dropped because the log writer
+// was behind.
+func (r *Registry) CountLogDrops(dropped func() uint64) { r.logDrops.Store(&dropped) }
+
 // Handler serves the exposition (GET and HEAD).
 func (r *Registry) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
@@ -224,6 +232,11 @@ func (r *Registry) WriteTo(w io.Writer) (int64, error) {
 	family(bw, "agentid_key_cache_total", "counter", "Key lookups answered from the cache (hit) or not (miss).")
 	fmt.Fprintf(bw, "agentid_key_cache_total{result=\"hit\"} %d\n", r.keyHit.Load())
 	fmt.Fprintf(bw, "agentid_key_cache_total{result=\"miss\"} %d\n", r.keyMiss.Load())
+
+	if f := r.logDrops.Load(); f != nil {
+		family(bw, "agentid_log_records_dropped_total", "counter", "Log records dropped because the log writer was behind.")
+		fmt.Fprintf(bw, "agentid_log_records_dropped_total %d\n", (*f)())
+	}
 
 	family(bw, "agentid_db_query_duration_seconds", "histogram", "Database statement latency in seconds.")
 	var cum uint64

@@ -196,6 +196,24 @@ func TestKeyCacheAndHistogram(t *testing.T) {
 	}
 }
 
+func TestLogDrops(t *testing.T) {
+	reg := metrics.NewRegistry()
+	var b strings.Builder
+	reg.WriteTo(&b)
+	if strings.Contains(b.String(), "agentid_log_records_dropped_total") {
+		t.Errorf("log drops exposed before CountLogDrops")
+	}
+	n := uint64(7)
+	reg.CountLogDrops(func() uint64 { return n })
+	b.Reset()
+	reg.WriteTo(&b)
+	e := parse(t, strings.NewReader(b.String()))
+	e.want(t, "agentid_log_records_dropped_total", 7)
+	if got := e.types["agentid_log_records_dropped_total"]; got != "counter" {
+		t.Errorf("TYPE = %q, want counter", got)
+	}
+}
+
 func TestLabelEscaping(t *testing.T) {
 	reg := metrics.NewRegistry()
 	reg.ObserveRequest("/a\"b\\c\nd", "GET", 200)

@@ -1,0 +1,394 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/agentid/agentid/cmd/idcli/internal/clitest"
+	"github.com/agentid/agentid/refserver/dbtest"
+	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/agent"
+	"github.com/agentid/agentid/signer/signertest"
+)
+
+var cpuBenchRequests = flag.Int("cpubench.requests", 20000, "requests per run of BenchmarkWhoamiServerCPU (vestauth gets a fifth of them)")
+
+// BenchmarkWhoamiServerCPU measures the CPU a /whoami request costs the
+// reference server as `idcli server start` runs it (a child process, one
+// request line per request logged to a file, nonces in PostgreSQL) and
+// PostgreSQL, next to one crypto/ed25519.Verify timed in the same run.
+//
+// The server runs as a child process so that its CPU (utime+stime from
+// /proc, the same probe as `idcli bench`) holds nothing of the load
+// generator, which runs in this process: cpubench.requests uniquely signed
+// requests (signed before the measured phase) over 64 keep-alive
+// connections, as `idcli bench` sends by default. (Fewer connections mean
+// smaller replay batches, so more PostgreSQL commits per request.) The database's share is that of the PostgreSQL backends
+// serving the server's connections plus PostgreSQL's background
+// processes. The baseline is the CPU time of this benchmark's own OS
+// thread over a loop of ed25519.Verify, while the server is idle.
+//
+// With AGENTID_CPUBENCH_BASELINE naming another idcli binary (an older
+// build, say), the same load runs against that binary's server too, on
+// its own schema, interleaved with this one's in every iteration, for a
+// before/after in one run (base-server-µs/req, base-pg-µs/req).
+//
+// With AGENTID_INTEROP_NODE_MODULES (vestauth 0.21.1, see
+// testdata/interop) the same load, measured the same way, also runs
+// against vestauth's own server on its own PostgreSQL database.
+//
+// Needs AGENTID_TEST_DATABASE_URL and Linux. Run with -benchtime 1x:
+// every iteration sends cpubench.requests whatever b.N is.
+//
+//	go test -run '^$' -bench WhoamiServerCPU -benchtime 1x -count 3 ./cmd/idcli
+func BenchmarkWhoamiServerCPU(b *testing.B) {
+	bin := idcliBinary(b)
+	dir := b.TempDir()
+	agentidURL := startAgentid(b, bin, dir, "agentid")
+	var baseURL string
+	if base := os.Getenv("AGENTID_CPUBENCH_BASELINE"); base != "" {
+		baseURL = startAgentid(b, base, dir, "baseline")
+	}
+
+	var vestauthURL string
+	var vestauthCreds *agent.Credentials
+	if modules := os.Getenv("AGENTID_INTEROP_NODE_MODULES"); modules != "" {
+		vestauthURL, vestauthCreds = startVestauth(b, bin, modules, dir)
+	}
+
+	n := *cpuBenchRequests
+	if testing.Short() {
+		n /= 4
+	}
+	// Warm up: connections to the database, the key cache, the JIT.
+	cpuLoad(b, agentidURL, nil, 500)
+	if baseURL != "" {
+		cpuLoad(b, baseURL, nil, 500)
+	}
+	if vestauthCreds != nil {
+		cpuLoad(b, vestauthURL, vestauthCreds, 200)
+	}
+
+	b.ResetTimer()
+	for range b.N {
+		verify := ed25519VerifyCPU(5000)
+		t := cpuLoad(b, agentidURL, nil, n)
+		total := t.CPU.ServerUS + t.CPU.DatabaseUS
+		b.ReportMetric(float64(verify.Nanoseconds())/1e3, "ed25519-µs")
+		b.ReportMetric(t.CPU.ServerUS, "server-µs/req")
+		b.ReportMetric(t.CPU.DatabaseUS, "pg-µs/req")
+		b.ReportMetric(t.CPU.DatabaseUS-t.CPU.DatabaseBackgroundUS, "pg-backend-µs/req")
+		b.ReportMetric(total/(float64(verify.Nanoseconds())/1e3), "x-ed25519")
+		b.ReportMetric(t.CPU.ServerUS/(float64(verify.Nanoseconds())/1e3), "server-x-ed25519")
+		b.ReportMetric(t.RPS, "req/s")
+		if baseURL != "" {
+			bt := cpuLoad(b, baseURL, nil, n)
+			b.ReportMetric(bt.CPU.ServerUS, "base-server-µs/req")
+			b.ReportMetric(bt.CPU.DatabaseUS, "base-pg-µs/req")
+		}
+		if vestauthCreds != nil {
+			v := cpuLoad(b, vestauthURL, vestauthCreds, max(n/5, 1000))
+			vtotal := v.CPU.ServerUS + v.CPU.DatabaseUS
+			b.ReportMetric(vtotal, "vestauth-µs/req")
+			b.ReportMetric(vtotal/total, "vestauth-x")
+		}
+	}
+}
+
+// cpuLoad sends n presigned /whoami requests to base (the agent of creds,
+// or a bench agent) and returns the target's report, which must hold the
+// server's CPU and only 200 answers.
+func cpuLoad(b *testing.B, base string, creds *agent.Credentials, n int) benchTarget {
+	b.Helper()
+	u, _ := url.Parse(base)
+	rep, err := runBench(context.Background(), benchConfig{
+		URL: base, Connect: "127.0.0.1:" + u.Port(), Requests: int64(n), Concurrency: 64,
+		Targets: []string{benchWhoami}, Timeout: 30 * time.Second, Presign: n, Credentials: creds,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	t := rep.Targets[0]
+	if t.CPU == nil {
+		b.Fatalf("%s: server CPU not measured: %s", base, rep.ServerCPU)
+	}
+	if t.Status["200"] != n {
+		b.Fatalf("%s: statuses %v (first error %q), want %d × 200", base, t.Status, t.FirstError, n)
+	}
+	return t
+}
+
+// startAgentid migrates a fresh PostgreSQL schema with bin and starts bin's
+// server on it (nonces in PostgreSQL, registration unlimited, request
+// lines logged to dir/<label>.log) and returns its URL.
+func startAgentid(b *testing.B, bin, dir, label string) string {
+	b.Helper()
+	dbURL := dbtest.PostgresURL(b)
+	if out, err := exec.Command(bin, "server", "db:migrate", "--database-url", dbURL).CombinedOutput(); err != nil {
+		b.Fatalf("%s db:migrate: %v\n%s", label, err, out)
+	}
+	port := freePort(b)
+	startChild(b, dir, label, "127.0.0.1:"+port, bin, "server", "start", "--port", port, "--bind", "127.0.0.1",
+		"--hostname", "http://localhost:"+port, "--database-url", dbURL, "--replay-store", "postgres",
+		"--rate-limit", "off")
+	return "http://localhost:" + port
+}
+
+// ed25519VerifyCPU returns the CPU time of one crypto/ed25519.Verify of a
+// message the size of a /whoami signature base, measured on this
+// goroutine's OS thread over n verifications.
+func ed25519VerifyCPU(n int) time.Duration {
+	key := signertest.Key(93)
+	msg := bytes.Repeat([]byte("x"), 250)
+	sig := ed25519.Sign(key.Key, msg)
+	pub := key.Key.Public().(ed25519.PublicKey)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	start := threadCPU()
+	for range n {
+		if !ed25519.Verify(pub, msg, sig) {
+			panic("ed25519: valid signature refused")
+		}
+	}
+	return (threadCPU() - start) / time.Duration(n)
+}
+
+// threadCPU returns the CPU time of the calling OS thread
+// (CLOCK_THREAD_CPUTIME_ID).
+func threadCPU() time.Duration {
+	var ts syscall.Timespec
+	const clockThreadCPUTime = 3
+	if _, _, errno := syscall.Syscall(syscall.SYS_CLOCK_GETTIME, clockThreadCPUTime, uintptr(unsafe.Pointer(&ts)), 0); errno != 0 {
+		return 0
+	}
+	return time.Duration(ts.Nano())
+}
+
+// startChild starts name (args…) in dir in its own process group, logging
+// to dir/<label>.log, waits until http://<addr>/ answers and stops the
+// group when the benchmark ends.
+func startChild(b *testing.B, dir, label, addr, name string, args ...string) {
+	b.Helper()
+	log, err := os.Create(filepath.Join(dir, label+".log"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+		log.Close()
+	})
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		resp, err := http.Get("http://" + addr + "/")
+		if err == nil {
+			resp.Body.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			out, _ := os.ReadFile(log.Name())
+			b.Fatalf("%s: nothing answers at %s: %v\n%s", label, addr, err, out)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// startVestauth starts vestauth's own server (from modules, the
+// installation of testdata/interop/install.sh) on a scratch PostgreSQL
+// database dropped at the end, registers an agent with its CLI and returns
+// the server's URL and the agent.
+func startVestauth(b *testing.B, bin, modules, dir string) (string, *agent.Credentials) {
+	b.Helper()
+	peers := filepath.Dir(modules)
+	u, err := url.Parse(dbtest.PostgresBaseURL(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	u.Path = "/vestauth_cpubench_" + dbtest.RandomHex(6)
+	u.RawQuery = ""
+	vdb := u.String()
+	run := func(name string, args ...string) {
+		b.Helper()
+		cmd := exec.Command(name, args...)
+		cmd.Dir = peers
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("%s %v: %v\n%s", name, args, err, out)
+		}
+	}
+	run("npx", "--no-install", "vestauth", "server", "db:create", "--database-url", vdb)
+	b.Cleanup(func() { exec.Command(bin, "server", "db:drop", "--database-url", vdb).Run() })
+	run("npx", "--no-install", "vestauth", "server", "db:migrate", "--database-url", vdb)
+	port := freePort(b)
+	base := "http://localhost:" + port
+	startChild(b, peers, "vestauth", "127.0.0.1:"+port, "npx", "--no-install", "vestauth", "server", "start", "--port", port,
+		"--hostname", base, "--database-url", vdb)
+	agentDir := filepath.Join(dir, "vestauth-agent")
+	if err := os.Mkdir(agentDir, 0o700); err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command("node", filepath.Join(modules, "vestauth", "src", "cli", "vestauth.js"), "agent", "init", "--hostname", base)
+	cmd.Dir = agentDir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("vestauth agent init: %v\n%s", err, out)
+	}
+	creds, err := agent.Load(agent.LoadOptions{Dir: agentDir, Getenv: noEnv})
+	if err != nil {
+		b.Fatal(fmt.Errorf("vestauth agent: %w", err))
+	}
+	return base, &creds
+}
+
+// BenchmarkProxyServerCPU measures the CPU `idcli proxy` spends per
+// verified request it forwards: the proxy runs as a child process (access
+// log on, to a file) in front of a static upstream in this process,
+// verifying agents of a reference server in this process (keys fetched
+// once, then cached; nonces in the proxy's memory). Requests are signed
+// before the measured phase, each with its own nonce, and sent over 64
+// keep-alive connections. Reported: the proxy's CPU per request
+// (proxy-µs/req, from /proc), one crypto/ed25519.Verify timed on this
+// goroutine's thread in the same run, their difference (beyond-verify-µs)
+// and the mean latency at that concurrency straight to the upstream and
+// through the proxy (direct-latency-µs, proxied-latency-µs). Run with -benchtime 1x: every iteration
+// sends cpubench.requests whatever b.N is.
+//
+//	go test -run '^$' -bench ProxyServerCPU -benchtime 1x -count 3 ./cmd/idcli
+func BenchmarkProxyServerCPU(b *testing.B) {
+	bin := idcliBinary(b)
+	dir := b.TempDir()
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		w.Write([]byte("ok\n"))
+	}))
+	b.Cleanup(upstream.Close)
+	srv := clitest.StartServer(b, clitest.ServerOptions{})
+	key := signertest.Key(94)
+	uid := clitest.Register(b, nil, srv.URL, key)
+	origin := srv.AgentOrigin(uid)
+	addr := "127.0.0.1:" + freePort(b)
+	startChild(b, dir, "proxy", addr, bin, "proxy", "--listen", addr, "--upstream", upstream.URL,
+		"--authority", addr, "--trust", "*.localhost:*", "--allow-http", "--allow-private")
+	probe, err := findServerProcess(addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+
+	n := *cpuBenchRequests
+	if testing.Short() {
+		n /= 4
+	}
+	sign := func(n int) []signer.SignatureHeaders {
+		hs := make([]signer.SignatureHeaders, n)
+		for i := range hs {
+			h, err := signer.Headers(http.MethodGet, "http://"+addr+"/x", key, signer.Options{SignatureAgent: origin})
+			if err != nil {
+				b.Fatal(err)
+			}
+			hs[i] = h
+		}
+		return hs
+	}
+	load(b, "http://"+addr+"/x", sign(500)) // key fetch, connections
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		hs := sign(n)
+		b.StartTimer()
+		verify := ed25519VerifyCPU(5000)
+		direct := load(b, upstream.URL+"/x", make([]signer.SignatureHeaders, n))
+		before, err := probe.snapshot()
+		if err != nil {
+			b.Fatal(err)
+		}
+		proxied := load(b, "http://"+addr+"/x", hs)
+		use, err := probe.since(before)
+		if err != nil {
+			b.Fatal(err)
+		}
+		perReq := float64(use.server.Nanoseconds()) / 1e3 / float64(n)
+		v := float64(verify.Nanoseconds()) / 1e3
+		b.ReportMetric(perReq, "proxy-µs/req")
+		b.ReportMetric(v, "ed25519-µs")
+		b.ReportMetric(perReq-v, "beyond-verify-µs")
+		b.ReportMetric(float64(direct.Nanoseconds())/1e3, "direct-latency-µs")
+		b.ReportMetric(float64(proxied.Nanoseconds())/1e3, "proxied-latency-µs")
+	}
+}
+
+// load sends one GET of url per entry of hs (with its signature headers,
+// if any) over 64 keep-alive connections; every answer must be 200. It
+// returns the mean latency (64 × elapsed / requests).
+func load(b *testing.B, url string, hs []signer.SignatureHeaders) time.Duration {
+	b.Helper()
+	tr := &http.Transport{MaxIdleConnsPerHost: 64}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	var next atomic.Int64
+	var failed atomic.Value
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range 64 {
+		wg.Go(func() {
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(len(hs)) {
+					return
+				}
+				req, _ := http.NewRequest(http.MethodGet, url, nil)
+				if h := hs[i]; h.Signature != "" {
+					req.Header["Signature"] = []string{h.Signature}
+					req.Header["Signature-Input"] = []string{h.SignatureInput}
+					req.Header["Signature-Agent"] = []string{h.SignatureAgent}
+				}
+				resp, err := c.Do(req)
+				if err == nil {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != http.StatusOK {
+						err = fmt.Errorf("%s: status %d", url, resp.StatusCode)
+					}
+				}
+				if err != nil {
+					failed.CompareAndSwap(nil, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err, _ := failed.Load().(error); err != nil {
+		b.Fatal(err)
+	}
+	return time.Since(start) * 64 / time.Duration(len(hs))
+}
