@@ -64,8 +64,8 @@ type Config struct {
 	// proxies pass the verifier's WriteError, which adds Accept-Signature
 	// and applies its refusal status.
 	Refuse func(http.ResponseWriter, error)
-	// OnRefuse, if set, is told of each refusal Wrap writes, with the
-	// status sent: a handler wrapped by Wrap records its own intended
+	// OnRefuse, if set, is told of each refusal Wrap or Apply writes, with
+	// the status sent: a handler wrapped by Wrap records its own intended
 	// answer in its logs and metrics, not the refusal, so this is where
 	// refusals by the rules are counted. It must be safe for concurrent
 	// use.
@@ -185,6 +185,26 @@ func (g *Gate) write(w http.ResponseWriter, d Decision) {
 		return
 	}
 	middleware.WriteError(w, d.Err)
+}
+
+// Apply decides r, whose verification outcome is res (nil: not verified),
+// and writes its part of the answer: the refusal (reported to
+// Config.OnRefuse) or, when r may go on, the rate-limit headers on w. It
+// returns the refusal, nil when r may go on. It fits package proxy's
+// Config.Decide: the proxy then logs and counts the refusal as its own
+// answer, and never forwards the request.
+func (g *Gate) Apply(w http.ResponseWriter, r *http.Request, res *middleware.Result) *middleware.Error {
+	d := g.Decide(r, res)
+	if d.Err == nil {
+		d.Limit.SetHeaders(w.Header())
+		return nil
+	}
+	sw := &middleware.StatusWriter{ResponseWriter: w}
+	g.write(sw, d)
+	if f := g.cfg.OnRefuse; f != nil {
+		f(r, res, d.Err, sw.Status)
+	}
+	return d.Err
 }
 
 // Middleware applies the rules behind the verifier's middleware (which
