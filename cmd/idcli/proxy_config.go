@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -21,7 +20,7 @@ import (
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/middleware/agentlimit"
 	"github.com/agentid/agentid/middleware/agentlimit/redislimit"
-	"github.com/agentid/agentid/middleware/metrics"
+	"github.com/agentid/agentid/middleware/proxy"
 	"github.com/agentid/agentid/middleware/redisreplay"
 	"github.com/agentid/agentid/middleware/rules"
 	"github.com/agentid/agentid/middleware/status"
@@ -252,15 +251,17 @@ type proxyOwner struct {
 // verifier's config: with rules the verifier runs in Observe mode and the
 // rules decide, by route, with mode as the default.
 //
-// A refusal by the rules goes to the access log (msg "refused"), to reg,
-// if set, as agentid_http_requests_total{route="rules"} (the proxy's own
-// line and count record the answer it would have given), and to the status
-// page's refusal reasons.
-func newProxyOwner(ctx context.Context, f proxyFlags, p proxyPlan, vc *middleware.Config, reg *metrics.Registry) (*proxyOwner, error) {
+// The rules decide through the proxy's Decide hook, so a refusal by them
+// is the proxy's own answer: its access-log line and its
+// agentid_http_requests_total{route="proxy"} count carry the refusal's
+// status and code. Refusals by the rules also go to the status page's
+// refusal reasons. The status page names agents by their Signature Agent
+// Card (cards, if not nil).
+func newProxyOwner(ctx context.Context, f proxyFlags, p proxyPlan, vc *middleware.Config, cards func(string) (string, string)) (*proxyOwner, error) {
 	mode := p.mode
 	o := &proxyOwner{}
 	if f.metricsListen != "" {
-		o.status = status.New(status.Config{Title: "idcli proxy status"})
+		o.status = status.New(status.Config{Title: "idcli proxy status", AgentName: cards})
 		vc.OnResult = chainResults(vc.OnResult, o.status.Observe)
 	}
 	if !f.rules.active() {
@@ -290,24 +291,12 @@ func newProxyOwner(ctx context.Context, f proxyFlags, p proxyPlan, vc *middlewar
 			return nil, fmt.Errorf("--config: %w", err)
 		}
 	}
-	var access *slog.Logger
-	if p.access != nil {
-		access = slog.New(slog.NewJSONHandler(p.access, nil))
-	}
-	onRefuse := func(req *http.Request, res *middleware.Result, e *middleware.Error, status int) {
-		if o.status != nil && (e.Code == middleware.CodeForbidden || e.Code == middleware.CodeRateLimited) {
-			o.status.ObserveRefusal(e.Code) // the verifier's own refusals are counted by Observe
-		}
-		if reg != nil {
-			reg.ObserveRequest("rules", req.Method, status)
-		}
-		if access != nil {
-			attrs := []slog.Attr{slog.String("method", req.Method), slog.String("host", req.Host), slog.String("path", req.URL.Path),
-				slog.Int("status", status), slog.String("reason", string(e.Code))}
-			if res.Verdict == middleware.Verified {
-				attrs = append(attrs, slog.String("agent", res.Agent.ID))
+	var onRefuse func(*http.Request, *middleware.Result, *middleware.Error, int)
+	if o.status != nil {
+		onRefuse = func(_ *http.Request, _ *middleware.Result, e *middleware.Error, _ int) {
+			if e.Code == middleware.CodeForbidden || e.Code == middleware.CodeRateLimited {
+				o.status.ObserveRefusal(e.Code) // the verifier's own refusals are counted by Observe
 			}
-			access.LogAttrs(req.Context(), slog.LevelInfo, "refused", attrs...)
 		}
 	}
 	g, err := rules.New(rules.Config{Mode: mode, Routes: r.routes, Allow: r.allow, Deny: r.deny, Limiter: lim, OnRefuse: onRefuse})
@@ -316,8 +305,7 @@ func newProxyOwner(ctx context.Context, f proxyFlags, p proxyPlan, vc *middlewar
 		return nil, fmt.Errorf("--config: %w", err)
 	}
 	o.gate = g
-	vc.Mode = middleware.Observe
-	vc.OnResult = chainResults(vc.OnResult, g.OnResult)
+	vc.Mode = middleware.Observe // every request reaches the rules
 	o.summary = fmt.Sprintf("• rules: %d routes, allow %d, deny %d; limits agent %s, address %s (buckets in %s)",
 		len(r.routes), len(r.allow.Identities)+len(r.allow.Hosts)+len(r.allow.UIDs),
 		len(r.deny.Identities)+len(r.deny.Hosts)+len(r.deny.UIDs), limitString(r.agent), limitString(r.addr), where)
@@ -352,23 +340,15 @@ func chainResults(hooks ...func(middleware.Result)) func(middleware.Result) {
 	}
 }
 
-// transport wraps the upstream transport so refused requests never leave.
-func (o *proxyOwner) transport(base http.RoundTripper) http.RoundTripper {
+// decide makes the rules the proxy's last word on each verified request
+// (proxy.Config.Decide); refusals the verifier words go out as the
+// verifier writes them (refusal status, Accept-Signature).
+func (o *proxyOwner) decide(cfg *proxy.Config, v *middleware.Verifier) {
 	if o.gate == nil {
-		return base
-	}
-	return o.gate.Transport(base)
-}
-
-// wrap puts the rules around the proxy handler; refusals the verifier
-// words go out as the verifier writes them (refusal status,
-// Accept-Signature).
-func (o *proxyOwner) wrap(h http.Handler, v *middleware.Verifier) http.Handler {
-	if o.gate == nil {
-		return h
+		return
 	}
 	o.gate.SetRefuse(v.WriteError)
-	return o.gate.Wrap(h)
+	cfg.Decide = o.gate.Apply
 }
 
 // routes adds the status page to the metrics listener's mux.
