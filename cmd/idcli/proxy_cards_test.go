@@ -91,3 +91,57 @@ func TestProxyCardNames(t *testing.T) {
 		t.Errorf("the status page names %d agents, want 1", strings.Count(page.Body, `class="name"`))
 	}
 }
+
+// TestProxyTrustedProxies: behind a load balancer listed in
+// limits.trusted_proxies, unsigned clients are limited by the rightmost
+// X-Forwarded-For address that is not the balancer's, each with its own
+// budget; without the list the header is ignored and every request from
+// the balancer's address shares one budget.
+func TestProxyTrustedProxies(t *testing.T) {
+	t.Parallel()
+	up := newEchoUpstream(t)
+	file := func(extra string) string {
+		return writeConfig(t, `upstream: `+up.URL+`
+trust: {hosts: ["*.localhost:*"], allow_http: true, allow_private: true}
+mode: optional
+access_log: "off"
+limits:
+  address: 1/1h
+`+extra)
+	}
+	behind, b := startProxy(t, "--config", file("  trusted_proxies: [127.0.0.0/8]\n"))
+	direct, _ := startProxy(t, "--config", file(""))
+	if out := b.stdout.String(); !strings.Contains(out, "client address from X-Forwarded-For when the peer is one of [127.0.0.0/8]") {
+		t.Errorf("banner %q does not name the trusted proxies", out)
+	}
+	get := func(base, xff string) int {
+		t.Helper()
+		r, _ := http.NewRequest("GET", base+"/u", nil)
+		r.Header.Set("X-Forwarded-For", xff)
+		return clitest.MustSend(t, http.DefaultClient, r).Status
+	}
+	for _, tc := range []struct {
+		base, xff string
+		want      int
+	}{
+		{behind, "198.51.100.1", 200},
+		{behind, "203.0.113.7, 198.51.100.2", 200}, // the client wrote 203.0.113.7
+		{behind, "198.51.100.1", 429},
+		{behind, "203.0.113.7, 198.51.100.1", 429}, // a written entry buys no new budget
+		{direct, "198.51.100.1", 200},
+		{direct, "198.51.100.2", 429}, // the header is not believed: one budget
+	} {
+		if got := get(tc.base, tc.xff); got != tc.want {
+			t.Errorf("X-Forwarded-For %q through %s: %d, want %d", tc.xff, tc.base, got, tc.want)
+		}
+	}
+
+	r := runCLI(t.Context(), t.TempDir(), nil, "proxy", "--config", file("  client_addr_header: X-Real-IP\n"))
+	if r.err == nil || !strings.Contains(r.err.Error(), "limits.client_addr_header \"X-Real-IP\" needs limits.trusted_proxies") {
+		t.Errorf("client_addr_header without trusted_proxies: %v, want an error", r.err)
+	}
+	r = runCLI(t.Context(), t.TempDir(), nil, "proxy", "--config", file("  trusted_proxies: [lb.internal]\n"))
+	if r.err == nil || !strings.Contains(r.err.Error(), `limits.trusted_proxies: "lb.internal": want an address or CIDR`) {
+		t.Errorf("a host name in trusted_proxies: %v, want an error", r.err)
+	}
+}

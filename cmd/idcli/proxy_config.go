@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -78,6 +79,12 @@ type limitsFile struct {
 	// RedisPrefix is the key prefix of the buckets in Redis (default
 	// agentid:limit:), to keep deployments sharing a Redis apart.
 	RedisPrefix string `yaml:"redis_prefix"`
+	// TrustedProxies are the load balancers (addresses or CIDRs) whose
+	// ClientAddrHeader is believed for the per-address limit.
+	TrustedProxies []string `yaml:"trusted_proxies"`
+	// ClientAddrHeader is the header they append the client address to
+	// (default X-Forwarded-For).
+	ClientAddrHeader string `yaml:"client_addr_header"`
 }
 
 // proxyRules is what the file adds beyond the flags: per-route modes,
@@ -88,6 +95,8 @@ type proxyRules struct {
 	agent, addr agentlimit.Limit
 	keyHeader   string
 	redisPrefix string
+	trusted     []netip.Prefix // limits.trusted_proxies
+	addrHeader  string         // limits.client_addr_header
 }
 
 // active reports whether any rule is set.
@@ -192,6 +201,16 @@ func loadProxyConfig(env *cliEnv, fs *flag.FlagSet, f *proxyFlags) error {
 			return fmt.Errorf("--config %s: limits.address: %v", f.config, err)
 		}
 		r.keyHeader, r.redisPrefix = l.KeyHeader, l.RedisPrefix
+		if r.trusted, err = parseTrustedProxies(l.TrustedProxies); err != nil {
+			return fmt.Errorf("--config %s: limits.trusted_proxies: %v", f.config, err)
+		}
+		r.addrHeader = strings.TrimSpace(l.ClientAddrHeader)
+		switch {
+		case r.addrHeader != "" && len(r.trusted) == 0:
+			return fmt.Errorf("--config %s: limits.client_addr_header %q needs limits.trusted_proxies: the header is believed only from those addresses", f.config, r.addrHeader)
+		case r.addrHeader != "" && !headerName.MatchString(r.addrHeader):
+			return fmt.Errorf("--config %s: limits.client_addr_header %q is not a header name", f.config, r.addrHeader)
+		}
 	}
 	// Validate the rules now, so a bad file fails before anything listens.
 	if _, err := rules.New(rules.Config{Routes: r.routes, Allow: r.allow, Deny: r.deny}); err != nil {
@@ -199,6 +218,27 @@ func loadProxyConfig(env *cliEnv, fs *flag.FlagSet, f *proxyFlags) error {
 	}
 	f.rules = r
 	return nil
+}
+
+var headerName = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+
+// parseTrustedProxies reads limits.trusted_proxies: addresses or CIDRs.
+func parseTrustedProxies(values []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range values {
+		s = strings.TrimSpace(s)
+		if p, err := netip.ParsePrefix(s); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(s)
+		if err != nil || a.Zone() != "" {
+			return nil, fmt.Errorf("%q: want an address or CIDR, such as 10.0.0.5 or 172.16.0.0/12", s)
+		}
+		a = a.Unmap()
+		out = append(out, netip.PrefixFrom(a, a.BitLen()))
+	}
+	return out, nil
 }
 
 // yamlMessage words a decoding error: an unknown key names the key and
@@ -269,6 +309,9 @@ func newProxyOwner(ctx context.Context, f proxyFlags, p proxyPlan, vc *middlewar
 	}
 	r := f.rules
 	lcfg := agentlimit.Config{Agent: r.agent, Address: r.addr, KeyHeader: r.keyHeader, Logger: vc.Logger}
+	if len(r.trusted) > 0 { // behind load balancers: their header names the client
+		lcfg.ClientAddr = agentlimit.ForwardedClientAddr(r.trusted, r.addrHeader)
+	}
 	where := "memory"
 	if (r.agent.On() || r.addr.On()) && f.redisURL != "" {
 		s, err := redisreplay.Dial(ctx, f.redisURL)
@@ -309,6 +352,13 @@ func newProxyOwner(ctx context.Context, f proxyFlags, p proxyPlan, vc *middlewar
 	o.summary = fmt.Sprintf("• rules: %d routes, allow %d, deny %d; limits agent %s, address %s (buckets in %s)",
 		len(r.routes), len(r.allow.Identities)+len(r.allow.Hosts)+len(r.allow.UIDs),
 		len(r.deny.Identities)+len(r.deny.Hosts)+len(r.deny.UIDs), limitString(r.agent), limitString(r.addr), where)
+	if len(r.trusted) > 0 {
+		h := r.addrHeader
+		if h == "" {
+			h = agentlimit.DefaultClientAddrHeader
+		}
+		o.summary += fmt.Sprintf("; client address from %s when the peer is one of %v", h, r.trusted)
+	}
 	return o, nil
 }
 
