@@ -83,6 +83,30 @@ func TestProxyCardNames(t *testing.T) {
 	if named != 1 || unnamed != 1 {
 		t.Errorf("%d lines of the carded agent's 200, %d of the plain agent, want 1 and 1:\n%s", named, unnamed, b.stdout)
 	}
+	// deny.cards refuses the agent whose card declares the purpose, once
+	// the registry is read; the agent without a card passes.
+	cfg := writeConfig(t, `deny: {cards: ["purpose:Search-Indexing"]}
+`)
+	denying, _ := startProxy(t, "--config", cfg, "--upstream", up.URL, "--trust", strings.TrimPrefix(registry.URL, "http://"),
+		"--trust", strings.TrimPrefix(plainAgent.URL, "http://"), "--allow-http", "--allow-private",
+		"--registry", registry.URL+"/list.txt", "--access-log", "off")
+	var denied clitest.Answer
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if denied = clitest.MustSend(t, http.DefaultClient, signedGet(t, denying+"/c", carded, cardAgent.URL, signer.Options{})); denied.Status != 401 {
+			break // 401 untrusted_signature_agent until the registry is read
+		}
+	}
+	if denied.Status != 403 || denied.Code != "forbidden" {
+		t.Errorf("deny.cards purpose: the carded agent got %d %s, want 403 forbidden", denied.Status, denied.Body)
+	}
+	if a := clitest.MustSend(t, http.DefaultClient, signedGet(t, denying+"/p", plain, plainAgent.URL, signer.Options{})); a.Status != 200 {
+		t.Errorf("deny.cards: the agent without a card got %d %s, want 200", a.Status, a.Body)
+	}
+	r := runCLI(t.Context(), t.TempDir(), nil, "proxy", "--config", writeConfig(t, "allow: {cards: [\"name:Card Bot\"]}\n"))
+	if r.err == nil || !strings.Contains(r.err.Error(), "allow.cards: a card's name and purpose are its agent's own claim") {
+		t.Errorf("allow.cards: %v, want an error", r.err)
+	}
+
 	page := clitest.MustDo(t, "GET", strings.TrimSuffix(metricsURL, "/metrics")+"/status", "", nil, nil)
 	if want := `data-id="` + cardAgent.URL + `" data-requests="1" data-verified="1" data-invalid="0" data-name="Card Bot"><td><b class="name">Card Bot</b> <span class="purpose">(search-indexing)</span>`; !strings.Contains(page.Body, want) {
 		t.Errorf("the status page lacks %s:\n%s", want, page.Body)

@@ -63,6 +63,9 @@ type policyFile struct {
 	Identities []string `yaml:"identities"`
 	Hosts      []string `yaml:"hosts"`
 	UIDs       []string `yaml:"uids"`
+	// Cards ("name:…", "purpose:…") match the agent's Signature Agent
+	// Card; deny only.
+	Cards []string `yaml:"cards"`
 }
 
 func (p *policyFile) policy() middleware.Policy {
@@ -92,6 +95,7 @@ type limitsFile struct {
 type proxyRules struct {
 	routes      []rules.Route
 	allow, deny middleware.Policy
+	denyCards   []string // deny.cards
 	agent, addr agentlimit.Limit
 	keyHeader   string
 	redisPrefix string
@@ -101,7 +105,7 @@ type proxyRules struct {
 
 // active reports whether any rule is set.
 func (r *proxyRules) active() bool {
-	return r != nil && (len(r.routes) > 0 || len(r.allow.Identities)+len(r.allow.Hosts)+len(r.allow.UIDs) > 0 ||
+	return r != nil && (len(r.routes) > 0 || len(r.allow.Identities)+len(r.allow.Hosts)+len(r.allow.UIDs) > 0 || len(r.denyCards) > 0 ||
 		len(r.deny.Identities)+len(r.deny.Hosts)+len(r.deny.UIDs) > 0 || r.agent.On() || r.addr.On())
 }
 
@@ -186,6 +190,12 @@ func loadProxyConfig(env *cliEnv, fs *flag.FlagSet, f *proxyFlags) error {
 	}
 
 	r := &proxyRules{allow: pf.Allow.policy(), deny: pf.Deny.policy()}
+	if pf.Allow != nil && len(pf.Allow.Cards) > 0 {
+		return fmt.Errorf("--config %s: allow.cards: a card's name and purpose are its agent's own claim, so they can refuse agents (deny.cards) but not let one in", f.config)
+	}
+	if pf.Deny != nil {
+		r.denyCards = pf.Deny.Cards
+	}
 	for i, rt := range pf.Routes {
 		m, err := parseMode(rt.Mode)
 		if err != nil {
@@ -213,7 +223,8 @@ func loadProxyConfig(env *cliEnv, fs *flag.FlagSet, f *proxyFlags) error {
 		}
 	}
 	// Validate the rules now, so a bad file fails before anything listens.
-	if _, err := rules.New(rules.Config{Routes: r.routes, Allow: r.allow, Deny: r.deny}); err != nil {
+	noCards := func(string) (string, string) { return "", "" }
+	if _, err := rules.New(rules.Config{Routes: r.routes, Allow: r.allow, Deny: r.deny, DenyCards: r.denyCards, AgentCard: noCards}); err != nil {
 		return fmt.Errorf("--config %s: %s", f.config, strings.TrimPrefix(err.Error(), "rules: "))
 	}
 	f.rules = r
@@ -342,7 +353,8 @@ func newProxyOwner(ctx context.Context, f proxyFlags, p proxyPlan, vc *middlewar
 			}
 		}
 	}
-	g, err := rules.New(rules.Config{Mode: mode, Routes: r.routes, Allow: r.allow, Deny: r.deny, Limiter: lim, OnRefuse: onRefuse})
+	g, err := rules.New(rules.Config{Mode: mode, Routes: r.routes, Allow: r.allow, Deny: r.deny, DenyCards: r.denyCards, AgentCard: cards,
+		Limiter: lim, OnRefuse: onRefuse})
 	if err != nil {
 		o.Close()
 		return nil, fmt.Errorf("--config: %w", err)
@@ -351,7 +363,7 @@ func newProxyOwner(ctx context.Context, f proxyFlags, p proxyPlan, vc *middlewar
 	vc.Mode = middleware.Observe // every request reaches the rules
 	o.summary = fmt.Sprintf("• rules: %d routes, allow %d, deny %d; limits agent %s, address %s (buckets in %s)",
 		len(r.routes), len(r.allow.Identities)+len(r.allow.Hosts)+len(r.allow.UIDs),
-		len(r.deny.Identities)+len(r.deny.Hosts)+len(r.deny.UIDs), limitString(r.agent), limitString(r.addr), where)
+		len(r.deny.Identities)+len(r.deny.Hosts)+len(r.deny.UIDs)+len(r.denyCards), limitString(r.agent), limitString(r.addr), where)
 	if len(r.trusted) > 0 {
 		h := r.addrHeader
 		if h == "" {

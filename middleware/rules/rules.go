@@ -55,6 +55,18 @@ type Config struct {
 	// Deny lists verified agents refused with 403 forbidden, whatever
 	// Allow says.
 	Deny middleware.Policy
+	// DenyCards lists, as "name:NAME" or "purpose:PURPOSE", the verified
+	// agents refused with 403 forbidden by what their Signature Agent Card
+	// says (compared case-insensitively), read with AgentCard. A card's
+	// name and purpose are its agent's own claim: they serve to refuse
+	// agents that declare themselves (a purpose such as ai-training), never
+	// to let one in, so there is no allow-list counterpart.
+	DenyCards []string
+	// AgentCard gives the name and purpose of the card of a verified
+	// agent's key set, "" for none ((*keyfetch.Fetcher).AgentName answers
+	// without I/O). Required with DenyCards; it must be safe for concurrent
+	// use.
+	AgentCard func(keySetURL string) (name, purpose string)
 	// Limiter, if set, spends each request's budget (its agent's, or its
 	// client address's when not verified) once the request would pass;
 	// over budget it gets 429 rate_limited.
@@ -78,6 +90,8 @@ type Gate struct {
 	cfg         Config
 	routes      []Route // longest prefix first
 	allow, deny *matcher
+	// denyNames and denyPurposes are DenyCards, lowercase.
+	denyNames, denyPurposes map[string]struct{}
 }
 
 // New validates cfg and returns a Gate.
@@ -100,6 +114,24 @@ func New(cfg Config) (*Gate, error) {
 	}
 	if g.deny, err = compile(cfg.Deny); err != nil {
 		return nil, fmt.Errorf("rules: deny: %w", err)
+	}
+	for _, c := range cfg.DenyCards {
+		kind, v, _ := strings.Cut(c, ":")
+		v = strings.ToLower(strings.TrimSpace(v))
+		m := &g.denyNames
+		switch {
+		case v == "" || (kind != "name" && kind != "purpose"):
+			return nil, fmt.Errorf("rules: deny card %q: want name:NAME or purpose:PURPOSE", c)
+		case kind == "purpose":
+			m = &g.denyPurposes
+		}
+		if *m == nil {
+			*m = map[string]struct{}{}
+		}
+		(*m)[v] = struct{}{}
+	}
+	if len(cfg.DenyCards) > 0 && cfg.AgentCard == nil {
+		return nil, errors.New("rules: DenyCards needs AgentCard, which reads the agents' cards")
 	}
 	if g.cfg.Refuse == nil {
 		g.cfg.Refuse = middleware.WriteError
@@ -140,8 +172,8 @@ type Decision struct {
 
 // Decide applies the rules to r, whose verification outcome is res (nil:
 // not verified, as unsigned). Checks run in order: the route's mode, the
-// deny list, the allow list, then the rate limit (spent only by requests
-// that would otherwise pass).
+// deny list, DenyCards, the allow list, then the rate limit (spent only
+// by requests that would otherwise pass).
 func (g *Gate) Decide(r *http.Request, res *middleware.Result) Decision {
 	if res == nil {
 		res = &middleware.Result{Verdict: middleware.Unsigned, Err: middleware.Fail(middleware.CodeMissingSignature, "the request is not signed")}
@@ -158,6 +190,9 @@ func (g *Gate) Decide(r *http.Request, res *middleware.Result) Decision {
 		if g.deny.matches(res.Agent) {
 			return Decision{Err: middleware.Fail(middleware.CodeForbidden, "agent %s is not allowed here", truncate(res.Agent.ID))}
 		}
+		if g.cardDenied(res.Agent) {
+			return Decision{Err: middleware.Fail(middleware.CodeForbidden, "agent %s is not allowed here (its card)", truncate(res.Agent.ID))}
+		}
 		if !g.allow.empty && !g.allow.matches(res.Agent) {
 			return Decision{Err: middleware.Fail(middleware.CodeForbidden, "agent %s is not allowed here", truncate(res.Agent.ID))}
 		}
@@ -168,6 +203,25 @@ func (g *Gate) Decide(r *http.Request, res *middleware.Result) Decision {
 		d.Err = d.Limit.Err()
 	}
 	return d
+}
+
+// cardDenied reports whether a's card matches Config.DenyCards.
+func (g *Gate) cardDenied(a middleware.Agent) bool {
+	if g.denyNames == nil && g.denyPurposes == nil {
+		return false
+	}
+	name, purpose := g.cfg.AgentCard(a.DirectoryURL)
+	if name != "" && g.denyNames != nil {
+		if _, ok := g.denyNames[strings.ToLower(name)]; ok {
+			return true
+		}
+	}
+	if purpose != "" && g.denyPurposes != nil {
+		if _, ok := g.denyPurposes[strings.ToLower(purpose)]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 func truncate(s string) string {
