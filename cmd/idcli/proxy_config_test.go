@@ -346,7 +346,8 @@ func TestProxyConfigDocExample(t *testing.T) {
 	r := f.rules
 	if f.upstream != "http://127.0.0.1:8000" || f.mode != "required" || len(f.trust) != 2 || f.metricsListen != "127.0.0.1:9090" ||
 		len(r.routes) != 3 || len(r.allow.Hosts) != 1 || len(r.deny.Hosts) != 1 ||
-		r.agent.Quota != 600 || r.agent.Window != time.Minute || r.addr.Quota != 60 || r.keyHeader != "Signed-Agent-Metadata" {
+		r.agent.Quota != 600 || r.agent.Window != time.Minute || r.addr.Quota != 60 || r.keyHeader != "Signed-Agent-Metadata" ||
+		len(r.denyCards) != 1 || len(r.trusted) != 1 || r.addrHeader != "X-Forwarded-For" {
 		t.Errorf("loaded %+v, rules %+v", f, r)
 	}
 }
