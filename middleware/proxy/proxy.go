@@ -24,6 +24,10 @@
 //
 // As a forward-auth endpoint it answers only the addresses of the proxy in
 // front of it and reads only that proxy's headers (Config.ForwardAuth).
+//
+// Config.Decide gives an owner's rules (package rules) the last word on
+// each verified request; the access log then records the answer the
+// client got, refusals by the rules included, in one line per request.
 package proxy
 
 import (

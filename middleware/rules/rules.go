@@ -13,7 +13,9 @@
 //	v, _ := middleware.NewVerifier(middleware.Config{Keys: keys, Mode: middleware.Observe})
 //	http.Handle("/", v.Middleware(g.Middleware(handler)))
 //
-// Around a handler that verifies by itself (such as package proxy's), the
+// In package proxy's handler, Gate.Apply is its Config.Decide hook: the
+// proxy asks the rules after verifying, and logs and counts their refusal
+// as its own answer. Around any other handler that verifies by itself, the
 // verifier's Config.OnResult feeds Gate.OnResult, Gate.Wrap goes around the
 // handler, and Gate.Transport around its upstream transport: a refused
 // request never reaches the upstream, and its client gets the refusal.
