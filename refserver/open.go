@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentid/agentid/middleware/metrics"
+	"github.com/agentid/agentid/middleware/status"
 	"github.com/agentid/agentid/refserver/ratelimit"
 	"github.com/agentid/agentid/refserver/replaypg"
 	"gorm.io/gorm"
@@ -65,7 +66,8 @@ type Options struct {
 	// RegisterLimit, if set, limits POST /agents per client address (see
 	// Config.RegisterLimit). If nil, registration is not limited.
 	RegisterLimit *ratelimit.Config
-	// Metrics serves Prometheus metrics at GET /metrics (see Config.Metrics).
+	// Metrics serves Prometheus metrics at GET /metrics and the status
+	// page at GET /status (see Config.Metrics and Config.Status).
 	Metrics bool
 	// VestauthCompat serves vestauth clients' POST /register and POST
 	// /rotate (see Config.VestauthCompat); Open logs a warning when it is on.
@@ -183,6 +185,7 @@ func Open(ctx context.Context, o Options) (_ *Instance, err error) {
 	}
 	if o.Metrics {
 		cfg.Metrics = metrics.NewRegistry()
+		cfg.Status = status.New(status.Config{Title: "agentid server status", Now: cfg.Now})
 	}
 	if o.Configure != nil {
 		o.Configure(&cfg)

@@ -35,6 +35,9 @@ func (s *Server) routes() http.Handler {
 	if m := s.cfg.Metrics; m != nil {
 		s.handle(api, "/metrics", methods{http.MethodGet: plain(m.Handler())})
 	}
+	if p := s.cfg.Status; p != nil {
+		s.handle(api, "/status", methods{http.MethodGet: plain(p)})
+	}
 
 	dir := r.MatcherFunc(s.onAgentHost).Subrouter()
 	s.handle(dir, signer.DirectoryPath, methods{

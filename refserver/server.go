@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/middleware/metrics"
+	"github.com/agentid/agentid/middleware/status"
 	"github.com/agentid/agentid/refserver/ratelimit"
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/lru"
@@ -64,6 +65,11 @@ type Config struct {
 	// them at GET /metrics on the service host. If nil, nothing is counted
 	// and /metrics is 404.
 	Metrics *metrics.Registry
+	// Status, if set, is fed every verification outcome of the server's
+	// verifiers and served at GET /status on the service host, beside
+	// /metrics: verdicts per minute, top agents, refusal reasons. If nil,
+	// /status is 404. Open sets it together with Metrics.
+	Status *status.Page
 	// RegisterLimit, if set, limits POST /agents per client address (429
 	// rate_limited with Retry-After), checked before the body is read or
 	// the signature verified. If nil, registration is not rate limited.
@@ -182,12 +188,21 @@ func New(cfg Config) (*Server, error) {
 
 // verifierConfig is what every verifier of the server shares: the
 // authority (the service host: signed routes answer only there), the
-// clock, the replay store, the logger, the body cap and, with Metrics, the
-// outcome hook that counts every verification.
+// clock, the replay store, the logger, the body cap and, with Metrics or
+// Status, the outcome hook that records every verification.
 func (s *Server) verifierConfig() middleware.Config {
 	c := middleware.Config{Authorities: []string{s.service.Host}, Now: s.cfg.Now, Replay: s.cfg.Replay, Logger: s.cfg.Logger, MaxBodyBytes: s.cfg.MaxBodyBytes}
-	if m := s.cfg.Metrics; m != nil {
+	m, p := s.cfg.Metrics, s.cfg.Status
+	switch {
+	case m != nil && p != nil:
+		c.OnResult = func(res middleware.Result) {
+			m.ObserveResult(res)
+			p.Observe(res)
+		}
+	case m != nil:
 		c.OnResult = m.ObserveResult
+	case p != nil:
+		c.OnResult = p.Observe
 	}
 	return c
 }

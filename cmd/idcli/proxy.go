@@ -35,7 +35,7 @@ const (
 	proxyReadHeaderTimeout = 10 * time.Second
 )
 
-const proxyUsage = "idcli proxy (--upstream URL | --forward-auth --front nginx|traefik|caddy [--forward-auth-from CIDR…]) [--config FILE] --authority HOST… --trust PATTERN… [--registry URL…] [--agentid-service URL…] [--listen ADDR] [--mode required|optional|observe] [--allow-http] [--allow-private] [--redis-url URL] [--metrics-listen ADDR] [--access-log stdout|stderr|off] [--refusal-status 401|403] [--profile deployed|strict-01] [--upstream-max-idle N] [--log-level info|debug|…]"
+const proxyUsage = "idcli proxy (--upstream URL | --forward-auth --front nginx|traefik|caddy [--forward-auth-from CIDR…]) --authority HOST… --trust PATTERN… [--agentid-service URL…] [--registry URL…] [--config FILE] [--listen ADDR] [--mode required|optional|observe] [--allow-http] [--allow-private] [--redis-url URL] [--metrics-listen ADDR] [--access-log stdout|stderr|off] [--refusal-status 401|403] [--profile deployed|strict-01] [--upstream-max-idle N] [--log-level info|debug|…]"
 
 // proxyFlags are the flags of `idcli proxy`.
 type proxyFlags struct {
@@ -327,7 +327,7 @@ func runProxy(ctx context.Context, env *cliEnv, f proxyFlags) error {
 		reg = metrics.NewRegistry()
 		vc.OnResult = reg.ObserveResult // verification outcomes
 	}
-	owner, err := newProxyOwner(ctx, f, p, &vc, reg) // --config rules (proxy_config.go)
+	owner, err := newProxyOwner(ctx, f, p, &vc, keys.AgentName) // --config rules (proxy_config.go)
 	if err != nil {
 		return err
 	}
@@ -343,6 +343,7 @@ func runProxy(ctx context.Context, env *cliEnv, f proxyFlags) error {
 		// through an HTTP_PROXY meant for outbound traffic, and keeps
 		// this many connections to it for reuse.
 		MaxIdleConnsPerHost: f.upstreamMaxIdle,
+		AgentCard:           keys.AgentName, // agent_name, agent_purpose in the access log
 	}
 	if reg != nil {
 		cfg.Metrics = reg // answers
@@ -350,12 +351,11 @@ func runProxy(ctx context.Context, env *cliEnv, f proxyFlags) error {
 	if p.access != nil {
 		cfg.AccessLog = slog.New(slog.NewJSONHandler(p.access, nil))
 	}
-	cfg.Transport = owner.transport(cfg.Transport)
-	ph, err := proxy.New(cfg)
+	owner.decide(&cfg, verifier)
+	h, err := proxy.New(cfg)
 	if err != nil {
 		return fmt.Errorf("proxy: %w", err)
 	}
-	h := owner.wrap(ph, verifier)
 
 	ln, err := net.Listen("tcp", f.listen)
 	if err != nil {

@@ -7,8 +7,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -21,7 +21,7 @@ import (
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/middleware/agentlimit"
 	"github.com/agentid/agentid/middleware/agentlimit/redislimit"
-	"github.com/agentid/agentid/middleware/metrics"
+	"github.com/agentid/agentid/middleware/proxy"
 	"github.com/agentid/agentid/middleware/redisreplay"
 	"github.com/agentid/agentid/middleware/rules"
 	"github.com/agentid/agentid/middleware/status"
@@ -64,6 +64,9 @@ type policyFile struct {
 	Identities []string `yaml:"identities"`
 	Hosts      []string `yaml:"hosts"`
 	UIDs       []string `yaml:"uids"`
+	// Cards ("name:…", "purpose:…") match the agent's Signature Agent
+	// Card; deny only.
+	Cards []string `yaml:"cards"`
 }
 
 func (p *policyFile) policy() middleware.Policy {
@@ -80,6 +83,12 @@ type limitsFile struct {
 	// RedisPrefix is the key prefix of the buckets in Redis (default
 	// agentid:limit:), to keep deployments sharing a Redis apart.
 	RedisPrefix string `yaml:"redis_prefix"`
+	// TrustedProxies are the load balancers (addresses or CIDRs) whose
+	// ClientAddrHeader is believed for the per-address limit.
+	TrustedProxies []string `yaml:"trusted_proxies"`
+	// ClientAddrHeader is the header they append the client address to
+	// (default X-Forwarded-For).
+	ClientAddrHeader string `yaml:"client_addr_header"`
 }
 
 // proxyRules is what the file adds beyond the flags: per-route modes,
@@ -87,14 +96,17 @@ type limitsFile struct {
 type proxyRules struct {
 	routes      []rules.Route
 	allow, deny middleware.Policy
+	denyCards   []string // deny.cards
 	agent, addr agentlimit.Limit
 	keyHeader   string
 	redisPrefix string
+	trusted     []netip.Prefix // limits.trusted_proxies
+	addrHeader  string         // limits.client_addr_header
 }
 
 // active reports whether any rule is set.
 func (r *proxyRules) active() bool {
-	return r != nil && (len(r.routes) > 0 || len(r.allow.Identities)+len(r.allow.Hosts)+len(r.allow.UIDs) > 0 ||
+	return r != nil && (len(r.routes) > 0 || len(r.allow.Identities)+len(r.allow.Hosts)+len(r.allow.UIDs) > 0 || len(r.denyCards) > 0 ||
 		len(r.deny.Identities)+len(r.deny.Hosts)+len(r.deny.UIDs) > 0 || r.agent.On() || r.addr.On())
 }
 
@@ -180,6 +192,12 @@ func loadProxyConfig(env *cliEnv, fs *flag.FlagSet, f *proxyFlags) error {
 	}
 
 	r := &proxyRules{allow: pf.Allow.policy(), deny: pf.Deny.policy()}
+	if pf.Allow != nil && len(pf.Allow.Cards) > 0 {
+		return fmt.Errorf("--config %s: allow.cards: a card's name and purpose are its agent's own claim, so they can refuse agents (deny.cards) but not let one in", f.config)
+	}
+	if pf.Deny != nil {
+		r.denyCards = pf.Deny.Cards
+	}
 	for i, rt := range pf.Routes {
 		m, err := parseMode(rt.Mode)
 		if err != nil {
@@ -195,13 +213,45 @@ func loadProxyConfig(env *cliEnv, fs *flag.FlagSet, f *proxyFlags) error {
 			return fmt.Errorf("--config %s: limits.address: %v", f.config, err)
 		}
 		r.keyHeader, r.redisPrefix = l.KeyHeader, l.RedisPrefix
+		if r.trusted, err = parseTrustedProxies(l.TrustedProxies); err != nil {
+			return fmt.Errorf("--config %s: limits.trusted_proxies: %v", f.config, err)
+		}
+		r.addrHeader = strings.TrimSpace(l.ClientAddrHeader)
+		switch {
+		case r.addrHeader != "" && len(r.trusted) == 0:
+			return fmt.Errorf("--config %s: limits.client_addr_header %q needs limits.trusted_proxies: the header is believed only from those addresses", f.config, r.addrHeader)
+		case r.addrHeader != "" && !headerName.MatchString(r.addrHeader):
+			return fmt.Errorf("--config %s: limits.client_addr_header %q is not a header name", f.config, r.addrHeader)
+		}
 	}
 	// Validate the rules now, so a bad file fails before anything listens.
-	if _, err := rules.New(rules.Config{Routes: r.routes, Allow: r.allow, Deny: r.deny}); err != nil {
+	noCards := func(string) (string, string) { return "", "" }
+	if _, err := rules.New(rules.Config{Routes: r.routes, Allow: r.allow, Deny: r.deny, DenyCards: r.denyCards, AgentCard: noCards}); err != nil {
 		return fmt.Errorf("--config %s: %s", f.config, strings.TrimPrefix(err.Error(), "rules: "))
 	}
 	f.rules = r
 	return nil
+}
+
+var headerName = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+
+// parseTrustedProxies reads limits.trusted_proxies: addresses or CIDRs.
+func parseTrustedProxies(values []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range values {
+		s = strings.TrimSpace(s)
+		if p, err := netip.ParsePrefix(s); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(s)
+		if err != nil || a.Zone() != "" {
+			return nil, fmt.Errorf("%q: want an address or CIDR, such as 10.0.0.5 or 172.16.0.0/12", s)
+		}
+		a = a.Unmap()
+		out = append(out, netip.PrefixFrom(a, a.BitLen()))
+	}
+	return out, nil
 }
 
 // yamlMessage words a decoding error: an unknown key names the key and
@@ -254,15 +304,17 @@ type proxyOwner struct {
 // verifier's config: with rules the verifier runs in Observe mode and the
 // rules decide, by route, with mode as the default.
 //
-// A refusal by the rules goes to the access log (msg "refused"), to reg,
-// if set, as agentid_http_requests_total{route="rules"} (the proxy's own
-// line and count record the answer it would have given), and to the status
-// page's refusal reasons.
-func newProxyOwner(ctx context.Context, f proxyFlags, p proxyPlan, vc *middleware.Config, reg *metrics.Registry) (*proxyOwner, error) {
+// The rules decide through the proxy's Decide hook, so a refusal by them
+// is the proxy's own answer: its access-log line and its
+// agentid_http_requests_total{route="proxy"} count carry the refusal's
+// status and code. Refusals by the rules also go to the status page's
+// refusal reasons. The status page names agents by their Signature Agent
+// Card (cards, if not nil).
+func newProxyOwner(ctx context.Context, f proxyFlags, p proxyPlan, vc *middleware.Config, cards func(string) (string, string)) (*proxyOwner, error) {
 	mode := p.mode
 	o := &proxyOwner{}
 	if f.metricsListen != "" {
-		o.status = status.New(status.Config{Title: "idcli proxy status"})
+		o.status = status.New(status.Config{Title: "idcli proxy status", AgentName: cards})
 		vc.OnResult = chainResults(vc.OnResult, o.status.Observe)
 	}
 	if !f.rules.active() {
@@ -270,6 +322,9 @@ func newProxyOwner(ctx context.Context, f proxyFlags, p proxyPlan, vc *middlewar
 	}
 	r := f.rules
 	lcfg := agentlimit.Config{Agent: r.agent, Address: r.addr, KeyHeader: r.keyHeader, Logger: vc.Logger}
+	if len(r.trusted) > 0 { // behind load balancers: their header names the client
+		lcfg.ClientAddr = agentlimit.ForwardedClientAddr(r.trusted, r.addrHeader)
+	}
 	where := "memory"
 	if (r.agent.On() || r.addr.On()) && f.redisURL != "" {
 		s, err := redisreplay.Dial(ctx, f.redisURL)
@@ -292,37 +347,32 @@ func newProxyOwner(ctx context.Context, f proxyFlags, p proxyPlan, vc *middlewar
 			return nil, fmt.Errorf("--config: %w", err)
 		}
 	}
-	var access *slog.Logger
-	if p.access != nil {
-		access = slog.New(slog.NewJSONHandler(p.access, nil))
-	}
-	onRefuse := func(req *http.Request, res *middleware.Result, e *middleware.Error, status int) {
-		if o.status != nil && (e.Code == middleware.CodeForbidden || e.Code == middleware.CodeRateLimited) {
-			o.status.ObserveRefusal(e.Code) // the verifier's own refusals are counted by Observe
-		}
-		if reg != nil {
-			reg.ObserveRequest("rules", req.Method, status)
-		}
-		if access != nil {
-			attrs := []slog.Attr{slog.String("method", req.Method), slog.String("host", req.Host), slog.String("path", req.URL.Path),
-				slog.Int("status", status), slog.String("reason", string(e.Code))}
-			if res.Verdict == middleware.Verified {
-				attrs = append(attrs, slog.String("agent", res.Agent.ID))
+	var onRefuse func(*http.Request, *middleware.Result, *middleware.Error, int)
+	if o.status != nil {
+		onRefuse = func(_ *http.Request, _ *middleware.Result, e *middleware.Error, _ int) {
+			if e.Code == middleware.CodeForbidden || e.Code == middleware.CodeRateLimited {
+				o.status.ObserveRefusal(e.Code) // the verifier's own refusals are counted by Observe
 			}
-			access.LogAttrs(req.Context(), slog.LevelInfo, "refused", attrs...)
 		}
 	}
-	g, err := rules.New(rules.Config{Mode: mode, Routes: r.routes, Allow: r.allow, Deny: r.deny, Limiter: lim, OnRefuse: onRefuse})
+	g, err := rules.New(rules.Config{Mode: mode, Routes: r.routes, Allow: r.allow, Deny: r.deny, DenyCards: r.denyCards, AgentCard: cards,
+		Limiter: lim, OnRefuse: onRefuse})
 	if err != nil {
 		o.Close()
 		return nil, fmt.Errorf("--config: %w", err)
 	}
 	o.gate = g
-	vc.Mode = middleware.Observe
-	vc.OnResult = chainResults(vc.OnResult, g.OnResult)
+	vc.Mode = middleware.Observe // every request reaches the rules
 	o.summary = fmt.Sprintf("• rules: %d routes, allow %d, deny %d; limits agent %s, address %s (buckets in %s)",
 		len(r.routes), len(r.allow.Identities)+len(r.allow.Hosts)+len(r.allow.UIDs),
-		len(r.deny.Identities)+len(r.deny.Hosts)+len(r.deny.UIDs), limitString(r.agent), limitString(r.addr), where)
+		len(r.deny.Identities)+len(r.deny.Hosts)+len(r.deny.UIDs)+len(r.denyCards), limitString(r.agent), limitString(r.addr), where)
+	if len(r.trusted) > 0 {
+		h := r.addrHeader
+		if h == "" {
+			h = agentlimit.DefaultClientAddrHeader
+		}
+		o.summary += fmt.Sprintf("; client address from %s when the peer is one of %v", h, r.trusted)
+	}
 	return o, nil
 }
 
@@ -354,23 +404,15 @@ func chainResults(hooks ...func(middleware.Result)) func(middleware.Result) {
 	}
 }
 
-// transport wraps the upstream transport so refused requests never leave.
-func (o *proxyOwner) transport(base http.RoundTripper) http.RoundTripper {
+// decide makes the rules the proxy's last word on each verified request
+// (proxy.Config.Decide); refusals the verifier words go out as the
+// verifier writes them (refusal status, Accept-Signature).
+func (o *proxyOwner) decide(cfg *proxy.Config, v *middleware.Verifier) {
 	if o.gate == nil {
-		return base
-	}
-	return o.gate.Transport(base)
-}
-
-// wrap puts the rules around the proxy handler; refusals the verifier
-// words go out as the verifier writes them (refusal status,
-// Accept-Signature).
-func (o *proxyOwner) wrap(h http.Handler, v *middleware.Verifier) http.Handler {
-	if o.gate == nil {
-		return h
+		return
 	}
 	o.gate.SetRefuse(v.WriteError)
-	return o.gate.Wrap(h)
+	cfg.Decide = o.gate.Apply
 }
 
 // routes adds the status page to the metrics listener's mux.

@@ -178,20 +178,27 @@ access_log: "off"
 
 	// The first proxy refused two unsigned requests on required routes
 	// (401), A over its limit and the third unsigned request (429): its
-	// metrics and access log count them as the rules' answers.
+	// metrics and access log record them as its own answers, one line
+	// each, none with the 502 of a request stopped before the upstream.
 	req, _ := http.NewRequest("GET", metricsURL, nil)
 	m := clitest.MustSend(t, http.DefaultClient, req)
 	for _, want := range []string{
-		`agentid_http_requests_total{route="rules",method="GET",status="401"} 2`,
-		`agentid_http_requests_total{route="rules",method="GET",status="429"} 2`,
+		`agentid_http_requests_total{route="proxy",method="GET",status="401"} 2`,
+		`agentid_http_requests_total{route="proxy",method="GET",status="429"} 2`,
 	} {
 		if !strings.Contains(m.Body, want) {
 			t.Errorf("metrics lack %s:\n%s", want, m.Body)
 		}
 	}
+	if strings.Contains(m.Body, `status="502"`) || strings.Contains(m.Body, `route="rules"`) {
+		t.Errorf("metrics count a refusal twice or as a 502:\n%s", m.Body)
+	}
+	if out := b1.stdout.String(); strings.Contains(out, `"status":502`) || strings.Contains(out, `"msg":"refused"`) {
+		t.Errorf("access log has a second line or a 502 for a refusal:\n%s", out)
+	}
 	refused := 0
 	for _, line := range strings.Split(b1.stdout.String(), "\n") {
-		if strings.Contains(line, `"msg":"refused"`) && strings.Contains(line, `"status":429`) && strings.Contains(line, `"reason":"rate_limited"`) {
+		if strings.Contains(line, `"msg":"request"`) && strings.Contains(line, `"status":429`) && strings.Contains(line, `"reason":"rate_limited"`) {
 			refused++
 			if strings.Contains(line, `"path":"/limited"`) && !strings.Contains(line, `"agent":"`+originA+`"`) {
 				t.Errorf("access log line %s does not name agent A", line)
@@ -339,7 +346,8 @@ func TestProxyConfigDocExample(t *testing.T) {
 	r := f.rules
 	if f.upstream != "http://127.0.0.1:8000" || f.mode != "required" || len(f.trust) != 2 || f.metricsListen != "127.0.0.1:9090" ||
 		len(r.routes) != 3 || len(r.allow.Hosts) != 1 || len(r.deny.Hosts) != 1 ||
-		r.agent.Quota != 600 || r.agent.Window != time.Minute || r.addr.Quota != 60 || r.keyHeader != "Signed-Agent-Metadata" {
+		r.agent.Quota != 600 || r.agent.Window != time.Minute || r.addr.Quota != 60 || r.keyHeader != "Signed-Agent-Metadata" ||
+		len(r.denyCards) != 1 || len(r.trusted) != 1 || r.addrHeader != "X-Forwarded-For" {
 		t.Errorf("loaded %+v, rules %+v", f, r)
 	}
 }

@@ -341,7 +341,7 @@ func (o *startFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.rateLimit, "rate-limit", defaultRateLimit, "sustained rate of registrations (POST /agents, and POST /register with --vestauth-compat) per client address, after --rate-limit-burst: N/s, N/m, N/h, or off")
 	fs.IntVar(&o.rateLimitBurst, "rate-limit-burst", defaultRateLimitBurst, "registrations a client address may make at once before --rate-limit applies")
 	fs.StringVar(&o.trustedProxies, "trusted-proxies", "", "comma-separated CIDRs or addresses of reverse proxies whose X-Forwarded-For names the client (default: none; the peer address is the client)")
-	fs.BoolVar(&o.metrics, "metrics", true, "serve Prometheus metrics at GET /metrics on the service host (--metrics=false to disable)")
+	fs.BoolVar(&o.metrics, "metrics", true, "serve Prometheus metrics at GET /metrics and the status page (verdicts, top agents, refusal reasons) at GET /status on the service host (--metrics=false to disable both)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info (one line per request), warn or error (warn drops the per-request lines; 5xx are still logged)")
 	fs.StringVar(&o.bind, "bind", "", "address to listen on, such as 127.0.0.1 for this machine only (default: every interface)")
 	fs.BoolVar(&o.vestauthCompat, "vestauth-compat", false, "also serve vestauth clients' POST /register and POST /rotate (rotation binds less than PUT /agents/{uid}/keys: see docs/migrating-from-vestauth.md)")

@@ -24,6 +24,10 @@
 //
 // As a forward-auth endpoint it answers only the addresses of the proxy in
 // front of it and reads only that proxy's headers (Config.ForwardAuth).
+//
+// Config.Decide gives an owner's rules (package rules) the last word on
+// each verified request; the access log then records the answer the
+// client got, refusals by the rules included, in one line per request.
 package proxy
 
 import (
@@ -148,11 +152,30 @@ type Config struct {
 	MaxIdleConnsPerHost int
 	// AccessLog, if set, gets one line per request: method, host, path
 	// (of the original request in forward-auth), status, duration_ms,
-	// verdict, reason (the error code), agent, kid, uid and, when the
-	// upstream failed, upstream_error.
+	// verdict, reason (the error code: Decide's refusal's, else the
+	// verifier's), agent, kid, uid, agent_name and agent_purpose (see
+	// AgentCard) and, when the upstream failed, upstream_error.
 	AccessLog *slog.Logger
 	// Metrics, if set, counts answers.
 	Metrics Metrics
+	// Decide, if set, has the last word on each request the verifier let
+	// through, before it is forwarded (in forward-auth, before the 200).
+	// It returns nil to let the request go on, having possibly set headers
+	// on w (such as rate-limit headers, sent with the answer), or writes a
+	// refusal to w and returns its error: the access log line and Metrics
+	// then record that refusal's status and code, so the one line of a
+	// request tells what its client got. A refused request never reaches
+	// the upstream. (*rules.Gate).Apply fits; run the verifier in Observe
+	// mode so that every request reaches it. It must be safe for
+	// concurrent use.
+	Decide func(w http.ResponseWriter, r *http.Request, res *middleware.Result) *middleware.Error
+	// AgentCard, if set, names verified agents in the access log: given
+	// the agent's key-set URL (middleware.Agent.DirectoryURL), it returns
+	// the name and purpose its Signature Agent Card gives, "" for none
+	// (logged as agent_name and agent_purpose when not empty).
+	// (*keyfetch.Fetcher).AgentCard answers it without I/O. It must be safe
+	// for concurrent use.
+	AgentCard func(keySetURL string) (name, purpose string)
 }
 
 // Handler is a verifying reverse proxy or forward-auth endpoint.
@@ -272,12 +295,21 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	res := h.cfg.Verifier.Check(r)
 	if !res.Passed {
 		h.cfg.Verifier.WriteError(sw, res.Err)
-		h.observe(r, sw.Status, res, nil, start)
+		h.observe(r, sw.Status, res, nil, nil, start)
 		return
+	}
+	if h.cfg.Decide != nil {
+		if refusal := h.cfg.Decide(sw, r, res); refusal != nil {
+			if sw.Status == 0 { // a Decide that wrote nothing still refuses
+				middleware.WriteError(sw, refusal)
+			}
+			h.observe(r, sw.Status, res, refusal, nil, start)
+			return
+		}
 	}
 	st := &requestState{res: res}
 	h.proxy.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), stateKey{}, st)))
-	h.observe(r, sw.Status, res, st.upstreamErr, start)
+	h.observe(r, sw.Status, res, nil, st.upstreamErr, start)
 }
 
 // forwardAuth answers one auth subrequest.
@@ -286,13 +318,13 @@ func (h *Handler) forwardAuth(sw *middleware.StatusWriter, r *http.Request, star
 		err := middleware.Fail(middleware.CodeForbidden,
 			"this forward-auth endpoint answers only the proxy in front of it, and %s is not one of its addresses", addr)
 		h.refuse(sw, err)
-		h.observe(r, sw.Status, &middleware.Result{Request: r, Verdict: middleware.Invalid, Err: err}, nil, start)
+		h.observe(r, sw.Status, &middleware.Result{Request: r, Verdict: middleware.Invalid, Err: err}, nil, nil, start)
 		return
 	}
 	orig, err := originalRequest(r, h.cfg.ForwardAuth)
 	if err != nil {
 		h.refuse(sw, err)
-		h.observe(r, sw.Status, &middleware.Result{Request: r, Verdict: middleware.Invalid, Err: err}, nil, start)
+		h.observe(r, sw.Status, &middleware.Result{Request: r, Verdict: middleware.Invalid, Err: err}, nil, nil, start)
 		return
 	}
 	res := h.precheck(orig)
@@ -301,8 +333,22 @@ func (h *Handler) forwardAuth(sw *middleware.StatusWriter, r *http.Request, star
 	}
 	if !res.Passed {
 		h.refuse(sw, res.Err)
-		h.observe(orig, sw.Status, res, nil, start)
+		h.observe(orig, sw.Status, res, nil, nil, start)
 		return
+	}
+	if h.cfg.Decide != nil {
+		c := &captureWriter{header: http.Header{}}
+		if refusal := h.cfg.Decide(c, orig, res); refusal != nil {
+			if c.status == 0 {
+				middleware.WriteError(c, refusal)
+			}
+			h.writeRefusal(sw, c)
+			h.observe(orig, sw.Status, res, refusal, nil, start)
+			return
+		}
+		for k, v := range c.header {
+			sw.Header()[k] = v
+		}
 	}
 	if h.cfg.ForwardAuth == FrontCaddy {
 		// Caddy 2.6's copy_headers gives the service a header this answer
@@ -316,7 +362,7 @@ func (h *Handler) forwardAuth(sw *middleware.StatusWriter, r *http.Request, star
 	}
 	h.setAgentHeaders(sw.Header(), res)
 	sw.WriteHeader(http.StatusOK)
-	h.observe(orig, sw.Status, res, nil, start)
+	h.observe(orig, sw.Status, res, nil, nil, start)
 }
 
 // allowed reports whether a subrequest from remoteAddr may be answered, and
@@ -387,6 +433,12 @@ func coversContentDigest(hd http.Header) bool {
 func (h *Handler) refuse(sw *middleware.StatusWriter, err error) {
 	c := &captureWriter{header: http.Header{}}
 	h.cfg.Verifier.WriteError(c, err)
+	h.writeRefusal(sw, c)
+}
+
+// writeRefusal sends the refusal captured in c, its body repeated in
+// X-Agent-Refusal.
+func (h *Handler) writeRefusal(sw *middleware.StatusWriter, c *captureWriter) {
 	for k, v := range c.header {
 		sw.Header()[k] = v
 	}
@@ -536,8 +588,9 @@ func originalRequest(r *http.Request, front Front) (*http.Request, *middleware.E
 }
 
 // observe counts and logs one answer; r is the original request (in
-// forward-auth, once rebuilt).
-func (h *Handler) observe(r *http.Request, status int, res *middleware.Result, upstreamErr error, start time.Time) {
+// forward-auth, once rebuilt), refusal the error of Config.Decide's
+// refusal (nil if none).
+func (h *Handler) observe(r *http.Request, status int, res *middleware.Result, refusal *middleware.Error, upstreamErr error, start time.Time) {
 	if status == 0 {
 		status = http.StatusOK
 	}
@@ -551,13 +604,24 @@ func (h *Handler) observe(r *http.Request, status int, res *middleware.Result, u
 		}
 		if res != nil {
 			attrs = append(attrs, slog.String("verdict", string(res.Outcome())))
-			if res.Err != nil {
+			if refusal != nil {
+				attrs = append(attrs, slog.String("reason", string(refusal.Code)))
+			} else if res.Err != nil {
 				attrs = append(attrs, slog.String("reason", string(res.Err.Code)))
 			}
 			if res.Verdict == middleware.Verified {
 				attrs = append(attrs, slog.String("agent", res.Agent.ID), slog.String("kid", res.Agent.KeyID))
 				if uid := h.uid(res.Agent.ID); uid != "" {
 					attrs = append(attrs, slog.String("uid", uid))
+				}
+				if h.cfg.AgentCard != nil {
+					name, purpose := h.cfg.AgentCard(res.Agent.DirectoryURL)
+					if name != "" {
+						attrs = append(attrs, slog.String("agent_name", name))
+					}
+					if purpose != "" {
+						attrs = append(attrs, slog.String("agent_purpose", purpose))
+					}
 				}
 			}
 		}

@@ -13,7 +13,9 @@
 //	v, _ := middleware.NewVerifier(middleware.Config{Keys: keys, Mode: middleware.Observe})
 //	http.Handle("/", v.Middleware(g.Middleware(handler)))
 //
-// Around a handler that verifies by itself (such as package proxy's), the
+// In package proxy's handler, Gate.Apply is its Config.Decide hook: the
+// proxy asks the rules after verifying, and logs and counts their refusal
+// as its own answer. Around any other handler that verifies by itself, the
 // verifier's Config.OnResult feeds Gate.OnResult, Gate.Wrap goes around the
 // handler, and Gate.Transport around its upstream transport: a refused
 // request never reaches the upstream, and its client gets the refusal.
@@ -55,6 +57,18 @@ type Config struct {
 	// Deny lists verified agents refused with 403 forbidden, whatever
 	// Allow says.
 	Deny middleware.Policy
+	// DenyCards lists, as "name:NAME" or "purpose:PURPOSE", the verified
+	// agents refused with 403 forbidden by what their Signature Agent Card
+	// says (compared case-insensitively), read with AgentCard. A card's
+	// name and purpose are its agent's own claim: they serve to refuse
+	// agents that declare themselves (a purpose such as ai-training), never
+	// to let one in, so there is no allow-list counterpart.
+	DenyCards []string
+	// AgentCard gives the name and purpose of the card of a verified
+	// agent's key set, "" for none ((*keyfetch.Fetcher).AgentName answers
+	// without I/O). Required with DenyCards; it must be safe for concurrent
+	// use.
+	AgentCard func(keySetURL string) (name, purpose string)
 	// Limiter, if set, spends each request's budget (its agent's, or its
 	// client address's when not verified) once the request would pass;
 	// over budget it gets 429 rate_limited.
@@ -64,8 +78,8 @@ type Config struct {
 	// proxies pass the verifier's WriteError, which adds Accept-Signature
 	// and applies its refusal status.
 	Refuse func(http.ResponseWriter, error)
-	// OnRefuse, if set, is told of each refusal Wrap writes, with the
-	// status sent: a handler wrapped by Wrap records its own intended
+	// OnRefuse, if set, is told of each refusal Wrap or Apply writes, with
+	// the status sent: a handler wrapped by Wrap records its own intended
 	// answer in its logs and metrics, not the refusal, so this is where
 	// refusals by the rules are counted. It must be safe for concurrent
 	// use.
@@ -78,6 +92,8 @@ type Gate struct {
 	cfg         Config
 	routes      []Route // longest prefix first
 	allow, deny *matcher
+	// denyNames and denyPurposes are DenyCards, lowercase.
+	denyNames, denyPurposes map[string]struct{}
 }
 
 // New validates cfg and returns a Gate.
@@ -100,6 +116,24 @@ func New(cfg Config) (*Gate, error) {
 	}
 	if g.deny, err = compile(cfg.Deny); err != nil {
 		return nil, fmt.Errorf("rules: deny: %w", err)
+	}
+	for _, c := range cfg.DenyCards {
+		kind, v, _ := strings.Cut(c, ":")
+		v = strings.ToLower(strings.TrimSpace(v))
+		m := &g.denyNames
+		switch {
+		case v == "" || (kind != "name" && kind != "purpose"):
+			return nil, fmt.Errorf("rules: deny card %q: want name:NAME or purpose:PURPOSE", c)
+		case kind == "purpose":
+			m = &g.denyPurposes
+		}
+		if *m == nil {
+			*m = map[string]struct{}{}
+		}
+		(*m)[v] = struct{}{}
+	}
+	if len(cfg.DenyCards) > 0 && cfg.AgentCard == nil {
+		return nil, errors.New("rules: DenyCards needs AgentCard, which reads the agents' cards")
 	}
 	if g.cfg.Refuse == nil {
 		g.cfg.Refuse = middleware.WriteError
@@ -140,8 +174,8 @@ type Decision struct {
 
 // Decide applies the rules to r, whose verification outcome is res (nil:
 // not verified, as unsigned). Checks run in order: the route's mode, the
-// deny list, the allow list, then the rate limit (spent only by requests
-// that would otherwise pass).
+// deny list, DenyCards, the allow list, then the rate limit (spent only
+// by requests that would otherwise pass).
 func (g *Gate) Decide(r *http.Request, res *middleware.Result) Decision {
 	if res == nil {
 		res = &middleware.Result{Verdict: middleware.Unsigned, Err: middleware.Fail(middleware.CodeMissingSignature, "the request is not signed")}
@@ -158,6 +192,9 @@ func (g *Gate) Decide(r *http.Request, res *middleware.Result) Decision {
 		if g.deny.matches(res.Agent) {
 			return Decision{Err: middleware.Fail(middleware.CodeForbidden, "agent %s is not allowed here", truncate(res.Agent.ID))}
 		}
+		if g.cardDenied(res.Agent) {
+			return Decision{Err: middleware.Fail(middleware.CodeForbidden, "agent %s is not allowed here (its card)", truncate(res.Agent.ID))}
+		}
 		if !g.allow.empty && !g.allow.matches(res.Agent) {
 			return Decision{Err: middleware.Fail(middleware.CodeForbidden, "agent %s is not allowed here", truncate(res.Agent.ID))}
 		}
@@ -168,6 +205,25 @@ func (g *Gate) Decide(r *http.Request, res *middleware.Result) Decision {
 		d.Err = d.Limit.Err()
 	}
 	return d
+}
+
+// cardDenied reports whether a's card matches Config.DenyCards.
+func (g *Gate) cardDenied(a middleware.Agent) bool {
+	if g.denyNames == nil && g.denyPurposes == nil {
+		return false
+	}
+	name, purpose := g.cfg.AgentCard(a.DirectoryURL)
+	if name != "" && g.denyNames != nil {
+		if _, ok := g.denyNames[strings.ToLower(name)]; ok {
+			return true
+		}
+	}
+	if purpose != "" && g.denyPurposes != nil {
+		if _, ok := g.denyPurposes[strings.ToLower(purpose)]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 func truncate(s string) string {
@@ -185,6 +241,26 @@ func (g *Gate) write(w http.ResponseWriter, d Decision) {
 		return
 	}
 	middleware.WriteError(w, d.Err)
+}
+
+// Apply decides r, whose verification outcome is res (nil: not verified),
+// and writes its part of the answer: the refusal (reported to
+// Config.OnRefuse) or, when r may go on, the rate-limit headers on w. It
+// returns the refusal, nil when r may go on. It fits package proxy's
+// Config.Decide: the proxy then logs and counts the refusal as its own
+// answer, and never forwards the request.
+func (g *Gate) Apply(w http.ResponseWriter, r *http.Request, res *middleware.Result) *middleware.Error {
+	d := g.Decide(r, res)
+	if d.Err == nil {
+		d.Limit.SetHeaders(w.Header())
+		return nil
+	}
+	sw := &middleware.StatusWriter{ResponseWriter: w}
+	g.write(sw, d)
+	if f := g.cfg.OnRefuse; f != nil {
+		f(r, res, d.Err, sw.Status)
+	}
+	return d.Err
 }
 
 // Middleware applies the rules behind the verifier's middleware (which

@@ -115,7 +115,7 @@ svg{background:#fff;border:1px solid #ddd;border-radius:6px}
 <thead><tr><th>Agent</th><th>Requests</th><th>Verified</th><th>Invalid</th><th>± (sketch)</th></tr></thead>
 <tbody>
 {{- range .Agents}}
-<tr class="agent" data-id="{{.ID}}" data-requests="{{.Requests}}" data-verified="{{.Verified}}" data-invalid="{{.Invalid}}"><td>{{.ID}}</td><td class="n">{{.Requests}}</td><td class="n">{{.Verified}}</td><td class="n">{{.Invalid}}</td><td class="n">{{.Error}}</td></tr>
+<tr class="agent" data-id="{{.ID}}" data-requests="{{.Requests}}" data-verified="{{.Verified}}" data-invalid="{{.Invalid}}"{{if .Name}} data-name="{{.Name}}"{{end}}><td>{{if .Name}}<b class="name">{{.Name}}</b>{{if .Purpose}} <span class="purpose">({{.Purpose}})</span>{{end}}<br>{{end}}{{.ID}}</td><td class="n">{{.Requests}}</td><td class="n">{{.Verified}}</td><td class="n">{{.Invalid}}</td><td class="n">{{.Error}}</td></tr>
 {{- else}}
 <tr><td colspan="5">No agent yet.</td></tr>
 {{- end}}

@@ -18,6 +18,7 @@ type sketch struct {
 
 type sketchEntry struct {
 	id       string
+	keySet   string // the key-set URL it was first seen with
 	count    uint64
 	err      uint64
 	verdicts [3]uint64 // exact since the entry was taken
@@ -27,16 +28,20 @@ func newSketch(k int) sketch {
 	return sketch{k: k, index: make(map[string]int, k)}
 }
 
-// add counts one request of id with verdict vi.
-func (s *sketch) add(id string, vi int) {
+// add counts one request of id (verified with the key set at keySet) with
+// verdict vi.
+func (s *sketch) add(id, keySet string, vi int) {
 	if i, ok := s.index[id]; ok {
+		if s.entries[i].keySet == "" {
+			s.entries[i].keySet = keySet
+		}
 		s.entries[i].count++
 		s.entries[i].verdicts[vi]++
 		return
 	}
 	if len(s.entries) < s.k {
 		s.index[id] = len(s.entries)
-		e := sketchEntry{id: id, count: 1}
+		e := sketchEntry{id: id, keySet: keySet, count: 1}
 		e.verdicts[vi] = 1
 		s.entries = append(s.entries, e)
 		return
@@ -49,7 +54,7 @@ func (s *sketch) add(id string, vi int) {
 	}
 	delete(s.index, s.entries[m].id)
 	min := s.entries[m].count
-	e := sketchEntry{id: id, count: min + 1, err: min}
+	e := sketchEntry{id: id, keySet: keySet, count: min + 1, err: min}
 	e.verdicts[vi] = 1
 	s.entries[m] = e
 	s.index[id] = m
@@ -59,7 +64,7 @@ func (s *sketch) add(id string, vi int) {
 func (s *sketch) top(n int) []AgentCounts {
 	out := make([]AgentCounts, 0, len(s.entries))
 	for _, e := range s.entries {
-		out = append(out, AgentCounts{ID: e.id, Requests: e.count, Error: e.err, VerdictCounts: countsOf(e.verdicts)})
+		out = append(out, AgentCounts{ID: e.id, KeySetURL: e.keySet, Requests: e.count, Error: e.err, VerdictCounts: countsOf(e.verdicts)})
 	}
 	slices.SortFunc(out, func(a, b AgentCounts) int {
 		return cmp.Or(cmp.Compare(b.Requests, a.Requests), cmp.Compare(a.ID, b.ID))

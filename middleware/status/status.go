@@ -43,6 +43,13 @@ type Config struct {
 	Title string
 	// Now is the clock. If nil, time.Now is used.
 	Now func() time.Time
+	// AgentName, if set, names the listed agents next to their identity:
+	// given an agent's key-set URL (middleware.Agent.DirectoryURL), it
+	// returns its name, "" for none, such as the name its Signature Agent
+	// Card gives ((*keyfetch.Fetcher).AgentName). It is called when a
+	// snapshot is taken, for the listed agents only, and must be safe for
+	// concurrent use.
+	AgentName func(keySetURL string) (name, purpose string)
 }
 
 // verdictIndex numbers the verdicts in counts arrays.
@@ -123,7 +130,7 @@ func (p *Page) Observe(res middleware.Result) {
 		p.fetchOK++
 	}
 	if id := res.Agent.ID; id != "" {
-		p.sketch.add(id, vi)
+		p.sketch.add(id, res.Agent.DirectoryURL, vi)
 	}
 }
 
@@ -172,9 +179,15 @@ type MinuteCounts struct {
 // most Error (the space-saving sketch's bound); the verdict counts are
 // exact since the agent entered the sketch.
 type AgentCounts struct {
-	ID       string
-	Requests uint64
-	Error    uint64
+	ID string
+	// Name and Purpose are what Config.AgentName says of the agent, ""
+	// without it.
+	Name, Purpose string
+	// KeySetURL is the key-set URL the agent's first counted request was
+	// verified with.
+	KeySetURL string
+	Requests  uint64
+	Error     uint64
 	VerdictCounts
 }
 
@@ -197,7 +210,6 @@ func (p *Page) Snapshot() Snapshot {
 	cur := now.Unix() / 60
 	s := Snapshot{Title: p.cfg.Title, Now: now, Since: p.started}
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	var hour [3]uint64
 	for i := range Minutes {
 		m := cur - Minutes + 1 + int64(i)
@@ -220,6 +232,14 @@ func (p *Page) Snapshot() Snapshot {
 		return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.Code, b.Code))
 	})
 	s.Fetch.OK, s.Fetch.Failed, s.Fetch.LastFailure = p.fetchOK, p.fetchErr, p.lastErr
+	p.mu.Unlock()
+	if p.cfg.AgentName != nil { // outside the lock: Observe never waits for it
+		for i := range s.Agents {
+			if a := &s.Agents[i]; a.KeySetURL != "" {
+				a.Name, a.Purpose = p.cfg.AgentName(a.KeySetURL)
+			}
+		}
+	}
 	return s
 }
 

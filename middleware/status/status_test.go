@@ -140,3 +140,43 @@ func TestAgentIDEscaped(t *testing.T) {
 		t.Errorf("identity rendered as markup:\n%s", rec.Body)
 	}
 }
+
+// TestAgentNames: Config.AgentName names the listed agents, looked up by
+// the key-set URL they were verified with, on the page next to their
+// identity (escaped), and only there.
+func TestAgentNames(t *testing.T) {
+	var asked []string
+	var mu sync.Mutex
+	p := status.New(status.Config{AgentName: func(u string) (string, string) {
+		mu.Lock()
+		asked = append(asked, u)
+		mu.Unlock()
+		if u == "https://a.example/card.json" {
+			return "Crawler <A>", "search"
+		}
+		return "", ""
+	}})
+	a := verified("https://a.example/card.json")
+	a.Agent.DirectoryURL = "https://a.example/card.json"
+	b := verified("https://b.example")
+	b.Agent.DirectoryURL = "https://b.example/.well-known/http-message-signatures-directory"
+	p.Observe(invalid("https://a.example/card.json", middleware.CodeExpiredSignature)) // no key set yet
+	p.Observe(a)
+	p.Observe(b)
+	if len(asked) != 0 {
+		t.Errorf("AgentName called by Observe: %v", asked)
+	}
+	s := p.Snapshot()
+	if len(s.Agents) != 2 || s.Agents[0].Name != "Crawler <A>" || s.Agents[0].Purpose != "search" || s.Agents[1].Name != "" {
+		t.Fatalf("agents = %+v, want a named Crawler <A> (search), b unnamed", s.Agents)
+	}
+	rec := httptest.NewRecorder()
+	p.ServeHTTP(rec, httptest.NewRequest("GET", "/status", nil))
+	body := rec.Body.String()
+	if want := `data-name="Crawler &lt;A&gt;"><td><b class="name">Crawler &lt;A&gt;</b> <span class="purpose">(search)</span><br>https://a.example/card.json</td>`; !strings.Contains(body, want) {
+		t.Errorf("page lacks %s:\n%s", want, body)
+	}
+	if strings.Count(body, `class="name"`) != 1 {
+		t.Errorf("the unnamed agent got a name:\n%s", body)
+	}
+}
