@@ -39,7 +39,7 @@ func (p Policy) Allows(a Agent) bool {
 			return true
 		}
 	}
-	if host := identityHost(a.ID); host != "" {
+	if host := IdentityHost(a.ID); host != "" {
 		for _, h := range p.Hosts {
 			if hostMatches(h, host) {
 				return true
@@ -56,9 +56,11 @@ func (p Policy) Allows(a Agent) bool {
 	return false
 }
 
-// identityHost returns the host of an agent identity (an origin or a
-// key-set URL, as the verifier built it): no brackets, no port.
-func identityHost(id string) string {
+// IdentityHost returns the host of an agent identity (Agent.ID: an origin
+// or a key-set URL, as the verifier built it): no brackets, no port, ""
+// when id has no scheme. Policies and the proxy's rules match host
+// patterns against it.
+func IdentityHost(id string) string {
 	_, rest, ok := strings.Cut(id, "://")
 	if !ok {
 		return ""

@@ -1,7 +1,6 @@
 package rules
 
 import (
-	"net"
 	"path"
 	"strings"
 
@@ -68,7 +67,7 @@ func (m *matcher) matches(a middleware.Agent) bool {
 	if _, ok := m.ids[a.ID]; ok {
 		return true
 	}
-	if host := identityHost(a.ID); host != "" && (len(m.hosts) > 0 || len(m.suffixes) > 0) {
+	if host := middleware.IdentityHost(a.ID); host != "" && (len(m.hosts) > 0 || len(m.suffixes) > 0) {
 		host = strings.ToLower(host)
 		if _, ok := m.hosts[host]; ok {
 			return true
@@ -92,20 +91,4 @@ func (m *matcher) matches(a middleware.Agent) bool {
 		}
 	}
 	return false
-}
-
-// identityHost returns the host of an agent identity (an origin or a
-// key-set URL): no brackets, no port.
-func identityHost(id string) string {
-	_, rest, ok := strings.Cut(id, "://")
-	if !ok {
-		return ""
-	}
-	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
-		rest = rest[:i]
-	}
-	if h, _, err := net.SplitHostPort(rest); err == nil {
-		return h
-	}
-	return strings.TrimSuffix(strings.TrimPrefix(rest, "["), "]")
 }
