@@ -267,20 +267,29 @@ func parsePrefixes(values []string) ([]netip.Prefix, error) {
 	var out []netip.Prefix
 	for _, v := range values {
 		for _, s := range strings.Split(v, ",") {
-			s = strings.TrimSpace(s)
-			if p, err := netip.ParsePrefix(s); err == nil {
-				out = append(out, p.Masked())
-				continue
+			p, err := addrOrPrefix(s)
+			if err != nil {
+				return nil, fmt.Errorf("--forward-auth-from %w", err)
 			}
-			a, err := netip.ParseAddr(s)
-			if err != nil || a.Zone() != "" {
-				return nil, fmt.Errorf("--forward-auth-from %q: want an address or CIDR, such as 10.0.0.5 or 172.16.0.0/12", s)
-			}
-			a = a.Unmap()
-			out = append(out, netip.PrefixFrom(a, a.BitLen()))
+			out = append(out, p)
 		}
 	}
 	return out, nil
+}
+
+// addrOrPrefix reads an address or a CIDR as a prefix (an address is a
+// prefix of its full length; IPv4-mapped addresses are unmapped).
+func addrOrPrefix(s string) (netip.Prefix, error) {
+	s = strings.TrimSpace(s)
+	if p, err := netip.ParsePrefix(s); err == nil {
+		return p.Masked(), nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil || a.Zone() != "" {
+		return netip.Prefix{}, fmt.Errorf("%q: want an address or CIDR, such as 10.0.0.5 or 172.16.0.0/12", s)
+	}
+	a = a.Unmap()
+	return netip.PrefixFrom(a, a.BitLen()), nil
 }
 
 // parseUpstream reads --upstream: an absolute http(s) URL; a path, if any,

@@ -135,7 +135,7 @@ limits:
 	}
 	behind, b := startProxy(t, "--config", file("  trusted_proxies: [127.0.0.0/8]\n"))
 	direct, _ := startProxy(t, "--config", file(""))
-	if out := b.stdout.String(); !strings.Contains(out, "client address from X-Forwarded-For when the peer is one of [127.0.0.0/8]") {
+	if out := b.stderr.String(); !strings.Contains(out, "client address from X-Forwarded-For when the peer is one of [127.0.0.0/8]") {
 		t.Errorf("banner %q does not name the trusted proxies", out)
 	}
 	get := func(base, xff string) int {

@@ -239,17 +239,11 @@ var headerName = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 func parseTrustedProxies(values []string) ([]netip.Prefix, error) {
 	var out []netip.Prefix
 	for _, s := range values {
-		s = strings.TrimSpace(s)
-		if p, err := netip.ParsePrefix(s); err == nil {
-			out = append(out, p.Masked())
-			continue
+		p, err := addrOrPrefix(s)
+		if err != nil {
+			return nil, err
 		}
-		a, err := netip.ParseAddr(s)
-		if err != nil || a.Zone() != "" {
-			return nil, fmt.Errorf("%q: want an address or CIDR, such as 10.0.0.5 or 172.16.0.0/12", s)
-		}
-		a = a.Unmap()
-		out = append(out, netip.PrefixFrom(a, a.BitLen()))
+		out = append(out, p)
 	}
 	return out, nil
 }
