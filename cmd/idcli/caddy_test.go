@@ -208,7 +208,7 @@ func TestProxyBehindCaddy(t *testing.T) {
 				if seen := up.got(path); len(seen) != 1 {
 					t.Fatalf("the service saw %d requests at %s, want 1", len(seen), path)
 				} else {
-					checkCaddyHeaders(t, "unsigned", seen[0], map[string]string{"X-Agent-Verdict": "unsigned"})
+					checkCaddyHeaders(t, "unsigned", seen[0], map[string]string{"X-Agent-Verdict": "unverified"})
 				}
 			}
 

@@ -657,7 +657,7 @@ func TestForwardAuthCaddyHeaders(t *testing.T) {
 	}{
 		// No uid: the agent is not of a configured service.
 		{"verified", func() http.Header { return signFor(t, "GET", "/public") }, map[string]string{proxy.HeaderVerdict: "verified", proxy.HeaderID: testOrigin, proxy.HeaderKeyID: key.KeyID()}},
-		{"unsigned", http.Header{}.Clone, map[string]string{proxy.HeaderVerdict: "unsigned"}},
+		{"unsigned", http.Header{}.Clone, map[string]string{proxy.HeaderVerdict: "unverified"}},
 	}
 	for _, tc := range tests {
 		for _, px := range []*httptest.Server{caddy, traefik} {
