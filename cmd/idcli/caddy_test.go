@@ -213,7 +213,9 @@ func TestProxyBehindCaddy(t *testing.T) {
 			}
 
 			// The proxy's access log names the original method and path.
-			lines := accessLog(t, p.stdout.String())["/"+mode+"/admin/transfer"]
+			lines := accessLog(t, p.waitStdout(func(out string) bool {
+				return strings.Contains(out, `"path":"/`+mode+`/admin/transfer"`)
+			}))["/"+mode+"/admin/transfer"]
 			if len(lines) != 1 || lines[0].Method != http.MethodPost || lines[0].Reason != "invalid_signature" {
 				t.Errorf("access log for POST /%s/admin/transfer: %+v, want one POST line with reason invalid_signature", mode, lines)
 			}

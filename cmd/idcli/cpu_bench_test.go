@@ -296,19 +296,30 @@ func BenchmarkProxyServerCPU(b *testing.B) {
 	key := signertest.Key(94)
 	uid := clitest.Register(b, nil, srv.URL, key)
 	origin := srv.AgentOrigin(uid)
-	addr := "127.0.0.1:" + freePort(b)
-	startChild(b, dir, "proxy", addr, bin, "proxy", "--listen", addr, "--upstream", upstream.URL,
-		"--authority", addr, "--trust", "*.localhost:*", "--allow-http", "--allow-private")
-	probe, err := findServerProcess(addr)
-	if err != nil {
-		b.Fatal(err)
+	startProxy := func(label, bin string) (string, *cpuProbe) {
+		addr := "127.0.0.1:" + freePort(b)
+		startChild(b, dir, label, addr, bin, "proxy", "--listen", addr, "--upstream", upstream.URL,
+			"--authority", addr, "--trust", "*.localhost:*", "--allow-http", "--allow-private")
+		probe, err := findServerProcess(addr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return addr, probe
+	}
+	addr, probe := startProxy("proxy", bin)
+	// AGENTID_CPUBENCH_BASELINE: that binary's proxy gets the same load,
+	// interleaved (base-proxy-µs/req).
+	var baseAddr string
+	var baseProbe *cpuProbe
+	if base := os.Getenv("AGENTID_CPUBENCH_BASELINE"); base != "" {
+		baseAddr, baseProbe = startProxy("baseline", base)
 	}
 
 	n := *cpuBenchRequests
 	if testing.Short() {
 		n /= 4
 	}
-	sign := func(n int) []signer.SignatureHeaders {
+	sign := func(addr string, n int) []signer.SignatureHeaders {
 		hs := make([]signer.SignatureHeaders, n)
 		for i := range hs {
 			h, err := signer.Headers(http.MethodGet, "http://"+addr+"/x", key, signer.Options{SignatureAgent: origin})
@@ -319,14 +330,9 @@ func BenchmarkProxyServerCPU(b *testing.B) {
 		}
 		return hs
 	}
-	load(b, "http://"+addr+"/x", sign(500)) // key fetch, connections
-	b.ResetTimer()
-	for range b.N {
-		b.StopTimer()
-		hs := sign(n)
-		b.StartTimer()
-		verify := ed25519VerifyCPU(5000)
-		direct := load(b, upstream.URL+"/x", make([]signer.SignatureHeaders, n))
+	// measure sends hs through the proxy at addr and returns its CPU per
+	// request in µs and the mean latency.
+	measure := func(addr string, probe *cpuProbe, hs []signer.SignatureHeaders) (float64, time.Duration) {
 		before, err := probe.snapshot()
 		if err != nil {
 			b.Fatal(err)
@@ -336,7 +342,28 @@ func BenchmarkProxyServerCPU(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		perReq := float64(use.server.Nanoseconds()) / 1e3 / float64(n)
+		return float64(use.server.Nanoseconds()) / 1e3 / float64(len(hs)), proxied
+	}
+	load(b, "http://"+addr+"/x", sign(addr, 500)) // key fetch, connections
+	if baseAddr != "" {
+		load(b, "http://"+baseAddr+"/x", sign(baseAddr, 500))
+	}
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		hs := sign(addr, n)
+		var baseHs []signer.SignatureHeaders
+		if baseAddr != "" {
+			baseHs = sign(baseAddr, n)
+		}
+		b.StartTimer()
+		verify := ed25519VerifyCPU(5000)
+		direct := load(b, upstream.URL+"/x", make([]signer.SignatureHeaders, n))
+		if baseAddr != "" {
+			basePerReq, _ := measure(baseAddr, baseProbe, baseHs)
+			b.ReportMetric(basePerReq, "base-proxy-µs/req")
+		}
+		perReq, proxied := measure(addr, probe, hs)
 		v := float64(verify.Nanoseconds()) / 1e3
 		b.ReportMetric(perReq, "proxy-µs/req")
 		b.ReportMetric(v, "ed25519-µs")

@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentid/agentid/keyfetch"
 	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/middleware/asynclog"
 	"github.com/agentid/agentid/middleware/metrics"
 	"github.com/agentid/agentid/middleware/proxy"
 	"github.com/agentid/agentid/signer"
@@ -358,7 +359,18 @@ func runProxy(ctx context.Context, env *cliEnv, f proxyFlags) error {
 		cfg.Metrics = reg // answers
 	}
 	if p.access != nil {
-		cfg.AccessLog = slog.New(slog.NewJSONHandler(p.access, nil))
+		// Formatted and written by a goroutine of its own, off the request
+		// path; lines that find its queue full are dropped and counted in
+		// /metrics. Close writes out what is queued once the servers have
+		// stopped.
+		logs := asynclog.New(p.access, asynclog.DefaultQueue, func(w io.Writer) slog.Handler {
+			return slog.NewJSONHandler(w, nil)
+		})
+		defer logs.Close()
+		cfg.AccessLog = slog.New(logs)
+		if reg != nil {
+			reg.CountLogDrops(logs.Dropped)
+		}
 	}
 	owner.decide(&cfg, verifier)
 	h, err := proxy.New(cfg)

@@ -66,7 +66,8 @@ func TestProxyCardNames(t *testing.T) {
 	}
 
 	var named, unnamed int
-	for _, line := range strings.Split(b.stdout.String(), "\n") {
+	out := b.waitStdout(func(out string) bool { return strings.Contains(out, `"path":"/p"`) })
+	for _, line := range strings.Split(out, "\n") {
 		switch {
 		case strings.Contains(line, `"path":"/c"`) && strings.Contains(line, `"status":200`):
 			if !strings.Contains(line, `"agent_name":"Card Bot"`) || !strings.Contains(line, `"agent_purpose":"search-indexing"`) {

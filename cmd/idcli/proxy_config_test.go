@@ -193,11 +193,12 @@ access_log: "off"
 	if strings.Contains(m.Body, `status="502"`) || strings.Contains(m.Body, `route="rules"`) {
 		t.Errorf("metrics count a refusal twice or as a 502:\n%s", m.Body)
 	}
-	if out := b1.stdout.String(); strings.Contains(out, `"status":502`) || strings.Contains(out, `"msg":"refused"`) {
+	out := b1.waitStdout(func(out string) bool { return strings.Count(out, `"reason":"rate_limited"`) >= 2 })
+	if strings.Contains(out, `"status":502`) || strings.Contains(out, `"msg":"refused"`) {
 		t.Errorf("access log has a second line or a 502 for a refusal:\n%s", out)
 	}
 	refused := 0
-	for _, line := range strings.Split(b1.stdout.String(), "\n") {
+	for _, line := range strings.Split(out, "\n") {
 		if strings.Contains(line, `"msg":"request"`) && strings.Contains(line, `"status":429`) && strings.Contains(line, `"reason":"rate_limited"`) {
 			refused++
 			if strings.Contains(line, `"path":"/limited"`) && !strings.Contains(line, `"agent":"`+originA+`"`) {

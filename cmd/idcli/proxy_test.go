@@ -169,6 +169,21 @@ type accessLine struct {
 	DurationMS *float64 `json:"duration_ms"`
 }
 
+// waitStdout returns b's stdout once done holds of it. The proxy's access
+// log is written by a goroutine of its own a few milliseconds after the
+// answer, so tests wait for the lines they check; after 10 s waitStdout
+// returns stdout as it is, for the caller's checks to report.
+func (b *bgCLI) waitStdout(done func(stdout string) bool) string {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		out := b.stdout.String()
+		if done(out) || time.Now().After(deadline) {
+			return out
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // accessLog parses a proxy's stdout, which holds JSON lines only (the
 // banner goes to stderr).
 func accessLog(t *testing.T, stdout string) map[string][]accessLine {
@@ -264,10 +279,12 @@ func TestProxyModes(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
 			base, p := startProxy(t, append([]string{"--upstream", up.URL, "--mode", mode, "--agentid-service", agentService(uid, origin)}, localTrust...)...)
+			sent := 0
 			for _, k := range kinds {
 				path := "/" + mode + "/" + strings.ReplaceAll(k.name, " ", "-")
 				w := k.want[mode]
 				reqs := k.requests(t, base, path)
+				sent += len(reqs)
 				var a clitest.Answer
 				for i, r := range reqs {
 					spoof(r.Header)
@@ -294,7 +311,7 @@ func TestProxyModes(t *testing.T) {
 			}
 
 			// One JSON access-log line per request, with verdict and reason.
-			log := accessLog(t, p.stdout.String())
+			log := accessLog(t, p.waitStdout(func(out string) bool { return strings.Count(out, "\n") >= sent }))
 			for _, k := range kinds {
 				path := "/" + mode + "/" + strings.ReplaceAll(k.name, " ", "-")
 				w := k.want[mode]

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentid/agentid/refserver/asynclog"
+	"github.com/agentid/agentid/middleware/asynclog"
 )
 
 // syncBuffer is a bytes.Buffer safe for concurrent use.
