@@ -43,6 +43,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agentid/agentid/middleware"
@@ -262,7 +263,8 @@ func New(cfg Config) (*Handler, error) {
 				h.setAgentHeaders(pr.Out.Header, st.res)
 			}
 		},
-		Transport: cfg.Transport,
+		Transport:  cfg.Transport,
+		BufferPool: copyBuffers,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if st, ok := r.Context().Value(stateKey{}).(*requestState); ok {
 				st.upstreamErr = err
@@ -272,6 +274,22 @@ func New(cfg Config) (*Handler, error) {
 	}
 	return h, nil
 }
+
+// copyBuffers lends the reverse proxy its buffers for copying response
+// bodies; without a pool it allocates (and clears) 32 KiB per request.
+var copyBuffers = &bufferPool{}
+
+// bufferPool is an httputil.BufferPool over a sync.Pool.
+type bufferPool struct{ p sync.Pool }
+
+func (b *bufferPool) Get() []byte {
+	if buf, ok := b.p.Get().(*[]byte); ok {
+		return *buf
+	}
+	return make([]byte, 32<<10)
+}
+
+func (b *bufferPool) Put(buf []byte) { b.p.Put(&buf) }
 
 // stateKey carries a *requestState from ServeHTTP to the reverse proxy's
 // hooks.
