@@ -147,7 +147,9 @@ func (h keyHash) Value() (driver.Value, error) { return h[:], nil }
 // Concurrent calls are grouped: a statement inserts every key waiting at
 // the time it starts (at most MaxBatch), so under load the database sees
 // one statement and one commit per batch instead of per request. A lone
-// call is one statement; nothing waits for a batch to fill. The calls that
+// call (no statement running) runs its own statement on its own goroutine:
+// no other goroutine is woken, and nothing waits for a batch to fill. The
+// calls that
 // arrive while a statement runs make the next batch: batches grow with the
 // load, and each commit (a WAL flush on PostgreSQL) serves more calls.
 // More statements (up to MaxFlights) run side by side only while a full
@@ -155,10 +157,27 @@ func (h keyHash) Value() (driver.Value, error) { return h[:], nil }
 // tried again alone, so one failing key (or a failure that hit the batch
 // by chance) fails only the calls it belongs to.
 func (s *Store) Seen(ctx context.Context, key string, expiry time.Time) (bool, error) {
-	r := &seenReq{sum: sha256.Sum256([]byte(key)), expiry: expiry.UTC(), done: make(chan seenRes, 1)}
+	r := &seenReq{sum: sha256.Sum256([]byte(key)), expiry: expiry.UTC()}
 	s.mu.Lock()
+	if s.flights == 0 {
+		// No statement runs (so none is pending): this call's statement
+		// is the flight. The calls arriving meanwhile make the next batch,
+		// which a goroutine of its own runs if there is one.
+		s.flights++
+		s.mu.Unlock()
+		seen, err := s.lone(ctx, r)
+		s.mu.Lock()
+		if len(s.pending) > 0 {
+			go s.flight()
+		} else {
+			s.flights--
+		}
+		s.mu.Unlock()
+		return seen, err
+	}
+	r.done = make(chan seenRes, 1)
 	s.pending = append(s.pending, r)
-	if s.flights == 0 || (s.flights < s.cfg.MaxFlights && len(s.pending) >= s.cfg.MaxBatch) {
+	if s.flights < s.cfg.MaxFlights && len(s.pending) >= s.cfg.MaxBatch {
 		s.flights++
 		go s.flight()
 	}
@@ -169,6 +188,19 @@ func (s *Store) Seen(ctx context.Context, key string, expiry time.Time) (bool, e
 	case <-ctx.Done():
 		return false, fmt.Errorf("%w: replaypg: %w", middleware.ErrReplayStore, ctx.Err())
 	}
+}
+
+// lone inserts r's digest in a statement of its own, within ctx and
+// Config.Timeout, and reports whether an unexpired record existed.
+func (s *Store) lone(ctx context.Context, r *seenReq) (bool, error) {
+	now := s.cfg.Now().UTC()
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	fresh, err := s.insert(ctx, now, []*seenReq{r})
+	if err != nil {
+		return false, err
+	}
+	return !fresh[r.sum], nil
 }
 
 type seenReq struct {
@@ -249,6 +281,9 @@ func (s *Store) runBatch(batch []*seenReq) {
 // insert runs one upsert of reqs' digests and returns the set of digests
 // inserted or revived. Errors wrap middleware.ErrReplayStore.
 func (s *Store) insert(ctx context.Context, now time.Time, reqs []*seenReq) (map[digest]bool, error) {
+	if len(reqs) == 1 {
+		return s.insertOne(ctx, now, reqs[0])
+	}
 	var sb strings.Builder
 	sb.Grow(len(insertSQL) + 8*len(reqs) + len(onConflictSQL))
 	sb.WriteString(insertSQL)
@@ -288,6 +323,31 @@ func (s *Store) insert(ctx context.Context, now time.Time, reqs []*seenReq) (map
 	}
 	return fresh, nil
 }
+
+// insertOne is insert of one digest, told apart by the number of rows
+// the statement changed rather than by RETURNING: an Exec, unlike a query
+// with rows to read, costs database/sql no goroutine watching ctx.
+func (s *Store) insertOne(ctx context.Context, now time.Time, r *seenReq) (map[digest]bool, error) {
+	expiry := r.expiry
+	if min := now.Add(MinTTL); expiry.Before(min) {
+		expiry = min
+	}
+	res := s.cfg.DB.WithContext(ctx).Exec(insertOneSQL, keyHash(r.sum), expiry, now)
+	if res.Error != nil {
+		return nil, fmt.Errorf("%w: replaypg: %w", middleware.ErrReplayStore, res.Error)
+	}
+	fresh := make(map[digest]bool, 1)
+	if res.RowsAffected > 0 {
+		fresh[r.sum] = true
+	}
+	return fresh, nil
+}
+
+// insertOneSQL is the upsert of one digest without RETURNING: the row
+// count (1 if inserted or revived, 0 if an unexpired row was left alone)
+// tells the outcome.
+const insertOneSQL = insertSQL + `(?, ?) ON CONFLICT (key_hash) DO UPDATE SET expires_at = excluded.expires_at ` +
+	`WHERE replay_nonces.expires_at < ?`
 
 // purgeSQL deletes at most one batch of expired rows. The subquery form
 // works on PostgreSQL, PostgreSQL-compatible engines and SQLite alike.
