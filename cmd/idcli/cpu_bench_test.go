@@ -32,6 +32,8 @@ import (
 
 var cpuBenchRequests = flag.Int("cpubench.requests", 20000, "requests per run of BenchmarkWhoamiServerCPU (vestauth gets a fifth of them)")
 
+var cpuBenchConns = flag.Int("cpubench.conns", 64, "keep-alive connections BenchmarkWhoamiServerCPU keeps busy")
+
 // BenchmarkWhoamiServerCPU measures the CPU a /whoami request costs the
 // reference server as `idcli server start` runs it (a child process, one
 // request line per request logged to a file, nonces in PostgreSQL) and
@@ -41,7 +43,7 @@ var cpuBenchRequests = flag.Int("cpubench.requests", 20000, "requests per run of
 // /proc, the same probe as `idcli bench`) holds nothing of the load
 // generator, which runs in this process: cpubench.requests uniquely signed
 // requests (signed before the measured phase) over 64 keep-alive
-// connections, as `idcli bench` sends by default. (Fewer connections mean
+// connections (-cpubench.conns), as `idcli bench` sends by default. (Fewer connections mean
 // smaller replay batches, so more PostgreSQL commits per request.) The database's share is that of the PostgreSQL backends
 // serving the server's connections plus PostgreSQL's background
 // processes. The baseline is the CPU time of this benchmark's own OS
@@ -121,7 +123,7 @@ func cpuLoad(b *testing.B, base string, creds *agent.Credentials, n int) benchTa
 	b.Helper()
 	u, _ := url.Parse(base)
 	rep, err := runBench(context.Background(), benchConfig{
-		URL: base, Connect: "127.0.0.1:" + u.Port(), Requests: int64(n), Concurrency: 64,
+		URL: base, Connect: "127.0.0.1:" + u.Port(), Requests: int64(n), Concurrency: *cpuBenchConns,
 		Targets: []string{benchWhoami}, Timeout: 30 * time.Second, Presign: n, Credentials: creds,
 	})
 	if err != nil {
