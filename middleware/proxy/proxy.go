@@ -537,19 +537,27 @@ func agentHeaders(h http.Header) []string {
 
 // setAgentHeaders writes the outcome as X-Agent-* headers.
 func (h *Handler) setAgentHeaders(hd http.Header, res *middleware.Result) {
-	hd.Set(HeaderVerdict, string(res.Outcome()))
+	// The names are canonical; the values share one array (each header
+	// gets a full slice of its own, so an append to one never reaches
+	// another).
+	vals := make([]string, 0, 4)
+	set := func(name, value string) {
+		vals = append(vals, value)
+		hd[name] = vals[len(vals)-1 : len(vals) : len(vals)]
+	}
+	set(HeaderVerdict, string(res.Outcome()))
 	switch res.Verdict {
 	case middleware.Verified:
-		hd.Set(HeaderID, res.Agent.ID)
-		hd.Set(HeaderKeyID, res.Agent.KeyID)
+		set(HeaderID, res.Agent.ID)
+		set(HeaderKeyID, res.Agent.KeyID)
 		if uid := h.uid(res.Agent.ID); uid != "" {
-			hd.Set(HeaderUID, uid)
+			set(HeaderUID, uid)
 		}
 		for k, v := range res.Agent.Metadata {
 			hd.Set(HeaderMetadataPrefix+k, v)
 		}
 	case middleware.Invalid:
-		hd.Set(HeaderReason, string(res.Err.Code))
+		set(HeaderReason, string(res.Err.Code))
 	}
 }
 
@@ -616,10 +624,13 @@ func (h *Handler) observe(r *http.Request, status int, res *middleware.Result, r
 		m.ObserveRequest(h.route, r.Method, status)
 	}
 	if l := h.cfg.AccessLog; l != nil {
-		attrs := []slog.Attr{
+		// Room for every attribute below, so that the appends never grow
+		// (and copy) the slice.
+		attrs := make([]slog.Attr, 0, 13)
+		attrs = append(attrs,
 			slog.String("method", r.Method), slog.String("host", r.Host), slog.String("path", r.URL.Path),
 			slog.Int("status", status), slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
-		}
+		)
 		if res != nil {
 			attrs = append(attrs, slog.String("verdict", string(res.Outcome())))
 			if refusal != nil {
