@@ -219,3 +219,27 @@ func TestNewValidates(t *testing.T) {
 		})
 	}
 }
+
+// TestSeenCancelled checks that a lone call (which runs its own
+// statement) whose context is done fails with an error wrapping
+// middleware.ErrReplayStore and the context's error, reports nothing as
+// seen, and leaves the store working.
+func TestSeenCancelled(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		migrated(t, db)
+		s := newStore(t, db, replaypg.Config{})
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		seen, err := s.Seen(ctx, "kid cancelled", time.Now().Add(time.Minute))
+		if !errors.Is(err, middleware.ErrReplayStore) || !errors.Is(err, context.Canceled) {
+			t.Errorf("Seen with a cancelled context: error %v, want one wrapping middleware.ErrReplayStore and context.Canceled", err)
+		}
+		if seen {
+			t.Errorf("Seen with a cancelled context = true, want false")
+		}
+		// The store still works for the next call.
+		if seen, err := s.Seen(context.Background(), "kid after", time.Now().Add(time.Minute)); err != nil || seen {
+			t.Errorf("Seen after a cancelled call = %v, %v; want false, nil", seen, err)
+		}
+	})
+}
