@@ -21,18 +21,20 @@ import (
 func TestProxyOtherHostRefused(t *testing.T) {
 	t.Parallel()
 	key := signertest.Key(0x3a)
-	var fetches atomic.Int32
-	dir := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fetches.Add(1)
-		w.Header().Set("Content-Type", signer.DirectoryMediaType)
-		fmt.Fprintf(w, `{"keys":[%s]}`, key.Public.JWK.MarshalPublic())
-	}))
-	t.Cleanup(dir.Close)
 	up := newEchoUpstream(t)
 
 	for _, mode := range []string{"required", "optional", "observe"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
+			// A key-set server per mode: the modes run in parallel, and
+			// one's fetch must not count as another's.
+			var fetches atomic.Int32
+			dir := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				fetches.Add(1)
+				w.Header().Set("Content-Type", signer.DirectoryMediaType)
+				fmt.Fprintf(w, `{"keys":[%s]}`, key.Public.JWK.MarshalPublic())
+			}))
+			t.Cleanup(dir.Close)
 			px, _ := startProxy(t, "--upstream", up.URL, "--mode", mode, "--authority", "app.example",
 				"--trust", "127.0.0.1:*", "--allow-http", "--allow-private")
 			path := "/other-host/" + mode
