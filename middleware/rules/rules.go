@@ -30,6 +30,7 @@ import (
 
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/middleware/agentlimit"
+	"github.com/agentid/agentid/signer"
 )
 
 // Route gives the paths under Prefix their own mode.
@@ -190,13 +191,13 @@ func (g *Gate) Decide(r *http.Request, res *middleware.Result) Decision {
 	}
 	if res.Verdict == middleware.Verified {
 		if g.deny.matches(res.Agent) {
-			return Decision{Err: middleware.Fail(middleware.CodeForbidden, "agent %s is not allowed here", truncate(res.Agent.ID))}
+			return Decision{Err: middleware.Fail(middleware.CodeForbidden, "agent %s is not allowed here", signer.Truncate(res.Agent.ID))}
 		}
 		if g.cardDenied(res.Agent) {
-			return Decision{Err: middleware.Fail(middleware.CodeForbidden, "agent %s is not allowed here (its card)", truncate(res.Agent.ID))}
+			return Decision{Err: middleware.Fail(middleware.CodeForbidden, "agent %s is not allowed here (its card)", signer.Truncate(res.Agent.ID))}
 		}
 		if !g.allow.empty && !g.allow.matches(res.Agent) {
-			return Decision{Err: middleware.Fail(middleware.CodeForbidden, "agent %s is not allowed here", truncate(res.Agent.ID))}
+			return Decision{Err: middleware.Fail(middleware.CodeForbidden, "agent %s is not allowed here", signer.Truncate(res.Agent.ID))}
 		}
 	}
 	var d Decision
@@ -224,13 +225,6 @@ func (g *Gate) cardDenied(a middleware.Agent) bool {
 		}
 	}
 	return false
-}
-
-func truncate(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "…"
-	}
-	return s
 }
 
 // write writes d's refusal, or sets its rate-limit headers on h.
