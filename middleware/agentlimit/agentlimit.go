@@ -22,9 +22,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"net"
 	"net/http"
-	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -267,18 +265,9 @@ func (l *Limiter) Middleware(next http.Handler) http.Handler {
 // addresses grouped by their /64 network; a RemoteAddr that does not parse
 // is returned as is.
 func PeerAddr(r *http.Request) string {
-	s := r.RemoteAddr
-	if h, _, err := net.SplitHostPort(s); err == nil {
-		s = h
-	}
-	a, err := netip.ParseAddr(s)
-	if err != nil {
+	a, ok := parseAddr(r.RemoteAddr)
+	if !ok {
 		return r.RemoteAddr
 	}
-	a = a.WithZone("").Unmap()
-	if a.Is6() {
-		p, _ := a.Prefix(64)
-		return p.String()
-	}
-	return a.String()
+	return addrKey(a)
 }
