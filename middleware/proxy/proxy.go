@@ -577,6 +577,14 @@ func (h *Handler) uid(id string) string {
 	return ""
 }
 
+// frontHeaders names, for a refusal, the headers each front must set to
+// describe the original request.
+var frontHeaders = map[Front]string{
+	FrontNginx:   "X-Original-Method and X-Original-URI (proxy_set_header in the auth location) and Host",
+	FrontTraefik: "X-Forwarded-Method, X-Forwarded-Uri and X-Forwarded-Host (Traefik ForwardAuth sets them)",
+	FrontCaddy:   "X-Forwarded-Method, X-Forwarded-Uri and X-Forwarded-Host (Caddy forward_auth sets them)",
+}
+
 // originalRequest rebuilds the request an auth subrequest stands for, from
 // the headers of front only.
 func originalRequest(r *http.Request, front Front) (*http.Request, *middleware.Error) {
@@ -588,13 +596,8 @@ func originalRequest(r *http.Request, front Front) (*http.Request, *middleware.E
 	default: // Traefik, Caddy
 		method, uri, host, proto = hd.Get("X-Forwarded-Method"), hd.Get("X-Forwarded-Uri"), hd.Get("X-Forwarded-Host"), hd.Get("X-Forwarded-Proto")
 	}
-	names := map[Front]string{
-		FrontNginx:   "X-Original-Method and X-Original-URI (proxy_set_header in the auth location) and Host",
-		FrontTraefik: "X-Forwarded-Method, X-Forwarded-Uri and X-Forwarded-Host (Traefik ForwardAuth sets them)",
-		FrontCaddy:   "X-Forwarded-Method, X-Forwarded-Uri and X-Forwarded-Host (Caddy forward_auth sets them)",
-	}[front]
 	if method == "" || uri == "" || uri[0] != '/' || host == "" {
-		return nil, middleware.Fail(middleware.CodeInvalidRequest, "a forward-auth request from %s needs %s, describing the original request", front, names)
+		return nil, middleware.Fail(middleware.CodeInvalidRequest, "a forward-auth request from %s needs %s, describing the original request", front, frontHeaders[front])
 	}
 	if proto == "" {
 		proto = "https"
