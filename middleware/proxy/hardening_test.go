@@ -140,16 +140,22 @@ func TestUIDOnlyForServices(t *testing.T) {
 	}
 	px := httptest.NewServer(h)
 	t.Cleanup(px.Close)
-	for _, tc := range tests {
-		r := signed(t, px.URL, func(o *signer.Options) { o.SignatureAgent = tc.origin })
+	// check sends a request signed by agent through pxURL and compares the
+	// agent headers the upstream got.
+	check := func(label, pxURL, agent, wantID, wantUID string) {
+		t.Helper()
+		r := signed(t, pxURL, func(o *signer.Options) { o.SignatureAgent = agent })
 		n := len(up.requests())
 		if resp, body := do(t, r); resp.StatusCode != http.StatusOK {
-			t.Fatalf("%s: %d %s", tc.origin, resp.StatusCode, body)
+			t.Fatalf("%s%s: %d %s", label, agent, resp.StatusCode, body)
 		}
 		got := up.requests()[n]
-		if got.Get("X-Agent-Uid") != tc.wantUID || got.Get("X-Agent-Id") != tc.origin {
-			t.Errorf("%s: X-Agent-Uid %q X-Agent-Id %q, want %q %q", tc.origin, got.Get("X-Agent-Uid"), got.Get("X-Agent-Id"), tc.wantUID, tc.origin)
+		if got.Get("X-Agent-Uid") != wantUID || got.Get("X-Agent-Id") != wantID {
+			t.Errorf("%s%s: X-Agent-Uid %q X-Agent-Id %q, want %q %q", label, agent, got.Get("X-Agent-Uid"), got.Get("X-Agent-Id"), wantUID, wantID)
 		}
+	}
+	for _, tc := range tests {
+		check("", px.URL, tc.origin, tc.origin, tc.wantUID)
 	}
 
 	// The strict-01 profile's identity is the URL as fetched, the origin's
@@ -172,15 +178,7 @@ func TestUIDOnlyForServices(t *testing.T) {
 		{tests[0].origin, tests[0].origin + "/", uid},
 		{tests[0].origin + "/x", tests[0].origin + "/x", ""},
 	} {
-		r := signed(t, spx.URL, func(o *signer.Options) { o.SignatureAgent = tc.agent })
-		n := len(up.requests())
-		if resp, body := do(t, r); resp.StatusCode != http.StatusOK {
-			t.Fatalf("strict-01 %s: %d %s", tc.agent, resp.StatusCode, body)
-		}
-		got := up.requests()[n]
-		if got.Get("X-Agent-Uid") != tc.wantUID || got.Get("X-Agent-Id") != tc.wantID {
-			t.Errorf("strict-01 %s: X-Agent-Uid %q X-Agent-Id %q, want %q %q", tc.agent, got.Get("X-Agent-Uid"), got.Get("X-Agent-Id"), tc.wantUID, tc.wantID)
-		}
+		check("strict-01 ", spx.URL, tc.agent, tc.wantID, tc.wantUID)
 	}
 }
 
