@@ -1,7 +1,6 @@
 package asynclog_test
 
 import (
-	"bytes"
 	"io"
 	"log/slog"
 	"strings"
@@ -10,25 +9,11 @@ import (
 	"time"
 
 	"github.com/agentid/agentid/middleware/asynclog"
+	"github.com/agentid/agentid/signer/signertest"
 )
 
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is signertest.SyncBuffer.
+type syncBuffer = signertest.SyncBuffer
 
 func text(w io.Writer) slog.Handler {
 	return slog.NewTextHandler(w, &slog.HandlerOptions{

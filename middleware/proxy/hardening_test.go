@@ -1,7 +1,6 @@
 package proxy_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -19,6 +18,7 @@ import (
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/middleware/proxy"
 	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/signertest"
 )
 
 // agentHeaderNames returns the headers of h whose name, case-folded with
@@ -529,7 +529,7 @@ func TestUpstreamConnectionReuse(t *testing.T) {
 func TestAccessLogFields(t *testing.T) {
 	t.Parallel()
 	up := newUpstream(t)
-	var log syncBuf
+	var log signertest.SyncBuffer
 	px := startProxyConfig(t, middleware.Required, proxy.Config{Upstream: mustURL(up.URL)}, &log)
 	up.Close()
 	resp, _ := do(t, signed(t, px.URL, nil))
@@ -537,7 +537,7 @@ func TestAccessLogFields(t *testing.T) {
 		t.Fatalf("upstream down: %d, want 502", resp.StatusCode)
 	}
 	var line map[string]any
-	if err := json.Unmarshal(bytes.TrimSpace(log.Bytes()), &line); err != nil {
+	if err := json.Unmarshal([]byte(strings.TrimSpace(log.String())), &line); err != nil {
 		t.Fatalf("access log %q: %v", log.String(), err)
 	}
 	if _, ok := line["duration_ms"].(float64); !ok || line["duration"] != nil {
@@ -558,26 +558,6 @@ func mustURL(s string) *url.URL {
 	}
 	return u
 }
-
-// syncBuf is a bytes.Buffer safe for the server's goroutines.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) Bytes() []byte {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]byte(nil), s.b.Bytes()...)
-}
-
-func (s *syncBuf) String() string { return string(s.Bytes()) }
 
 // BenchmarkUpstreamPool sends unsigned requests (optional mode) through
 // the proxy from many goroutines at once, with the proxy's default

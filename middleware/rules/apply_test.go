@@ -1,12 +1,12 @@
 package rules_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -39,24 +39,11 @@ func (m *countingMetrics) get(key string) int {
 	return m.n[key]
 }
 
-// syncBuffer is a bytes.Buffer safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) lines(t *testing.T) []map[string]any {
+// logLines decodes the JSON log lines written to b so far.
+func logLines(t *testing.T, b *signertest.SyncBuffer) []map[string]any {
 	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	var out []map[string]any
-	dec := json.NewDecoder(bytes.NewReader(s.b.Bytes()))
+	dec := json.NewDecoder(strings.NewReader(b.String()))
 	for dec.More() {
 		var m map[string]any
 		if err := dec.Decode(&m); err != nil {
@@ -113,7 +100,7 @@ func TestApplyProxyLogsRefusal(t *testing.T) {
 				t.Fatal(err)
 			}
 			g.SetRefuse(v.WriteError)
-			var logBuf syncBuffer
+			var logBuf signertest.SyncBuffer
 			m := &countingMetrics{n: map[string]int{}}
 			cfg := proxy.Config{Verifier: v, Decide: g.Apply, Metrics: m, AccessLog: slog.New(slog.NewJSONHandler(&logBuf, nil))}
 			if forwardAuth {
@@ -168,7 +155,7 @@ func TestApplyProxyLogsRefusal(t *testing.T) {
 			if !forwardAuth && upstreamHits.Load() != 1 {
 				t.Errorf("the upstream saw %d requests, want 1 (refusals never leave)", upstreamHits.Load())
 			}
-			lines := logBuf.lines(t)
+			lines := logLines(t, &logBuf)
 			if len(lines) != 3 {
 				t.Fatalf("%d access-log lines, want one per request: %v", len(lines), lines)
 			}
