@@ -7,55 +7,22 @@ import (
 	"encoding/hex"
 	"errors"
 	"net"
-	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/middleware/internal/redistest"
 	"github.com/agentid/agentid/middleware/redisreplay"
 	"github.com/redis/go-redis/v9"
 )
 
-// EnvVar names the variable holding the Redis test URL.
-const envVar = "AGENTID_TEST_REDIS_URL"
+// testURL is redistest.URL.
+func testURL(t *testing.T) string { return redistest.URL(t) }
 
-// testURL returns AGENTID_TEST_REDIS_URL (or redis://127.0.0.1:6379/0 when
-// CI is set); it skips the test, naming the variable, when neither is set.
-func testURL(t *testing.T) string {
-	t.Helper()
-	u := os.Getenv(envVar)
-	if u == "" {
-		if os.Getenv("CI") == "" {
-			t.Skipf("%s is not set; Redis tests skipped (set it to a redis:// URL, e.g. redis://127.0.0.1:6379/0)", envVar)
-		}
-		u = "redis://127.0.0.1:6379/0"
-	}
-	return u
-}
-
-// testClient returns a client on testURL, with its database number. It
-// skips the test when no URL is set, and when Redis does not answer
-// (failing instead under CI).
-func testClient(t *testing.T) *redis.Client {
-	t.Helper()
-	opts, err := redis.ParseURL(testURL(t))
-	if err != nil {
-		t.Fatalf("parse %s: %v", envVar, err)
-	}
-	c := redis.NewClient(opts)
-	t.Cleanup(func() { c.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	if err := c.Ping(ctx).Err(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("Redis at %s is unreachable: %v", opts.Addr, err)
-		}
-		t.Skipf("Redis at %s (%s) is unreachable, skipped: %v", opts.Addr, envVar, err)
-	}
-	return c
-}
+// testClient is redistest.Client.
+func testClient(t *testing.T) *redis.Client { return redistest.Client(t) }
 
 // newStore returns a store with a fresh random prefix whose keys are deleted
 // at cleanup.

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"net/http/httptest"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -13,39 +12,12 @@ import (
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/middleware/agentlimit"
 	"github.com/agentid/agentid/middleware/agentlimit/redislimit"
+	"github.com/agentid/agentid/middleware/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
 
-const envVar = "AGENTID_TEST_REDIS_URL"
-
-// testClient returns a client on AGENTID_TEST_REDIS_URL (or
-// redis://127.0.0.1:6379/0 when CI is set). It skips the test when neither is
-// set or Redis does not answer, and fails instead under CI.
-func testClient(t *testing.T) *redis.Client {
-	t.Helper()
-	u := os.Getenv(envVar)
-	if u == "" {
-		if os.Getenv("CI") == "" {
-			t.Skipf("%s is not set; Redis tests skipped", envVar)
-		}
-		u = "redis://127.0.0.1:6379/0"
-	}
-	opts, err := redis.ParseURL(u)
-	if err != nil {
-		t.Fatalf("parse %s: %v", envVar, err)
-	}
-	c := redis.NewClient(opts)
-	t.Cleanup(func() { c.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	if err := c.Ping(ctx).Err(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("Redis at %s is unreachable: %v", opts.Addr, err)
-		}
-		t.Skipf("Redis at %s is unreachable, skipped: %v", opts.Addr, err)
-	}
-	return c
-}
+// testClient is redistest.Client.
+func testClient(t *testing.T) *redis.Client { return redistest.Client(t) }
 
 func prefix(t *testing.T, c *redis.Client) string {
 	b := make([]byte, 8)
