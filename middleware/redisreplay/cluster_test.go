@@ -7,154 +7,18 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/middleware/internal/redistest"
 	"github.com/agentid/agentid/middleware/redisreplay"
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/signertest"
 	"github.com/redis/go-redis/v9"
 )
-
-// clusterNode is one redis-server process of a test cluster.
-type clusterNode struct {
-	addr string
-	dir  string
-	cmd  *exec.Cmd
-	done chan struct{} // closed when the process has exited
-}
-
-// kill stops the node at once (SIGKILL) and waits for it to exit.
-func (n *clusterNode) kill() {
-	n.cmd.Process.Kill()
-	<-n.done
-}
-
-// lookBin finds a binary the cluster test needs: missing, it fails the test
-// under CI and skips it (with the reason) otherwise.
-func lookBin(t *testing.T, name string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s is not installed: %v (the Redis Cluster test needs it under CI)", name, err)
-		}
-		t.Skipf("%s is not installed, Redis Cluster test skipped: %v", name, err)
-	}
-	return p
-}
-
-// freeClusterPort returns a free loopback port whose cluster bus port
-// (port+10000) is free too.
-func freeClusterPort(t *testing.T) int {
-	t.Helper()
-	for range 100 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		if port+10000 > 65535 {
-			l.Close()
-			continue
-		}
-		bus, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port+10000))
-		l.Close()
-		if err != nil {
-			continue
-		}
-		bus.Close()
-		return port
-	}
-	t.Fatal("no free port pair for a cluster node")
-	return 0
-}
-
-// startCluster starts a Redis Cluster of three masters (no replicas) on
-// loopback, from redis-server processes in temporary directories joined
-// with redis-cli --cluster create. The processes are killed at cleanup.
-// A master that goes down leaves the other masters serving their slots
-// (cluster-require-full-coverage no), so a test can tell the keys of a dead
-// master from the others.
-func startCluster(t *testing.T) []*clusterNode {
-	t.Helper()
-	server, cli := lookBin(t, "redis-server"), lookBin(t, "redis-cli")
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-
-	nodes := make([]*clusterNode, 3)
-	for i := range nodes {
-		port := freeClusterPort(t)
-		n := &clusterNode{addr: "127.0.0.1:" + strconv.Itoa(port), dir: filepath.Join(t.TempDir(), "node"+strconv.Itoa(i)), done: make(chan struct{})}
-		if err := os.Mkdir(n.dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		n.cmd = exec.Command(server,
-			"--bind", "127.0.0.1", "--port", strconv.Itoa(port),
-			"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-			"--cluster-node-timeout", "1000", "--cluster-require-full-coverage", "no",
-			"--save", "", "--appendonly", "no", "--daemonize", "no",
-			"--dir", n.dir, "--logfile", "redis.log")
-		n.cmd.Dir = n.dir
-		if err := n.cmd.Start(); err != nil {
-			t.Fatalf("start redis-server: %v", err)
-		}
-		go func() { n.cmd.Wait(); close(n.done) }()
-		t.Cleanup(n.kill)
-		nodes[i] = n
-	}
-	dumpLogs := func() {
-		for _, n := range nodes {
-			b, _ := os.ReadFile(filepath.Join(n.dir, "redis.log"))
-			t.Logf("%s log:\n%s", n.addr, b)
-		}
-	}
-	for _, n := range nodes {
-		c := redis.NewClient(&redis.Options{Addr: n.addr, MaxRetries: -1})
-		for c.Ping(ctx).Err() != nil {
-			if ctx.Err() != nil {
-				dumpLogs()
-				t.Fatalf("redis-server %s did not answer within 60 s", n.addr)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		c.Close()
-	}
-
-	args := []string{"--cluster", "create"}
-	for _, n := range nodes {
-		args = append(args, n.addr)
-	}
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
-	out, err := exec.CommandContext(ctx, cli, args...).CombinedOutput()
-	if err != nil {
-		dumpLogs()
-		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
-	}
-	for _, n := range nodes {
-		c := redis.NewClient(&redis.Options{Addr: n.addr, MaxRetries: -1})
-		for {
-			info, _ := c.ClusterInfo(ctx).Result()
-			if strings.Contains(info, "cluster_state:ok") && strings.Contains(info, "cluster_known_nodes:3") {
-				break
-			}
-			if ctx.Err() != nil {
-				dumpLogs()
-				t.Fatalf("cluster not ready on %s within 60 s:\n%s", n.addr, info)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		c.Close()
-	}
-	return nodes
-}
 
 // lastKey records the replay key of the latest Seen call (the test sends
 // one request at a time), so the test can find the master holding it.
@@ -183,10 +47,10 @@ func (l *lastKey) last() string {
 // on it fail closed (503 database_unavailable), the others are still
 // answered, and no request is ever let through unchecked.
 func TestCluster(t *testing.T) {
-	nodes := startCluster(t)
+	nodes := redistest.StartCluster(t)
 	addrs := make([]string, len(nodes))
 	for i, n := range nodes {
-		addrs[i] = n.addr
+		addrs[i] = n.Addr
 	}
 
 	const agent = "https://agent.example"
@@ -254,7 +118,7 @@ func TestCluster(t *testing.T) {
 	// Which master holds each slot, from the cluster itself.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	admin := redis.NewClient(&redis.Options{Addr: nodes[1].addr, MaxRetries: -1})
+	admin := redis.NewClient(&redis.Options{Addr: nodes[1].Addr, MaxRetries: -1})
 	defer admin.Close()
 	shards, err := admin.ClusterShards(ctx).Result()
 	if err != nil {
@@ -300,8 +164,8 @@ func TestCluster(t *testing.T) {
 	}
 
 	victim := nodes[0]
-	victim.kill()
-	t.Logf("killed master %s; nonces per master before: %v", victim.addr, perMaster)
+	victim.Kill()
+	t.Logf("killed master %s; nonces per master before: %v", victim.Addr, perMaster)
 
 	var closed, answered int
 	check := func(what string, h http.Header, in instance, wantLive int, wantLiveCode middleware.Code) {
@@ -309,7 +173,7 @@ func TestCluster(t *testing.T) {
 		if status >= 200 && status < 300 && wantLive != status {
 			t.Errorf("%s = %d: let through", what, status)
 		}
-		if owner(in.store.Key(k)) == victim.addr {
+		if owner(in.store.Key(k)) == victim.Addr {
 			closed++
 			if status != http.StatusServiceUnavailable || code != string(middleware.CodeDatabaseUnavailable) {
 				t.Errorf("%s (key on the killed master) = %d %s, want 503 %s", what, status, code, middleware.CodeDatabaseUnavailable)
