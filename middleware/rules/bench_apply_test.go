@@ -1,14 +1,12 @@
 package rules_test
 
 import (
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/agentid/agentid/middleware"
-	"github.com/agentid/agentid/middleware/agentlimit"
 	"github.com/agentid/agentid/middleware/proxy"
 	"github.com/agentid/agentid/middleware/rules"
 	"github.com/agentid/agentid/signer"
@@ -43,28 +41,7 @@ func BenchmarkProxyDecide(b *testing.B) {
 		vc := middleware.Config{Keys: keys, Replay: neverSeen{}, Now: func() time.Time { return benchNow }, Authorities: []string{"api.example.com"}}
 		var g *rules.Gate
 		if variant != "off" {
-			allow := middleware.Policy{Hosts: []string{"*.partner.example"}}
-			for i := range 10_000 {
-				allow.Identities = append(allow.Identities, fmt.Sprintf("https://agent-%024x.agentid.example", i))
-			}
-			allow.Identities = append(allow.Identities, benchOrigin)
-			var deny middleware.Policy
-			for i := range 1_000 {
-				deny.Identities = append(deny.Identities, fmt.Sprintf("https://bad-%d.example", i))
-			}
-			lim, err := agentlimit.New(agentlimit.Config{
-				Agent:   agentlimit.Limit{Quota: 1 << 30, Window: time.Hour},
-				Address: agentlimit.Limit{Quota: 100, Window: time.Minute},
-			})
-			if err != nil {
-				b.Fatal(err)
-			}
-			g, err = rules.New(rules.Config{Allow: allow, Deny: deny, Limiter: lim, Routes: []rules.Route{
-				{Prefix: "/public/", Mode: middleware.Optional}, {Prefix: "/v1/", Mode: middleware.Required}, {Prefix: "/debug/", Mode: middleware.Observe},
-			}})
-			if err != nil {
-				b.Fatal(err)
-			}
+			g = benchGate(b)
 			vc.Mode = middleware.Observe
 			if variant == "wrap" {
 				vc.OnResult = g.OnResult

@@ -72,28 +72,7 @@ func BenchmarkProxyRules(b *testing.B) {
 		vc := middleware.Config{Keys: keys, Replay: neverSeen{}, Now: func() time.Time { return benchNow }}
 		var g *rules.Gate
 		if withRules {
-			allow := middleware.Policy{Hosts: []string{"*.partner.example"}}
-			for i := range 10_000 {
-				allow.Identities = append(allow.Identities, fmt.Sprintf("https://agent-%024x.agentid.example", i))
-			}
-			allow.Identities = append(allow.Identities, benchOrigin)
-			var deny middleware.Policy
-			for i := range 1_000 {
-				deny.Identities = append(deny.Identities, fmt.Sprintf("https://bad-%d.example", i))
-			}
-			lim, err := agentlimit.New(agentlimit.Config{
-				Agent:   agentlimit.Limit{Quota: 1 << 30, Window: time.Hour},
-				Address: agentlimit.Limit{Quota: 100, Window: time.Minute},
-			})
-			if err != nil {
-				b.Fatal(err)
-			}
-			g, err = rules.New(rules.Config{Allow: allow, Deny: deny, Limiter: lim, Routes: []rules.Route{
-				{Prefix: "/public/", Mode: middleware.Optional}, {Prefix: "/v1/", Mode: middleware.Required}, {Prefix: "/debug/", Mode: middleware.Observe},
-			}})
-			if err != nil {
-				b.Fatal(err)
-			}
+			g = benchGate(b)
 			vc.Mode, vc.OnResult = middleware.Observe, g.OnResult
 		}
 		v, err := middleware.NewVerifier(vc)
@@ -167,4 +146,34 @@ func BenchmarkProxyRules(b *testing.B) {
 			}
 		})
 	}
+}
+
+// benchGate is the gate the benchmarks measure: an allow-list of 10,001
+// identities and a host pattern, a deny-list of 1,000, a per-agent and a
+// per-address limit, and three routes.
+func benchGate(b *testing.B) *rules.Gate {
+	b.Helper()
+	allow := middleware.Policy{Hosts: []string{"*.partner.example"}}
+	for i := range 10_000 {
+		allow.Identities = append(allow.Identities, fmt.Sprintf("https://agent-%024x.agentid.example", i))
+	}
+	allow.Identities = append(allow.Identities, benchOrigin)
+	var deny middleware.Policy
+	for i := range 1_000 {
+		deny.Identities = append(deny.Identities, fmt.Sprintf("https://bad-%d.example", i))
+	}
+	lim, err := agentlimit.New(agentlimit.Config{
+		Agent:   agentlimit.Limit{Quota: 1 << 30, Window: time.Hour},
+		Address: agentlimit.Limit{Quota: 100, Window: time.Minute},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	g, err := rules.New(rules.Config{Allow: allow, Deny: deny, Limiter: lim, Routes: []rules.Route{
+		{Prefix: "/public/", Mode: middleware.Optional}, {Prefix: "/v1/", Mode: middleware.Required}, {Prefix: "/debug/", Mode: middleware.Observe},
+	}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return g
 }
