@@ -60,6 +60,7 @@ func BenchmarkProxyRules(b *testing.B) {
 		b.Fatal(err)
 	}
 	req := httptest.NewRequest(http.MethodGet, "http://auth.internal/", nil)
+	req.RemoteAddr = "127.0.0.1:40000" // the front proxy, on loopback
 	for k, v := range signed.Header {
 		req.Header[k] = v
 	}
@@ -69,7 +70,7 @@ func BenchmarkProxyRules(b *testing.B) {
 	req.Header.Set("X-Forwarded-Uri", "/v1/things")
 
 	build := func(b *testing.B, withRules bool) http.Handler {
-		vc := middleware.Config{Keys: keys, Replay: neverSeen{}, Now: func() time.Time { return benchNow }}
+		vc := middleware.Config{Keys: keys, Replay: neverSeen{}, Now: func() time.Time { return benchNow }, Authorities: []string{"api.example.com"}}
 		var g *rules.Gate
 		if withRules {
 			g = benchGate(b)
