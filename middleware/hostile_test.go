@@ -227,7 +227,7 @@ func BenchmarkHostile(b *testing.B) {
 		for _, hs := range hostileShapes {
 			b.Run(limits.name+"/"+strings.ReplaceAll(hs.name, " ", "-"), func(b *testing.B) {
 				cfg := limits.cfg
-				cfg.Keys, cfg.Now = staticKeys(), clock
+				cfg.Keys, cfg.Now, cfg.Authorities = staticKeys(), clock, testAuthorities
 				v, err := middleware.NewVerifier(cfg)
 				if err != nil {
 					b.Fatal(err)
