@@ -265,16 +265,14 @@ func (f *Fetcher) resolve(ctx context.Context, set signer.KeySet, prev *entry) (
 	case r.notModified:
 		o.jwksURL = prevJWKS
 	case set.Kind == signer.KindCard:
-		inline, uri, err := parseCard(r.body)
+		inline, c, err := parseCard(r.body)
 		if err != nil {
 			return fail(r, err)
 		}
-		doc, o.jwksURL, what = inline, uri, `card "jwks"`
-		if c, err := parseCardInfo(r.body); err == nil {
-			c.URL, c.Fetched = set.URL, f.cfg.Now()
-			o.card = &c
-		}
-		if inline != nil && uri != "" {
+		doc, o.jwksURL, what = inline, c.JWKSURI, `card "jwks"`
+		c.URL, c.Fetched = set.URL, f.cfg.Now()
+		o.card = &c
+		if inline != nil && c.JWKSURI != "" {
 			o.notes = append(o.notes, `the card has both "jwks" and "jwks_uri": the inline "jwks" is used`)
 			o.jwksURL = ""
 		}
@@ -320,24 +318,27 @@ func (f *Fetcher) resolve(ctx context.Context, set signer.KeySet, prev *entry) (
 }
 
 // parseCard decodes a Signature Agent Card: a JSON object whose "jwks"
-// member holds a key set or whose "jwks_uri" member names one.
-func parseCard(body []byte) (jwks json.RawMessage, jwksURI string, err error) {
-	var card map[string]json.RawMessage
-	if err := decodeOne(body, &card); err != nil || card == nil {
-		return nil, "", fmt.Errorf("card is not a JSON object: %v", err)
+// member holds a key set or whose "jwks_uri" member names one. It returns
+// the inline key set, if any, and the card's description with its
+// jwks_uri (cardInfo).
+func parseCard(body []byte) (jwks json.RawMessage, card Card, err error) {
+	var doc map[string]json.RawMessage
+	if err := decodeOne(body, &doc); err != nil || doc == nil {
+		return nil, Card{}, fmt.Errorf("card is not a JSON object: %v", err)
 	}
-	if raw, ok := card["jwks_uri"]; ok && string(raw) != "null" {
+	var jwksURI string
+	if raw, ok := doc["jwks_uri"]; ok && string(raw) != "null" {
 		if err := json.Unmarshal(raw, &jwksURI); err != nil || jwksURI == "" {
-			return nil, "", errors.New(`card "jwks_uri" is not a non-empty string`)
+			return nil, Card{}, errors.New(`card "jwks_uri" is not a non-empty string`)
 		}
 	}
-	if raw, ok := card["jwks"]; ok && string(raw) != "null" {
+	if raw, ok := doc["jwks"]; ok && string(raw) != "null" {
 		jwks = raw
 	}
 	if jwks == nil && jwksURI == "" {
-		return nil, "", errors.New(`card has neither "jwks" nor "jwks_uri"`)
+		return nil, Card{}, errors.New(`card has neither "jwks" nor "jwks_uri"`)
 	}
-	return jwks, jwksURI, nil
+	return jwks, cardInfo(doc, jwksURI), nil
 }
 
 // decodeOne decodes exactly one JSON value from body into v.

@@ -401,7 +401,7 @@ func (f *Fetcher) fetchCard(ctx context.Context, registry, u string, prev *cardS
 		cs.card.Fetched = f.cfg.Now()
 		return &cs, nil
 	}
-	card, err := parseCardInfo(r.body)
+	_, card, err := parseCard(r.body)
 	if err != nil {
 		return nil, &FetchError{URL: u, StatusCode: r.status, Err: err}
 	}
@@ -409,16 +409,11 @@ func (f *Fetcher) fetchCard(ctx context.Context, registry, u string, prev *cardS
 	return &cardState{card: card, etag: r.etag}, nil
 }
 
-// parseCardInfo reads the description and the jwks_uri of a Signature
-// Agent Card. Members of the web_bot_auth object win over top-level ones
-// of the same name (early drafts had them at the top level).
-func parseCardInfo(body []byte) (Card, error) {
-	_, jwksURI, err := parseCard(body)
-	if err != nil {
-		return Card{}, err
-	}
-	var doc map[string]json.RawMessage
-	_ = json.Unmarshal(body, &doc) // parseCard decoded it already
+// cardInfo reads the description of a Signature Agent Card from its
+// decoded members doc, with jwksURI its jwks_uri. Members of the
+// web_bot_auth object win over top-level ones of the same name (early
+// drafts had them at the top level).
+func cardInfo(doc map[string]json.RawMessage, jwksURI string) Card {
 	var wba map[string]json.RawMessage
 	_ = json.Unmarshal(doc["web_bot_auth"], &wba)
 	str := func(names ...string) string {
@@ -448,7 +443,7 @@ func parseCardInfo(body []byte) (Card, error) {
 			c.Contacts = append(c.Contacts, s)
 		}
 	}
-	return c, nil
+	return c
 }
 
 // clean cuts s to maxCardField bytes (on a rune boundary) and drops control

@@ -24,11 +24,7 @@ func OpenAgentDB(ctx context.Context, databaseURL string) (*AgentDB, error) {
 		return nil, err
 	}
 	a := &AgentDB{db: db}
-	sqlDB, err := db.DB()
-	if err == nil {
-		err = sqlDB.PingContext(ctx)
-	}
-	if err != nil {
+	if err := pingDB(ctx, db); err != nil {
 		a.Close()
 		return nil, err
 	}

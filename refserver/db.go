@@ -1,6 +1,7 @@
 package refserver
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/url"
@@ -182,3 +183,12 @@ func RedactURL(databaseURL string) string {
 // redacted stands in for a hidden value; it is what url.URL.Redacted puts
 // in place of a password.
 const redacted = "xxxxx"
+
+// pingDB checks within ctx that db answers.
+func pingDB(ctx context.Context, db *gorm.DB) error {
+	sqlDB, err := db.DB()
+	if err != nil {
+		return err
+	}
+	return sqlDB.PingContext(ctx)
+}

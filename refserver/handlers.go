@@ -30,11 +30,7 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
-	sqlDB, err := s.db.DB()
-	if err == nil {
-		err = sqlDB.PingContext(ctx)
-	}
-	if err != nil {
+	if err := pingDB(ctx, s.db); err != nil {
 		return dbUnavailable(err)
 	}
 	return writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})

@@ -68,12 +68,12 @@ func BenchmarkWhoamiLoopback(b *testing.B) {
 		reqs := signedWhoami(b, e, b.N)
 		b.ReportAllocs()
 		b.ResetTimer()
-		cpu := processCPU()
+		cpu := signertest.ProcessCPU()
 		rate, err := closedLoop(e, reqs)
 		b.ReportMetric(rate, "req/s")
 		// The process's CPU time per request (server and client, not the
 		// database) varies less with the machine's other load than the rate.
-		b.ReportMetric(float64((processCPU()-cpu).Microseconds())/float64(b.N), "cpu-µs/req")
+		b.ReportMetric(float64((signertest.ProcessCPU()-cpu).Microseconds())/float64(b.N), "cpu-µs/req")
 		if err != nil {
 			b.Fatal(err)
 		}

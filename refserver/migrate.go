@@ -184,11 +184,7 @@ func migrationLine(m Migration, status string) string {
 // when the migrations table does not exist).
 func Pending(ctx context.Context, db *gorm.DB) ([]string, error) {
 	db = db.WithContext(ctx)
-	sqlDB, err := db.DB()
-	if err != nil {
-		return nil, fmt.Errorf("refserver: read migrations: %w", err)
-	}
-	if err := sqlDB.PingContext(ctx); err != nil {
+	if err := pingDB(ctx, db); err != nil {
 		return nil, fmt.Errorf("refserver: read migrations: %w", err)
 	}
 	applied := map[string]bool{}

@@ -30,21 +30,14 @@ func TestStatusPageWiring(t *testing.T) {
 		first := e.whoamiReq(http.MethodGet, uid, key)
 		again := e.request(http.MethodGet, e.base+"/whoami", nil)
 		again.Header = first.Header.Clone()
-		for _, step := range []struct {
-			req  *http.Request
-			want int
-		}{
+		e.sendSteps(t, []statusStep{
 			{first, 200},
 			{e.whoamiReq(http.MethodGet, uid, key), 200},
 			{again, 401}, // replayed_nonce
 			{e.request(http.MethodGet, e.base+"/whoami", nil), 401}, // missing_signature
 			{e.request(http.MethodGet, e.origin(uid)+"/status", nil), 404},
 			{e.request(http.MethodPost, e.base+"/status", nil), 405},
-		} {
-			if r := e.send(step.req); r.status != step.want {
-				t.Fatalf("%s %s: status = %d (%s), want %d", step.req.Method, step.req.URL, r.status, r.body, step.want)
-			}
-		}
+		})
 		r := e.send(e.request(http.MethodGet, e.base+"/status", nil))
 		if r.status != 200 || !strings.HasPrefix(r.header.Get("Content-Type"), "text/html") || r.header.Get("Content-Security-Policy") != status.ContentSecurityPolicy {
 			t.Fatalf("GET /status: %d %v, want 200 HTML with the page's CSP", r.status, r.header)

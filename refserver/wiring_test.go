@@ -173,6 +173,23 @@ func TestKeyCacheTTLBound(t *testing.T) {
 	}
 }
 
+// statusStep is a request and the status its answer must have.
+type statusStep struct {
+	req  *http.Request
+	want int
+}
+
+// sendSteps sends each step's request in order and stops the test at the
+// first answer whose status is not the step's.
+func (e *testEnv) sendSteps(t *testing.T, steps []statusStep) {
+	t.Helper()
+	for _, step := range steps {
+		if r := e.send(step.req); r.status != step.want {
+			t.Fatalf("%s %s: status = %d (%s), want %d", step.req.Method, step.req.URL, r.status, r.body, step.want)
+		}
+	}
+}
+
 func TestMetricsWiring(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
@@ -183,10 +200,7 @@ func TestMetricsWiring(t *testing.T) {
 		first := e.whoamiReq(http.MethodGet, uid, key)
 		again := e.request(http.MethodGet, e.base+"/whoami", nil)
 		again.Header = first.Header.Clone()
-		for _, step := range []struct {
-			req  *http.Request
-			want int
-		}{
+		e.sendSteps(t, []statusStep{
 			{first, 200},
 			{again, 401}, // replayed_nonce
 			{e.request(http.MethodGet, e.base+"/whoami", nil), 401}, // missing_signature
@@ -194,11 +208,7 @@ func TestMetricsWiring(t *testing.T) {
 			{e.request(http.MethodDelete, e.base+"/whoami", nil), 405},
 			{e.request("BREW", e.base+"/whoami", nil), 405},                 // unusual methods share one series
 			{e.request(http.MethodGet, e.origin(uid)+"/metrics", nil), 404}, // not on agent hosts
-		} {
-			if r := e.send(step.req); r.status != step.want {
-				t.Fatalf("%s %s: status = %d (%s), want %d", step.req.Method, step.req.URL, r.status, r.body, step.want)
-			}
-		}
+		})
 
 		m := scrape(t, e)
 		for series, want := range map[string]float64{

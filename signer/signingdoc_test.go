@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/signertest"
 )
 
 // fencedAfter returns the body of the first fenced code block after the
@@ -72,18 +73,11 @@ func TestSigningDocWorkedExample(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	sigs, err := signer.ParseSignatures(req.Header.Values("Signature-Input"), req.Header.Values("Signature"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	base, err := sigs[0].Base(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sig, base := signertest.FirstBase(t, req)
 	if string(base) != wantBase {
 		t.Errorf("documented base =\n%q\nsigner's base =\n%q", wantBase, base)
 	}
-	if err := key.Public.Verify("", []byte(wantBase), sigs[0].Value); err != nil {
+	if err := key.Public.Verify("", []byte(wantBase), sig.Value); err != nil {
 		t.Errorf("the signature does not verify over the documented base: %v", err)
 	}
 	gotHeaders := "Signature-Input: " + req.Header.Get("Signature-Input") + "\n" +

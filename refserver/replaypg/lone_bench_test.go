@@ -6,11 +6,11 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/agentid/agentid/refserver/dbtest"
+	"github.com/agentid/agentid/signer/signertest"
 )
 
 // BenchmarkSeenLone records distinct keys one call at a time (a server
@@ -27,21 +27,12 @@ func BenchmarkSeenLone(b *testing.B) {
 	expiry := time.Now().Add(time.Minute)
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu := processCPU()
+	cpu := signertest.ProcessCPU()
 	for i := range b.N {
 		seen, err := s.Seen(ctx, fmt.Sprint("lone ", i), expiry)
 		if err != nil || seen {
 			b.Fatalf("Seen = %v, %v; want false, nil", seen, err)
 		}
 	}
-	b.ReportMetric(float64((processCPU()-cpu).Nanoseconds())/1e3/float64(b.N), "cpu-µs/op")
-}
-
-// processCPU returns the user and system CPU time used by this process.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	b.ReportMetric(float64((signertest.ProcessCPU()-cpu).Nanoseconds())/1e3/float64(b.N), "cpu-µs/op")
 }

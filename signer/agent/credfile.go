@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/envfile"
 )
 
@@ -35,6 +36,20 @@ func gitWarning(ctx context.Context, path string) string {
 			path, base, EnvPrivateJWK)
 	}
 	return ""
+}
+
+// keyVars are the credentials-file variables of the agent uid and its key:
+// AGENT_UID, AGENT_PUBLIC_JWK and, when the key is Exportable (not held on
+// a token), AGENT_PRIVATE_JWK.
+func keyVars(uid string, key signer.PrivateKey) [][2]string {
+	vars := [][2]string{
+		{EnvUID, uid},
+		{EnvPublicJWK, string(key.Public.JWK.MarshalPublic())},
+	}
+	if key.Exportable() {
+		vars = append(vars, [2]string{EnvPrivateJWK, string(key.MarshalPrivateJWK())})
+	}
+	return vars
 }
 
 // writeCreds sets vars in the credentials file (keeping every other line),

@@ -91,13 +91,7 @@ func Init(ctx context.Context, opts InitOptions) (InitResult, error) {
 	if err != nil {
 		return InitResult{}, err
 	}
-	vars := [][2]string{
-		{EnvUID, reg.UID},
-		{EnvPublicJWK, string(key.Public.JWK.MarshalPublic())},
-	}
-	if key.Exportable() {
-		vars = append(vars, [2]string{EnvPrivateJWK, string(key.MarshalPrivateJWK())})
-	}
+	vars := keyVars(reg.UID, key)
 	if hostname != DefaultHostname {
 		vars = append(vars, [2]string{EnvHostname, hostname})
 	}
@@ -231,14 +225,7 @@ func Rotate(ctx context.Context, opts RotateOptions) (RotateResult, error) {
 	if err != nil {
 		return RotateResult{}, err
 	}
-	vars := [][2]string{
-		{EnvUID, creds.UID},
-		{EnvPublicJWK, string(next.Public.JWK.MarshalPublic())},
-	}
-	if next.Exportable() {
-		vars = append(vars, [2]string{EnvPrivateJWK, string(next.MarshalPrivateJWK())})
-	}
-	warn, err := writeCreds(ctx, src.file, lo.Path, vars)
+	warn, err := writeCreds(ctx, src.file, lo.Path, keyVars(creds.UID, next))
 	if err != nil {
 		return RotateResult{}, err
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/pkcs11/softhsmtest"
+	"github.com/agentid/agentid/signer/signertest"
 )
 
 const (
@@ -123,15 +124,8 @@ func TestGenerateSignOpen(t *testing.T) {
 	if err := signer.Sign(req, key, signer.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	sigs, err := signer.ParseSignatures(req.Header.Values("Signature-Input"), req.Header.Values("Signature"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	base, err := sigs[0].Base(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := signer.NewPublicKey(pub).Verify("", base, sigs[0].Value); err != nil {
+	first, base := signertest.FirstBase(t, req)
+	if err := signer.NewPublicKey(pub).Verify("", base, first.Value); err != nil {
 		t.Errorf("signed request does not verify: %v", err)
 	}
 	if strings.Contains(string(key.MarshalPrivateJWK()), `"d"`) {

@@ -17,6 +17,8 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+
+	"github.com/agentid/agentid/signer"
 )
 
 // EnvPIN is the variable that holds the user PIN when the URI has no
@@ -95,7 +97,7 @@ func ParseURI(s string, getenv func(string) string) (URI, error) {
 		}
 		k, v, ok := strings.Cut(attr, "=")
 		if !ok {
-			return URI{}, fmt.Errorf("pkcs11: invalid URI attribute %q: want name=value", truncate(attr))
+			return URI{}, fmt.Errorf("pkcs11: invalid URI attribute %q: want name=value", signer.Truncate(attr))
 		}
 		if seen[k] {
 			return URI{}, fmt.Errorf("pkcs11: invalid URI: attribute %s given twice", k)
@@ -114,13 +116,13 @@ func ParseURI(s string, getenv func(string) string) (URI, error) {
 			u.ID = []byte(val)
 		case "type":
 			if val != "private" {
-				return URI{}, fmt.Errorf("pkcs11: invalid URI: type=%s, want private (the signing key)", truncate(val))
+				return URI{}, fmt.Errorf("pkcs11: invalid URI: type=%s, want private (the signing key)", signer.Truncate(val))
 			}
 		default:
 			// RFC 7512 lets a consumer ignore attributes it does not know
 			// only when they cannot change which object matches; refuse
 			// rather than pick the wrong key.
-			return URI{}, fmt.Errorf("pkcs11: URI attribute %q is not supported (token, object, id, type)", truncate(k))
+			return URI{}, fmt.Errorf("pkcs11: URI attribute %q is not supported (token, object, id, type)", signer.Truncate(k))
 		}
 	}
 	for _, q := range strings.Split(query, "&") {
@@ -130,7 +132,7 @@ func ParseURI(s string, getenv func(string) string) (URI, error) {
 		k, v, _ := strings.Cut(q, "=")
 		val, err := url.PathUnescape(v)
 		if err != nil {
-			return URI{}, fmt.Errorf("pkcs11: invalid URI query %s: bad percent-encoding", truncate(k))
+			return URI{}, fmt.Errorf("pkcs11: invalid URI query %s: bad percent-encoding", signer.Truncate(k))
 		}
 		switch k {
 		case "module-path":
@@ -138,7 +140,7 @@ func ParseURI(s string, getenv func(string) string) (URI, error) {
 		case "pin-value":
 			u.PIN = val
 		default:
-			return URI{}, fmt.Errorf("pkcs11: URI query %q is not supported (module-path, pin-value)", truncate(k))
+			return URI{}, fmt.Errorf("pkcs11: URI query %q is not supported (module-path, pin-value)", signer.Truncate(k))
 		}
 	}
 	if u.PIN == "" {
@@ -156,11 +158,4 @@ func ParseURI(s string, getenv func(string) string) (URI, error) {
 		return URI{}, fmt.Errorf("pkcs11: invalid URI: no module: add ?module-path=/path/to/module.so or set %s", EnvModule)
 	}
 	return u, nil
-}
-
-func truncate(s string) string {
-	if len(s) > 40 {
-		return s[:40] + "…"
-	}
-	return s
 }

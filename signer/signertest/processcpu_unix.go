@@ -1,14 +1,15 @@
 //go:build unix
 
-package refserver_test
+package signertest
 
 import (
 	"syscall"
 	"time"
 )
 
-// processCPU returns the user and system CPU time used by this process.
-func processCPU() time.Duration {
+// ProcessCPU returns the user and system CPU time used by this process
+// (getrusage), for benchmarks that report CPU per operation.
+func ProcessCPU() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0
