@@ -186,7 +186,7 @@ func TestProxyBehindCaddy(t *testing.T) {
 			req = signedGet(t, "http://"+host+path, key, "http://"+uid+".localhost:"+freePort(t), full)
 			req.URL, _ = req.URL.Parse(base + path)
 			req.Host = host
-			checkNginxStatus(t, "caddy: key set not fetched", req, http.StatusServiceUnavailable, "key_fetch_failed")
+			checkNginxRefusal(t, "caddy: key set not fetched", req, http.StatusServiceUnavailable, "key_fetch_failed")
 			if n := len(up.got(path)); n != 0 {
 				t.Errorf("key set not fetched: the service saw %d requests, want none", n)
 			}
