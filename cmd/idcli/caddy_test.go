@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -10,7 +9,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/signertest"
@@ -45,37 +43,9 @@ func startCaddy(t *testing.T, port, site string) string {
 	}
 	cmd := exec.Command(bin, "run", "--config", file, "--adapter", "caddyfile")
 	cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir)
-	out := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM) // graceful stop of the caddy this test started
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-exited
-		}
+	return runListening(t, "caddy", cmd, syscall.SIGTERM, "127.0.0.1:"+port, func() string {
+		return "config:\n" + conf
 	})
-	addr := "127.0.0.1:" + port
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			return "http://" + addr
-		}
-		select {
-		case <-exited:
-			t.Fatalf("caddy exited: %s\nconfig:\n%s", out, conf)
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("caddy did not listen on %s within 10 s: %s", addr, out)
-		}
-	}
 }
 
 // TestProxyBehindCaddy runs caddy with the README's forward_auth snippet,

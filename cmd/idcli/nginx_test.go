@@ -60,20 +60,32 @@ http {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, "-p", dir, "-c", filepath.Join(dir, "nginx.conf"))
+	return runListening(t, "nginx", cmd, syscall.SIGQUIT, addr, func() string {
+		errLog, _ := os.ReadFile(filepath.Join(dir, "error.log"))
+		return fmt.Sprintf("%s\nconfig:\n%s", errLog, conf)
+	})
+}
+
+// runListening starts cmd (a server the test configured to listen on
+// addr), stops it with stop (then kills it after 10 s) when the test ends,
+// and returns http://addr once addr accepts connections. If cmd exits
+// first, the test fails with its output and exited().
+func runListening(t *testing.T, name string, cmd *exec.Cmd, stop os.Signal, addr string, exited func() string) string {
+	t.Helper()
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
 	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGQUIT) // graceful stop of the nginx this test started
+		cmd.Process.Signal(stop) // graceful stop of the server this test started
 		select {
-		case <-exited:
+		case <-done:
 		case <-time.After(10 * time.Second):
 			cmd.Process.Kill()
-			<-exited
+			<-done
 		}
 	})
 	for deadline := time.Now().Add(10 * time.Second); ; {
@@ -82,13 +94,12 @@ http {
 			return "http://" + addr
 		}
 		select {
-		case <-exited:
-			errLog, _ := os.ReadFile(filepath.Join(dir, "error.log"))
-			t.Fatalf("nginx exited: %s\n%s\nconfig:\n%s", out, errLog, conf)
+		case <-done:
+			t.Fatalf("%s exited: %s\n%s", name, out, exited())
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("nginx did not listen on %s within 10 s: %s", addr, out)
+			t.Fatalf("%s did not listen on %s within 10 s: %s", name, addr, out)
 		}
 	}
 }
