@@ -106,8 +106,13 @@ type proxyRules struct {
 
 // active reports whether any rule is set.
 func (r *proxyRules) active() bool {
-	return r != nil && (len(r.routes) > 0 || len(r.allow.Identities)+len(r.allow.Hosts)+len(r.allow.UIDs) > 0 || len(r.denyCards) > 0 ||
-		len(r.deny.Identities)+len(r.deny.Hosts)+len(r.deny.UIDs) > 0 || r.agent.On() || r.addr.On())
+	return r != nil && (len(r.routes) > 0 || policySize(r.allow) > 0 || len(r.denyCards) > 0 ||
+		policySize(r.deny) > 0 || r.agent.On() || r.addr.On())
+}
+
+// policySize is the number of entries in p.
+func policySize(p middleware.Policy) int {
+	return len(p.Identities) + len(p.Hosts) + len(p.UIDs)
 }
 
 // registerProxyConfig adds --config to the flags of `idcli proxy`.
@@ -356,8 +361,7 @@ func newProxyOwner(ctx context.Context, f proxyFlags, p proxyPlan, vc *middlewar
 	o.gate = g
 	vc.Mode = middleware.Observe // every request reaches the rules
 	o.summary = fmt.Sprintf("• rules: %d routes, allow %d, deny %d; limits agent %s, address %s (buckets in %s)",
-		len(r.routes), len(r.allow.Identities)+len(r.allow.Hosts)+len(r.allow.UIDs),
-		len(r.deny.Identities)+len(r.deny.Hosts)+len(r.deny.UIDs)+len(r.denyCards), limitString(r.agent), limitString(r.addr), where)
+		len(r.routes), policySize(r.allow), policySize(r.deny)+len(r.denyCards), limitString(r.agent), limitString(r.addr), where)
 	if len(r.trusted) > 0 {
 		h := r.addrHeader
 		if h == "" {
