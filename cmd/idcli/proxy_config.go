@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -293,7 +292,6 @@ type proxyOwner struct {
 	gate    *rules.Gate
 	status  *status.Page // with --metrics-listen
 	summary string
-	closers []func()
 }
 
 // newProxyOwner builds the status page (with --metrics-listen) and the
@@ -307,7 +305,7 @@ type proxyOwner struct {
 // status and code. Refusals by the rules also go to the status page's
 // refusal reasons. The status page names agents by their Signature Agent
 // Card (cards, if not nil).
-func newProxyOwner(ctx context.Context, f proxyFlags, p proxyPlan, vc *middleware.Config, cards func(string) (string, string)) (*proxyOwner, error) {
+func newProxyOwner(f proxyFlags, p proxyPlan, vc *middleware.Config, cards func(string) (string, string)) (*proxyOwner, error) {
 	mode := p.mode
 	o := &proxyOwner{}
 	if f.metricsListen != "" {
@@ -323,15 +321,10 @@ func newProxyOwner(ctx context.Context, f proxyFlags, p proxyPlan, vc *middlewar
 		lcfg.ClientAddr = agentlimit.ForwardedClientAddr(r.trusted, r.addrHeader)
 	}
 	where := "memory"
-	if (r.agent.On() || r.addr.On()) && f.redisURL != "" {
-		s, err := redisreplay.Dial(ctx, f.redisURL)
-		if err != nil {
-			return nil, fmt.Errorf("--redis-url (rate limits) %s", strings.TrimPrefix(err.Error(), "redisreplay: "))
-		}
-		o.closers = append(o.closers, func() { s.Close() })
+	if s, ok := vc.Replay.(*redisreplay.Store); ok && (r.agent.On() || r.addr.On()) {
+		// --redis-url: the buckets share the replay store's client.
 		store, err := redislimit.New(redislimit.Config{Client: s.Client(), Prefix: r.redisPrefix})
 		if err != nil {
-			o.Close()
 			return nil, fmt.Errorf("--config: limits.redis_prefix: %s", strings.TrimPrefix(err.Error(), "redislimit: "))
 		}
 		lcfg.Store, where = store, "Redis "+s.Name()
@@ -340,7 +333,6 @@ func newProxyOwner(ctx context.Context, f proxyFlags, p proxyPlan, vc *middlewar
 	if r.agent.On() || r.addr.On() {
 		var err error
 		if lim, err = agentlimit.New(lcfg); err != nil {
-			o.Close()
 			return nil, fmt.Errorf("--config: %w", err)
 		}
 	}
@@ -355,7 +347,6 @@ func newProxyOwner(ctx context.Context, f proxyFlags, p proxyPlan, vc *middlewar
 	g, err := rules.New(rules.Config{Mode: mode, Routes: r.routes, Allow: r.allow, Deny: r.deny, DenyCards: r.denyCards, AgentCard: cards,
 		Limiter: lim, OnRefuse: onRefuse})
 	if err != nil {
-		o.Close()
 		return nil, fmt.Errorf("--config: %w", err)
 	}
 	o.gate = g
@@ -423,12 +414,5 @@ func (o *proxyOwner) routes(mux *http.ServeMux) {
 func (o *proxyOwner) banner(env *cliEnv) {
 	if o.summary != "" {
 		fmt.Fprintln(env.Stderr, o.summary)
-	}
-}
-
-// Close releases what newProxyOwner opened.
-func (o *proxyOwner) Close() {
-	for _, c := range o.closers {
-		c()
 	}
 }
