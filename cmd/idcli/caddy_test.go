@@ -48,6 +48,20 @@ func startCaddy(t *testing.T, port, site string) string {
 	})
 }
 
+// startCaddySite runs caddy with the README's site block, its addresses
+// replaced: the site is http://host on a free port, the service and the
+// forward-auth endpoint are at the base URLs upstream and auth. It returns
+// caddy's base URL.
+func startCaddySite(t *testing.T, block, host, upstream, auth string) string {
+	t.Helper()
+	port := freePort(t)
+	return startCaddy(t, port, strings.NewReplacer(
+		"app.example.com {", "http://"+host+":"+port+" {", // the site, on a free port
+		"127.0.0.1:8000", strings.TrimPrefix(upstream, "http://"), // your service
+		"127.0.0.1:8081", strings.TrimPrefix(auth, "http://"), // idcli proxy --forward-auth
+	).Replace(block))
+}
+
 // TestProxyBehindCaddy runs caddy with the README's forward_auth snippet,
 // as written there (only its addresses replaced), in front of an echo
 // service, with idcli proxy --forward-auth --front caddy as its auth
@@ -72,13 +86,7 @@ func TestProxyBehindCaddy(t *testing.T) {
 			t.Parallel()
 			const host = "app.example.com"
 			auth, p := startProxy(t, append([]string{"--forward-auth", "--front", "caddy", "--mode", mode, "--authority", host + ",other.example.com", "--agentid-service", agentService(uid, origin)}, localTrust...)...)
-			port := freePort(t)
-			site := strings.NewReplacer(
-				"app.example.com {", "http://"+host+":"+port+" {", // the site, on a free port
-				"127.0.0.1:8000", strings.TrimPrefix(up.URL, "http://"), // your service
-				"127.0.0.1:8081", strings.TrimPrefix(auth, "http://"), // idcli proxy --forward-auth
-			).Replace(blocks[0])
-			base := startCaddy(t, port, site)
+			base := startCaddySite(t, blocks[0], host, up.URL, auth)
 			// get is a GET of path signed for host, sent to caddy.
 			get := func(path string, opts signer.Options) *http.Request {
 				req := signedGet(t, "http://"+host+path, key, origin, opts)
@@ -207,12 +215,7 @@ func TestProxyBehindCaddyObserve(t *testing.T) {
 	up := newEchoUpstream(t)
 	const host = "app.example.com"
 	auth, _ := startProxy(t, append([]string{"--forward-auth", "--front", "caddy", "--mode", "observe", "--authority", host, "--agentid-service", agentService(uid, origin)}, localTrust...)...)
-	port := freePort(t)
-	base := startCaddy(t, port, strings.NewReplacer(
-		"app.example.com {", "http://"+host+":"+port+" {",
-		"127.0.0.1:8000", strings.TrimPrefix(up.URL, "http://"),
-		"127.0.0.1:8081", strings.TrimPrefix(auth, "http://"),
-	).Replace(blocks[0]))
+	base := startCaddySite(t, blocks[0], host, up.URL, auth)
 
 	// A signature over GET /public, sent as POST /admin: invalid.
 	public := signedGet(t, "http://"+host+"/public", key, origin, signer.Options{Components: []string{"@method", "@authority", "@path"}})
