@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -10,7 +9,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/signertest"
@@ -45,37 +43,23 @@ func startCaddy(t *testing.T, port, site string) string {
 	}
 	cmd := exec.Command(bin, "run", "--config", file, "--adapter", "caddyfile")
 	cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir)
-	out := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM) // graceful stop of the caddy this test started
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-exited
-		}
+	return runListening(t, "caddy", cmd, syscall.SIGTERM, "127.0.0.1:"+port, func() string {
+		return "config:\n" + conf
 	})
-	addr := "127.0.0.1:" + port
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			return "http://" + addr
-		}
-		select {
-		case <-exited:
-			t.Fatalf("caddy exited: %s\nconfig:\n%s", out, conf)
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("caddy did not listen on %s within 10 s: %s", addr, out)
-		}
-	}
+}
+
+// startCaddySite runs caddy with the README's site block, its addresses
+// replaced: the site is http://host on a free port, the service and the
+// forward-auth endpoint are at the base URLs upstream and auth. It returns
+// caddy's base URL.
+func startCaddySite(t *testing.T, block, host, upstream, auth string) string {
+	t.Helper()
+	port := freePort(t)
+	return startCaddy(t, port, strings.NewReplacer(
+		"app.example.com {", "http://"+host+":"+port+" {", // the site, on a free port
+		"127.0.0.1:8000", strings.TrimPrefix(upstream, "http://"), // your service
+		"127.0.0.1:8081", strings.TrimPrefix(auth, "http://"), // idcli proxy --forward-auth
+	).Replace(block))
 }
 
 // TestProxyBehindCaddy runs caddy with the README's forward_auth snippet,
@@ -102,13 +86,7 @@ func TestProxyBehindCaddy(t *testing.T) {
 			t.Parallel()
 			const host = "app.example.com"
 			auth, p := startProxy(t, append([]string{"--forward-auth", "--front", "caddy", "--mode", mode, "--authority", host + ",other.example.com", "--agentid-service", agentService(uid, origin)}, localTrust...)...)
-			port := freePort(t)
-			site := strings.NewReplacer(
-				"app.example.com {", "http://"+host+":"+port+" {", // the site, on a free port
-				"127.0.0.1:8000", strings.TrimPrefix(up.URL, "http://"), // your service
-				"127.0.0.1:8081", strings.TrimPrefix(auth, "http://"), // idcli proxy --forward-auth
-			).Replace(blocks[0])
-			base := startCaddy(t, port, site)
+			base := startCaddySite(t, blocks[0], host, up.URL, auth)
 			// get is a GET of path signed for host, sent to caddy.
 			get := func(path string, opts signer.Options) *http.Request {
 				req := signedGet(t, "http://"+host+path, key, origin, opts)
@@ -186,7 +164,7 @@ func TestProxyBehindCaddy(t *testing.T) {
 			req = signedGet(t, "http://"+host+path, key, "http://"+uid+".localhost:"+freePort(t), full)
 			req.URL, _ = req.URL.Parse(base + path)
 			req.Host = host
-			checkNginxStatus(t, "caddy: key set not fetched", req, http.StatusServiceUnavailable, "key_fetch_failed")
+			checkNginxRefusal(t, "caddy: key set not fetched", req, http.StatusServiceUnavailable, "key_fetch_failed")
 			if n := len(up.got(path)); n != 0 {
 				t.Errorf("key set not fetched: the service saw %d requests, want none", n)
 			}
@@ -237,12 +215,7 @@ func TestProxyBehindCaddyObserve(t *testing.T) {
 	up := newEchoUpstream(t)
 	const host = "app.example.com"
 	auth, _ := startProxy(t, append([]string{"--forward-auth", "--front", "caddy", "--mode", "observe", "--authority", host, "--agentid-service", agentService(uid, origin)}, localTrust...)...)
-	port := freePort(t)
-	base := startCaddy(t, port, strings.NewReplacer(
-		"app.example.com {", "http://"+host+":"+port+" {",
-		"127.0.0.1:8000", strings.TrimPrefix(up.URL, "http://"),
-		"127.0.0.1:8081", strings.TrimPrefix(auth, "http://"),
-	).Replace(blocks[0]))
+	base := startCaddySite(t, blocks[0], host, up.URL, auth)
 
 	// A signature over GET /public, sent as POST /admin: invalid.
 	public := signedGet(t, "http://"+host+"/public", key, origin, signer.Options{Components: []string{"@method", "@authority", "@path"}})

@@ -164,9 +164,15 @@ func (b *bgCLI) stop() error {
 // more than 20 s.
 func (b *bgCLI) waitFor(t *testing.T, re *regexp.Regexp) string {
 	t.Helper()
+	return b.waitIn(t, "stdout", b.stdout, re)
+}
+
+// waitIn is waitFor on out, the command's stream called name.
+func (b *bgCLI) waitIn(t *testing.T, name string, out *syncBuffer, re *regexp.Regexp) string {
+	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		if m := re.FindStringSubmatch(b.stdout.String()); m != nil {
+		if m := re.FindStringSubmatch(out.String()); m != nil {
 			return m[len(m)-1]
 		}
 		select {
@@ -175,7 +181,7 @@ func (b *bgCLI) waitFor(t *testing.T, re *regexp.Regexp) string {
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("idcli %s did not print %s within 20 s\nstdout:\n%s\nstderr:\n%s", strings.Join(b.args, " "), re, b.stdout, b.stderr)
+			t.Fatalf("idcli %s did not print %s on %s within 20 s\nstdout:\n%s\nstderr:\n%s", strings.Join(b.args, " "), re, name, b.stdout, b.stderr)
 		}
 	}
 }

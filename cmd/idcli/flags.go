@@ -165,13 +165,19 @@ var standardMethods = []string{
 // upper-cased ("get" → "GET"); any other method is kept as typed. A method
 // that is not an HTTP token is refused, with cmd prefixing the error.
 func normalizeMethod(cmd, m string) (string, error) {
-	if m == "" || strings.IndexFunc(m, func(r rune) bool { return !isTokenChar(r) }) >= 0 {
+	if !isToken(m) {
 		return "", fmt.Errorf("%s: invalid method %q: want a method such as GET or POST", cmd, m)
 	}
 	if up := strings.ToUpper(m); slices.Contains(standardMethods, up) {
 		return up, nil
 	}
 	return m, nil
+}
+
+// isToken reports whether s is an HTTP token (RFC 9110 §5.6.2), such as a
+// method or a header name.
+func isToken(s string) bool {
+	return s != "" && strings.IndexFunc(s, func(r rune) bool { return !isTokenChar(r) }) < 0
 }
 
 // isTokenChar reports whether r may appear in an HTTP token (RFC 9110 §5.6.2).

@@ -337,11 +337,10 @@ func runProxy(ctx context.Context, env *cliEnv, f proxyFlags) error {
 		reg = metrics.NewRegistry()
 		vc.OnResult = reg.ObserveResult // verification outcomes
 	}
-	owner, err := newProxyOwner(ctx, f, p, &vc, keys.AgentName) // --config rules (proxy_config.go)
+	owner, err := newProxyOwner(f, p, &vc, keys.AgentName) // --config rules (proxy_config.go)
 	if err != nil {
 		return err
 	}
-	defer owner.Close()
 	verifier, err := middleware.NewVerifier(vc)
 	if err != nil {
 		return fmt.Errorf("proxy: %w", err)

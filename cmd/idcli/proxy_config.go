@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -106,8 +105,13 @@ type proxyRules struct {
 
 // active reports whether any rule is set.
 func (r *proxyRules) active() bool {
-	return r != nil && (len(r.routes) > 0 || len(r.allow.Identities)+len(r.allow.Hosts)+len(r.allow.UIDs) > 0 || len(r.denyCards) > 0 ||
-		len(r.deny.Identities)+len(r.deny.Hosts)+len(r.deny.UIDs) > 0 || r.agent.On() || r.addr.On())
+	return r != nil && (len(r.routes) > 0 || policySize(r.allow) > 0 || len(r.denyCards) > 0 ||
+		policySize(r.deny) > 0 || r.agent.On() || r.addr.On())
+}
+
+// policySize is the number of entries in p.
+func policySize(p middleware.Policy) int {
+	return len(p.Identities) + len(p.Hosts) + len(p.UIDs)
 }
 
 // registerProxyConfig adds --config to the flags of `idcli proxy`.
@@ -220,7 +224,7 @@ func loadProxyConfig(env *cliEnv, fs *flag.FlagSet, f *proxyFlags) error {
 		switch {
 		case r.addrHeader != "" && len(r.trusted) == 0:
 			return fmt.Errorf("--config %s: limits.client_addr_header %q needs limits.trusted_proxies: the header is believed only from those addresses", f.config, r.addrHeader)
-		case r.addrHeader != "" && !headerName.MatchString(r.addrHeader):
+		case r.addrHeader != "" && !isToken(r.addrHeader):
 			return fmt.Errorf("--config %s: limits.client_addr_header %q is not a header name", f.config, r.addrHeader)
 		}
 	}
@@ -232,8 +236,6 @@ func loadProxyConfig(env *cliEnv, fs *flag.FlagSet, f *proxyFlags) error {
 	f.rules = r
 	return nil
 }
-
-var headerName = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
 // parseTrustedProxies reads limits.trusted_proxies: addresses or CIDRs.
 func parseTrustedProxies(values []string) ([]netip.Prefix, error) {
@@ -290,7 +292,6 @@ type proxyOwner struct {
 	gate    *rules.Gate
 	status  *status.Page // with --metrics-listen
 	summary string
-	closers []func()
 }
 
 // newProxyOwner builds the status page (with --metrics-listen) and the
@@ -304,7 +305,7 @@ type proxyOwner struct {
 // status and code. Refusals by the rules also go to the status page's
 // refusal reasons. The status page names agents by their Signature Agent
 // Card (cards, if not nil).
-func newProxyOwner(ctx context.Context, f proxyFlags, p proxyPlan, vc *middleware.Config, cards func(string) (string, string)) (*proxyOwner, error) {
+func newProxyOwner(f proxyFlags, p proxyPlan, vc *middleware.Config, cards func(string) (string, string)) (*proxyOwner, error) {
 	mode := p.mode
 	o := &proxyOwner{}
 	if f.metricsListen != "" {
@@ -320,15 +321,10 @@ func newProxyOwner(ctx context.Context, f proxyFlags, p proxyPlan, vc *middlewar
 		lcfg.ClientAddr = agentlimit.ForwardedClientAddr(r.trusted, r.addrHeader)
 	}
 	where := "memory"
-	if (r.agent.On() || r.addr.On()) && f.redisURL != "" {
-		s, err := redisreplay.Dial(ctx, f.redisURL)
-		if err != nil {
-			return nil, fmt.Errorf("--redis-url (rate limits) %s", strings.TrimPrefix(err.Error(), "redisreplay: "))
-		}
-		o.closers = append(o.closers, func() { s.Close() })
+	if s, ok := vc.Replay.(*redisreplay.Store); ok && (r.agent.On() || r.addr.On()) {
+		// --redis-url: the buckets share the replay store's client.
 		store, err := redislimit.New(redislimit.Config{Client: s.Client(), Prefix: r.redisPrefix})
 		if err != nil {
-			o.Close()
 			return nil, fmt.Errorf("--config: limits.redis_prefix: %s", strings.TrimPrefix(err.Error(), "redislimit: "))
 		}
 		lcfg.Store, where = store, "Redis "+s.Name()
@@ -337,7 +333,6 @@ func newProxyOwner(ctx context.Context, f proxyFlags, p proxyPlan, vc *middlewar
 	if r.agent.On() || r.addr.On() {
 		var err error
 		if lim, err = agentlimit.New(lcfg); err != nil {
-			o.Close()
 			return nil, fmt.Errorf("--config: %w", err)
 		}
 	}
@@ -352,14 +347,12 @@ func newProxyOwner(ctx context.Context, f proxyFlags, p proxyPlan, vc *middlewar
 	g, err := rules.New(rules.Config{Mode: mode, Routes: r.routes, Allow: r.allow, Deny: r.deny, DenyCards: r.denyCards, AgentCard: cards,
 		Limiter: lim, OnRefuse: onRefuse})
 	if err != nil {
-		o.Close()
 		return nil, fmt.Errorf("--config: %w", err)
 	}
 	o.gate = g
 	vc.Mode = middleware.Observe // every request reaches the rules
 	o.summary = fmt.Sprintf("• rules: %d routes, allow %d, deny %d; limits agent %s, address %s (buckets in %s)",
-		len(r.routes), len(r.allow.Identities)+len(r.allow.Hosts)+len(r.allow.UIDs),
-		len(r.deny.Identities)+len(r.deny.Hosts)+len(r.deny.UIDs)+len(r.denyCards), limitString(r.agent), limitString(r.addr), where)
+		len(r.routes), policySize(r.allow), policySize(r.deny)+len(r.denyCards), limitString(r.agent), limitString(r.addr), where)
 	if len(r.trusted) > 0 {
 		h := r.addrHeader
 		if h == "" {
@@ -421,12 +414,5 @@ func (o *proxyOwner) routes(mux *http.ServeMux) {
 func (o *proxyOwner) banner(env *cliEnv) {
 	if o.summary != "" {
 		fmt.Fprintln(env.Stderr, o.summary)
-	}
-}
-
-// Close releases what newProxyOwner opened.
-func (o *proxyOwner) Close() {
-	for _, c := range o.closers {
-		c()
 	}
 }

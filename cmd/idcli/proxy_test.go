@@ -118,19 +118,7 @@ func startProxy(t *testing.T, args ...string) (string, *bgCLI) {
 // submatch (or the whole match).
 func waitForStderr(t *testing.T, b *bgCLI, re *regexp.Regexp) string {
 	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); ; {
-		if m := re.FindStringSubmatch(b.stderr.String()); m != nil {
-			return m[len(m)-1]
-		}
-		select {
-		case <-b.done:
-			t.Fatalf("idcli %s exited (%v) before printing %s\nstdout:\n%s\nstderr:\n%s", strings.Join(b.args, " "), b.err, re, b.stdout, b.stderr)
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("idcli %s did not print %s within 20 s\nstderr:\n%s", strings.Join(b.args, " "), re, b.stderr)
-		}
-	}
+	return b.waitIn(t, "stderr", b.stderr, re)
 }
 
 // signedGet is GET url signed by key as the agent at origin, with opts.

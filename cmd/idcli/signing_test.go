@@ -233,9 +233,12 @@ func TestAgentPKCS11(t *testing.T) {
 		needTool(t, err.Error(), "softhsm2-util")
 	}
 	needTool(t, "a SoftHSM2 token is created with it", "softhsm2-util")
+	// The token's user PIN: no digits alone, which a port or an id in the
+	// output could contain.
+	const pin = "pin-not-printed"
 	srv := clitest.StartServer(t, clitest.ServerOptions{DatabaseURL: dbtest.PostgresURL(t)})
 	bin := buildIdcli(t)
-	conf, err := softhsmtest.NewToken(t.TempDir(), "idcli-test", "4321")
+	conf, err := softhsmtest.NewToken(t.TempDir(), "idcli-test", pin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +246,7 @@ func TestAgentPKCS11(t *testing.T) {
 	// (below); no other test of this package loads it.
 	t.Setenv("SOFTHSM2_CONF", conf)
 	uri := "pkcs11:token=idcli-test;object=crawler?module-path=" + module
-	env := procEnv("SOFTHSM2_CONF="+conf, "AGENT_PKCS11_PIN=4321")
+	env := procEnv("SOFTHSM2_CONF="+conf, "AGENT_PKCS11_PIN="+pin)
 	dir := t.TempDir()
 	envPath := filepath.Join(dir, ".env")
 	idcli := func(args ...string) string {
@@ -252,7 +255,7 @@ func TestAgentPKCS11(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("idcli %s: exit %d\n%s%s", strings.Join(args, " "), code, out, errOut)
 		}
-		if strings.Contains(out+errOut, "4321") {
+		if strings.Contains(out+errOut, pin) {
 			t.Errorf("idcli %s printed the PIN", args[1])
 		}
 		return out
@@ -312,7 +315,7 @@ func TestAgentPKCS11(t *testing.T) {
 	}
 
 	// On the token: one key with that label, the new one, not extractable.
-	u, err := pkcs11.ParseURI(uri, func(k string) string { return map[string]string{pkcs11.EnvPIN: "4321"}[k] })
+	u, err := pkcs11.ParseURI(uri, func(k string) string { return map[string]string{pkcs11.EnvPIN: pin}[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
