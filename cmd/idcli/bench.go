@@ -65,6 +65,9 @@ type benchConfig struct {
 	// registered beforehand, e.g. with `vestauth agent init`), instead of a
 	// bench agent registered with POST /agents.
 	Credentials *agent.Credentials
+	// Legacy signs /whoami in the pre-protocol-01 shape (the Signature-Agent
+	// member not covered), which vestauth 0.21.1's server needs.
+	Legacy bool
 	// Presign is how many /whoami requests are signed before the timed
 	// phase (each with its own nonce, so replay protection stays on); the
 	// run signs more inside the loop if it uses them up. 0 signs every
@@ -171,12 +174,13 @@ func newBenchCmd(env *cliEnv) *ffcli.Command {
 	rate := fs.Float64("rate", 0, "open loop: send this many requests per second on a fixed schedule for --duration (or --requests), measuring latency from each request's scheduled send time; 0: closed loop")
 	envFile := fs.String("env-file", "", "sign /whoami as the agent of this credentials file (written by idcli agent init or vestauth agent init) instead of registering a bench agent")
 	presign := fs.Int("presign", 0, "sign this many whoami requests before the timed phase (each with its own nonce), so signing cost stays out of the measured loop; 0 signs inside the loop")
+	legacy := fs.Bool("legacy", false, legacyUsage)
 	keepAgents := fs.Bool("keep-agents", false, "leave the agents the run registers in the server's database (needed when bench cannot reach that database)")
 	var dbFlags serverFlags
 	dbFlags.register(fs, false)
 	return &ffcli.Command{
 		Name:       "bench",
-		ShortUsage: "idcli bench [--url URL] [--connect HOST:PORT] [--duration 10s] [--requests N] [--concurrency 64] [--rate R] [--timeout 10s] [--target whoami|register|directory|all] [--env-file PATH] [--presign N] [--database-url URL] [--keep-agents] [--json]",
+		ShortUsage: "idcli bench [--url URL] [--connect HOST:PORT] [--duration 10s] [--requests N] [--concurrency 64] [--rate R] [--timeout 10s] [--target whoami|register|directory|all] [--env-file PATH] [--legacy] [--presign N] [--database-url URL] [--keep-agents] [--json]",
 		ShortHelp:  "load-test a running agentid server",
 		LongHelp: "Registers a bench agent (or signs as the agent of --env-file), then sends signed\n" +
 			"requests with a fresh nonce each (replay protection stays on): GET /whoami signed\n" +
@@ -206,7 +210,7 @@ func newBenchCmd(env *cliEnv) *ffcli.Command {
 			}
 			setServerGC(env) // the generator is as allocation-heavy as the server
 			cfg := benchConfig{URL: *rawURL, Connect: *connect, Duration: *duration, Requests: *requests,
-				Concurrency: *concurrency, Timeout: *timeout, Presign: *presign, Rate: *rate}
+				Concurrency: *concurrency, Timeout: *timeout, Presign: *presign, Rate: *rate, Legacy: *legacy}
 			if *envFile != "" {
 				creds, err := agent.Load(agent.LoadOptions{Path: env.path(*envFile), Getenv: noEnv})
 				if err != nil {
@@ -331,7 +335,7 @@ func (b *bench) presign(n int) error {
 	for w := range workers {
 		g.Go(func() error {
 			for i := w; i < n; i += workers {
-				h, err := signer.Headers(http.MethodGet, b.whoamiURL, b.key, signer.Options{SignatureAgent: b.origin})
+				h, err := signer.Headers(http.MethodGet, b.whoamiURL, b.key, signer.Options{SignatureAgent: b.origin, Legacy: b.cfg.Legacy})
 				if err != nil {
 					return err
 				}
@@ -517,7 +521,7 @@ func (b *bench) do(ctx context.Context, target string) (int, error) {
 			req.Header["Signature"] = []string{h.Signature}
 			req.Header["Signature-Input"] = []string{h.SignatureInput}
 			req.Header["Signature-Agent"] = []string{h.SignatureAgent}
-		} else if err := signer.Sign(req, b.key, signer.Options{SignatureAgent: b.origin}); err != nil {
+		} else if err := signer.Sign(req, b.key, signer.Options{SignatureAgent: b.origin, Legacy: b.cfg.Legacy}); err != nil {
 			return 0, err
 		}
 		return b.send(req)

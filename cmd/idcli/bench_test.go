@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -340,5 +341,48 @@ func TestCompareScript(t *testing.T) {
 	}
 	if st, err := os.Stat(script); err != nil || st.Mode()&0o100 == 0 {
 		t.Errorf("%s is not executable: %v", script, err)
+	}
+}
+
+// TestBenchLegacy checks that --legacy signs /whoami in the pre-protocol-01
+// shape (the Signature-Agent member sent, not covered), which vestauth
+// 0.21.1's server needs, and that without it the member is covered.
+func TestBenchLegacy(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var inputs []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/whoami" {
+			mu.Lock()
+			inputs = append(inputs, r.Header.Get("Signature-Input"))
+			mu.Unlock()
+		}
+		w.Write([]byte("{}\n"))
+	}))
+	defer srv.Close()
+	key := signertest.Key(31)
+	dir := credsDir(t, "agent-0123456789abcdef01234567", key, srv.URL)
+	for _, legacy := range []bool{false, true} {
+		mu.Lock()
+		inputs = nil
+		mu.Unlock()
+		args := []string{"bench", "--url", srv.URL, "--env-file", ".env", "--requests", "3", "--concurrency", "1", "--json"}
+		if legacy {
+			args = append(args, "--legacy")
+		}
+		if r := runCLI(t.Context(), dir, nil, args...); r.err != nil {
+			t.Fatalf("%v: %v\n%s", args, r.err, r.stderr)
+		}
+		mu.Lock()
+		got := slices.Clone(inputs)
+		mu.Unlock()
+		if len(got) != 3 {
+			t.Fatalf("%v: %d requests reached /whoami, want 3", args, len(got))
+		}
+		for _, in := range got {
+			if covered := strings.Contains(in, `"signature-agent";key=`); covered == legacy {
+				t.Errorf("legacy %v: Signature-Input %q: member covered %v, want %v", legacy, in, covered, !legacy)
+			}
+		}
 	}
 }

@@ -49,6 +49,12 @@ var cpuBenchConns = flag.Int("cpubench.conns", 64, "keep-alive connections Bench
 // processes. The baseline is the CPU time of this benchmark's own OS
 // thread over a loop of ed25519.Verify, while the server is idle.
 //
+// The floor: the same load, in the same iteration, against
+// testdata/httpfloor, a net/http server configured as ours that answers
+// every request with a fixed body and does nothing else
+// (http-floor-µs/req). What the reference server spends beyond it
+// (beyond-floor-µs/req) is ours: verification, the replay store, the log.
+//
 // With AGENTID_CPUBENCH_BASELINE naming another idcli binary (an older
 // build, say), the same load runs against that binary's server too, on
 // its own schema, interleaved with this one's in every iteration, for a
@@ -77,23 +83,26 @@ func BenchmarkWhoamiServerCPU(b *testing.B) {
 		vestauthURL, vestauthCreds = startVestauth(b, bin, modules, dir)
 	}
 
+	floorURL, floorCreds := startHTTPFloor(b, dir)
+
 	n := *cpuBenchRequests
 	if testing.Short() {
 		n /= 4
 	}
 	// Warm up: connections to the database, the key cache, the JIT.
-	cpuLoad(b, agentidURL, nil, 500)
+	cpuLoad(b, agentidURL, nil, false, 500)
+	cpuLoad(b, floorURL, floorCreds, false, 500)
 	if baseURL != "" {
-		cpuLoad(b, baseURL, nil, 500)
+		cpuLoad(b, baseURL, nil, false, 500)
 	}
 	if vestauthCreds != nil {
-		cpuLoad(b, vestauthURL, vestauthCreds, 200)
+		cpuLoad(b, vestauthURL, vestauthCreds, true, 200)
 	}
 
 	b.ResetTimer()
 	for range b.N {
 		verify := ed25519VerifyCPU(5000)
-		t := cpuLoad(b, agentidURL, nil, n)
+		t := cpuLoad(b, agentidURL, nil, false, n)
 		total := t.CPU.ServerUS + t.CPU.DatabaseUS
 		b.ReportMetric(float64(verify.Nanoseconds())/1e3, "ed25519-µs")
 		b.ReportMetric(t.CPU.ServerUS, "server-µs/req")
@@ -102,13 +111,16 @@ func BenchmarkWhoamiServerCPU(b *testing.B) {
 		b.ReportMetric(total/(float64(verify.Nanoseconds())/1e3), "x-ed25519")
 		b.ReportMetric(t.CPU.ServerUS/(float64(verify.Nanoseconds())/1e3), "server-x-ed25519")
 		b.ReportMetric(t.RPS, "req/s")
+		floor := cpuLoad(b, floorURL, floorCreds, false, n)
+		b.ReportMetric(floor.CPU.ServerUS, "http-floor-µs/req")
+		b.ReportMetric(t.CPU.ServerUS-floor.CPU.ServerUS, "beyond-floor-µs/req")
 		if baseURL != "" {
-			bt := cpuLoad(b, baseURL, nil, n)
+			bt := cpuLoad(b, baseURL, nil, false, n)
 			b.ReportMetric(bt.CPU.ServerUS, "base-server-µs/req")
 			b.ReportMetric(bt.CPU.DatabaseUS, "base-pg-µs/req")
 		}
 		if vestauthCreds != nil {
-			v := cpuLoad(b, vestauthURL, vestauthCreds, max(n/5, 1000))
+			v := cpuLoad(b, vestauthURL, vestauthCreds, true, max(n/5, 1000))
 			vtotal := v.CPU.ServerUS + v.CPU.DatabaseUS
 			b.ReportMetric(vtotal, "vestauth-µs/req")
 			b.ReportMetric(vtotal/total, "vestauth-x")
@@ -117,14 +129,16 @@ func BenchmarkWhoamiServerCPU(b *testing.B) {
 }
 
 // cpuLoad sends n presigned /whoami requests to base (the agent of creds,
-// or a bench agent) and returns the target's report, which must hold the
+// or a bench agent; legacy: in the pre-protocol-01 shape, which vestauth
+// 0.21.1 needs) and returns the target's report, which must hold the
 // server's CPU and only 200 answers.
-func cpuLoad(b *testing.B, base string, creds *agent.Credentials, n int) benchTarget {
+func cpuLoad(b *testing.B, base string, creds *agent.Credentials, legacy bool, n int) benchTarget {
 	b.Helper()
 	u, _ := url.Parse(base)
 	rep, err := runBench(context.Background(), benchConfig{
 		URL: base, Connect: "127.0.0.1:" + u.Port(), Requests: int64(n), Concurrency: *cpuBenchConns,
 		Targets: []string{benchWhoami}, Timeout: 30 * time.Second, Presign: n, Credentials: creds,
+		Legacy: legacy,
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -137,6 +151,23 @@ func cpuLoad(b *testing.B, base string, creds *agent.Credentials, n int) benchTa
 		b.Fatalf("%s: statuses %v (first error %q), want %d × 200", base, t.Status, t.FirstError, n)
 	}
 	return t
+}
+
+// startHTTPFloor builds and starts testdata/httpfloor (a net/http server
+// that answers every request with a fixed /whoami-sized body and does no
+// other work) and returns its URL and the credentials the load signs with
+// (a key of our own: nothing verifies them there, but every request carries
+// the same signature headers as those sent to the reference server).
+func startHTTPFloor(b *testing.B, dir string) (string, *agent.Credentials) {
+	b.Helper()
+	bin := filepath.Join(dir, "httpfloor")
+	if out, err := exec.Command("go", "build", "-o", bin, "./testdata/httpfloor").CombinedOutput(); err != nil {
+		b.Fatalf("go build ./testdata/httpfloor: %v\n%s", err, out)
+	}
+	port := freePort(b)
+	startChild(b, dir, "httpfloor", "127.0.0.1:"+port, bin, "127.0.0.1:"+port)
+	base := "http://localhost:" + port
+	return base, &agent.Credentials{UID: "agent-0123456789abcdef01234567", Key: signertest.Key(96), Hostname: base}
 }
 
 // startAgentid migrates a fresh PostgreSQL schema with bin and starts bin's

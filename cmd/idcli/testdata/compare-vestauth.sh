@@ -126,7 +126,7 @@ wait_http "http://127.0.0.1:$vport/"
 mkdir "$scratch/vestauth-agent"
 (cd "$scratch/vestauth-agent" && timeout "$step_limit" node "$modules/vestauth/src/cli/vestauth.js" agent init \
   --hostname "http://localhost:$vport" >/dev/null)
-bench vestauth "http://localhost:$vport" --env-file "$scratch/vestauth-agent/.env"
+bench vestauth "http://localhost:$vport" --env-file "$scratch/vestauth-agent/.env" --legacy
 stop "${pids[-1]}"
 
 # agentid: the reference server on its own database, the bench agent
