@@ -265,7 +265,7 @@ func (l *Limiter) Middleware(next http.Handler) http.Handler {
 // addresses grouped by their /64 network; a RemoteAddr that does not parse
 // is returned as is.
 func PeerAddr(r *http.Request) string {
-	a, ok := parseAddr(r.RemoteAddr)
+	a, ok := ParseAddr(r.RemoteAddr)
 	if !ok {
 		return r.RemoteAddr
 	}

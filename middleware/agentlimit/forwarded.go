@@ -1,6 +1,7 @@
 package agentlimit
 
 import (
+	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
@@ -36,7 +37,7 @@ func ForwardedClientAddr(trusted []netip.Prefix, header string) func(*http.Reque
 		return false
 	}
 	return func(r *http.Request) string {
-		peer, ok := parseAddr(r.RemoteAddr)
+		peer, ok := ParseAddr(r.RemoteAddr)
 		if !ok || !isTrusted(peer) {
 			return PeerAddr(r)
 		}
@@ -54,7 +55,7 @@ func ForwardedClientAddr(trusted []netip.Prefix, header string) func(*http.Reque
 				if entry == "" {
 					continue
 				}
-				a, ok := parseAddr(entry)
+				a, ok := ParseAddr(entry)
 				if !ok {
 					return PeerAddr(r)
 				}
@@ -67,9 +68,10 @@ func ForwardedClientAddr(trusted []netip.Prefix, header string) func(*http.Reque
 	}
 }
 
-// parseAddr reads an address with or without a port (IPv6 in brackets
-// with a port), zone dropped, IPv4-mapped IPv6 unmapped.
-func parseAddr(s string) (netip.Addr, bool) {
+// ParseAddr reads a client address as RemoteAddr and X-Forwarded-For
+// carry it: "ip", "ip:port", "[ipv6]:port" or "[ipv6]"; the zone is dropped
+// and an IPv4-mapped IPv6 address unmapped.
+func ParseAddr(s string) (netip.Addr, bool) {
 	if h, _, err := net.SplitHostPort(s); err == nil {
 		s = h
 	}
@@ -78,6 +80,23 @@ func parseAddr(s string) (netip.Addr, bool) {
 		return netip.Addr{}, false
 	}
 	return a.WithZone("").Unmap(), true
+}
+
+// ParsePrefix reads a trusted-proxy entry, an address or a CIDR, as a
+// prefix: a CIDR masked, an address as the prefix of its full length
+// (IPv4-mapped addresses unmapped). Surrounding space is ignored; a zone is
+// refused.
+func ParsePrefix(s string) (netip.Prefix, error) {
+	s = strings.TrimSpace(s)
+	if p, err := netip.ParsePrefix(s); err == nil {
+		return p.Masked(), nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil || a.Zone() != "" {
+		return netip.Prefix{}, fmt.Errorf("%q: want an address or CIDR, such as 10.0.0.5 or 172.16.0.0/12", s)
+	}
+	a = a.Unmap()
+	return netip.PrefixFrom(a, a.BitLen()), nil
 }
 
 // addrKey is the bucket name of an address: IPv4 as is, IPv6 by its /64.

@@ -17,7 +17,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net"
 	"net/http"
 	"net/netip"
 	"strconv"
@@ -26,6 +25,7 @@ import (
 	"time"
 
 	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/middleware/agentlimit"
 )
 
 // CodeRateLimited is the error code of a request over its limit (429),
@@ -97,27 +97,18 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// parsePrefixes reads TrustedProxies (empty entries skipped).
 func parsePrefixes(ss []string) ([]netip.Prefix, error) {
 	var out []netip.Prefix
 	for _, s := range ss {
-		s = strings.TrimSpace(s)
-		if s == "" {
+		if strings.TrimSpace(s) == "" {
 			continue
 		}
-		if strings.Contains(s, "/") {
-			p, err := netip.ParsePrefix(s)
-			if err != nil {
-				return nil, fmt.Errorf("ratelimit: trusted proxy %q: %w", s, err)
-			}
-			out = append(out, p.Masked())
-			continue
-		}
-		a, err := netip.ParseAddr(s)
+		p, err := agentlimit.ParsePrefix(s)
 		if err != nil {
-			return nil, fmt.Errorf("ratelimit: trusted proxy %q: %w", s, err)
+			return nil, fmt.Errorf("ratelimit: trusted proxy %w", err)
 		}
-		a = a.Unmap()
-		out = append(out, netip.PrefixFrom(a, a.BitLen()))
+		out = append(out, p)
 	}
 	return out, nil
 }
@@ -205,7 +196,7 @@ func (l *Limiter) Len() int {
 // their Config.IPv6Prefix network. A RemoteAddr that does not parse is
 // returned as is.
 func (l *Limiter) ClientAddr(r *http.Request) string {
-	peer, ok := parseAddr(r.RemoteAddr)
+	peer, ok := agentlimit.ParseAddr(r.RemoteAddr)
 	if !ok {
 		return r.RemoteAddr
 	}
@@ -213,7 +204,7 @@ func (l *Limiter) ClientAddr(r *http.Request) string {
 	if l.isTrusted(peer) {
 		hops := forwardedFor(r.Header)
 		for i := len(hops) - 1; i >= 0; i-- {
-			a, ok := parseAddr(hops[i])
+			a, ok := agentlimit.ParseAddr(hops[i])
 			if !ok {
 				break
 			}
@@ -255,20 +246,6 @@ func forwardedFor(h http.Header) []string {
 		}
 	}
 	return out
-}
-
-// parseAddr parses "ip", "ip:port", "[ipv6]:port" or "[ipv6]", dropping any
-// IPv6 zone and unmapping IPv4-in-IPv6.
-func parseAddr(s string) (netip.Addr, bool) {
-	if h, _, err := net.SplitHostPort(s); err == nil {
-		s = h
-	}
-	s = strings.TrimSuffix(strings.TrimPrefix(s, "["), "]")
-	a, err := netip.ParseAddr(s)
-	if err != nil {
-		return netip.Addr{}, false
-	}
-	return a.WithZone("").Unmap(), true
 }
 
 // Check takes a token from the bucket of r's client. When none is left it
