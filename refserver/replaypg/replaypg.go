@@ -77,11 +77,12 @@ type Config struct {
 	MaxBatch int
 	// Linger is how long a statement that would carry few keys (fewer
 	// than LingerBatch) may wait for more, counted from the arrival of
-	// the oldest call in it, while calls arrive more often than once per
-	// Linger. It trades at most Linger of latency at moderate load for
-	// fewer commits; an isolated call (the first after a pause longer
-	// than Linger) never waits. If 0, DefaultLinger (500 µs); negative:
-	// never wait.
+	// the oldest call in it, while concurrent calls arrive more often
+	// than once per 2×Linger. It trades at most Linger of latency at
+	// moderate load for fewer commits; an isolated call (the first after
+	// a pause longer than 2×Linger) never waits, nor does a single
+	// sequential caller. If 0, DefaultLinger (500 µs); negative: never
+	// wait.
 	Linger time.Duration
 	// LingerBatch is the batch size at which a lingering statement stops
 	// waiting. If 0, 8.
@@ -195,13 +196,14 @@ func (h keyHash) Value() (driver.Value, error) { return h[:], nil }
 // Concurrent calls are grouped: a statement inserts every key waiting at
 // the time it starts (at most MaxBatch), so under load the database sees
 // one statement and one commit per batch instead of per request. A lone
-// call (no statement running, and none arrived within Config.Linger
+// call (no statement running, and none arrived within 2×Config.Linger
 // before it) runs its own statement on its own goroutine at once: no
 // other goroutine is woken, and nothing waits for a batch to fill. The
 // calls that arrive while a statement runs make the next batch: batches
 // grow with the load, and each commit (a WAL flush on PostgreSQL) serves
 // more calls. At a moderate rate (concurrent calls, more often than once
-// per Linger, yet too few per statement round trip to batch by themselves) a batch of
+// per 2×Linger, yet too few per statement round trip to batch by
+// themselves) a batch of
 // fewer than LingerBatch calls waits until its oldest call is Linger old
 // or the batch reaches LingerBatch, whichever comes first. More
 // statements (up to MaxFlights) run side by side only while a full batch
@@ -232,8 +234,8 @@ func (s *Store) Seen(ctx context.Context, key string, expiry time.Time) (bool, e
 			s.land()
 			return seen, err
 		}
-		// Calls are arriving faster than one per Linger: this one leads a
-		// batch that waits a little for them.
+		// Concurrent calls are arriving densely: this one leads a batch
+		// that waits a little for them.
 		r.done = make(chan seenRes, 1)
 		s.pending = append(s.pending, r)
 		batch := s.take()
@@ -267,12 +269,14 @@ func (s *Store) Seen(ctx context.Context, key string, expiry time.Time) (bool, e
 
 // dense reports whether calls arrive often enough that a small batch
 // should wait for more: both the call that just came (gap after the one
-// before it) and the recent average are within Config.Linger, and calls
-// overlap (at least a quarter of the recent ones found another call in
-// Seen). A single caller whose calls follow one another closely never
-// overlaps: waiting would gain it nothing. s.mu is held.
+// before it) and the recent average are within 2×Config.Linger (so a wait
+// of Linger can expect at least half a call more), and calls overlap (at
+// least a quarter of the recent ones found another call in Seen). A
+// single caller whose calls follow one another closely never overlaps:
+// waiting would gain it nothing. s.mu is held.
 func (s *Store) dense(gap time.Duration) bool {
-	return s.cfg.Linger > 0 && gap <= s.cfg.Linger && s.gap <= s.cfg.Linger && s.overlap >= 256
+	l := 2 * s.cfg.Linger
+	return l > 0 && gap <= l && s.gap <= l && s.overlap >= 256
 }
 
 // land ends the statement of a call that led a flight: the calls that
