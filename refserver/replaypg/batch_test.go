@@ -5,7 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -154,4 +156,55 @@ func TestLongKeysStoredAsDigests(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestLinger: a call after a pause runs at once (with an hour of Linger,
+// a wait would hang the test); then, in a dense stream of concurrent
+// calls, they wait for one another and share one statement.
+func TestLinger(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		migrated(t, db)
+		const n = 4
+		s := newStore(t, db, replaypg.Config{Linger: time.Hour, LingerBatch: n})
+		exp := time.Now().Add(time.Minute)
+		if seen, err := s.Seen(context.Background(), "kid first", exp); err != nil || seen {
+			t.Fatalf("first Seen = %v, %v; want false, nil", seen, err)
+		}
+		if got := s.Statements(); got != 1 {
+			t.Fatalf("statements after the first call = %d, want 1", got)
+		}
+		s.SetDense()
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if seen, err := s.Seen(context.Background(), fmt.Sprint("kid dense ", i), exp); err != nil || seen {
+					t.Errorf("Seen %d = %v, %v; want false, nil", i, seen, err)
+				}
+			}()
+		}
+		wg.Wait()
+		if got := s.Statements(); got != 2 {
+			t.Errorf("statements = %d, want 2 (the %d dense calls in one)", got, n)
+		}
+		if got := count(t, db); got != n+1 {
+			t.Errorf("rows = %d, want %d", got, n+1)
+		}
+	})
+}
+
+// TestPostgresUsesPgx: on PostgreSQL through OpenDB, Seen's statement runs
+// on pgx directly rather than falling back to gorm.
+func TestPostgresUsesPgx(t *testing.T) {
+	db := dbtest.Open(t, dbtest.PostgresURL(t))
+	s := migratedStore(t, db)
+	for i := range 3 {
+		if _, err := s.Seen(context.Background(), fmt.Sprint("kid pgx ", i), time.Now().Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !s.UsesPgx() {
+		t.Errorf("UsesPgx = false, want true")
+	}
 }

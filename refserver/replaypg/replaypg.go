@@ -14,18 +14,23 @@
 package replaypg
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentid/agentid/middleware"
+	"github.com/jackc/pgx/v5/stdlib"
 	"gorm.io/gorm"
 )
 
@@ -38,6 +43,7 @@ const (
 	DefaultPurgeInterval = time.Minute
 	DefaultPurgeBatch    = 5000
 	DefaultTimeout       = 3 * time.Second
+	DefaultLinger        = 500 * time.Microsecond
 	// MinTTL is the shortest time a row is kept: an expiry closer than this
 	// (or in the past) is moved to now+MinTTL, as the in-memory store does.
 	MinTTL = time.Second
@@ -69,6 +75,18 @@ type Config struct {
 	MaxFlights int
 	// MaxBatch bounds the keys of one statement. If 0, 256.
 	MaxBatch int
+	// Linger is how long a statement that would carry few keys (fewer
+	// than LingerBatch) may wait for more, counted from the arrival of
+	// the oldest call in it, while concurrent calls arrive more often
+	// than once per 2×Linger. It trades at most Linger of latency at
+	// moderate load for fewer commits; an isolated call (the first after
+	// a pause longer than 2×Linger) never waits, nor does a single
+	// sequential caller. If 0, DefaultLinger (500 µs); negative: never
+	// wait.
+	Linger time.Duration
+	// LingerBatch is the batch size at which a lingering statement stops
+	// waiting. If 0, 8.
+	LingerBatch int
 }
 
 // Validate reports a configuration that cannot work.
@@ -76,8 +94,8 @@ func (c Config) Validate() error {
 	if c.DB == nil {
 		return errors.New("replaypg: Config.DB is required")
 	}
-	if c.Timeout < 0 || c.PurgeInterval < 0 || c.PurgeBatch < 0 || c.MaxFlights < 0 || c.MaxBatch < 0 {
-		return errors.New("replaypg: Config.Timeout, PurgeInterval, PurgeBatch, MaxFlights and MaxBatch must not be negative")
+	if c.Timeout < 0 || c.PurgeInterval < 0 || c.PurgeBatch < 0 || c.MaxFlights < 0 || c.MaxBatch < 0 || c.LingerBatch < 0 {
+		return errors.New("replaypg: Config.Timeout, PurgeInterval, PurgeBatch, MaxFlights, MaxBatch and LingerBatch must not be negative")
 	}
 	return nil
 }
@@ -91,6 +109,8 @@ func (c Config) withDefaults() Config {
 	c.PurgeBatch = cmp.Or(c.PurgeBatch, DefaultPurgeBatch)
 	c.MaxFlights = cmp.Or(c.MaxFlights, 4)
 	c.MaxBatch = cmp.Or(c.MaxBatch, 256)
+	c.Linger = cmp.Or(c.Linger, DefaultLinger)
+	c.LingerBatch = min(cmp.Or(c.LingerBatch, 8), c.MaxBatch)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -101,20 +121,41 @@ func (c Config) withDefaults() Config {
 // for concurrent use.
 type Store struct {
 	cfg Config
+	// pg is the pool under Config.DB when it is PostgreSQL: Seen's
+	// statement then runs on the pooled pgx connection directly (nil:
+	// through gorm). noPgx is set when a pooled connection turns out not
+	// to be pgx's, after which gorm is used.
+	pg    *sql.DB
+	noPgx atomic.Bool
+	stmts atomic.Int64 // statements run by Seen, for the benchmarks
 
-	mu      sync.Mutex
-	pending []*seenReq
-	flights int
+	mu        sync.Mutex
+	pending   []*seenReq
+	flights   int
+	last      time.Duration // arrival of the latest call (since epoch)
+	gap       time.Duration // moving average of the time between calls
+	overlap   int           // moving average, in 1/1024, of calls that found another in Seen
+	inside    atomic.Int32  // calls in Seen
+	lingering bool          // a flight waits on wake for more calls
+	wake      chan struct{}
 }
 
 var _ middleware.ReplayStore = (*Store)(nil)
+
+// epoch anchors the monotonic arrival times used to decide on lingering.
+var epoch = time.Now()
 
 // New validates cfg and returns a Store. It does not touch the database.
 func New(cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Store{cfg: cfg.withDefaults()}, nil
+	// The first call comes after an endless pause: it never lingers.
+	s := &Store{cfg: cfg.withDefaults(), wake: make(chan struct{}, 1), gap: time.Second, last: -1 << 62}
+	if db := cfg.DB; db.Config != nil && db.Dialector != nil && db.Dialector.Name() == "postgres" {
+		s.pg, _ = db.ConnPool.(*sql.DB)
+	}
+	return s, nil
 }
 
 // insertSQL starts the statement that inserts each key's digest, or revives
@@ -128,6 +169,14 @@ const (
 	onConflictSQL = ` ON CONFLICT (key_hash) DO UPDATE SET expires_at = excluded.expires_at ` +
 		`WHERE replay_nonces.expires_at < ? RETURNING key_hash`
 )
+
+// unnestSQL is the same upsert on PostgreSQL with the keys as two arrays:
+// one statement text whatever the batch size, so each connection prepares
+// it once and reuses its plan.
+const unnestSQL = `INSERT INTO replay_nonces (key_hash, expires_at) ` +
+	`SELECT * FROM unnest($1::bytea[], $2::timestamptz[]) ` +
+	`ON CONFLICT (key_hash) DO UPDATE SET expires_at = excluded.expires_at ` +
+	`WHERE replay_nonces.expires_at < $3 RETURNING key_hash`
 
 // digest is the stored form of a replay key.
 type digest = [sha256.Size]byte
@@ -147,47 +196,99 @@ func (h keyHash) Value() (driver.Value, error) { return h[:], nil }
 // Concurrent calls are grouped: a statement inserts every key waiting at
 // the time it starts (at most MaxBatch), so under load the database sees
 // one statement and one commit per batch instead of per request. A lone
-// call (no statement running) runs its own statement on its own goroutine:
-// no other goroutine is woken, and nothing waits for a batch to fill. The
-// calls that
-// arrive while a statement runs make the next batch: batches grow with the
-// load, and each commit (a WAL flush on PostgreSQL) serves more calls.
-// More statements (up to MaxFlights) run side by side only while a full
-// batch is waiting. When a batch's statement fails, each of its keys is
-// tried again alone, so one failing key (or a failure that hit the batch
-// by chance) fails only the calls it belongs to.
+// call (no statement running, and none arrived within 2×Config.Linger
+// before it) runs its own statement on its own goroutine at once: no
+// other goroutine is woken, and nothing waits for a batch to fill. The
+// calls that arrive while a statement runs make the next batch: batches
+// grow with the load, and each commit (a WAL flush on PostgreSQL) serves
+// more calls. At a moderate rate (concurrent calls, more often than once
+// per 2×Linger, yet too few per statement round trip to batch by
+// themselves) a batch of
+// fewer than LingerBatch calls waits until its oldest call is Linger old
+// or the batch reaches LingerBatch, whichever comes first. More
+// statements (up to MaxFlights) run side by side only while a full batch
+// is waiting. When a batch's statement fails, each of its keys is tried
+// again alone, so one failing key (or a failure that hit the batch by
+// chance) fails only the calls it belongs to.
 func (s *Store) Seen(ctx context.Context, key string, expiry time.Time) (bool, error) {
-	r := &seenReq{sum: sha256.Sum256([]byte(key)), expiry: expiry.UTC()}
+	r := &seenReq{sum: sha256.Sum256([]byte(key)), expiry: expiry.UTC(), at: time.Since(epoch)}
+	others := s.inside.Add(1) > 1
+	defer s.inside.Add(-1)
 	s.mu.Lock()
+	gap := r.at - s.last
+	s.last = r.at
+	s.gap += (min(gap, time.Second) - s.gap) / 8
+	if others {
+		s.overlap += (1024 - s.overlap) / 8
+	} else {
+		s.overlap -= s.overlap / 8
+	}
 	if s.flights == 0 {
 		// No statement runs (so none is pending): this call's statement
 		// is the flight. The calls arriving meanwhile make the next batch,
 		// which a goroutine of its own runs if there is one.
 		s.flights++
+		if !s.dense(gap) {
+			s.mu.Unlock()
+			seen, err := s.lone(ctx, r)
+			s.land()
+			return seen, err
+		}
+		// Concurrent calls are arriving densely: this one leads a batch
+		// that waits a little for them.
+		r.done = make(chan seenRes, 1)
+		s.pending = append(s.pending, r)
+		batch := s.take()
 		s.mu.Unlock()
-		seen, err := s.lone(ctx, r)
-		s.mu.Lock()
-		if len(s.pending) > 0 {
+		if batch != nil {
+			s.runBatch(batch)
+		}
+		s.land()
+	} else {
+		r.done = make(chan seenRes, 1)
+		s.pending = append(s.pending, r)
+		if s.flights < s.cfg.MaxFlights && len(s.pending) >= s.cfg.MaxBatch {
+			s.flights++
 			go s.flight()
-		} else {
-			s.flights--
+		}
+		if s.lingering && len(s.pending) >= s.cfg.LingerBatch {
+			select {
+			case s.wake <- struct{}{}:
+			default:
+			}
 		}
 		s.mu.Unlock()
-		return seen, err
 	}
-	r.done = make(chan seenRes, 1)
-	s.pending = append(s.pending, r)
-	if s.flights < s.cfg.MaxFlights && len(s.pending) >= s.cfg.MaxBatch {
-		s.flights++
-		go s.flight()
-	}
-	s.mu.Unlock()
 	select {
 	case res := <-r.done:
 		return res.seen, res.err
 	case <-ctx.Done():
 		return false, fmt.Errorf("%w: replaypg: %w", middleware.ErrReplayStore, ctx.Err())
 	}
+}
+
+// dense reports whether calls arrive often enough that a small batch
+// should wait for more: both the call that just came (gap after the one
+// before it) and the recent average are within 2×Config.Linger (so a wait
+// of Linger can expect at least half a call more), and calls overlap (at
+// least a quarter of the recent ones found another call in Seen). A
+// single caller whose calls follow one another closely never overlaps:
+// waiting would gain it nothing. s.mu is held.
+func (s *Store) dense(gap time.Duration) bool {
+	l := 2 * s.cfg.Linger
+	return l > 0 && gap <= l && s.gap <= l && s.overlap >= 256
+}
+
+// land ends the statement of a call that led a flight: the calls that
+// arrived meanwhile get a flight goroutine of their own.
+func (s *Store) land() {
+	s.mu.Lock()
+	if len(s.pending) > 0 {
+		go s.flight()
+	} else {
+		s.flights--
+	}
+	s.mu.Unlock()
 }
 
 // lone inserts r's digest in a statement of its own, within ctx and
@@ -200,12 +301,13 @@ func (s *Store) lone(ctx context.Context, r *seenReq) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return !fresh[r.sum], nil
+	return !fresh[0], nil
 }
 
 type seenReq struct {
 	sum    digest
 	expiry time.Time
+	at     time.Duration // arrival, since epoch
 	done   chan seenRes
 }
 
@@ -216,71 +318,125 @@ type seenRes struct {
 
 // flight runs batches until no call is waiting.
 func (s *Store) flight() {
+	s.mu.Lock()
 	for {
-		s.mu.Lock()
-		if len(s.pending) == 0 {
+		batch := s.take()
+		if batch == nil {
 			s.flights--
 			s.mu.Unlock()
 			return
 		}
-		n := min(len(s.pending), s.cfg.MaxBatch)
-		batch := make([]*seenReq, n)
-		copy(batch, s.pending)
-		s.pending = append(s.pending[:0], s.pending[n:]...)
 		s.mu.Unlock()
 		s.runBatch(batch)
+		s.mu.Lock()
 	}
 }
 
+// take removes the next batch (at most MaxBatch calls) from pending, or
+// returns nil if none is waiting. A batch smaller than LingerBatch, taken
+// by the only flight while calls arrive densely, first waits until its
+// oldest call is Linger old or LingerBatch calls wait. s.mu is held on
+// entry and on return (and released while waiting).
+func (s *Store) take() []*seenReq {
+	if len(s.pending) == 0 {
+		return nil
+	}
+	if s.flights == 1 && len(s.pending) < s.cfg.LingerBatch && s.dense(0) {
+		if wait := s.pending[0].at + s.cfg.Linger - time.Since(epoch); wait > 0 {
+			s.lingering = true
+			s.mu.Unlock()
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-s.wake:
+			}
+			t.Stop()
+			s.mu.Lock()
+			s.lingering = false
+			select { // a signal sent after the timer fired
+			case <-s.wake:
+			default:
+			}
+		}
+	}
+	n := min(len(s.pending), s.cfg.MaxBatch)
+	batch := make([]*seenReq, n)
+	copy(batch, s.pending)
+	rest := copy(s.pending, s.pending[n:])
+	clear(s.pending[rest:])
+	s.pending = s.pending[:rest]
+	return batch
+}
+
 // runBatch inserts the batch's distinct digests in one statement and
-// answers every call in it. A digest twice in one batch is new at most
-// once. If the statement fails and the batch holds more than one distinct
-// digest, each is inserted again in a statement of its own (within the
-// same deadline), and only the calls whose own statement fails get an
-// error.
+// answers every call in it. It sorts batch by digest (so concurrent
+// statements lock rows in one order); a digest twice in one batch is new
+// at most once, for the call that came first. If the statement fails and
+// the batch holds more than one distinct digest, each is inserted again in
+// a statement of its own (within the same deadline), and only the calls
+// whose own statement fails get an error.
 func (s *Store) runBatch(batch []*seenReq) {
 	now := s.cfg.Now().UTC()
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
 	defer cancel()
 
+	slices.SortStableFunc(batch, func(a, b *seenReq) int { return bytes.Compare(a.sum[:], b.sum[:]) })
 	distinct := make([]*seenReq, 0, len(batch))
-	first := make(map[digest]bool, len(batch))
-	for _, r := range batch {
-		if !first[r.sum] {
-			first[r.sum] = true
+	for i, r := range batch {
+		if i == 0 || r.sum != batch[i-1].sum {
 			distinct = append(distinct, r)
 		}
 	}
 	fresh, err := s.insert(ctx, now, distinct)
-	var errs map[digest]error // the error of each digest whose insert failed
+	var errs []error // the error of each distinct digest whose insert failed
 	switch {
 	case err == nil:
 	case len(distinct) == 1:
-		errs = map[digest]error{distinct[0].sum: err}
+		errs = []error{err}
 	default:
-		fresh = make(map[digest]bool, len(distinct))
-		errs = make(map[digest]error)
-		for _, r := range distinct {
+		fresh = make([]bool, len(distinct))
+		errs = make([]error, len(distinct))
+		for i, r := range distinct {
 			one, err := s.insert(ctx, now, []*seenReq{r})
 			if err != nil {
-				errs[r.sum] = err
+				errs[i] = err
+				continue
 			}
-			fresh[r.sum] = one[r.sum]
+			fresh[i] = one[0]
 		}
 	}
-	for _, r := range batch {
-		if err := errs[r.sum]; err != nil {
-			r.done <- seenRes{err: err}
-			continue
+	d := -1 // index in distinct of batch[i]'s digest
+	for i, r := range batch {
+		first := i == 0 || r.sum != batch[i-1].sum
+		if first {
+			d++
 		}
-		r.done <- seenRes{seen: !fresh[r.sum]}
-		fresh[r.sum] = false // a second copy in the batch was seen
+		switch {
+		case errs != nil && errs[d] != nil:
+			r.done <- seenRes{err: errs[d]}
+		case first:
+			r.done <- seenRes{seen: !fresh[d]}
+		default: // a later copy in the batch is seen
+			r.done <- seenRes{seen: true}
+		}
 	}
 }
 
-// insert runs one upsert of reqs' digests and returns the set of digests
-// inserted or revived. Errors wrap middleware.ErrReplayStore.
-func (s *Store) insert(ctx context.Context, now time.Time, reqs []*seenReq) (map[digest]bool, error) {
+// errNotPgx: a pooled PostgreSQL connection is not pgx's.
+var errNotPgx = errors.New("replaypg: not a pgx connection")
+
+// insert runs one upsert of reqs' digests (distinct, sorted) and reports
+// for each whether it was inserted or revived. Errors wrap
+// middleware.ErrReplayStore.
+func (s *Store) insert(ctx context.Context, now time.Time, reqs []*seenReq) ([]bool, error) {
+	s.stmts.Add(1)
+	if s.pg != nil && !s.noPgx.Load() {
+		fresh, err := s.insertPgx(ctx, now, reqs)
+		if !errors.Is(err, errNotPgx) {
+			return fresh, err
+		}
+		s.noPgx.Store(true)
+	}
 	if len(reqs) == 1 {
 		return s.insertOne(ctx, now, reqs[0])
 	}
@@ -289,15 +445,11 @@ func (s *Store) insert(ctx context.Context, now time.Time, reqs []*seenReq) (map
 	sb.WriteString(insertSQL)
 	args := make([]any, 0, 2*len(reqs)+1)
 	for i, r := range reqs {
-		expiry := r.expiry
-		if min := now.Add(MinTTL); expiry.Before(min) {
-			expiry = min
-		}
 		if i > 0 {
 			sb.WriteString(", ")
 		}
 		sb.WriteString("(?, ?)")
-		args = append(args, keyHash(r.sum), expiry)
+		args = append(args, keyHash(r.sum), keptUntil(r, now))
 	}
 	sb.WriteString(onConflictSQL)
 	args = append(args, now)
@@ -307,16 +459,15 @@ func (s *Store) insert(ctx context.Context, now time.Time, reqs []*seenReq) (map
 		return nil, fmt.Errorf("%w: replaypg: %w", middleware.ErrReplayStore, err)
 	}
 	defer rows.Close()
-	fresh := make(map[digest]bool, len(reqs))
+	fresh := make([]bool, len(reqs))
 	for rows.Next() {
 		var b []byte
 		if err := rows.Scan(&b); err != nil {
 			return nil, fmt.Errorf("%w: replaypg: %w", middleware.ErrReplayStore, err)
 		}
-		if len(b) != sha256.Size {
-			return nil, fmt.Errorf("%w: replaypg: a stored digest has %d bytes, want %d", middleware.ErrReplayStore, len(b), sha256.Size)
+		if err := markFresh(reqs, fresh, b); err != nil {
+			return nil, err
 		}
-		fresh[digest(b)] = true
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("%w: replaypg: %w", middleware.ErrReplayStore, err)
@@ -324,23 +475,92 @@ func (s *Store) insert(ctx context.Context, now time.Time, reqs []*seenReq) (map
 	return fresh, nil
 }
 
-// insertOne is insert of one digest, told apart by the number of rows
-// the statement changed rather than by RETURNING: an Exec, unlike a query
-// with rows to read, costs database/sql no goroutine watching ctx.
-func (s *Store) insertOne(ctx context.Context, now time.Time, r *seenReq) (map[digest]bool, error) {
-	expiry := r.expiry
-	if min := now.Add(MinTTL); expiry.Before(min) {
-		expiry = min
+// insertPgx is insert on PostgreSQL through pgx on a pooled connection:
+// unnestSQL, prepared once per connection, with the digests and expiries
+// as two arrays. pgx follows ctx without a goroutine of its own (a
+// database/sql query with rows to read would start one).
+func (s *Store) insertPgx(ctx context.Context, now time.Time, reqs []*seenReq) ([]bool, error) {
+	hashes := make([][]byte, len(reqs))
+	expiries := make([]time.Time, len(reqs))
+	for i, r := range reqs {
+		hashes[i] = r.sum[:]
+		expiries[i] = keptUntil(r, now)
 	}
-	res := s.cfg.DB.WithContext(ctx).Exec(insertOneSQL, keyHash(r.sum), expiry, now)
+	fresh := make([]bool, len(reqs))
+	conn, err := s.pg.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w: replaypg: %w", middleware.ErrReplayStore, err)
+	}
+	defer conn.Close()
+	err = conn.Raw(func(dc any) error {
+		c, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return errNotPgx
+		}
+		rows, err := c.Conn().Query(ctx, unnestSQL, hashes, expiries, now)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		var d digestScan
+		for rows.Next() {
+			if err := rows.Scan(&d); err != nil {
+				return err
+			}
+			if err := markFresh(reqs, fresh, d.b); err != nil {
+				return err
+			}
+		}
+		return rows.Err()
+	})
+	switch {
+	case errors.Is(err, errNotPgx), errors.Is(err, middleware.ErrReplayStore):
+		return nil, err
+	case err != nil:
+		return nil, fmt.Errorf("%w: replaypg: %w", middleware.ErrReplayStore, err)
+	}
+	return fresh, nil
+}
+
+// digestScan receives a returned key_hash from pgx without a copy of its
+// own; b is valid until the next row.
+type digestScan struct{ b []byte }
+
+// ScanBytes implements pgtype.BytesScanner.
+func (d *digestScan) ScanBytes(v []byte) error { d.b = v; return nil }
+
+// markFresh sets fresh[i] for the request of reqs (sorted by digest) whose
+// digest is b.
+func markFresh(reqs []*seenReq, fresh []bool, b []byte) error {
+	if len(b) != sha256.Size {
+		return fmt.Errorf("%w: replaypg: a stored digest has %d bytes, want %d", middleware.ErrReplayStore, len(b), sha256.Size)
+	}
+	i, ok := slices.BinarySearchFunc(reqs, b, func(r *seenReq, b []byte) int { return bytes.Compare(r.sum[:], b) })
+	if !ok {
+		return fmt.Errorf("%w: replaypg: the database returned a digest not inserted", middleware.ErrReplayStore)
+	}
+	fresh[i] = true
+	return nil
+}
+
+// keptUntil is r's expiry, or now+MinTTL if that is later.
+func keptUntil(r *seenReq, now time.Time) time.Time {
+	if min := now.Add(MinTTL); r.expiry.Before(min) {
+		return min
+	}
+	return r.expiry
+}
+
+// insertOne is insert of one digest through gorm, told apart by the
+// number of rows the statement changed rather than by RETURNING: an Exec,
+// unlike a query with rows to read, costs database/sql no goroutine
+// watching ctx.
+func (s *Store) insertOne(ctx context.Context, now time.Time, r *seenReq) ([]bool, error) {
+	res := s.cfg.DB.WithContext(ctx).Exec(insertOneSQL, keyHash(r.sum), keptUntil(r, now), now)
 	if res.Error != nil {
 		return nil, fmt.Errorf("%w: replaypg: %w", middleware.ErrReplayStore, res.Error)
 	}
-	fresh := make(map[digest]bool, 1)
-	if res.RowsAffected > 0 {
-		fresh[r.sum] = true
-	}
-	return fresh, nil
+	return []bool{res.RowsAffected > 0}, nil
 }
 
 // insertOneSQL is the upsert of one digest without RETURNING: the row
