@@ -45,7 +45,7 @@ var proxyLoadDuration = flag.Duration("proxyload.duration", 5*time.Second, "how 
 // Needs nginx (apt-get install nginx-light) and Linux. Run with
 // -benchtime 1x:
 //
-//	go test -run '^$' -bench ProxyNginxLoad -benchtime 1x -proxyload.duration 60s ./cmd/idcli
+//	go test ./cmd/idcli -run '^$' -bench ProxyNginxLoad -benchtime 1x -args -proxyload.duration=60s
 func BenchmarkProxyNginxLoad(b *testing.B) {
 	bin := idcliBinary(b)
 	dir := b.TempDir()
