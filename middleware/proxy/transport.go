@@ -37,6 +37,9 @@ type directTransport struct {
 	dialer   net.Dialer
 	maxIdle  int
 	idleTTL  time.Duration
+	// maxHeaderBytes bounds an answer's headers, as fallback's
+	// MaxResponseHeaderBytes does.
+	maxHeaderBytes int64
 
 	mu    sync.Mutex
 	idle  []*upstreamConn // oldest first
@@ -46,10 +49,35 @@ type directTransport struct {
 // upstreamConn is one connection to the upstream with its buffers.
 type upstreamConn struct {
 	c      net.Conn
-	br     *bufio.Reader
+	br     *bufio.Reader // reads c through limit
 	bw     *bufio.Writer
 	idleAt time.Time
+	limit  int64 // bytes left to read for the answer's headers; < 0 while reading a body
 }
+
+// errHeadersTooLong is the error of an answer whose headers (informational
+// answers included) exceed the limit.
+var errHeadersTooLong = errors.New("proxy: the upstream's answer headers are too long")
+
+// Read reads from the connection, within limit while headers are read.
+func (pc *upstreamConn) Read(p []byte) (int, error) {
+	if pc.limit < 0 {
+		return pc.c.Read(p)
+	}
+	if pc.limit == 0 {
+		return 0, errHeadersTooLong
+	}
+	if int64(len(p)) > pc.limit {
+		p = p[:pc.limit]
+	}
+	n, err := pc.c.Read(p)
+	pc.limit -= int64(n)
+	return n, err
+}
+
+// maxInformational bounds the informational (1xx) answers read before
+// the final one, as http.Transport does.
+const maxInformational = 5
 
 // newDirectTransport returns a directTransport to the plain-http upstream
 // host (a URL's host, with or without a port) that sends what it does not
@@ -63,8 +91,12 @@ func newDirectTransport(host string, fallback *http.Transport, maxIdle int) *dir
 	if idleTTL <= 0 {
 		idleTTL = 90 * time.Second
 	}
+	maxHeader := fallback.MaxResponseHeaderBytes
+	if maxHeader <= 0 {
+		maxHeader = 10 << 20 // http.Transport's default
+	}
 	return &directTransport{
-		host: host, addr: addr, fallback: fallback, maxIdle: maxIdle, idleTTL: idleTTL,
+		host: host, addr: addr, fallback: fallback, maxIdle: maxIdle, idleTTL: idleTTL, maxHeaderBytes: maxHeader,
 		dialer: net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second},
 	}
 }
@@ -131,16 +163,23 @@ func (t *directTransport) roundTrip(ctx context.Context, pc *upstreamConn, req *
 	if err := pc.bw.Flush(); err != nil {
 		return fail(err, reused && idempotent(req))
 	}
+	// The headers are read within the limit http.Transport sets, counted
+	// from what the buffer holds past the previous answer (nothing, as
+	// put checks).
+	pc.limit = t.maxHeaderBytes
 	if _, err := pc.br.Peek(1); err != nil {
 		return fail(err, reused && idempotent(req))
 	}
 	trace := httptrace.ContextClientTrace(ctx)
-	for {
+	for informational := 0; ; informational++ {
 		resp, err := http.ReadResponse(pc.br, req)
 		if err != nil {
 			return fail(err, false)
 		}
 		if resp.StatusCode >= 100 && resp.StatusCode < 200 {
+			if informational == maxInformational {
+				return fail(errors.New("proxy: too many informational answers from the upstream"), false)
+			}
 			if resp.StatusCode == http.StatusSwitchingProtocols {
 				return fail(errors.New("proxy: the upstream switched protocols on a request that asked for no upgrade"), false)
 			}
@@ -154,6 +193,7 @@ func (t *directTransport) roundTrip(ctx context.Context, pc *upstreamConn, req *
 			}
 			continue
 		}
+		pc.limit = -1 // the body has no limit
 		b := &directBody{t: t, pc: pc, stop: stop, keep: !resp.Close && !req.Close}
 		if resp.Body == http.NoBody {
 			b.finish(true)
@@ -185,7 +225,9 @@ func (t *directTransport) dial(ctx context.Context) (*upstreamConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &upstreamConn{c: c, br: bufio.NewReader(c), bw: bufio.NewWriter(c)}, nil
+	pc := &upstreamConn{c: c, bw: bufio.NewWriter(c), limit: -1}
+	pc.br = bufio.NewReader(pc)
+	return pc, nil
 }
 
 // get takes the most recently used idle connection, if any, closing the

@@ -216,3 +216,26 @@ func TestUpstreamBodyLeftUnread(t *testing.T) {
 		t.Errorf("the upstream accepted %d connections, want 2", got)
 	}
 }
+
+// TestUpstreamUnboundedAnswers: an upstream whose answer headers never end
+// (more than http.Transport's 10 MiB), or that sends informational
+// answers without end, gets the client a 502, not a proxy that reads on.
+func TestUpstreamUnboundedAnswers(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		answer string
+	}{
+		{"long headers", "HTTP/1.1 200 OK\r\nX-Long: " + strings.Repeat("a", 11<<20) + "\r\nContent-Length: 2\r\n\r\nok"},
+		{"informational answers", strings.Repeat("HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n", 6) + "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"},
+	} {
+		u, _ := rawUpstream(t, func(w *bufio.Writer, r *http.Request, n int64) bool {
+			w.WriteString(tc.answer)
+			return true
+		})
+		px := startProxyConfig(t, middleware.Optional, proxy.Config{Upstream: u}, nil)
+		if status, body := get(t, &http.Client{Transport: &http.Transport{}}, px.URL); status != http.StatusBadGateway {
+			t.Errorf("%s: %d %q, want 502", tc.name, status, body)
+		}
+	}
+}
