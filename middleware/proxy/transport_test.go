@@ -239,3 +239,45 @@ func TestUpstreamUnboundedAnswers(t *testing.T) {
 		}
 	}
 }
+
+// TestUpstreamUpgrade: a bodiless request asking for an upgrade (a
+// WebSocket, say) still gets the upstream's switched connection, both
+// ways.
+func TestUpstreamUpgrade(t *testing.T) {
+	t.Parallel()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Upgrade") != "echo" {
+			io.WriteString(w, "ok")
+			return
+		}
+		c, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+		brw.Flush()
+		line, _ := brw.ReadString('\n')
+		io.WriteString(c, "echo "+line)
+	}))
+	t.Cleanup(up.Close)
+	px := startProxyConfig(t, middleware.Optional, proxy.Config{Upstream: mustURL(up.URL)}, nil)
+	c, err := net.Dial("tcp", strings.TrimPrefix(px.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "GET /ws HTTP/1.1\r\nHost: api.example.com\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade: %d, want 101", resp.StatusCode)
+	}
+	io.WriteString(c, "ping\n")
+	if got, err := br.ReadString('\n'); err != nil || got != "echo ping\n" {
+		t.Errorf("over the upgraded connection: %q %v, want \"echo ping\\n\"", got, err)
+	}
+}
