@@ -561,9 +561,11 @@ func mustURL(s string) *url.URL {
 
 // BenchmarkUpstreamPool sends unsigned requests (optional mode) through
 // the proxy from many goroutines at once, with the proxy's default
-// transport and, as the baseline in the same run, with a transport that
-// keeps http.DefaultTransport's 2 idle connections per host. It reports the
-// upstream connections opened per 1000 requests.
+// transport and, as baselines in the same run, with a transport that
+// keeps http.DefaultTransport's 2 idle connections per host and with
+// NewTransport's http.Transport (the default's pool size, without its
+// direct path). It reports the upstream connections opened per 1000
+// requests.
 func BenchmarkUpstreamPool(b *testing.B) {
 	for _, bc := range []struct {
 		name      string
@@ -574,6 +576,9 @@ func BenchmarkUpstreamPool(b *testing.B) {
 			t.Proxy = nil
 			return t
 		}},
+		// http.Transport with the default's pool size: the default
+		// differs by its direct path for bodiless requests.
+		{"http-transport-256", func() http.RoundTripper { return proxy.NewTransport(0) }},
 		{"default", func() http.RoundTripper { return nil }},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
