@@ -212,9 +212,16 @@ func (v *Verifier) Middleware(next http.Handler) http.Handler {
 // that answer by themselves (a proxy, a route with its own error shape)
 // call it instead of Middleware.
 func (v *Verifier) Check(r *http.Request) *Result {
+	// Small enough to be inlined: a caller that keeps the result to itself
+	// then holds it on its stack.
 	res := &Result{Request: r}
-	v.decide(res, v.verify(r, &res.Agent))
+	v.check(res)
 	return res
+}
+
+// check is Check into res, whose Request is set.
+func (v *Verifier) check(res *Result) {
+	v.decide(res, v.verify(res.Request, &res.Agent))
 }
 
 // decide sets res's verdict from err (nil when verified) and whether the

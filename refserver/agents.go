@@ -267,8 +267,6 @@ func (s *Server) whoami(w http.ResponseWriter, r *http.Request) error {
 	if a.UID == "" { // the DB key source accepts only agent-<hex> origins
 		return middleware.Fail(middleware.CodeUntrustedAgent, "the signature agent is not an agent of this service")
 	}
-	resp := s.keyResponse(a.UID, a.JWK)
-	resp.SignatureAgent = s.service.AgentOrigin(a.UID)
-	writeKeyResponse(w, http.StatusOK, resp)
+	writeAppended(w, http.StatusOK, func(b []byte) []byte { return appendWhoami(b, s.service, a.UID, a.JWK) })
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/agentid/agentid/signer"
@@ -29,11 +30,19 @@ func writeJSON(w http.ResponseWriter, status int, v any) error {
 	return nil
 }
 
+// maxUnsizedBody is the longest answer writeBody leaves without a
+// Content-Length: net/http holds a body that short until the handler
+// returns and then sends its length itself, with no allocation; a longer
+// one is sent with Content-Length rather than chunked.
+const maxUnsizedBody = 1024
+
 // writeBody writes b, a JSON document ending in a newline, as the answer.
 func writeBody(w http.ResponseWriter, status int, b []byte) {
 	h := w.Header()
 	h["Content-Type"] = headerJSON
-	h["Content-Length"] = []string{strconv.Itoa(len(b))}
+	if len(b) > maxUnsizedBody {
+		h["Content-Length"] = []string{strconv.Itoa(len(b))}
+	}
 	h["Cache-Control"] = headerNoStore
 	h["X-Content-Type-Options"] = headerNosniff
 	w.WriteHeader(status)
@@ -63,10 +72,16 @@ func (s *Server) keyResponse(uid string, jwk signer.JWK) keyResponse {
 var bodyBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 
 // writeKeyResponse writes resp with status. It is writeJSON without
-// reflection: /whoami answers with it on every request.
+// reflection.
 func writeKeyResponse(w http.ResponseWriter, status int, resp keyResponse) {
+	writeAppended(w, status, resp.appendJSON)
+}
+
+// writeAppended writes the JSON document add appends, and a newline, as
+// the answer with status, from a pooled buffer.
+func writeAppended(w http.ResponseWriter, status int, add func([]byte) []byte) {
 	bp := bodyBuffers.Get().(*[]byte)
-	b := append(resp.appendJSON((*bp)[:0]), '\n')
+	b := append(add((*bp)[:0]), '\n')
 	writeBody(w, status, b)
 	if cap(b) <= 4<<10 {
 		*bp = b[:0]
@@ -95,6 +110,24 @@ func (k keyResponse) appendJSON(b []byte) []byte {
 	return append(b, '}')
 }
 
+// appendWhoami appends what json.Marshal writes for /whoami's answer, the
+// keyResponse of uid and jwk with SignatureAgent set, without building
+// its URLs as strings first.
+func appendWhoami(b []byte, svc signer.ServiceURL, uid string, jwk signer.JWK) []byte {
+	jwk = jwk.Public()
+	b = append(b, `{"uid":`...)
+	b = appendJSONString(b, uid)
+	b = append(b, `,"kid":`...)
+	b = appendJSONString(b, jwk.Kid)
+	b = append(b, `,"public_jwk":`...)
+	b = appendJWK(b, jwk)
+	b = append(b, `,"well_known_url":`...)
+	b = appendJSONString(b, svc.Scheme, "://", uid, ".", svc.Host, signer.DirectoryPath)
+	b = append(b, `,"signature_agent":`...)
+	b = appendJSONString(b, svc.Scheme, "://", uid, ".", svc.Host)
+	return append(b, '}')
+}
+
 // appendJWK appends what json.Marshal(j) returns: the members in
 // signer.JWK's field order, kty always, the others when not empty.
 func appendJWK(b []byte, j signer.JWK) []byte {
@@ -112,17 +145,22 @@ func appendJWK(b []byte, j signer.JWK) []byte {
 	return append(b, '}')
 }
 
-// appendJSONString appends s as json.Marshal quotes it. Printable ASCII
-// other than the characters json.Marshal escapes (" \ < > &) is copied as
-// is; any other string is left to json.Marshal.
-func appendJSONString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			q, _ := json.Marshal(s)
-			return append(b, q...)
+// appendJSONString appends the concatenation of parts as json.Marshal
+// quotes it. Printable ASCII other than the characters json.Marshal
+// escapes (" \ < > &) is copied as is; any other string is left to
+// json.Marshal.
+func appendJSONString(b []byte, parts ...string) []byte {
+	for _, s := range parts {
+		for i := 0; i < len(s); i++ {
+			if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+				q, _ := json.Marshal(strings.Join(parts, ""))
+				return append(b, q...)
+			}
 		}
 	}
 	b = append(b, '"')
-	b = append(b, s...)
+	for _, s := range parts {
+		b = append(b, s...)
+	}
 	return append(b, '"')
 }

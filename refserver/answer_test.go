@@ -46,3 +46,29 @@ func TestKeyResponseJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestWhoamiJSON: /whoami's answer, appended without building its URLs,
+// is json.Marshal of its keyResponse, escaped strings included.
+func TestWhoamiJSON(t *testing.T) {
+	t.Parallel()
+	ed := signer.JWK{Kty: "OKP", Crv: "Ed25519", X: "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo", Kid: "poqkLGiymh_W0uP6PZFw-dvez3QJT5SolqXBCW38r0U", D: "secret"}
+	for _, tt := range []struct {
+		svc signer.ServiceURL
+		uid string
+		jwk signer.JWK
+	}{
+		{signer.ServiceURL{Scheme: "http", Host: "localhost:3000"}, "agent-0123456789abcdef01234567", ed},
+		{signer.ServiceURL{Scheme: "https", Host: "agentid.example"}, "u", signer.JWK{Kty: "\x00<", Kid: "\xff"}},
+		{signer.ServiceURL{Scheme: "https", Host: "a&b"}, `a"b`, ed},
+	} {
+		resp := keyResponse{UID: tt.uid, Kid: tt.jwk.Kid, PublicJWK: tt.jwk.Public(),
+			WellKnownURL: tt.svc.DirectoryURL(tt.uid), SignatureAgent: tt.svc.AgentOrigin(tt.uid)}
+		want, err := json.Marshal(resp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := appendWhoami(nil, tt.svc, tt.uid, tt.jwk); !bytes.Equal(got, want) {
+			t.Errorf("%s:\n got %s\nwant %s", tt.uid, got, want)
+		}
+	}
+}

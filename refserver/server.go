@@ -154,7 +154,8 @@ type Server struct {
 	dirs     *lru.Cache[string, dirEntry] // uid → rendered directory; nil: no cache
 	dirGroup singleflight.Group
 
-	handler http.Handler
+	handler     http.Handler
+	whoamiRoute http.Handler // the router's handler of /whoami (routes sets it)
 }
 
 // New validates cfg and builds the server and its routes.
@@ -182,7 +183,7 @@ func New(cfg Config) (*Server, error) {
 	if s.verify, err = newVerifiers(s.verifierConfig(), s.keys, cfg.VestauthCompat); err != nil {
 		return nil, err
 	}
-	s.handler = s.routes()
+	s.handler = s.direct("/whoami", s.whoamiRoute, s.routes())
 	return s, nil
 }
 

@@ -143,7 +143,11 @@ func newComponent(name string, ps []param) (Component, error) {
 	if !ok {
 		return Component{}, fmt.Errorf("%w %q: parameters do not serialize", ErrInvalidComponent, name)
 	}
-	c.id = string(b)
+	if id, ok := knownIDs[string(b)]; ok {
+		c.id = id
+	} else {
+		c.id = string(b)
+	}
 	return c, nil
 }
 
@@ -154,8 +158,9 @@ var canonicalNames = map[string]string{
 	"signature-agent": "Signature-Agent", "date": "Date", "authorization": "Authorization",
 }
 
-// knownIDs holds the serialized identifiers of common components, so
-// parsing them allocates nothing.
+// knownIDs holds the serialized identifiers of common components, by name
+// (and of common components with parameters, by identifier), so parsing
+// them allocates nothing.
 var knownIDs = func() map[string]string {
 	m := map[string]string{}
 	for _, n := range []string{"@method", "@authority", "@scheme", "@target-uri", "@request-target",
@@ -163,6 +168,10 @@ var knownIDs = func() map[string]string {
 		"date", "host", "authorization"} {
 		m[n] = `"` + n + `"`
 	}
+	// With parameters, keyed by the identifier itself (which, unlike a
+	// name, starts with a quote): the Signature-Agent member signers cover.
+	id := `"signature-agent";key="` + DefaultLabel + `"`
+	m[id] = id
 	return m
 }()
 
@@ -441,9 +450,17 @@ func (c *Component) appendFieldLines(b []byte, vals []string) ([]byte, error) {
 	if !printableASCII(b[start:]) {
 		return nil, fmt.Errorf("%w %s: value is not printable ASCII", ErrInvalidComponent, c.id)
 	}
+	// value is what b holds from start, as a string: a single field line
+	// needs no copy.
+	value := func() string {
+		if len(vals) == 1 {
+			return strings.Trim(vals[0], " \t")
+		}
+		return string(b[start:])
+	}
 	switch {
 	case c.Key != "":
-		ms, err := parseDict(string(b[start:]), 0)
+		ms, err := parseDict(value(), 0)
 		if err != nil {
 			return nil, fmt.Errorf("%w %s: not a dictionary: %v", ErrInvalidComponent, c.id, err)
 		}
@@ -457,7 +474,7 @@ func (c *Component) appendFieldLines(b []byte, vals []string) ([]byte, error) {
 		}
 		return out, nil
 	case c.SF:
-		s, err := reserializeSF(string(b[start:]))
+		s, err := reserializeSF(value())
 		if err != nil {
 			return nil, fmt.Errorf("%w %s: %v", ErrInvalidComponent, c.id, err)
 		}

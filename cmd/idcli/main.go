@@ -13,6 +13,7 @@ import (
 )
 
 func main() {
+	quietSysmon(os.Args[1:])
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], newEnv())
 	stop()

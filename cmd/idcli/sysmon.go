@@ -1,0 +1,48 @@
+package main
+
+import "strings"
+
+// serverSchedtrace is the GODEBUG schedtrace value `idcli server start`
+// runs with when GODEBUG does not set schedtrace: the longest period the
+// runtime accepts (2^31-1 ms, about 24.8 days). A positive schedtrace keeps
+// the runtime's monitor thread out of its deep sleep, which it otherwise
+// enters whenever every processor is idle and leaves at the next system
+// call, polling every 20 µs for a while after each such wake-up. Under
+// moderate load the server goes idle and busy again thousands of times a
+// second, and those polls were the largest single source of context
+// switches (measured with perf on two cores: about 40% of them at
+// 3,000 req/s); without deep sleep the monitor backs off to one poll per
+// 10 ms however the load comes. The cost: one line of scheduler state on
+// stderr every 24.8 days of host uptime, one when a fatal error crashes
+// the process, and 100 polls a second while the server is fully idle.
+const serverSchedtrace = "schedtrace=2147483647"
+
+// isServerStart reports whether args (without the program name) run
+// `idcli server start`.
+func isServerStart(args []string) bool {
+	return len(args) >= 2 && args[0] == "server" && args[1] == "start"
+}
+
+// schedtraceEnviron returns environ with serverSchedtrace added to
+// GODEBUG, and true, unless GODEBUG already sets schedtrace (the operator's
+// choice, schedtrace=0 to opt out, or a process already re-executed).
+func schedtraceEnviron(environ []string) ([]string, bool) {
+	out := make([]string, 0, len(environ)+1)
+	godebug := ""
+	for _, kv := range environ {
+		if v, ok := strings.CutPrefix(kv, "GODEBUG="); ok {
+			godebug = v
+			continue
+		}
+		out = append(out, kv)
+	}
+	for _, setting := range strings.Split(godebug, ",") {
+		if strings.HasPrefix(strings.TrimSpace(setting), "schedtrace=") {
+			return environ, false
+		}
+	}
+	if godebug != "" {
+		godebug += ","
+	}
+	return append(out, "GODEBUG="+godebug+serverSchedtrace), true
+}

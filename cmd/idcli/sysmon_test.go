@@ -1,0 +1,50 @@
+package main
+
+import (
+	"slices"
+	"testing"
+)
+
+// TestSchedtraceEnviron: server start adds schedtrace to GODEBUG, keeping
+// the other settings, unless GODEBUG sets schedtrace already (the
+// operator's choice, or the re-executed process: no second re-exec).
+func TestSchedtraceEnviron(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in   []string
+		want []string // nil: unchanged, no re-exec
+	}{
+		{[]string{"PATH=/bin"}, []string{"PATH=/bin", "GODEBUG=" + serverSchedtrace}},
+		{[]string{"GODEBUG=http2debug=1", "HOME=/h"}, []string{"HOME=/h", "GODEBUG=http2debug=1," + serverSchedtrace}},
+		{[]string{"GODEBUG="}, []string{"GODEBUG=" + serverSchedtrace}},
+		{[]string{"GODEBUG=schedtrace=0"}, nil},
+		{[]string{"GODEBUG=madvdontneed=1, schedtrace=1000"}, nil},
+		{[]string{"PATH=/bin", "GODEBUG=" + serverSchedtrace}, nil},
+		{[]string{"XGODEBUG=schedtrace=0"}, []string{"XGODEBUG=schedtrace=0", "GODEBUG=" + serverSchedtrace}},
+	}
+	for _, tt := range tests {
+		got, ok := schedtraceEnviron(tt.in)
+		if tt.want == nil {
+			if ok || !slices.Equal(got, tt.in) {
+				t.Errorf("%q: got %q, %v; want it unchanged, false", tt.in, got, ok)
+			}
+			continue
+		}
+		if !ok || !slices.Equal(got, tt.want) {
+			t.Errorf("%q: got %q, %v; want %q, true", tt.in, got, ok, tt.want)
+		}
+		if again, ok := schedtraceEnviron(got); ok {
+			t.Errorf("%q: added again: %q", got, again)
+		}
+	}
+	for _, args := range [][]string{{"server", "start", "--port", "0"}, {"server", "start"}} {
+		if !isServerStart(args) {
+			t.Errorf("isServerStart(%q) = false", args)
+		}
+	}
+	for _, args := range [][]string{{"server"}, {"server", "init"}, {"proxy", "start"}, {"start", "server"}, nil} {
+		if isServerStart(args) {
+			t.Errorf("isServerStart(%q) = true", args)
+		}
+	}
+}
