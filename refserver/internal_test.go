@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -96,6 +98,53 @@ func TestEtagMatches(t *testing.T) {
 	for _, tt := range tests {
 		if got := etagMatches(tt.headers, `"a"`); got != tt.want {
 			t.Errorf("etagMatches(%q) = %v, want %v", tt.headers, got, tt.want)
+		}
+	}
+}
+
+// TestDirectWhoami: the requests for /whoami that Handler serves without
+// the router get the answer the router gives them, and every other
+// request goes to the router.
+func TestDirectWhoami(t *testing.T) {
+	t.Parallel()
+	db, err := OpenDB("sqlite::memory:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Migrate(t.Context(), db, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{DB: db, Hostname: "http://agentid.test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	router := s.routes() // a second router, on its own
+	const agent = "http://agent-0123456789abcdef01234567.agentid.test"
+	for _, tc := range []struct{ method, target string }{
+		{http.MethodGet, "http://agentid.test/whoami"},
+		{http.MethodHead, "http://agentid.test/whoami"},
+		{http.MethodPost, "http://agentid.test/whoami"},
+		{http.MethodPut, "http://agentid.test/whoami"},
+		{http.MethodGet, "http://AGENTID.test:80/whoami"},
+		{http.MethodGet, "http://agentid.test/who%61mi"},
+		{http.MethodGet, "http://agentid.test/whoami/"},
+		{http.MethodGet, "http://agentid.test//whoami"},
+		{http.MethodGet, "http://agentid.test/whoami?x=1"},
+		{http.MethodGet, agent + "/whoami"},
+		{http.MethodGet, "http://other.test/whoami"},
+		{http.MethodGet, "http://agentid.test/"},
+	} {
+		answer := func(h http.Handler) *httptest.ResponseRecorder {
+			rec := httptest.NewRecorder()
+			r := httptest.NewRequest(tc.method, tc.target, strings.NewReader("{}"))
+			r.Header.Set("Signature-Input", `sig1=("@authority");created=1;keyid="k"`)
+			h.ServeHTTP(rec, r)
+			return rec
+		}
+		got, want := answer(s.Handler()), answer(router)
+		if got.Code != want.Code || !bytes.Equal(got.Body.Bytes(), want.Body.Bytes()) || !reflect.DeepEqual(got.Header(), want.Header()) {
+			t.Errorf("%s %s: direct %d %v %s, router %d %v %s", tc.method, tc.target,
+				got.Code, got.Header(), got.Body, want.Code, want.Header(), want.Body)
 		}
 	}
 }
