@@ -17,10 +17,16 @@ import "strings"
 // the process, and 100 polls a second while the server is fully idle.
 const serverSchedtrace = "schedtrace=2147483647"
 
-// isServerStart reports whether args (without the program name) run
-// `idcli server start`.
-func isServerStart(args []string) bool {
-	return len(args) >= 2 && args[0] == "server" && args[1] == "start"
+// isServing reports whether args (without the program name) run one of
+// idcli's long-running servers: `idcli server start` or `idcli proxy`.
+func isServing(args []string) bool {
+	switch {
+	case len(args) >= 2 && args[0] == "server" && args[1] == "start":
+		return true
+	case len(args) >= 1 && args[0] == "proxy":
+		return true
+	}
+	return false
 }
 
 // schedtraceEnviron returns environ with serverSchedtrace added to

@@ -37,14 +37,14 @@ func TestSchedtraceEnviron(t *testing.T) {
 			t.Errorf("%q: added again: %q", got, again)
 		}
 	}
-	for _, args := range [][]string{{"server", "start", "--port", "0"}, {"server", "start"}} {
-		if !isServerStart(args) {
-			t.Errorf("isServerStart(%q) = false", args)
+	for _, args := range [][]string{{"server", "start", "--port", "0"}, {"server", "start"}, {"proxy", "--upstream", "http://127.0.0.1:8080"}, {"proxy"}} {
+		if !isServing(args) {
+			t.Errorf("isServing(%q) = false", args)
 		}
 	}
-	for _, args := range [][]string{{"server"}, {"server", "init"}, {"proxy", "start"}, {"start", "server"}, nil} {
-		if isServerStart(args) {
-			t.Errorf("isServerStart(%q) = true", args)
+	for _, args := range [][]string{{"server"}, {"server", "init"}, {"agent", "proxy"}, {"start", "server"}, {"bench"}, nil} {
+		if isServing(args) {
+			t.Errorf("isServing(%q) = true", args)
 		}
 	}
 }

@@ -7,12 +7,12 @@ import (
 	"syscall"
 )
 
-// quietSysmon re-executes `idcli server start` in place (same process,
+// quietSysmon re-executes `idcli server start` and `idcli proxy` in place (same process,
 // same arguments) with serverSchedtrace in GODEBUG, which the runtime reads
 // only at startup. It returns when GODEBUG already sets schedtrace or the
 // program cannot be re-executed; the server then runs as it is.
 func quietSysmon(args []string) {
-	if !isServerStart(args) {
+	if !isServing(args) {
 		return
 	}
 	environ, ok := schedtraceEnviron(os.Environ())
