@@ -174,7 +174,7 @@ func TestLinger(t *testing.T) {
 		if got := s.Statements(); got != 1 {
 			t.Fatalf("statements after the first call = %d, want 1", got)
 		}
-		s.SetDense()
+		s.SetDense(n)
 		var wg sync.WaitGroup
 		for i := range n {
 			wg.Add(1)
