@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -173,7 +174,7 @@ func TestLinger(t *testing.T) {
 		if got := s.Statements(); got != 1 {
 			t.Fatalf("statements after the first call = %d, want 1", got)
 		}
-		s.SetDense()
+		s.SetDense(n)
 		var wg sync.WaitGroup
 		for i := range n {
 			wg.Add(1)
@@ -207,4 +208,42 @@ func TestPostgresUsesPgx(t *testing.T) {
 	if !s.UsesPgx() {
 		t.Errorf("UsesPgx = false, want true")
 	}
+}
+
+// TestLingerDuplicates: concurrent callers in a dense stream (so batches
+// linger), each key sent by two of them: every key is new to exactly one
+// call.
+func TestLingerDuplicates(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		migrated(t, db)
+		s := newStore(t, db, replaypg.Config{Linger: time.Millisecond})
+		const callers, keys = 8, 40
+		exp := time.Now().Add(time.Minute)
+		var fresh [callers / 2][keys]atomic.Int32
+		var wg sync.WaitGroup
+		for c := range callers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for k := range keys {
+					seen, err := s.Seen(context.Background(), fmt.Sprintf("kid %d-%d", c/2, k), exp)
+					if err != nil {
+						t.Errorf("Seen: %v", err)
+						return
+					}
+					if !seen {
+						fresh[c/2][k].Add(1)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		for p := range fresh {
+			for k := range fresh[p] {
+				if n := fresh[p][k].Load(); n != 1 {
+					t.Errorf("key %d-%d: new to %d calls, want 1", p, k, n)
+				}
+			}
+		}
+	})
 }

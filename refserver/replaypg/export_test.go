@@ -32,10 +32,11 @@ func (s *Store) Statements() int64 { return s.stmts.Load() }
 func (s *Store) UsesPgx() bool { return s.pg != nil && !s.noPgx.Load() }
 
 // SetDense makes the store take the next calls for a dense, overlapping
-// stream (as after many concurrent calls in quick succession).
-func (s *Store) SetDense() {
+// stream of n concurrent callers (as after many concurrent calls in quick
+// succession).
+func (s *Store) SetDense(n int) {
 	s.mu.Lock()
-	s.last, s.gap, s.overlap = time.Since(epoch), 0, 1024
+	s.last, s.gap, s.overlap, s.peak = time.Since(epoch), 0, 1024, n*64
 	s.mu.Unlock()
 }
 

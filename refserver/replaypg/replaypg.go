@@ -85,7 +85,9 @@ type Config struct {
 	// wait.
 	Linger time.Duration
 	// LingerBatch is the batch size at which a lingering statement stops
-	// waiting. If 0, 8.
+	// waiting (or fewer: as many calls as were recently in Seen at
+	// once, since a few callers that each wait for an answer before
+	// calling again cannot add more). If 0, 8.
 	LingerBatch int
 }
 
@@ -135,6 +137,7 @@ type Store struct {
 	last      time.Duration // arrival of the latest call (since epoch)
 	gap       time.Duration // moving average of the time between calls
 	overlap   int           // moving average, in 1/1024, of calls that found another in Seen
+	peak      int           // recent peak of calls in Seen, in 1/64, decaying by 1/64 a call
 	inside    atomic.Int32  // calls in Seen
 	lingering bool          // a flight waits on wake for more calls
 	wake      chan struct{}
@@ -205,19 +208,22 @@ func (h keyHash) Value() (driver.Value, error) { return h[:], nil }
 // per 2×Linger, yet too few per statement round trip to batch by
 // themselves) a batch of
 // fewer than LingerBatch calls waits until its oldest call is Linger old
-// or the batch reaches LingerBatch, whichever comes first. More
+// or the batch reaches LingerBatch (or the recent peak of calls in Seen
+// at once, if smaller), whichever comes first. More
 // statements (up to MaxFlights) run side by side only while a full batch
 // is waiting. When a batch's statement fails, each of its keys is tried
 // again alone, so one failing key (or a failure that hit the batch by
 // chance) fails only the calls it belongs to.
 func (s *Store) Seen(ctx context.Context, key string, expiry time.Time) (bool, error) {
 	r := &seenReq{sum: sha256.Sum256([]byte(key)), expiry: expiry.UTC(), at: time.Since(epoch)}
-	others := s.inside.Add(1) > 1
+	inside := int(s.inside.Add(1))
+	others := inside > 1
 	defer s.inside.Add(-1)
 	s.mu.Lock()
 	gap := r.at - s.last
 	s.last = r.at
 	s.gap += (min(gap, time.Second) - s.gap) / 8
+	s.peak = max(inside*64, s.peak-s.peak/64)
 	if others {
 		s.overlap += (1024 - s.overlap) / 8
 	} else {
@@ -251,7 +257,7 @@ func (s *Store) Seen(ctx context.Context, key string, expiry time.Time) (bool, e
 			s.flights++
 			go s.flight()
 		}
-		if s.lingering && len(s.pending) >= s.cfg.LingerBatch {
+		if s.lingering && len(s.pending) >= s.lingerBatch() {
 			select {
 			case s.wake <- struct{}{}:
 			default:
@@ -332,6 +338,14 @@ func (s *Store) flight() {
 	}
 }
 
+// lingerBatch is the batch size at which lingering stops: LingerBatch, or
+// fewer when fewer calls have recently been in Seen at once (a few
+// callers each waiting for its answer before the next call: once all of
+// them wait, no one else will come). s.mu is held.
+func (s *Store) lingerBatch() int {
+	return min(s.cfg.LingerBatch, (s.peak+63)/64)
+}
+
 // take removes the next batch (at most MaxBatch calls) from pending, or
 // returns nil if none is waiting. A batch smaller than LingerBatch, taken
 // by the only flight while calls arrive densely, first waits until its
@@ -341,7 +355,7 @@ func (s *Store) take() []*seenReq {
 	if len(s.pending) == 0 {
 		return nil
 	}
-	if s.flights == 1 && len(s.pending) < s.cfg.LingerBatch && s.dense(0) {
+	if s.flights == 1 && len(s.pending) < s.lingerBatch() && s.dense(0) {
 		if wait := s.pending[0].at + s.cfg.Linger - time.Since(epoch); wait > 0 {
 			s.lingering = true
 			s.mu.Unlock()
