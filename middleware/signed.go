@@ -30,6 +30,34 @@ func (v *Verifier) Parse(r *http.Request) *Signed {
 	return s
 }
 
+// ParseChecked parses r's Signature-Input and Signature as Check does:
+// within v's limits, and only the signatures with v's tag (when any has
+// it) are parsed and validated. It is for a caller that inspects the
+// signatures (Covers) before checking them with CheckSigned, which then
+// answers as Check would have, without parsing the fields again.
+func (v *Verifier) ParseChecked(r *http.Request) *Signed {
+	s := &Signed{r: r}
+	s.sigs, s.err = v.parseSignatures(r, v.limits)
+	return s
+}
+
+// Covers reports whether a signature that CheckSigned would check in s
+// covers the component name, in any form (with any parameters). A request
+// whose fields did not parse covers nothing: CheckSigned refuses it.
+func (v *Verifier) Covers(s *Signed, name string) bool {
+	if s.err != nil {
+		return false
+	}
+	for _, sig := range s.tagged(v.cfg.Tag) {
+		for _, c := range sig.Components {
+			if c.Name == name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // SetBody gives the request body the caller has already read (at most
 // the verifiers' MaxBodyBytes): Content-Digest is then checked against
 // body and the request's Body is not read again.

@@ -664,3 +664,53 @@ func TestForwardAuthCaddyHeaders(t *testing.T) {
 		}
 	}
 }
+
+// TestForwardAuthContentDigestTags: the precheck looks at the signatures
+// the verifier checks (those with its tag), as the verification does: a
+// signature for another verifier that covers content-digest does not get
+// the request refused, and the verifier's own one does.
+func TestForwardAuthContentDigestTags(t *testing.T) {
+	t.Parallel()
+	keys := middleware.NewStaticKeys()
+	keys.Add(testOrigin, key.Public)
+	v, err := middleware.NewVerifier(middleware.Config{Keys: keys, Now: clock, Mode: middleware.Required,
+		Authorities: []string{"api.example.com"}, Tag: "example-tag"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth := startProxyConfig(t, middleware.Required, proxy.Config{Verifier: v, ForwardAuth: proxy.FrontNginx}, nil)
+	digest, _ := signer.ContentDigest(nil, "sha-256")
+	plain := []string{"@method", "@authority", "@path"}
+	withDigest := []string{"@method", "@authority", "@path", "content-digest"}
+	for _, tt := range []struct {
+		name        string
+		own, other  []string // components of the verifier's signature and of another tag's
+		status      int
+		wantRefusal bool
+	}{
+		{"another tag's signature covers content-digest", plain, withDigest, http.StatusOK, false},
+		{"the verifier's signature covers content-digest", withDigest, plain, http.StatusUnauthorized, true},
+	} {
+		// Two signatures (sig1 with the verifier's tag, sig2 with
+		// another), each made on its own copy, then joined as a signer
+		// adding a second signature would send them.
+		sign := func(label, tag string, comps []string) http.Header {
+			r, _ := http.NewRequest(http.MethodPost, "https://api.example.com/transfer", nil)
+			r.Header.Set("Content-Digest", digest)
+			if err := signer.Sign(r, key, signer.Options{Label: label, Tag: tag, SignatureAgent: testOrigin, Now: clock, Components: comps}); err != nil {
+				t.Fatal(err)
+			}
+			return r.Header
+		}
+		h1, h2 := sign("sig1", "example-tag", tt.own), sign("sig2", "web-bot-auth", tt.other)
+		for _, k := range []string{"Signature", "Signature-Input", "Signature-Agent"} {
+			h1.Set(k, h1.Get(k)+", "+h2.Get(k))
+		}
+		extra := map[string]string{"X-Original-Method": "POST", "Host": "api.example.com", "X-Original-URI": "/transfer"}
+		resp, body := do(t, subrequest(t, auth.URL, h1, extra))
+		refused := errorCode(body) == "invalid_signature_input" && strings.Contains(body, "content-digest")
+		if resp.StatusCode != tt.status || refused != tt.wantRefusal {
+			t.Errorf("%s: %d %s, want %d (refused for content-digest: %v)", tt.name, resp.StatusCode, body, tt.status, tt.wantRefusal)
+		}
+	}
+}

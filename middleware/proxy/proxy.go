@@ -354,9 +354,10 @@ func (h *Handler) forwardAuth(sw *middleware.StatusWriter, r *http.Request, star
 		h.observe(r, sw.Status, &middleware.Result{Request: r, Verdict: middleware.Invalid, Err: err}, nil, nil, start)
 		return
 	}
-	res := h.precheck(orig)
+	signed := h.cfg.Verifier.ParseChecked(orig)
+	res := h.precheck(orig, signed)
 	if res == nil {
-		res = h.cfg.Verifier.Check(orig)
+		res = h.cfg.Verifier.CheckSigned(signed, nil)
 	}
 	if !res.Passed {
 		h.refuse(sw, res.Err)
@@ -410,14 +411,15 @@ func (h *Handler) allowed(remoteAddr string) (string, bool) {
 
 // precheck refuses, before any verification (so no nonce is spent), what a
 // forward-auth endpoint cannot handle: X-Agent-* headers it cannot remove
-// from the original request, and signatures over the body it never sees.
-// It returns nil when the request may be verified.
-func (h *Handler) precheck(orig *http.Request) *middleware.Result {
+// from the original request, and signatures over the body it never sees
+// (among those the verifier would check, as signed parsed them). It
+// returns nil when the request may be verified.
+func (h *Handler) precheck(orig *http.Request, signed *middleware.Signed) *middleware.Result {
 	var err *middleware.Error
 	if names := agentHeaders(orig.Header); len(names) > 0 {
 		err = middleware.Fail(middleware.CodeForbidden,
 			"the request carries %s: X-Agent-* headers are set only by the proxy in front of the service, and this forward-auth endpoint cannot remove them", signer.Truncate(strings.Join(names, ", ")))
-	} else if coversContentDigest(orig.Header) {
+	} else if h.cfg.Verifier.Covers(signed, "content-digest") {
 		err = middleware.Fail(middleware.CodeInvalidSignatureInput,
 			"the signature covers content-digest, but a forward-auth endpoint never sees the request body: sign without content-digest, or verify where the body is seen (a reverse proxy or the service itself)")
 	}
@@ -425,31 +427,6 @@ func (h *Handler) precheck(orig *http.Request) *middleware.Result {
 		return nil
 	}
 	return &middleware.Result{Request: orig, Verdict: middleware.Invalid, Err: err, Passed: h.cfg.Verifier.Mode() == middleware.Observe}
-}
-
-// coversContentDigest reports whether a candidate signature (tagged
-// web-bot-auth, or every one when none is) covers content-digest in any
-// form. Fields that do not parse are the verifier's to refuse.
-func coversContentDigest(hd http.Header) bool {
-	in, sv := hd["Signature-Input"], hd["Signature"]
-	if len(in) == 0 || len(sv) == 0 {
-		return false
-	}
-	sigs, err := signer.ParseSignaturesLimited(in, sv, signer.Limits{
-		MaxSignatures: middleware.DefaultMaxSignatures, MaxComponents: middleware.DefaultMaxComponents,
-		MaxFieldBytes: middleware.DefaultMaxHeaderBytes, Tag: "web-bot-auth",
-	})
-	if err != nil {
-		return false
-	}
-	for i := range sigs {
-		for _, c := range sigs[i].Components {
-			if c.Name == "content-digest" {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // refuse writes a forward-auth refusal: the verifier's JSON error body
