@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentid/agentid/keyfetch"
 	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/middleware/agentlimit"
 	"github.com/agentid/agentid/middleware/asynclog"
 	"github.com/agentid/agentid/middleware/metrics"
 	"github.com/agentid/agentid/middleware/proxy"
@@ -268,7 +269,7 @@ func parsePrefixes(values []string) ([]netip.Prefix, error) {
 	var out []netip.Prefix
 	for _, v := range values {
 		for _, s := range strings.Split(v, ",") {
-			p, err := addrOrPrefix(s)
+			p, err := agentlimit.ParsePrefix(s)
 			if err != nil {
 				return nil, fmt.Errorf("--forward-auth-from %w", err)
 			}
@@ -276,21 +277,6 @@ func parsePrefixes(values []string) ([]netip.Prefix, error) {
 		}
 	}
 	return out, nil
-}
-
-// addrOrPrefix reads an address or a CIDR as a prefix (an address is a
-// prefix of its full length; IPv4-mapped addresses are unmapped).
-func addrOrPrefix(s string) (netip.Prefix, error) {
-	s = strings.TrimSpace(s)
-	if p, err := netip.ParsePrefix(s); err == nil {
-		return p.Masked(), nil
-	}
-	a, err := netip.ParseAddr(s)
-	if err != nil || a.Zone() != "" {
-		return netip.Prefix{}, fmt.Errorf("%q: want an address or CIDR, such as 10.0.0.5 or 172.16.0.0/12", s)
-	}
-	a = a.Unmap()
-	return netip.PrefixFrom(a, a.BitLen()), nil
 }
 
 // parseUpstream reads --upstream: an absolute http(s) URL; a path, if any,

@@ -241,7 +241,7 @@ func loadProxyConfig(env *cliEnv, fs *flag.FlagSet, f *proxyFlags) error {
 func parseTrustedProxies(values []string) ([]netip.Prefix, error) {
 	var out []netip.Prefix
 	for _, s := range values {
-		p, err := addrOrPrefix(s)
+		p, err := agentlimit.ParsePrefix(s)
 		if err != nil {
 			return nil, err
 		}
