@@ -167,13 +167,9 @@ func (k *DBKeySource) agentOf(set signer.KeySet) (string, error) {
 		return "", fmt.Errorf("%w: %s is not an agent of %s", signer.ErrUntrustedAgent, set.Identity(), k.service)
 	}
 	if set.Kind != signer.KindDirectory || set.Identity() != origin || !strings.HasPrefix(origin, k.originPrefix) {
-		u := set.URL
-		if len(u) > 256 {
-			u = u[:256] + "…"
-		}
 		return "", &middleware.Error{Code: middleware.CodeInvalidSignatureAgent,
 			Message: fmt.Sprintf("%s names an agent of this service in a form it does not publish; use its origin %s (or its directory %s)",
-				u, k.service.AgentOrigin(uid), k.service.DirectoryURL(uid)),
+				signer.Truncate(set.URL), k.service.AgentOrigin(uid), k.service.DirectoryURL(uid)),
 			Err: signer.ErrInvalidSignatureAgent}
 	}
 	return uid, nil
