@@ -170,8 +170,17 @@ func Open(ctx context.Context, o Options) (_ *Instance, err error) {
 	}
 
 	cfg := Config{DB: in.db, Hostname: in.URL, Version: o.Version, Logger: logger, VestauthCompat: o.VestauthCompat}
+	if o.Metrics {
+		cfg.Metrics = metrics.NewRegistry()
+		cfg.Status = status.New(status.Config{Title: "agentid server status", Now: cfg.Now})
+	}
 	if replayShared {
-		store, err := replaypg.New(replaypg.Config{DB: in.db, Logger: logger})
+		rc := replaypg.Config{DB: in.db, Logger: logger}
+		if cfg.Metrics != nil {
+			// The store's inserts bypass gorm's callbacks: timed here.
+			rc.ObserveStatement = cfg.Metrics.ObserveDBQuery
+		}
+		store, err := replaypg.New(rc)
 		if err != nil {
 			return nil, err
 		}
@@ -182,10 +191,6 @@ func Open(ctx context.Context, o Options) (_ *Instance, err error) {
 		if cfg.RegisterLimit, err = ratelimit.New(*o.RegisterLimit); err != nil {
 			return nil, err
 		}
-	}
-	if o.Metrics {
-		cfg.Metrics = metrics.NewRegistry()
-		cfg.Status = status.New(status.Config{Title: "agentid server status", Now: cfg.Now})
 	}
 	if o.Configure != nil {
 		o.Configure(&cfg)

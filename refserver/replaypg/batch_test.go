@@ -247,3 +247,26 @@ func TestLingerDuplicates(t *testing.T) {
 		}
 	})
 }
+
+// TestObserveStatement: each statement Seen runs on PostgreSQL's driver
+// directly reaches Config.ObserveStatement (the server's database metric
+// counts them, as gorm's callbacks count every other statement).
+func TestObserveStatement(t *testing.T) {
+	db := dbtest.Open(t, dbtest.PostgresURL(t))
+	migrated(t, db)
+	var observed atomic.Int32
+	s := newStore(t, db, replaypg.Config{ObserveStatement: func(d time.Duration) {
+		if d <= 0 {
+			t.Errorf("statement observed with duration %v", d)
+		}
+		observed.Add(1)
+	}})
+	for i := range 3 {
+		if _, err := s.Seen(context.Background(), fmt.Sprint("kid observed ", i), time.Now().Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := observed.Load(); n != 3 {
+		t.Errorf("%d statements observed, want 3 (one per sequential call)", n)
+	}
+}

@@ -75,6 +75,11 @@ type Config struct {
 	MaxFlights int
 	// MaxBatch bounds the keys of one statement. If 0, 256.
 	MaxBatch int
+	// ObserveStatement, if set, receives the duration of each statement
+	// Seen runs on PostgreSQL's driver directly (the gorm path is timed by
+	// whatever callbacks the gorm.DB has), so that a database metric of
+	// every statement still counts the replay inserts.
+	ObserveStatement func(time.Duration)
 	// Linger is how long a statement that would carry few keys (fewer
 	// than LingerBatch) may wait for more, counted from the arrival of
 	// the oldest call in it, while concurrent calls arrive more often
@@ -506,6 +511,9 @@ func (s *Store) insertPgx(ctx context.Context, now time.Time, reqs []*seenReq) (
 		return nil, fmt.Errorf("%w: replaypg: %w", middleware.ErrReplayStore, err)
 	}
 	defer conn.Close()
+	if observe := s.cfg.ObserveStatement; observe != nil {
+		defer func(start time.Time) { observe(time.Since(start)) }(time.Now())
+	}
 	err = conn.Raw(func(dc any) error {
 		c, ok := dc.(*stdlib.Conn)
 		if !ok {
