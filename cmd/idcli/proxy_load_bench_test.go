@@ -210,36 +210,10 @@ func startStaticNginx(b *testing.B, dir string) string {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		b.Fatal(err)
 	}
-	addr := "127.0.0.1:" + freePort(b)
-	user := ""
-	if os.Geteuid() == 0 {
-		user = "user root;" // workers read the temporary folder
-	}
-	conf := fmt.Sprintf(`%s
-daemon off;
-worker_processes 1;
-pid %[2]s/nginx.pid;
-error_log %[2]s/error.log warn;
-events {}
-http {
-    access_log off;
-    client_body_temp_path %[2]s/body;
-    proxy_temp_path %[2]s/proxy;
-    fastcgi_temp_path %[2]s/fastcgi;
-    uwsgi_temp_path %[2]s/uwsgi;
-    scgi_temp_path %[2]s/scgi;
-    server {
-        listen %[3]s;
-        location / {
+	addr, _ := writeNginxConf(b, dir, `        location / {
             default_type text/plain;
             return 200 "ok\n";
-        }
-    }
-}
-`, user, dir, addr)
-	if err := os.WriteFile(filepath.Join(dir, "nginx.conf"), []byte(conf), 0o600); err != nil {
-		b.Fatal(err)
-	}
+        }`)
 	startChild(b, dir, "nginx", addr, bin, "-p", dir, "-c", filepath.Join(dir, "nginx.conf"), "-e", filepath.Join(dir, "error.log"))
 	return addr
 }
