@@ -8,7 +8,6 @@ import (
 	"crypto/ed25519"
 	"flag"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -16,8 +15,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -411,44 +408,9 @@ func BenchmarkProxyServerCPU(b *testing.B) {
 // returns the mean latency (64 × elapsed / requests).
 func load(b *testing.B, url string, hs []signer.SignatureHeaders) time.Duration {
 	b.Helper()
-	tr := &http.Transport{MaxIdleConnsPerHost: 64}
-	defer tr.CloseIdleConnections()
-	c := &http.Client{Transport: tr, Timeout: 30 * time.Second}
-	var next atomic.Int64
-	var failed atomic.Value
-	var wg sync.WaitGroup
-	start := time.Now()
-	for range 64 {
-		wg.Go(func() {
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(len(hs)) {
-					return
-				}
-				req, _ := http.NewRequest(http.MethodGet, url, nil)
-				if h := hs[i]; h.Signature != "" {
-					req.Header["Signature"] = []string{h.Signature}
-					req.Header["Signature-Input"] = []string{h.SignatureInput}
-					req.Header["Signature-Agent"] = []string{h.SignatureAgent}
-				}
-				resp, err := c.Do(req)
-				if err == nil {
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode != http.StatusOK {
-						err = fmt.Errorf("%s: status %d", url, resp.StatusCode)
-					}
-				}
-				if err != nil {
-					failed.CompareAndSwap(nil, err)
-					return
-				}
-			}
-		})
+	r := sustained(b, url, hs, 0)
+	if r.firstErr != nil {
+		b.Fatal(r.firstErr)
 	}
-	wg.Wait()
-	if err, _ := failed.Load().(error); err != nil {
-		b.Fatal(err)
-	}
-	return time.Since(start) * 64 / time.Duration(len(hs))
+	return r.elapsed * 64 / time.Duration(len(hs))
 }

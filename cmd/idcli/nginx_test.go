@@ -31,13 +31,27 @@ func startNginx(t *testing.T, serverBlock string) string {
 		}
 		t.Skipf("nginx is not installed (apt-get install nginx-light): %v", err)
 	}
-	addr := "127.0.0.1:" + freePort(t)
 	dir := t.TempDir()
+	addr, conf := writeNginxConf(t, dir, serverBlock)
+	cmd := exec.Command(bin, "-p", dir, "-c", filepath.Join(dir, "nginx.conf"))
+	return runListening(t, "nginx", cmd, syscall.SIGQUIT, addr, func() string {
+		errLog, _ := os.ReadFile(filepath.Join(dir, "error.log"))
+		return fmt.Sprintf("%s\nconfig:\n%s", errLog, conf)
+	})
+}
+
+// writeNginxConf writes dir/nginx.conf for nginx in the foreground with
+// one worker, its pid, error log and temporary files in dir, no access log
+// and one server listening on a free loopback port with serverBlock inside
+// its server { }. It returns that host:port and the configuration.
+func writeNginxConf(t testing.TB, dir, serverBlock string) (addr, conf string) {
+	t.Helper()
+	addr = "127.0.0.1:" + freePort(t)
 	user := ""
 	if os.Geteuid() == 0 {
 		user = "user root;" // workers read the temporary folder
 	}
-	conf := fmt.Sprintf(`%s
+	conf = fmt.Sprintf(`%s
 daemon off;
 worker_processes 1;
 pid %[2]s/nginx.pid;
@@ -59,11 +73,7 @@ http {
 	if err := os.WriteFile(filepath.Join(dir, "nginx.conf"), []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "-p", dir, "-c", filepath.Join(dir, "nginx.conf"))
-	return runListening(t, "nginx", cmd, syscall.SIGQUIT, addr, func() string {
-		errLog, _ := os.ReadFile(filepath.Join(dir, "error.log"))
-		return fmt.Sprintf("%s\nconfig:\n%s", errLog, conf)
-	})
+	return addr, conf
 }
 
 // runListening starts cmd (a server the test configured to listen on

@@ -145,9 +145,10 @@ type loadResult struct {
 	elapsed      time.Duration
 }
 
-// sustained sends the requests of hs (one each) to url over 64 keep-alive
-// connections, as fast as they are answered, until they run out or, if
-// d > 0, d has passed. Failures are counted, not fatal.
+// sustained sends one GET of url per entry of hs (with its signature
+// headers, if any) over 64 keep-alive connections, as fast as they are
+// answered, until they run out or, if d > 0, d has passed. Failures (an
+// error or an answer other than 200) are counted, not fatal.
 func sustained(b *testing.B, url string, hs []signer.SignatureHeaders, d time.Duration) loadResult {
 	b.Helper()
 	tr := &http.Transport{MaxIdleConnsPerHost: 64}
@@ -170,16 +171,17 @@ func sustained(b *testing.B, url string, hs []signer.SignatureHeaders, d time.Du
 				}
 				sent.Add(1)
 				req, _ := http.NewRequest(http.MethodGet, url, nil)
-				h := hs[i]
-				req.Header["Signature"] = []string{h.Signature}
-				req.Header["Signature-Input"] = []string{h.SignatureInput}
-				req.Header["Signature-Agent"] = []string{h.SignatureAgent}
+				if h := hs[i]; h.Signature != "" {
+					req.Header["Signature"] = []string{h.Signature}
+					req.Header["Signature-Input"] = []string{h.SignatureInput}
+					req.Header["Signature-Agent"] = []string{h.SignatureAgent}
+				}
 				resp, err := c.Do(req)
 				if err == nil {
 					io.Copy(io.Discard, resp.Body)
 					resp.Body.Close()
 					if resp.StatusCode != http.StatusOK {
-						err = fmt.Errorf("status %d", resp.StatusCode)
+						err = fmt.Errorf("%s: status %d", url, resp.StatusCode)
 					}
 				}
 				if err != nil {
@@ -210,36 +212,10 @@ func startStaticNginx(b *testing.B, dir string) string {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		b.Fatal(err)
 	}
-	addr := "127.0.0.1:" + freePort(b)
-	user := ""
-	if os.Geteuid() == 0 {
-		user = "user root;" // workers read the temporary folder
-	}
-	conf := fmt.Sprintf(`%s
-daemon off;
-worker_processes 1;
-pid %[2]s/nginx.pid;
-error_log %[2]s/error.log warn;
-events {}
-http {
-    access_log off;
-    client_body_temp_path %[2]s/body;
-    proxy_temp_path %[2]s/proxy;
-    fastcgi_temp_path %[2]s/fastcgi;
-    uwsgi_temp_path %[2]s/uwsgi;
-    scgi_temp_path %[2]s/scgi;
-    server {
-        listen %[3]s;
-        location / {
+	addr, _ := writeNginxConf(b, dir, `        location / {
             default_type text/plain;
             return 200 "ok\n";
-        }
-    }
-}
-`, user, dir, addr)
-	if err := os.WriteFile(filepath.Join(dir, "nginx.conf"), []byte(conf), 0o600); err != nil {
-		b.Fatal(err)
-	}
+        }`)
 	startChild(b, dir, "nginx", addr, bin, "-p", dir, "-c", filepath.Join(dir, "nginx.conf"), "-e", filepath.Join(dir, "error.log"))
 	return addr
 }

@@ -75,6 +75,20 @@ func get(t *testing.T, client *http.Client, px string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
+// getOK sends n unsigned GETs, one after the other over one client's
+// keep-alive connections, through a proxy (optional mode) in front of u;
+// every one must answer 200 "ok".
+func getOK(t *testing.T, u *url.URL, n int) {
+	t.Helper()
+	px := startProxyConfig(t, middleware.Optional, proxy.Config{Upstream: u}, nil)
+	client := &http.Client{Transport: &http.Transport{}}
+	for i := range n {
+		if status, body := get(t, client, px.URL); status != http.StatusOK || body != "ok" {
+			t.Fatalf("request %d: %d %q, want 200 ok", i, status, body)
+		}
+	}
+}
+
 // TestUpstreamClosesIdleConnections: an upstream that closes each
 // connection after one answer without saying so (as one does when its
 // keep-alive timeout strikes while the connection is idle in the
@@ -86,14 +100,8 @@ func TestUpstreamClosesIdleConnections(t *testing.T) {
 		fmt.Fprintf(w, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 		return true
 	})
-	px := startProxyConfig(t, middleware.Optional, proxy.Config{Upstream: u}, nil)
-	client := &http.Client{Transport: &http.Transport{}}
 	const n = 20
-	for i := range n {
-		if status, body := get(t, client, px.URL); status != http.StatusOK || body != "ok" {
-			t.Fatalf("request %d: %d %q, want 200 ok", i, status, body)
-		}
-	}
+	getOK(t, u, n)
 	if got := accepted.Load(); got != n {
 		t.Errorf("the upstream accepted %d connections for %d requests, want one each", got, n)
 	}
@@ -113,14 +121,8 @@ func TestUpstreamConnectionClose(t *testing.T) {
 		fmt.Fprintf(w, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 		return false
 	})
-	px := startProxyConfig(t, middleware.Optional, proxy.Config{Upstream: u}, nil)
-	client := &http.Client{Transport: &http.Transport{}}
 	const n = 30
-	for i := range n {
-		if status, body := get(t, client, px.URL); status != http.StatusOK || body != "ok" {
-			t.Fatalf("request %d: %d %q, want 200 ok", i, status, body)
-		}
-	}
+	getOK(t, u, n)
 	if got := accepted.Load(); got != n/3 {
 		t.Errorf("the upstream accepted %d connections for %d requests closing every third, want %d", got, n, n/3)
 	}
