@@ -231,7 +231,7 @@ func (t *directTransport) dial(ctx context.Context) (*upstreamConn, error) {
 }
 
 // get takes the most recently used idle connection, if any, closing the
-// ones idle too long.
+// ones idle too long or on which something arrived while idle.
 func (t *directTransport) get() (*upstreamConn, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -239,7 +239,9 @@ func (t *directTransport) get() (*upstreamConn, bool) {
 		pc := t.idle[n-1]
 		t.idle[n-1] = nil
 		t.idle = t.idle[:n-1]
-		if time.Since(pc.idleAt) < t.idleTTL {
+		// Bytes that came while it was idle would be read as the next
+		// request's answer.
+		if time.Since(pc.idleAt) < t.idleTTL && quiet(pc.c) {
 			return pc, true
 		}
 		pc.c.Close()
