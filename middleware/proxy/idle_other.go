@@ -4,6 +4,6 @@ package proxy
 
 import "net"
 
-// quiet reports whether nothing arrived on the idle connection c; without
-// a way to look without reading, it assumes so.
-func quiet(net.Conn) bool { return true }
+// quietProbe returns a function reporting whether nothing arrived on the
+// idle connection c; without a way to look without reading, it assumes so.
+func quietProbe(net.Conn) func() bool { return func() bool { return true } }

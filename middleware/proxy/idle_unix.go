@@ -3,29 +3,35 @@
 package proxy
 
 import (
-	"errors"
 	"net"
 	"syscall"
 )
 
-// quiet reports whether nothing arrived on the idle connection c, without
-// reading or waiting: bytes the upstream sent past its last answer, or its
-// close, make c one to drop, as http.Transport drops an idle connection
-// on which something arrives.
-func quiet(c net.Conn) bool {
+// quietProbe returns a function reporting whether nothing arrived on the
+// idle connection c, without reading or waiting: bytes the upstream sent
+// past its last answer, or its close, make c one to drop, as
+// http.Transport drops an idle connection on which something arrives.
+// The function is made once per connection, so a probe costs no
+// allocation.
+func quietProbe(c net.Conn) func() bool {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
-		return true
+		return func() bool { return true }
 	}
 	rc, err := sc.SyscallConn()
 	if err != nil {
-		return false
+		return func() bool { return false }
 	}
+	var b [1]byte
 	var rerr error
-	err = rc.Read(func(fd uintptr) bool {
-		var b [1]byte
+	peek := func(fd uintptr) bool {
 		_, _, rerr = syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 		return true // never wait
-	})
-	return err == nil && (errors.Is(rerr, syscall.EAGAIN) || errors.Is(rerr, syscall.EWOULDBLOCK))
+	}
+	return func() bool {
+		if rc.Read(peek) != nil {
+			return false
+		}
+		return rerr == syscall.EAGAIN || rerr == syscall.EWOULDBLOCK
+	}
 }
