@@ -52,7 +52,8 @@ type upstreamConn struct {
 	br     *bufio.Reader // reads c through limit
 	bw     *bufio.Writer
 	idleAt time.Time
-	limit  int64 // bytes left to read for the answer's headers; < 0 while reading a body
+	limit  int64       // bytes left to read for the answer's headers; < 0 while reading a body
+	quiet  func() bool // nothing arrived on c (while it is idle)
 }
 
 // errHeadersTooLong is the error of an answer whose headers (informational
@@ -225,13 +226,13 @@ func (t *directTransport) dial(ctx context.Context) (*upstreamConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	pc := &upstreamConn{c: c, bw: bufio.NewWriter(c), limit: -1}
+	pc := &upstreamConn{c: c, bw: bufio.NewWriter(c), limit: -1, quiet: quietProbe(c)}
 	pc.br = bufio.NewReader(pc)
 	return pc, nil
 }
 
 // get takes the most recently used idle connection, if any, closing the
-// ones idle too long.
+// ones idle too long or on which something arrived while idle.
 func (t *directTransport) get() (*upstreamConn, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -239,7 +240,9 @@ func (t *directTransport) get() (*upstreamConn, bool) {
 		pc := t.idle[n-1]
 		t.idle[n-1] = nil
 		t.idle = t.idle[:n-1]
-		if time.Since(pc.idleAt) < t.idleTTL {
+		// Bytes that came while it was idle would be read as the next
+		// request's answer.
+		if time.Since(pc.idleAt) < t.idleTTL && pc.quiet() {
 			return pc, true
 		}
 		pc.c.Close()
