@@ -34,10 +34,13 @@ func isServing(args []string) bool {
 // choice, schedtrace=0 to opt out, or a process already re-executed).
 func schedtraceEnviron(environ []string) ([]string, bool) {
 	out := make([]string, 0, len(environ)+1)
-	godebug := ""
+	godebug, found := "", false
 	for _, kv := range environ {
 		if v, ok := strings.CutPrefix(kv, "GODEBUG="); ok {
-			godebug = v
+			// The first GODEBUG is the one the runtime reads.
+			if !found {
+				godebug, found = v, true
+			}
 			continue
 		}
 		out = append(out, kv)

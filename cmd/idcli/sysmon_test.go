@@ -18,6 +18,9 @@ func TestSchedtraceEnviron(t *testing.T) {
 		{[]string{"GODEBUG=http2debug=1", "HOME=/h"}, []string{"HOME=/h", "GODEBUG=http2debug=1," + serverSchedtrace}},
 		{[]string{"GODEBUG="}, []string{"GODEBUG=" + serverSchedtrace}},
 		{[]string{"GODEBUG=schedtrace=0"}, nil},
+		// Two GODEBUG lines: the runtime reads the first, so does this.
+		{[]string{"GODEBUG=schedtrace=0", "GODEBUG=b=2"}, nil},
+		{[]string{"GODEBUG=b=2", "GODEBUG=schedtrace=0"}, []string{"GODEBUG=b=2," + serverSchedtrace}},
 		{[]string{"GODEBUG=madvdontneed=1, schedtrace=1000"}, nil},
 		{[]string{"PATH=/bin", "GODEBUG=" + serverSchedtrace}, nil},
 		{[]string{"XGODEBUG=schedtrace=0"}, []string{"XGODEBUG=schedtrace=0", "GODEBUG=" + serverSchedtrace}},
