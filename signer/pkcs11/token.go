@@ -43,11 +43,11 @@ func module(path string) (*p11.Ctx, error) {
 	}
 	c := p11.New(path)
 	if c == nil {
-		return nil, fmt.Errorf("pkcs11: cannot load module %s", path)
+		return nil, fmt.Errorf("pkcs11: cannot load module %s", Redact(path))
 	}
 	if err := c.Initialize(); err != nil && !isCode(err, p11.CKR_CRYPTOKI_ALREADY_INITIALIZED) {
 		c.Destroy()
-		return nil, fmt.Errorf("pkcs11: initialize %s: %w", path, err)
+		return nil, fmt.Errorf("pkcs11: initialize %s: %w", Redact(path), err)
 	}
 	modules[path] = c
 	return c, nil
@@ -91,9 +91,9 @@ func Open(u URI) (*Key, error) {
 	objs, err := k.find(tmpl, 2)
 	if err == nil && len(objs) != 1 {
 		if len(objs) == 0 {
-			err = fmt.Errorf("%w: no private key labelled %q in token %q (create one with idcli agent init --pkcs11-uri)", ErrNoKey, u.Object, u.Token)
+			err = fmt.Errorf("%w: no private key labelled %q in token %q (create one with idcli agent init --pkcs11-uri)", ErrNoKey, Redact(u.Object), Redact(u.Token))
 		} else {
-			err = fmt.Errorf("pkcs11: several private keys labelled %q in token %q: add id=… to the URI", u.Object, u.Token)
+			err = fmt.Errorf("pkcs11: several private keys labelled %q in token %q: add id=… to the URI", Redact(u.Object), Redact(u.Token))
 		}
 	}
 	if err != nil {
@@ -111,7 +111,7 @@ func Open(u URI) (*Key, error) {
 	}
 	if kt := attrs[0].Value; !bytes.Equal(kt, ulong(ckkECEdwards)) {
 		k.Close()
-		return nil, fmt.Errorf("pkcs11: key %q is not an Ed25519 (CKK_EC_EDWARDS) key", u.Object)
+		return nil, fmt.Errorf("pkcs11: key %q is not an Ed25519 (CKK_EC_EDWARDS) key", Redact(u.Object))
 	}
 	k.id = attrs[1].Value
 	pubs, err := k.find([]*p11.Attribute{
@@ -120,7 +120,7 @@ func Open(u URI) (*Key, error) {
 		p11.NewAttribute(p11.CKA_ID, k.id),
 	}, 1)
 	if err == nil && len(pubs) == 0 {
-		err = fmt.Errorf("pkcs11: no public key labelled %q with the private key's id in token %q", u.Object, u.Token)
+		err = fmt.Errorf("pkcs11: no public key labelled %q with the private key's id in token %q", Redact(u.Object), Redact(u.Token))
 	}
 	if err != nil {
 		k.Close()
@@ -171,7 +171,7 @@ func Generate(u URI) (*Key, error) {
 	pub, priv, err := k.ctx.GenerateKeyPair(k.session, []*p11.Mechanism{p11.NewMechanism(ckmECEdwardsKeyPairGen, nil)}, pubT, privT)
 	if err != nil {
 		k.Close()
-		return nil, fmt.Errorf("pkcs11: generate an Ed25519 key on token %q: %w", u.Token, err)
+		return nil, fmt.Errorf("pkcs11: generate an Ed25519 key on token %q: %w", Redact(u.Token), err)
 	}
 	k.priv, k.pubObj, k.id = priv, pub, id
 	if err := k.readPublic(); err != nil {
@@ -202,23 +202,23 @@ func session(u URI) (*Key, error) {
 		}
 	}
 	if !found {
-		return nil, fmt.Errorf("pkcs11: no token labelled %q in %s", u.Token, u.ModulePath)
+		return nil, fmt.Errorf("pkcs11: no token labelled %q in %s", Redact(u.Token), Redact(u.ModulePath))
 	}
 	sh, err := ctx.OpenSession(slot, p11.CKF_SERIAL_SESSION|p11.CKF_RW_SESSION)
 	if err != nil {
-		return nil, fmt.Errorf("pkcs11: open a session on token %q: %w", u.Token, err)
+		return nil, fmt.Errorf("pkcs11: open a session on token %q: %w", Redact(u.Token), err)
 	}
 	k := &Key{ctx: ctx, session: sh, uriLabel: u.Object}
 	if u.PIN == "" {
 		k.Close()
-		return nil, fmt.Errorf("pkcs11: no PIN for token %q: add pin-value= to the URI or set %s", u.Token, EnvPIN)
+		return nil, fmt.Errorf("pkcs11: no PIN for token %q: add pin-value= to the URI or set %s", Redact(u.Token), EnvPIN)
 	}
 	if err := ctx.Login(sh, p11.CKU_USER, u.PIN); err != nil && !isCode(err, p11.CKR_USER_ALREADY_LOGGED_IN) {
 		k.Close()
 		if isCode(err, p11.CKR_PIN_INCORRECT) {
-			return nil, fmt.Errorf("pkcs11: log in to token %q: wrong PIN", u.Token)
+			return nil, fmt.Errorf("pkcs11: log in to token %q: wrong PIN", Redact(u.Token))
 		}
-		return nil, fmt.Errorf("pkcs11: log in to token %q: %w", u.Token, err)
+		return nil, fmt.Errorf("pkcs11: log in to token %q: %w", Redact(u.Token), err)
 	}
 	return k, nil
 }
@@ -299,10 +299,10 @@ func (k *Key) CheckProtected() error {
 		return fmt.Errorf("pkcs11: read key attributes: %w", err)
 	}
 	if !isTrue(attrs[0].Value) {
-		return fmt.Errorf("pkcs11: key %q is not CKA_SENSITIVE", k.uriLabel)
+		return fmt.Errorf("pkcs11: key %q is not CKA_SENSITIVE", Redact(k.uriLabel))
 	}
 	if isTrue(attrs[1].Value) {
-		return fmt.Errorf("pkcs11: key %q is CKA_EXTRACTABLE", k.uriLabel)
+		return fmt.Errorf("pkcs11: key %q is CKA_EXTRACTABLE", Redact(k.uriLabel))
 	}
 	return nil
 }
@@ -319,7 +319,7 @@ func (k *Key) Destroy() error {
 		err = perr
 	}
 	if err != nil {
-		return fmt.Errorf("pkcs11: destroy key %q: %w", k.uriLabel, err)
+		return fmt.Errorf("pkcs11: destroy key %q: %w", Redact(k.uriLabel), err)
 	}
 	return nil
 }

@@ -54,7 +54,8 @@ type URI struct {
 	PIN string
 }
 
-// String returns the URI without its PIN.
+// String returns the URI without its PIN (and, through Redact, without
+// anything a malformed value carries after a PIN attribute's name).
 func (u URI) String() string {
 	var b strings.Builder
 	b.WriteString("pkcs11:token=" + escape(u.Token) + ";object=" + escape(u.Object))
@@ -67,7 +68,7 @@ func (u URI) String() string {
 	if u.ModulePath != "" {
 		b.WriteString("?module-path=" + escape(u.ModulePath))
 	}
-	return b.String()
+	return Redact(b.String())
 }
 
 // GoString is String, so %#v never prints the PIN either.
@@ -89,23 +90,35 @@ func ParseURI(s string, getenv func(string) string) (URI, error) {
 		return URI{}, errors.New(`pkcs11: invalid URI: want "pkcs11:token=…;object=…?module-path=…"`)
 	}
 	path, query, _ := strings.Cut(rest, "?")
+	if strings.Contains(query, "?") {
+		// A second "?" is almost always "…?module-path=M?pin-value=P": the
+		// PIN would end up in the module path, and in its errors.
+		return URI{}, errors.New(`pkcs11: invalid URI: a second "?": separate query attributes with "&" (?module-path=M&pin-value=P)`)
+	}
 	var u URI
 	seen := map[string]bool{}
-	for _, attr := range strings.Split(path, ";") {
+	for i, attr := range strings.Split(path, ";") {
 		if attr == "" {
 			continue
 		}
 		k, v, ok := strings.Cut(attr, "=")
 		if !ok {
-			return URI{}, fmt.Errorf("pkcs11: invalid URI attribute %q: want name=value", signer.Truncate(attr))
+			// Not echoed: a mistyped attribute may hold the PIN.
+			return URI{}, fmt.Errorf("pkcs11: invalid URI: path attribute %d is not name=value", i+1)
+		}
+		if hasPINName(k) {
+			return URI{}, errors.New("pkcs11: invalid URI: the PIN goes in the query (?module-path=M&pin-value=P) or in " + EnvPIN + ", not among the path attributes")
 		}
 		if seen[k] {
-			return URI{}, fmt.Errorf("pkcs11: invalid URI: attribute %s given twice", k)
+			return URI{}, fmt.Errorf("pkcs11: invalid URI: attribute %s given twice", Redact(signer.Truncate(k)))
 		}
 		seen[k] = true
 		val, err := url.PathUnescape(v)
 		if err != nil {
-			return URI{}, fmt.Errorf("pkcs11: invalid URI attribute %s: bad percent-encoding", k)
+			return URI{}, fmt.Errorf("pkcs11: invalid URI attribute %s: bad percent-encoding", Redact(signer.Truncate(k)))
+		}
+		if hasPINName(val) {
+			return URI{}, fmt.Errorf("pkcs11: invalid URI: attribute %s holds a PIN attribute: separate query attributes with \"&\" (?module-path=M&pin-value=P)", Redact(signer.Truncate(k)))
 		}
 		switch k {
 		case "token":
@@ -125,20 +138,30 @@ func ParseURI(s string, getenv func(string) string) (URI, error) {
 			return URI{}, fmt.Errorf("pkcs11: URI attribute %q is not supported (token, object, id, type)", signer.Truncate(k))
 		}
 	}
-	for _, q := range strings.Split(query, "&") {
+	for i, q := range strings.Split(query, "&") {
 		if q == "" {
 			continue
 		}
-		k, v, _ := strings.Cut(q, "=")
+		k, v, ok := strings.Cut(q, "=")
+		if !ok {
+			// Not echoed: a PIN typed without its name would be.
+			return URI{}, fmt.Errorf("pkcs11: invalid URI: query attribute %d is not name=value", i+1)
+		}
 		val, err := url.PathUnescape(v)
 		if err != nil {
-			return URI{}, fmt.Errorf("pkcs11: invalid URI query %s: bad percent-encoding", signer.Truncate(k))
+			return URI{}, fmt.Errorf("pkcs11: invalid URI query %s: bad percent-encoding", Redact(signer.Truncate(k)))
 		}
-		switch k {
-		case "module-path":
+		switch {
+		case k == "module-path" && hasPINName(val):
+			return URI{}, errors.New(`pkcs11: invalid URI: module-path holds a PIN attribute: separate query attributes with "&" (?module-path=M&pin-value=P)`)
+		case k == "module-path":
 			u.ModulePath = val
-		case "pin-value":
+		case k == "pin-value":
 			u.PIN = val
+		case k == "pin-source":
+			return URI{}, fmt.Errorf("pkcs11: URI query %q is not supported (module-path, pin-value): give the PIN as pin-value= or in %s", k, EnvPIN)
+		case hasPINName(k): // PIN-VALUE, pin%2Dvalue, pin_value, …
+			return URI{}, errors.New(`pkcs11: invalid URI: a PIN attribute spelled otherwise than "pin-value" (case, "_", percent-encoding)`)
 		default:
 			return URI{}, fmt.Errorf("pkcs11: URI query %q is not supported (module-path, pin-value)", signer.Truncate(k))
 		}
@@ -158,4 +181,77 @@ func ParseURI(s string, getenv func(string) string) (URI, error) {
 		return URI{}, fmt.Errorf("pkcs11: invalid URI: no module: add ?module-path=/path/to/module.so or set %s", EnvModule)
 	}
 	return u, nil
+}
+
+// pinNames are the RFC 7512 query attributes that carry a PIN or say where
+// one is.
+var pinNames = []string{"pin-value", "pin-source"}
+
+// Redact returns s, something derived from a pkcs11: URI about to be
+// printed (the URI, a module path, a label), cut at the first PIN
+// attribute name it holds: "pin-value" or "pin-source" in any case, with
+// "_" for "-", and with any of their characters percent-encoded. What
+// follows the name is replaced by "<redacted>", so a PIN in a malformed
+// URI (a second "?", a PIN among the path attributes, an encoded name)
+// never reaches an error or a log. The cost is linear in len(s).
+func Redact(s string) string {
+	if i := pinNameAt(s); i >= 0 {
+		return s[:i] + "<redacted>"
+	}
+	return s
+}
+
+// hasPINName reports whether s holds a PIN attribute name (see Redact).
+func hasPINName(s string) bool { return pinNameAt(s) >= 0 }
+
+// pinNameAt returns the index of the first PIN attribute name in s, or -1.
+func pinNameAt(s string) int {
+	for i := 0; i < len(s); i++ {
+		for _, name := range pinNames {
+			if nameAt(s, i, name) {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// nameAt reports whether s spells name from index i, comparing letters
+// case-insensitively, "_" as "-", and decoding %XX escapes.
+func nameAt(s string, i int, name string) bool {
+	for k := 0; k < len(name); k++ {
+		if i >= len(s) {
+			return false
+		}
+		c := s[i]
+		i++
+		if c == '%' && i+1 < len(s) && isHex(s[i]) && isHex(s[i+1]) {
+			c = unhex(s[i])<<4 | unhex(s[i+1])
+			i += 2
+		}
+		if c == '_' {
+			c = '-'
+		}
+		if c >= 'A' && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != name[k] {
+			return false
+		}
+	}
+	return true
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+func unhex(c byte) byte {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0'
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10
+	}
+	return c - 'A' + 10
 }

@@ -69,3 +69,80 @@ func TestURIStringHidesPIN(t *testing.T) {
 		t.Errorf("round trip = %+v, want %+v without the PIN", back, u)
 	}
 }
+
+// pinShapes are URIs that carry the PIN "SECRET-PIN-7" in shapes a user
+// gets wrong (or an attacker who reads error output hopes for): each must
+// be refused, or fail to open, without the PIN in any error or string.
+var pinShapes = []string{
+	"pkcs11:token=b;object=c?module-path=/nonexistent/libsofthsm2.so?pin-value=SECRET-PIN-7",
+	"pkcs11:token=b;object=c?module-path=/nonexistent/m.so%3Fpin-value=SECRET-PIN-7",
+	"pkcs11:token=b;object=c?module-path=/nonexistent/m.so%26pin-value%3DSECRET-PIN-7",
+	"pkcs11:token=b;object=c?module-path=/nonexistent/m.so;pin-value=SECRET-PIN-7",
+	"pkcs11:token=b;object=c?module-path=/nonexistent/m.so&pin%2Dvalue=SECRET-PIN-7",
+	"pkcs11:token=b;object=c?module-path=/nonexistent/m.so&%70in-value=SECRET-PIN-7",
+	"pkcs11:token=b;object=c?module-path=/nonexistent/m.so&PIN-VALUE=SECRET-PIN-7",
+	"pkcs11:token=b;object=c?pin_value=SECRET-PIN-7&module-path=/nonexistent/m.so",
+	"pkcs11:token=b;object=c?module-path=/nonexistent/m.so&pin-source=SECRET-PIN-7",
+	"pkcs11:token=b;object=c?module-path=/nonexistent/m.so&SECRET-PIN-7",
+	"pkcs11:token=b;object=c;pin-value=SECRET-PIN-7?module-path=/nonexistent/m.so",
+	"pkcs11:token=b;object=c;pin-valueSECRET-PIN-7?module-path=/nonexistent/m.so",
+	"pkcs11:token=b%3Bpin-value%3DSECRET-PIN-7;object=c?module-path=/nonexistent/m.so",
+	"pkcs11:token=b;object=c%3Fpin%2Dvalue%3DSECRET-PIN-7?module-path=/nonexistent/m.so",
+	"pkcs11:token=b;object=c;type=pin-value%3DSECRET-PIN-7?module-path=/nonexistent/m.so",
+	"pkcs11:token=b;object=c?module-path=/nonexistent/m.so&pin-value=SECRET-PIN-7", // well formed: Open fails on the module
+}
+
+// TestPINNeverPrinted: whatever the URI's shape, the PIN is in no error of
+// ParseURI or Open and in no string of the parsed URI.
+func TestPINNeverPrinted(t *testing.T) {
+	t.Parallel()
+	const pin = "SECRET-PIN-7"
+	for _, in := range pinShapes {
+		u, err := ParseURI(in, nil)
+		if err != nil {
+			if strings.Contains(err.Error(), pin) {
+				t.Errorf("ParseURI(%s): error %q shows the PIN", Redact(in), err)
+			}
+			continue
+		}
+		shown := []string{u.String(), fmt.Sprintf("%v", u), fmt.Sprintf("%+v", u), fmt.Sprintf("%#v", u), fmt.Sprint(u.ModulePath, u.Token, u.Object)}
+		if k, err := Open(u); err == nil {
+			k.Close()
+			t.Errorf("Open(%s) succeeded", Redact(in))
+		} else {
+			shown = append(shown, err.Error())
+		}
+		if k, err := Generate(u); err == nil {
+			k.Close()
+			t.Errorf("Generate(%s) succeeded", Redact(in))
+		} else {
+			shown = append(shown, err.Error())
+		}
+		for _, s := range shown {
+			if strings.Contains(s, pin) {
+				t.Errorf("%s: %q shows the PIN", Redact(in), s)
+			}
+		}
+	}
+}
+
+func TestRedact(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"/usr/lib/m.so":                         "/usr/lib/m.so",
+		"/usr/lib/m.so?pin-value=1234":          "/usr/lib/m.so?<redacted>",
+		"pkcs11:token=a?PIN%2dVALUE=1234&x=y":   "pkcs11:token=a?<redacted>",
+		"x%70%69%6E_source=file:/p":             "x<redacted>",
+		"pin-valu":                              "pin-valu",
+		"pin-":                                  "pin-",
+		"%":                                     "%",
+		"pi%6":                                  "pi%6",
+		"pin%2Xvalue=1":                         "pin%2Xvalue=1",
+		"pkcs11:token=pin;object=pinned-value":  "pkcs11:token=pin;object=pinned-value",
+		"pkcs11:token=a;object=b?pin-source=%7": "pkcs11:token=a;object=b?<redacted>",
+	} {
+		if got := Redact(in); got != want {
+			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
