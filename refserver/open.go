@@ -66,9 +66,13 @@ type Options struct {
 	// RegisterLimit, if set, limits POST /agents per client address (see
 	// Config.RegisterLimit). If nil, registration is not limited.
 	RegisterLimit *ratelimit.Config
-	// Metrics serves Prometheus metrics at GET /metrics and the status
-	// page at GET /status (see Config.Metrics and Config.Status).
+	// Metrics serves Prometheus metrics at GET /metrics (see
+	// Config.Metrics).
 	Metrics bool
+	// StatusPage serves the status page at GET /status on the service host
+	// (see Config.Status). Off by default: the page lists agents' identities
+	// with their request counts to anyone who reaches the service host.
+	StatusPage bool
 	// VestauthCompat serves vestauth clients' POST /register and POST
 	// /rotate (see Config.VestauthCompat); Open logs a warning when it is on.
 	VestauthCompat bool
@@ -172,6 +176,8 @@ func Open(ctx context.Context, o Options) (_ *Instance, err error) {
 	cfg := Config{DB: in.db, Hostname: in.URL, Version: o.Version, Logger: logger, VestauthCompat: o.VestauthCompat}
 	if o.Metrics {
 		cfg.Metrics = metrics.NewRegistry()
+	}
+	if o.StatusPage {
 		cfg.Status = status.New(status.Config{Title: "agentid server status", Now: cfg.Now})
 	}
 	if replayShared {

@@ -67,8 +67,10 @@ type Config struct {
 	Metrics *metrics.Registry
 	// Status, if set, is fed every verification outcome of the server's
 	// verifiers and served at GET /status on the service host, beside
-	// /metrics: verdicts per minute, top agents, refusal reasons. If nil,
-	// /status is 404. Open sets it together with Metrics.
+	// /metrics: verdicts per minute, top agents (their identities and
+	// request counts), refusal reasons, to anyone who reaches the service
+	// host. If nil, /status is 404. Open sets it only with
+	// Options.StatusPage.
 	Status *status.Page
 	// RegisterLimit, if set, limits POST /agents per client address (429
 	// rate_limited with Retry-After), checked before the body is read or

@@ -56,25 +56,26 @@ func TestStatusPageWiring(t *testing.T) {
 	})
 }
 
-// TestOpenStatusPage: Open with Metrics serves /status beside /metrics;
-// without, /status is 404.
+// TestOpenStatusPage: Open serves /metrics with Metrics and /status only
+// with StatusPage: the default Options keep the status page, which names
+// agents, off the service host.
 func TestOpenStatusPage(t *testing.T) {
 	t.Parallel()
-	for _, on := range []bool{true, false} {
+	for _, o := range []refserver.Options{{Metrics: true}, {Metrics: true, StatusPage: true}, {StatusPage: true}, {}} {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
-		in, err := refserver.Open(context.Background(), refserver.Options{
-			DatabaseURL: "sqlite::memory:", Hostname: "http://agentid.test", Listener: ln, Metrics: on,
-		})
+		o.DatabaseURL, o.Hostname, o.Listener = "sqlite::memory:", "http://agentid.test", ln
+		in, err := refserver.Open(context.Background(), o)
 		if err != nil {
 			t.Fatal(err)
 		}
 		go in.Serve(context.Background())
-		for path, want := range map[string]int{"/status": 200, "/metrics": 200} {
-			if !on {
-				want = 404
+		for path, on := range map[string]bool{"/status": o.StatusPage, "/metrics": o.Metrics} {
+			want := 404
+			if on {
+				want = 200
 			}
 			req, _ := http.NewRequest(http.MethodGet, "http://"+ln.Addr().String()+path, nil)
 			req.Host = "agentid.test"
@@ -85,7 +86,7 @@ func TestOpenStatusPage(t *testing.T) {
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode != want {
-				t.Errorf("Metrics %v: GET %s = %d, want %d", on, path, resp.StatusCode, want)
+				t.Errorf("Metrics %v, StatusPage %v: GET %s = %d, want %d", o.Metrics, o.StatusPage, path, resp.StatusCode, want)
 			}
 			if path == "/status" && on && !strings.Contains(string(b), "agentid server status") {
 				t.Errorf("GET /status: the page is not titled for the server:\n%s", b)

@@ -325,6 +325,7 @@ type startFlags struct {
 	rateLimitBurst int
 	trustedProxies string // comma-separated CIDRs or addresses
 	metrics        bool
+	statusPage     bool
 	logLevel       string
 	vestauthCompat bool
 	bind           string // listen host; "" means every interface
@@ -341,7 +342,8 @@ func (o *startFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.rateLimit, "rate-limit", defaultRateLimit, "sustained rate of registrations (POST /agents, and POST /register with --vestauth-compat) per client address, after --rate-limit-burst: N/s, N/m, N/h, or off")
 	fs.IntVar(&o.rateLimitBurst, "rate-limit-burst", defaultRateLimitBurst, "registrations a client address may make at once before --rate-limit applies")
 	fs.StringVar(&o.trustedProxies, "trusted-proxies", "", "comma-separated CIDRs or addresses of reverse proxies whose X-Forwarded-For names the client (default: none; the peer address is the client)")
-	fs.BoolVar(&o.metrics, "metrics", true, "serve Prometheus metrics at GET /metrics and the status page (verdicts, top agents, refusal reasons) at GET /status on the service host (--metrics=false to disable both)")
+	fs.BoolVar(&o.metrics, "metrics", true, "serve Prometheus metrics (request counts, verification outcomes, no identities) at GET /metrics on the service host (--metrics=false to disable)")
+	fs.BoolVar(&o.statusPage, "status-page", false, "also serve the status page at GET /status on the service host: it shows anyone who reaches the host the top agents' identities and request counts (default off)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info (one line per request), warn or error (warn drops the per-request lines; 5xx are still logged)")
 	fs.StringVar(&o.bind, "bind", "", "address to listen on, such as 127.0.0.1 for this machine only (default: every interface)")
 	fs.BoolVar(&o.vestauthCompat, "vestauth-compat", false, "also serve vestauth clients' POST /register and POST /rotate (rotation binds less than PUT /agents/{uid}/keys: see docs/migrating-from-vestauth.md)")
@@ -379,6 +381,7 @@ func (o startFlags) parse() (refserver.Options, slog.Level, error) {
 		ro.RegisterLimit = &limit
 	}
 	ro.Metrics = o.metrics
+	ro.StatusPage = o.statusPage
 	ro.VestauthCompat = o.vestauthCompat
 	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
 		return ro, level, fmt.Errorf("--log-level %q: want debug, info, warn or error", o.logLevel)
@@ -394,7 +397,7 @@ func newServerStartCmd(env *cliEnv) *ffcli.Command {
 	o.register(fs)
 	return &ffcli.Command{
 		Name:       "start",
-		ShortUsage: "idcli server start [--port P] [--hostname URL] [--database-url URL] [--replay-store memory|postgres] [--rate-limit 60/m|off] [--rate-limit-burst N] [--trusted-proxies CIDR,…] [--metrics=true|false] [--log-level info|warn|…] [--bind ADDR] [--vestauth-compat]",
+		ShortUsage: "idcli server start [--port P] [--hostname URL] [--database-url URL] [--replay-store memory|postgres] [--rate-limit 60/m|off] [--rate-limit-burst N] [--trusted-proxies CIDR,…] [--metrics=true|false] [--status-page] [--log-level info|warn|…] [--bind ADDR] [--vestauth-compat]",
 		ShortHelp:  "run the reference server until SIGINT/SIGTERM",
 		LongHelp: "Runs the reference server. Several instances behind a load balancer share one\n" +
 			"database: start each with --replay-store postgres so a nonce accepted by one is\n" +
