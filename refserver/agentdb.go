@@ -57,6 +57,9 @@ func (a *AgentDB) DeleteAgents(ctx context.Context, uids []string) (int, error) 
 		batch := uids[start:min(start+deleteBatch, len(uids))]
 		n := 0
 		err := a.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+			if err := tx.Where("agent_uid IN ?", batch).Delete(&DirectorySignature{}).Error; err != nil {
+				return err
+			}
 			if err := tx.Where("agent_uid IN ?", batch).Delete(&PublicJWK{}).Error; err != nil {
 				return err
 			}

@@ -17,24 +17,33 @@ import (
 	"gorm.io/gorm/clause"
 )
 
-// readKeyBody checks the content type and size, reads the body once,
-// decodes {"public_jwk":{…}} and validates the JWK. It returns the key and
-// the body, for Content-Digest verification.
-func (s *Server) readKeyBody(w http.ResponseWriter, r *http.Request) (signer.PublicKey, []byte, error) {
+// readJSONBody checks the content type and size and reads the body once.
+func (s *Server) readJSONBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mt != "application/json" {
-		return signer.PublicKey{}, nil, middleware.Fail(CodeUnsupportedMediaType, "the body must be application/json")
+		return nil, middleware.Fail(CodeUnsupportedMediaType, "the body must be application/json")
 	}
 	if r.ContentLength > s.cfg.MaxBodyBytes {
-		return signer.PublicKey{}, nil, middleware.Fail(middleware.CodePayloadTooLarge, "the body is larger than %d bytes", s.cfg.MaxBodyBytes)
+		return nil, middleware.Fail(middleware.CodePayloadTooLarge, "the body is larger than %d bytes", s.cfg.MaxBodyBytes)
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return signer.PublicKey{}, nil, middleware.Fail(middleware.CodePayloadTooLarge, "the body is larger than %d bytes", s.cfg.MaxBodyBytes)
+			return nil, middleware.Fail(middleware.CodePayloadTooLarge, "the body is larger than %d bytes", s.cfg.MaxBodyBytes)
 		}
-		return signer.PublicKey{}, nil, &middleware.Error{Code: middleware.CodeInvalidRequest, Message: "the body could not be read", Err: err}
+		return nil, &middleware.Error{Code: middleware.CodeInvalidRequest, Message: "the body could not be read", Err: err}
+	}
+	return body, nil
+}
+
+// readKeyBody checks the content type and size, reads the body once,
+// decodes {"public_jwk":{…}} and validates the JWK. It returns the key and
+// the body, for Content-Digest verification.
+func (s *Server) readKeyBody(w http.ResponseWriter, r *http.Request) (signer.PublicKey, []byte, error) {
+	body, err := s.readJSONBody(w, r)
+	if err != nil {
+		return signer.PublicKey{}, nil, err
 	}
 	var req struct {
 		PublicJWK json.RawMessage `json:"public_jwk"`
@@ -168,23 +177,41 @@ func (s *Server) rotateKeys(w http.ResponseWriter, r *http.Request) error {
 	if err := refuse(proof, proof.CheckSigned(sr, possessionKey{pk})); err != nil {
 		return err
 	}
+	// The directory after the rotation holds the new key alone; the
+	// signatures the agent made over it (if any) are checked now and
+	// stored with the rotation.
+	in, _, err := decodeDirectorySignatures(body)
+	if err != nil {
+		return err
+	}
+	served, err := servedKey(pk)
+	if err != nil {
+		return err
+	}
+	keys := []signer.PublicKey{served}
+	sigs, err := s.checkDirectorySignatures(uid, keys, newDirEntry(keys).body, in)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := s.dbContext(r.Context())
 	defer cancel()
-	if err := s.rotateAgent(ctx, uid, a.KeyID, pk); err != nil {
+	if err := s.rotateAgent(ctx, uid, a.KeyID, pk, sigs); err != nil {
 		return err
 	}
 	writeKeyResponse(w, http.StatusOK, s.keyResponse(uid, pk.JWK))
 	return nil
 }
 
-// rotateAgent rotates uid to pk (see rotate) and, whatever the outcome (a
+// rotateAgent rotates uid to pk (see rotate), replacing the agent's
+// directory signatures with sigs (signatures over the directory holding
+// pk alone; nil leaves the directory unsigned), and, whatever the outcome (a
 // failed commit may still have committed), makes this instance forget what
 // it holds of the keys the rotation adds or revokes and of uid's directory:
 // cached entries, and lookups in flight, whose answers were read before
 // the rotation. PUT /agents/{uid}/keys and the vestauth-compat POST
 // /rotate share it.
-func (s *Server) rotateAgent(ctx context.Context, uid, signingKid string, pk signer.PublicKey) error {
-	revoked, err := s.rotate(ctx, uid, signingKid, pk)
+func (s *Server) rotateAgent(ctx context.Context, uid, signingKid string, pk signer.PublicKey, sigs []DirectorySignature) error {
+	revoked, err := s.rotate(ctx, uid, signingKid, pk, sigs)
 	s.keys.forget(append(revoked, pk.JWK.Kid)...)
 	if s.dirs != nil {
 		s.dirs.Remove(uid) // bumps the generation a read in flight caches under
@@ -197,10 +224,11 @@ func (s *Server) rotateAgent(ctx context.Context, uid, signingKid string, pk sig
 // already registered (to this agent or another, active or revoked).
 var errKeyRegistered = errors.New("refserver: new key already registered")
 
-// rotate inserts pk as uid's key and revokes the others, in one
-// transaction holding the agent row lock. It returns the kids it revokes
+// rotate inserts pk as uid's key and revokes the others, and replaces
+// uid's directory signatures with sigs (those over the old directory can
+// no longer be served), in one transaction holding the agent row lock. It returns the kids it revokes
 // (or would have, had the commit failed) with any error.
-func (s *Server) rotate(ctx context.Context, uid, signingKid string, pk signer.PublicKey) (revoked []string, err error) {
+func (s *Server) rotate(ctx context.Context, uid, signingKid string, pk signer.PublicKey, sigs []DirectorySignature) (revoked []string, err error) {
 	jwk := pk.JWK.MarshalPublic()
 	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var agent Agent
@@ -240,6 +268,9 @@ func (s *Server) rotate(ctx context.Context, uid, signingKid string, pk signer.P
 			return err
 		}
 		if err := tx.Model(&PublicJWK{}).Where(others, uid, pk.JWK.Kid).Update("revoked_at", now).Error; err != nil {
+			return err
+		}
+		if err := replaceDirectorySignatures(tx, uid, sigs); err != nil {
 			return err
 		}
 		return tx.Model(&Agent{}).Where("uid = ?", uid).Update("updated_at", now).Error

@@ -102,7 +102,7 @@ func (s *Server) compatRotate(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx, cancel := s.dbContext(r.Context())
 	defer cancel()
-	if err := s.rotateAgent(ctx, a.UID, a.KeyID, pk); err != nil {
+	if err := s.rotateAgent(ctx, a.UID, a.KeyID, pk, nil); err != nil {
 		if errors.Is(err, errKeyRegistered) {
 			err = &middleware.Error{Code: CodeKeyInUse,
 				Message: "this public key is already registered (to this or another agent); a vestauth rotation cannot prove possession of the new key, so it must be a key never registered before: generate a new key",

@@ -17,7 +17,7 @@ func (k *DBKeySource) WaitKeyLookup(kid string) {
 // /agents/{uid}/keys does once both signatures are verified. Tests only:
 // it rotates without looking up any key.
 func (s *Server) RotateAgent(ctx context.Context, uid, signingKid string, pk signer.PublicKey) error {
-	return s.rotateAgent(ctx, uid, signingKid, pk)
+	return s.rotateAgent(ctx, uid, signingKid, pk, nil)
 }
 
 // InstrumentGorm is instrumentGorm, for its test.

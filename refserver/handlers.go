@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
@@ -36,20 +35,24 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-type directoryBody struct {
-	Keys []signer.JWK `json:"keys"`
-}
-
-// dirEntry is a rendered key directory.
+// dirEntry is a rendered key directory: the body, its ETag and
+// Content-Digest, and the agent's unexpired signatures over that body
+// (when it handed any over).
 type dirEntry struct {
-	body []byte
-	etag string
+	body   []byte
+	etag   string
+	digest string // Content-Digest of body
+	sigs   []DirectorySignature
+	signed servedSignatures // sigs as header values
 }
 
 // directory is GET/HEAD /.well-known/http-message-signatures-directory on
-// <uid>.<service host>: the agent's active keys. Rendered directories are
-// reused for KeyCacheTTL (clients may cache them for 60 s anyway); a
-// rotation through this instance drops its copy at once.
+// <uid>.<service host>: the agent's active keys, with the signatures the
+// agent made over this very response (Signature, Signature-Input, and the
+// Content-Digest they cover), those not yet expired only. Rendered
+// directories are reused for KeyCacheTTL (clients may cache them for 60 s
+// anyway); a rotation or a refresh of the signatures through this
+// instance drops its copy at once.
 func (s *Server) directory(w http.ResponseWriter, r *http.Request) error {
 	_, uid := s.classify(r)
 	d, err := s.renderDirectory(r.Context(), uid)
@@ -58,19 +61,48 @@ func (s *Server) directory(w http.ResponseWriter, r *http.Request) error {
 	}
 	h := w.Header()
 	h.Set("Cache-Control", "max-age=60")
-	h.Set("ETag", d.etag)
+	etag := d.etag
+	if sig, ok := d.unexpired(s.cfg.Now()); ok {
+		etag = sig.etag
+		h.Set("Signature-Input", sig.input)
+		h.Set("Signature", sig.signature)
+	}
+	h.Set("ETag", etag)
 	h.Set("Access-Control-Allow-Origin", "*")
-	h.Set("Access-Control-Expose-Headers", "ETag")
+	h.Set("Access-Control-Expose-Headers", "ETag, Content-Digest, Signature, Signature-Input")
 	h.Set("X-Content-Type-Options", "nosniff")
-	if etagMatches(r.Header.Values("If-None-Match"), d.etag) {
+	if etagMatches(r.Header.Values("If-None-Match"), etag) {
 		w.WriteHeader(http.StatusNotModified)
 		return nil
 	}
 	h.Set("Content-Type", signer.DirectoryMediaType)
+	h.Set("Content-Digest", d.digest)
 	h.Set("Content-Length", strconv.Itoa(len(d.body)))
 	w.WriteHeader(http.StatusOK)
 	w.Write(d.body)
 	return nil
+}
+
+// unexpired returns the signatures of d that have not expired at now, as
+// header values; ok is false when none is left (the directory is then
+// served unsigned: an expired signature is never served).
+func (d *dirEntry) unexpired(now time.Time) (servedSignatures, bool) {
+	if len(d.sigs) == 0 {
+		return servedSignatures{}, false
+	}
+	if now.Before(d.signed.expires) {
+		return d.signed, true
+	}
+	live := make([]DirectorySignature, 0, len(d.sigs))
+	for _, r := range d.sigs {
+		if now.Before(r.ExpiresAt) {
+			live = append(live, r)
+		}
+	}
+	if len(live) == 0 {
+		return servedSignatures{}, false
+	}
+	return directoryHeaders(d.body, live), true
 }
 
 // renderDirectory returns uid's directory from the cache or the database;
@@ -86,14 +118,21 @@ func (s *Server) renderDirectory(ctx context.Context, uid string) (dirEntry, err
 	ch := s.dirGroup.DoChan(uid, func() (any, error) {
 		qctx, cancel := s.dbContext(context.WithoutCancel(ctx))
 		defer cancel()
-		keys, err := s.activeKeys(qctx, uid)
+		db := s.db.WithContext(qctx)
+		keys, err := activeKeys(db, uid)
 		if err != nil {
 			return dirEntry{}, err
 		}
-		b, _ := json.Marshal(directoryBody{Keys: keys})
-		b = append(b, '\n')
-		sum := sha256.Sum256(b)
-		d := dirEntry{body: b, etag: `"` + base64.RawURLEncoding.EncodeToString(sum[:16]) + `"`}
+		d := newDirEntry(keys)
+		sum := sha256.Sum256(d.body)
+		err = db.Where("agent_uid = ? AND body_digest = ? AND expires_at > ?", uid, sum[:], s.cfg.Now().UTC()).
+			Order("id").Limit(MaxDirectorySignatures).Find(&d.sigs).Error
+		if err != nil {
+			return dirEntry{}, dbUnavailable(err)
+		}
+		if len(d.sigs) > 0 {
+			d.signed = directoryHeaders(d.body, d.sigs)
+		}
 		if s.dirs != nil {
 			s.dirs.AddIfGeneration(uid, d, gen)
 		}
@@ -106,6 +145,18 @@ func (s *Server) renderDirectory(ctx context.Context, uid string) (dirEntry, err
 	case <-ctx.Done():
 		return dirEntry{}, dbUnavailable(ctx.Err())
 	}
+}
+
+// newDirEntry renders the directory of keys (no signatures).
+func newDirEntry(keys []signer.PublicKey) dirEntry {
+	jwks := make([]signer.JWK, len(keys))
+	for i, k := range keys {
+		jwks[i] = k.JWK
+	}
+	b := signer.DirectoryBody(jwks)
+	sum := sha256.Sum256(b)
+	cd, _ := signer.ContentDigest(b, signer.DirectoryDigestAlg)
+	return dirEntry{body: b, etag: `"` + base64.RawURLEncoding.EncodeToString(sum[:16]) + `"`, digest: cd}
 }
 
 // directoryPreflight answers CORS preflight requests for the directory.
@@ -132,30 +183,30 @@ func etagMatches(headers []string, etag string) bool {
 	return false
 }
 
-// activeKeys returns uid's active public JWKs (oldest first), or 404
+// activeKeys returns uid's active public keys (oldest first), or 404
 // agent_not_found when the agent does not exist.
-func (s *Server) activeKeys(ctx context.Context, uid string) ([]signer.JWK, error) {
+func activeKeys(db *gorm.DB, uid string) ([]signer.PublicKey, error) {
 	var rows []PublicJWK
-	err := s.db.WithContext(ctx).Where("agent_uid = ? AND revoked_at IS NULL", uid).Order("created_at, id").Find(&rows).Error
+	err := db.Where("agent_uid = ? AND revoked_at IS NULL", uid).Order("created_at, id").Find(&rows).Error
 	if err != nil {
 		return nil, dbUnavailable(err)
 	}
 	if len(rows) == 0 {
 		var n int64
-		if err := s.db.WithContext(ctx).Model(&Agent{}).Where("uid = ?", uid).Count(&n).Error; err != nil {
+		if err := db.Model(&Agent{}).Where("uid = ?", uid).Count(&n).Error; err != nil {
 			return nil, dbUnavailable(err)
 		}
 		if n == 0 {
 			return nil, middleware.Fail(CodeAgentNotFound, "agent %s is not registered", uid)
 		}
 	}
-	keys := make([]signer.JWK, 0, len(rows))
+	keys := make([]signer.PublicKey, 0, len(rows))
 	for _, row := range rows {
 		pk, err := row.PublicKey()
 		if err != nil {
 			return nil, err
 		}
-		keys = append(keys, pk.JWK)
+		keys = append(keys, pk)
 	}
 	return keys, nil
 }

@@ -35,6 +35,7 @@ var migrations = []Migration{
 	{ID: "20260223205500", Name: "CreatePublicJwksTable", Migrate: createPublicJwksTable},
 	{ID: "20260301120000", Name: "CreateReplayNoncesTable", Migrate: createReplayNoncesTable},
 	{ID: "20261125120000", Name: "HashReplayNonceKeys", Migrate: hashReplayNonceKeys},
+	{ID: "20261127150000", Name: "CreateDirectorySignaturesTable", Migrate: createDirectorySignaturesTable},
 }
 
 // Migrations returns the schema migrations in order.
@@ -125,6 +126,31 @@ func hashReplayNonceKeys(tx *gorm.DB) error {
 		}
 	}
 	return m.CreateTable(&migrationV2ReplayNonce{})
+}
+
+// migrationV1DirectorySignature is directory_signatures as created by
+// 20261127150000: the signatures agents made over their own key directory
+// responses, removed with their agent (foreign key to agents.uid, ON
+// DELETE CASCADE).
+type migrationV1DirectorySignature struct {
+	ID         uint64           `gorm:"primaryKey"`
+	AgentUID   string           `gorm:"column:agent_uid;size:64;not null;index"`
+	Agent      migrationV1Agent `gorm:"foreignKey:AgentUID;references:UID;constraint:OnUpdate:CASCADE,OnDelete:CASCADE"`
+	Kid        string           `gorm:"column:kid;size:64;not null"`
+	BodyDigest []byte           `gorm:"column:body_digest;not null"`
+	Input      string           `gorm:"column:input;type:text;not null"`
+	Value      []byte           `gorm:"column:value;not null"`
+	CreatedAt  time.Time        `gorm:"column:created_at;not null"`
+	ExpiresAt  time.Time        `gorm:"column:expires_at;not null"`
+}
+
+func (migrationV1DirectorySignature) TableName() string { return "directory_signatures" }
+
+func createDirectorySignaturesTable(tx *gorm.DB) error {
+	if tx.Migrator().HasTable(&migrationV1DirectorySignature{}) {
+		return nil
+	}
+	return tx.Migrator().CreateTable(&migrationV1DirectorySignature{})
 }
 
 // Migrate applies the pending migrations in order, in one transaction (both

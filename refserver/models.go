@@ -85,3 +85,25 @@ func (p PublicJWK) PublicKey() (signer.PublicKey, error) {
 	}
 	return pk, nil
 }
+
+// DirectorySignature is a signature an agent made over its own key
+// directory response (table directory_signatures): the agent holds the
+// private keys, so the server can only store and serve what the agent
+// signed. BodyDigest is the SHA-256 of the exact directory body the
+// signature covers (through Content-Digest): a row whose digest is not
+// the body being served is never served. Input is the Signature-Input
+// inner list as this server re-serialized it; CreatedAt and ExpiresAt are
+// its created and expires parameters.
+type DirectorySignature struct {
+	ID         uint64    `gorm:"primaryKey"`
+	AgentUID   string    `gorm:"column:agent_uid;size:64;not null;index"`
+	Kid        string    `gorm:"column:kid;size:64;not null"`
+	BodyDigest []byte    `gorm:"column:body_digest;not null"`
+	Input      string    `gorm:"column:input;type:text;not null"`
+	Value      []byte    `gorm:"column:value;not null"`
+	CreatedAt  time.Time `gorm:"column:created_at;not null"`
+	ExpiresAt  time.Time `gorm:"column:expires_at;not null"`
+}
+
+// TableName implements gorm's tabler.
+func (DirectorySignature) TableName() string { return "directory_signatures" }

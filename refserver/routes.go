@@ -28,6 +28,7 @@ func (s *Server) routes() http.Handler {
 	s.handle(api, "/readyz", methods{http.MethodGet: s.ready})
 	s.handle(api, "/agents", methods{http.MethodPost: s.limitRegistration(s.registerAgent)})
 	s.handle(api, "/agents/{uid}/keys", methods{http.MethodPut: s.rotateKeys})
+	s.handle(api, "/agents/{uid}/directory-signatures", methods{http.MethodPut: s.refreshDirectorySignatures})
 	s.whoamiRoute = s.handle(api, "/whoami", methods{http.MethodGet: s.whoami, http.MethodPost: s.whoami})
 	if s.cfg.VestauthCompat {
 		s.compatRoutes(api)
