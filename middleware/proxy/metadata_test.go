@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/middleware/proxy"
 	"github.com/agentid/agentid/signer"
 )
 
@@ -33,5 +34,52 @@ func TestProxyPassesSignedAgentMetadata(t *testing.T) {
 	}
 	if h.Get("X-Agent-Metadata-Spoofed") != "" || len(h.Values("X-Agent-Metadata-Operator")) != 1 {
 		t.Errorf("a client-sent X-Agent-Metadata-* header reached upstream: %v", h)
+	}
+}
+
+// TestMetadataUncoveredMemberAttack: the signature covers only the purpose
+// member of Signed-Agent-Metadata; a role member added after signing
+// verifies (the covered member is unchanged) but is not the agent's word,
+// so it never reaches upstream, in the reverse proxy or in a forward-auth
+// answer.
+func TestMetadataUncoveredMemberAttack(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	px := newProxy(t, middleware.Required, up, nil)
+	fa := startProxyConfig(t, middleware.Required, proxy.Config{ForwardAuth: proxy.FrontTraefik}, nil)
+	sign := func(base string) *http.Request {
+		r, err := http.NewRequest(http.MethodGet, base+"/things", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Host = "api.example.com"
+		r.Header.Set(signer.MetadataHeader, `purpose="search"`)
+		if err := signer.Sign(r, key, signer.Options{SignatureAgent: testOrigin, Now: clock,
+			Components: []string{"@authority", `"signed-agent-metadata";key="purpose"`}}); err != nil {
+			t.Fatal(err)
+		}
+		r.Header.Set(signer.MetadataHeader, `purpose="search", role="admin"`) // added after signing
+		return r
+	}
+	resp, body := do(t, sign(px.URL))
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("reverse proxy: %d %s", resp.StatusCode, body)
+	}
+	seen := up.requests()
+	if len(seen) != 1 {
+		t.Fatalf("upstream saw %d requests, want 1", len(seen))
+	}
+	if h := seen[0]; h.Get("X-Agent-Metadata-Purpose") != "search" || len(h.Values("X-Agent-Metadata-Role")) != 0 {
+		t.Errorf("reverse proxy: upstream got %v, want X-Agent-Metadata-Purpose only", agentHeaderNames(h))
+	}
+
+	orig := sign("https://api.example.com")
+	extra := map[string]string{"X-Forwarded-Method": "GET", "X-Forwarded-Host": "api.example.com", "X-Forwarded-Uri": orig.URL.RequestURI(), "X-Forwarded-For": "192.0.2.7"}
+	resp, body = do(t, subrequest(t, fa.URL, orig.Header, extra))
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("forward-auth: %d %s", resp.StatusCode, body)
+	}
+	if resp.Header.Get("X-Agent-Metadata-Purpose") != "search" || len(resp.Header.Values("X-Agent-Metadata-Role")) != 0 {
+		t.Errorf("forward-auth: answer %v, want X-Agent-Metadata-Purpose only", agentHeaderNames(resp.Header))
 	}
 }
