@@ -25,6 +25,12 @@
 // As a forward-auth endpoint it answers only the addresses of the proxy in
 // front of it and reads only that proxy's headers (Config.ForwardAuth).
 //
+// In both roles a request whose path is not normal (middleware.CheckPath:
+// a dot segment, "//", an encoded "/" or ".", a backslash, ";", …) is
+// refused with 400 invalid_request before it is verified: the path the
+// rules matched is then the path forwarded, and the path the service
+// reads, however it normalises.
+//
 // Config.Decide gives an owner's rules (package rules) the last word on
 // each verified request; the access log then records the answer the
 // client got, refusals by the rules included, in one line per request.
@@ -319,6 +325,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	stripAgentHeaders(r.Header)
+	if err := middleware.CheckPath(r.URL); err != nil {
+		h.cfg.Verifier.WriteError(sw, err)
+		h.observe(r, sw.Status, &middleware.Result{Request: r, Verdict: middleware.Invalid, Err: err}, nil, nil, start)
+		return
+	}
 	res := h.cfg.Verifier.Check(r)
 	if !res.Passed {
 		h.cfg.Verifier.WriteError(sw, res.Err)
@@ -594,6 +605,9 @@ func originalRequest(r *http.Request, front Front) (*http.Request, *middleware.E
 	u, err := url.ParseRequestURI(uri)
 	if err != nil {
 		return nil, middleware.Fail(middleware.CodeInvalidRequest, "the original URI %q does not parse", signer.Truncate(uri))
+	}
+	if err := middleware.CheckPath(u); err != nil {
+		return nil, err
 	}
 	u.Scheme, u.Host = proto, host
 	orig := r.Clone(r.Context())

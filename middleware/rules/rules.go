@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -36,7 +37,10 @@ import (
 // Route gives the paths under Prefix their own mode.
 type Route struct {
 	// Prefix is a path prefix such as "/api/" or "/"; it matches the
-	// request path byte for byte.
+	// request path (decoded once) byte for byte. Only normal paths are
+	// matched (middleware.CheckPath): a request whose path is not normal is
+	// refused (400 invalid_request) before any route is looked up, so the
+	// path a route matched is the path the service reads.
 	Prefix string
 	// Mode is what the route requires: Required refuses requests that are
 	// not verified, Optional refuses only invalid signatures, Observe
@@ -105,6 +109,9 @@ func New(cfg Config) (*Gate, error) {
 		if !strings.HasPrefix(r.Prefix, "/") {
 			return nil, fmt.Errorf("rules: route prefix %q must start with /", r.Prefix)
 		}
+		if err := middleware.CheckPath(&url.URL{Path: r.Prefix}); err != nil {
+			return nil, fmt.Errorf("rules: route prefix %q: %s", r.Prefix, err.Message)
+		}
 		if seen[r.Prefix] {
 			return nil, fmt.Errorf("rules: route prefix %q is listed twice", r.Prefix)
 		}
@@ -150,8 +157,8 @@ func (g *Gate) SetRefuse(refuse func(http.ResponseWriter, error)) {
 	}
 }
 
-// Mode returns the mode of path: the longest matching route's, else
-// Config.Mode.
+// Mode returns the mode of path (a normal path, as Decide checks it): the
+// longest matching route's, else Config.Mode.
 func (g *Gate) Mode(path string) middleware.Mode {
 	for _, r := range g.routes {
 		if strings.HasPrefix(path, r.Prefix) {
@@ -174,12 +181,16 @@ type Decision struct {
 }
 
 // Decide applies the rules to r, whose verification outcome is res (nil:
-// not verified, as unsigned). Checks run in order: the route's mode, the
+// not verified, as unsigned). Checks run in order: the path (one that is
+// not normal is refused, 400 invalid_request), the route's mode, the
 // deny list, DenyCards, the allow list, then the rate limit (spent only
 // by requests that would otherwise pass).
 func (g *Gate) Decide(r *http.Request, res *middleware.Result) Decision {
 	if res == nil {
 		res = &middleware.Result{Verdict: middleware.Unsigned, Err: middleware.Fail(middleware.CodeMissingSignature, "the request is not signed")}
+	}
+	if err := middleware.CheckPath(r.URL); err != nil {
+		return Decision{Err: err}
 	}
 	mode := g.Mode(r.URL.Path)
 	switch {
