@@ -93,15 +93,17 @@ type Front string
 const (
 	// FrontNginx reads X-Original-Method, X-Original-URI, the Host header
 	// and, if present, X-Original-Proto (https when absent), as the
-	// auth_request snippet of the README sets them. X-Forwarded-* are
+	// auth_request snippet of the README sets them, and X-Forwarded-For
+	// (the client's address, $remote_addr). Other X-Forwarded-* are
 	// ignored.
 	FrontNginx Front = "nginx"
-	// FrontTraefik reads X-Forwarded-Method, -Proto, -Host and -Uri, which
-	// Traefik's ForwardAuth sets (overwriting the client's).
+	// FrontTraefik reads X-Forwarded-Method, -Proto, -Host, -Uri and -For,
+	// which Traefik's ForwardAuth sets (overwriting the client's; -For ends
+	// with the client's address).
 	FrontTraefik Front = "traefik"
-	// FrontCaddy reads X-Forwarded-Method, -Uri, -Host and -Proto, which
-	// Caddy's forward_auth and reverse_proxy set (overwriting the
-	// client's).
+	// FrontCaddy reads X-Forwarded-Method, -Uri, -Host, -Proto and -For,
+	// which Caddy's forward_auth and reverse_proxy set (overwriting the
+	// client's; -For ends with the client's address).
 	FrontCaddy Front = "caddy"
 )
 
@@ -133,12 +135,15 @@ type Config struct {
 	// 403 when that status is neither 401 nor 403). For Caddy, a 200 carries
 	// every X-Agent-* header, empty when it does not apply.
 	// The original request is rebuilt from the front's headers only (see
-	// Front). Subrequests carry no body: a signature covering
+	// Front); its RemoteAddr, which per-address limits read, is the last
+	// X-Forwarded-For entry (the front's own address if there is none).
+	// Its path must be normal (middleware.CheckPath), else 400
+	// invalid_request. Subrequests carry no body: a signature covering
 	// content-digest cannot be checked this way and is refused
-	// (invalid_signature_input). A forward-auth endpoint cannot remove
-	// headers from the original request, so one carrying any X-Agent-*
-	// header (in any spelling) is refused (forbidden) unless the verifier
-	// is in Observe mode, where it passes as invalid.
+	// (invalid_signature_input; passed as invalid in Observe mode). A
+	// forward-auth endpoint cannot remove headers from the original
+	// request, so one carrying any X-Agent-* header (in any spelling) is
+	// refused (forbidden), in every mode: the service would read them.
 	ForwardAuth Front
 	// ForwardAuthFrom lists the addresses whose subrequests are answered;
 	// others get 403 forbidden. If nil, loopback only (127.0.0.0/8, ::1).
@@ -274,6 +279,7 @@ func New(cfg Config) (*Handler, error) {
 			pr.Out.Host = pr.In.Host // the upstream sees the host the client asked for
 			pr.SetXForwarded()
 			stripAgentHeaders(pr.Out.Header)
+			stripAgentHeaders(pr.Out.Trailer) // declared trailers are sent too
 			if st, ok := pr.In.Context().Value(stateKey{}).(*requestState); ok {
 				h.setAgentHeaders(pr.Out.Header, st.res)
 			}
@@ -422,9 +428,10 @@ func (h *Handler) allowed(remoteAddr string) (string, bool) {
 
 // precheck refuses, before any verification (so no nonce is spent), what a
 // forward-auth endpoint cannot handle: X-Agent-* headers it cannot remove
-// from the original request, and signatures over the body it never sees
-// (among those the verifier would check, as signed parsed them). It
-// returns nil when the request may be verified.
+// from the original request (refused in every mode), and signatures over
+// the body it never sees (among those the verifier would check, as signed
+// parsed them; invalid, passed in Observe mode). It returns nil when the
+// request may be verified.
 func (h *Handler) precheck(orig *http.Request, signed *middleware.Signed) *middleware.Result {
 	var err *middleware.Error
 	if names := agentHeaders(orig.Header); len(names) > 0 {
@@ -437,7 +444,12 @@ func (h *Handler) precheck(orig *http.Request, signed *middleware.Signed) *middl
 	if err == nil {
 		return nil
 	}
-	return &middleware.Result{Request: orig, Verdict: middleware.Invalid, Err: err, Passed: h.cfg.Verifier.Mode() == middleware.Observe}
+	// Even in Observe mode (which the rules use: an observe route lets an
+	// invalid request through), X-Agent-* headers of the client would
+	// reach the service: refused in every mode. A signature over the body
+	// only passes as invalid in Observe mode.
+	passed := h.cfg.Verifier.Mode() == middleware.Observe && err.Code != middleware.CodeForbidden
+	return &middleware.Result{Request: orig, Verdict: middleware.Invalid, Err: err, Passed: passed}
 }
 
 // refuse writes a forward-auth refusal: the verifier's JSON error body
@@ -582,8 +594,40 @@ var frontHeaders = map[Front]string{
 	FrontCaddy:   "X-Forwarded-Method, X-Forwarded-Uri and X-Forwarded-Host (Caddy forward_auth sets them)",
 }
 
+// frontClientHeader says, for a refusal, how each front hands over the
+// client's address.
+var frontClientHeader = map[Front]string{
+	FrontNginx:   "proxy_set_header X-Forwarded-For $remote_addr in the auth location",
+	FrontTraefik: "Traefik ForwardAuth sets it",
+	FrontCaddy:   "Caddy forward_auth sets it",
+}
+
+// forwardedClient reads the client's address from a subrequest's
+// X-Forwarded-For: its rightmost entry, which each front sets (or appends)
+// as the address the original request came from. A subrequest is read
+// only from a trusted front (Config.ForwardAuthFrom), so a client's own
+// entries, further left, are never read.
+func forwardedClient(hd http.Header) (netip.Addr, bool) {
+	lines := hd.Values("X-Forwarded-For")
+	if len(lines) == 0 {
+		return netip.Addr{}, false
+	}
+	last := lines[len(lines)-1]
+	if i := strings.LastIndexByte(last, ','); i >= 0 {
+		last = last[i+1:]
+	}
+	last = strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(last), "["), "]")
+	a, err := netip.ParseAddr(last)
+	if err != nil || a.Zone() != "" {
+		return netip.Addr{}, false
+	}
+	return a.Unmap(), true
+}
+
 // originalRequest rebuilds the request an auth subrequest stands for, from
-// the headers of front only.
+// the headers of front only, with the client's address as its RemoteAddr
+// (the front's own address when it sends no X-Forwarded-For: every client
+// then shares one per-address budget).
 func originalRequest(r *http.Request, front Front) (*http.Request, *middleware.Error) {
 	hd := r.Header
 	var method, uri, host, proto string
@@ -609,9 +653,17 @@ func originalRequest(r *http.Request, front Front) (*http.Request, *middleware.E
 	if err := middleware.CheckPath(u); err != nil {
 		return nil, err
 	}
+	client, ok := forwardedClient(hd)
+	if !ok && len(hd.Values("X-Forwarded-For")) > 0 {
+		return nil, middleware.Fail(middleware.CodeInvalidRequest, "the X-Forwarded-For of a forward-auth request from %s must end with the address of the client (%s)", front, frontClientHeader[front])
+	}
 	u.Scheme, u.Host = proto, host
 	orig := r.Clone(r.Context())
 	orig.Method, orig.URL, orig.Host, orig.RequestURI = method, u, host, uri
+	if ok {
+		// Per-address limits then key on the client, not on the front.
+		orig.RemoteAddr = netip.AddrPortFrom(client, 0).String()
+	}
 	orig.Body, orig.ContentLength = http.NoBody, 0
 	return orig, nil
 }

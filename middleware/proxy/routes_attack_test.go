@@ -2,6 +2,8 @@ package proxy_test
 
 import (
 	"bufio"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -10,8 +12,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/middleware/agentlimit"
 	"github.com/agentid/agentid/middleware/proxy"
 	"github.com/agentid/agentid/middleware/rules"
 )
@@ -177,6 +181,127 @@ func TestForwardAuthRouteBypassByPathAttack(t *testing.T) {
 					t.Errorf("%s: %d %s, want 400 invalid_request", what, resp.StatusCode, body)
 				}
 			}
+		}
+	}
+}
+
+// TestForwardAuthObserveRouteAgentHeadersAttack: behind nginx, whose
+// auth_request cannot remove the client's headers from the request it
+// then proxies, a client's own X-Agent-Metadata-Role on an observe route
+// (the rules run the verifier in Observe mode) is refused, never answered
+// 200: the service would read it as the proxy's word.
+func TestForwardAuthObserveRouteAgentHeadersAttack(t *testing.T) {
+	t.Parallel()
+	g, err := rules.New(rules.Config{Mode: middleware.Required, Routes: []rules.Route{{Prefix: "/public/", Mode: middleware.Observe}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := startProxyConfig(t, middleware.Observe, proxy.Config{ForwardAuth: proxy.FrontNginx, Decide: g.Apply}, nil)
+	for _, name := range []string{"X-Agent-Metadata-Role", "X-Agent-Uid", "x-agent-id", "X_Agent_Verdict"} {
+		for _, sign := range []bool{false, true} {
+			sig := http.Header{}
+			if sign {
+				sig = signFor(t, "GET", "/public/x")
+			}
+			extra := map[string]string{"X-Original-Method": "GET", "X-Original-URI": "/public/x", "Host": "api.example.com", "X-Forwarded-For": "192.0.2.7", name: "admin"}
+			resp, body := do(t, subrequest(t, px.URL, sig, extra))
+			if resp.StatusCode != http.StatusForbidden || errorCode(body) != "forbidden" {
+				t.Errorf("%s (signed %v) on an observe route: %d %s, want 403 forbidden", name, sign, resp.StatusCode, body)
+			}
+		}
+	}
+	// Without them the observe route passes.
+	resp, body := do(t, subrequest(t, px.URL, nil, map[string]string{"X-Original-Method": "GET", "X-Original-URI": "/public/x", "Host": "api.example.com", "X-Forwarded-For": "192.0.2.7"}))
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("observe route, no X-Agent-* header: %d %s, want 200", resp.StatusCode, body)
+	}
+}
+
+// TestReverseProxyAgentTrailersAttack: X-Agent-* fields a client sends as
+// trailers of a chunked body never reach the service either, in any mode.
+func TestReverseProxyAgentTrailersAttack(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []middleware.Mode{middleware.Optional, middleware.Observe} {
+		var mu sync.Mutex
+		var trailers []http.Header
+		up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body)
+			mu.Lock()
+			trailers = append(trailers, r.Trailer.Clone())
+			mu.Unlock()
+		}))
+		t.Cleanup(up.Close)
+		upURL, _ := url.Parse(up.URL)
+		px := startProxyConfig(t, mode, proxy.Config{Upstream: upURL}, nil)
+		c, err := net.Dial("tcp", px.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := "POST /things HTTP/1.1\r\nHost: api.example.com\r\nTransfer-Encoding: chunked\r\nTrailer: X-Agent-Uid, X-Agent-Metadata-Role\r\nConnection: close\r\n\r\n" +
+			"2\r\nhi\r\n0\r\nX-Agent-Uid: agent-ffffffffffffffffffffffff\r\nX-Agent-Metadata-Role: admin\r\n\r\n"
+		status, _, body, _, err := rawExchange(t, c, bufio.NewReader(c), http.MethodPost, req)
+		c.Close()
+		if err != nil || status != http.StatusOK {
+			t.Fatalf("%s: %d %s %v", mode, status, body, err)
+		}
+		mu.Lock()
+		for _, tr := range trailers {
+			if names := agentHeaderNames(tr); len(names) > 0 {
+				t.Errorf("%s: the upstream got trailers %v", mode, names)
+			}
+		}
+		if len(trailers) != 1 {
+			t.Errorf("%s: upstream got %d requests, want 1", mode, len(trailers))
+		}
+		mu.Unlock()
+	}
+}
+
+// TestForwardAuthClientAddressAttack: behind a front, every subrequest
+// comes from the front's address; the per-address limit keys on the
+// client the front names (the rightmost X-Forwarded-For entry, read only
+// from a trusted front), so three requests from one client do not get the
+// next client 429. A client's own X-Forwarded-For entries (further left)
+// change nothing.
+func TestForwardAuthClientAddressAttack(t *testing.T) {
+	t.Parallel()
+	for _, front := range proxy.Fronts {
+		lim, err := agentlimit.New(agentlimit.Config{Address: agentlimit.Limit{Quota: 3, Window: time.Hour}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := rules.New(rules.Config{Mode: middleware.Optional, Limiter: lim})
+		if err != nil {
+			t.Fatal(err)
+		}
+		px := startProxyConfig(t, middleware.Observe, proxy.Config{ForwardAuth: front, Decide: g.Apply}, nil)
+		send := func(xff string) int {
+			extra := map[string]string{"X-Original-Method": "GET", "X-Original-URI": "/x", "Host": "api.example.com",
+				"X-Forwarded-Method": "GET", "X-Forwarded-Uri": "/x", "X-Forwarded-Host": "api.example.com", "X-Forwarded-For": xff}
+			resp, _ := do(t, subrequest(t, px.URL, nil, extra))
+			return resp.StatusCode
+		}
+		want429 := http.StatusTooManyRequests
+		if front == proxy.FrontNginx {
+			want429 = http.StatusForbidden // with X-Agent-Refusal-Status 429
+		}
+		for i := 0; i < 3; i++ {
+			// The client's own entry on the left is not its address.
+			if got := send(fmt.Sprintf("10.9.9.%d, 198.51.100.1", i)); got != http.StatusOK {
+				t.Fatalf("%s: request %d from the first client: %d, want 200", front, i+1, got)
+			}
+		}
+		if got := send("198.51.100.1"); got != want429 {
+			t.Errorf("%s: 4th request from the first client: %d, want %d", front, got, want429)
+		}
+		if got := send("198.51.100.2"); got != http.StatusOK {
+			t.Errorf("%s: first request from the next client: %d, want 200", front, got)
+		}
+		if got := send("2001:db8::1"); got != http.StatusOK {
+			t.Errorf("%s: first request from an IPv6 client: %d, want 200", front, got)
+		}
+		if got := send("not-an-address"); got == http.StatusOK {
+			t.Errorf("%s: X-Forwarded-For not ending with an address: 200, want a refusal", front)
 		}
 	}
 }
