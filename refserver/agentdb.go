@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 )
 
 // deleteBatch is how many agents one statement of DeleteAgents removes.
@@ -60,7 +61,18 @@ func (a *AgentDB) DeleteAgents(ctx context.Context, uids []string) (int, error) 
 			if err := tx.Where("agent_uid IN ?", batch).Delete(&DirectorySignature{}).Error; err != nil {
 				return err
 			}
-			if err := tx.Where("agent_uid IN ?", batch).Delete(&PublicJWK{}).Error; err != nil {
+			var deleted []PublicJWK
+			if err := tx.Clauses(clause.Returning{Columns: []clause.Column{{Name: "kid"}, {Name: "agent_uid"}}}).
+				Where("agent_uid IN ?", batch).Delete(&deleted).Error; err != nil {
+				return err
+			}
+			// Every instance drops the deleted keys it caches (see
+			// keychanges.go).
+			changes := make([]KeyChange, len(deleted))
+			for i, k := range deleted {
+				changes[i] = KeyChange{Kid: k.Kid, AgentUID: k.AgentUID, Change: changeDelete, Actor: "idcli bench cleanup"}
+			}
+			if err := logChanges(tx, changes); err != nil {
 				return err
 			}
 			res := tx.Where("uid IN ?", batch).Delete(&Agent{})

@@ -213,11 +213,17 @@ func (s *Server) rotateKeys(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) rotateAgent(ctx context.Context, uid, signingKid string, pk signer.PublicKey, sigs []DirectorySignature) error {
 	revoked, err := s.rotate(ctx, uid, signingKid, pk, sigs)
 	s.keys.forget(append(revoked, pk.JWK.Kid)...)
+	s.forgetDirectory(uid)
+	return err
+}
+
+// forgetDirectory drops this instance's rendered directory of uid and any
+// read of it in flight, whose answer was read before a change.
+func (s *Server) forgetDirectory(uid string) {
 	if s.dirs != nil {
 		s.dirs.Remove(uid) // bumps the generation a read in flight caches under
 	}
 	s.dirGroup.Forget(uid)
-	return err
 }
 
 // errKeyRegistered marks a rotation refused because the new key is
@@ -273,7 +279,14 @@ func (s *Server) rotate(ctx context.Context, uid, signingKid string, pk signer.P
 		if err := replaceDirectorySignatures(tx, uid, sigs); err != nil {
 			return err
 		}
-		return tx.Model(&Agent{}).Where("uid = ?", uid).Update("updated_at", now).Error
+		if err := tx.Model(&Agent{}).Where("uid = ?", uid).Update("updated_at", now).Error; err != nil {
+			return err
+		}
+		changes := make([]KeyChange, len(revoked))
+		for i, kid := range revoked {
+			changes[i] = KeyChange{Kid: kid, AgentUID: uid, Change: changeRotate, Actor: "rotation by the agent"}
+		}
+		return logChanges(tx, changes)
 	})
 	var me *middleware.Error
 	switch {

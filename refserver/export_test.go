@@ -2,6 +2,7 @@ package refserver
 
 import (
 	"context"
+	"time"
 
 	"github.com/agentid/agentid/signer"
 )
@@ -26,3 +27,14 @@ var InstrumentGorm = instrumentGorm
 // Parses returns how many requests had their signature fields parsed for
 // a route that checks them with CheckSigned.
 func (s *Server) Parses() int64 { return s.parses.Load() }
+
+// ManualKeySync leaves the change log of the server built with c unread
+// until the test calls SyncChanges.
+func ManualKeySync(c *Config) { c.manualKeySync = true }
+
+// SyncChanges reads the change log once, as the background reader does,
+// and reports whether the read completed.
+func (k *DBKeySource) SyncChanges(ctx context.Context) bool { return k.changes.Sync(ctx) }
+
+// SetMonoClock replaces the monotonic clock of the change log's bounds.
+func (k *DBKeySource) SetMonoClock(now func() time.Duration) { k.changes.mono = now }

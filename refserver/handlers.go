@@ -187,13 +187,16 @@ func etagMatches(headers []string, etag string) bool {
 // agent_not_found when the agent does not exist.
 func activeKeys(db *gorm.DB, uid string) ([]signer.PublicKey, error) {
 	var rows []PublicJWK
-	err := db.Where("agent_uid = ? AND revoked_at IS NULL", uid).Order("created_at, id").Find(&rows).Error
+	// A disabled agent's directory is 404, as an unknown agent's.
+	err := db.Where("agent_uid = ? AND revoked_at IS NULL", uid).
+		Where("EXISTS (SELECT 1 FROM agents WHERE agents.uid = public_jwks.agent_uid AND agents.disabled_at IS NULL)").
+		Order("created_at, id").Find(&rows).Error
 	if err != nil {
 		return nil, dbUnavailable(err)
 	}
 	if len(rows) == 0 {
 		var n int64
-		if err := db.Model(&Agent{}).Where("uid = ?", uid).Count(&n).Error; err != nil {
+		if err := db.Model(&Agent{}).Where("uid = ? AND disabled_at IS NULL", uid).Count(&n).Error; err != nil {
 			return nil, dbUnavailable(err)
 		}
 		if n == 0 {

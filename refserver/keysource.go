@@ -2,9 +2,10 @@ package refserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/agentid/agentid/middleware"
@@ -16,20 +17,28 @@ import (
 
 // Key cache bounds of the database key source.
 const (
-	// DefaultKeyCacheTTL is how long a key looked up in the database is
-	// reused when Config.KeyCacheTTL is 0.
+	// DefaultKeyCacheTTL is how long a kid that no agent holds is
+	// remembered as unknown, and a rendered directory reused, when
+	// Config.KeyCacheTTL is 0.
 	DefaultKeyCacheTTL = 250 * time.Millisecond
-	// MaxKeyCacheTTL is the longest KeyCacheTTL accepted: with the lookup
-	// itself it keeps a key revoked through another instance refused
-	// everywhere within 1 s.
+	// MaxKeyCacheTTL is the longest KeyCacheTTL accepted: a key registered
+	// through another instance is known everywhere within it.
 	MaxKeyCacheTTL = 500 * time.Millisecond
+	// DefaultKeyCacheSize is how many keys the database key source caches
+	// when Config.KeyCacheSize is 0.
+	DefaultKeyCacheSize = 100_000
+	// KeyCacheEntryBytes is about the memory one cached key takes: 2,044
+	// bytes measured by BenchmarkKeyCacheEntryBytes (the entry, its uid
+	// and JWK strings, the cache's bookkeeping, and most of it the
+	// expanded form of the Ed25519 key that makes each verification
+	// cheaper). DefaultKeyCacheSize keys take about 200 MB.
+	KeyCacheEntryBytes = 2048
 )
 
 // Bounds of the server's short-lived caches; past one, the least recently
 // used entry makes room.
 const (
-	// maxCacheEntries bounds the key cache (by kid) and the rendered
-	// directories (by uid).
+	// maxCacheEntries bounds the rendered directories (by uid).
 	maxCacheEntries = 100_000
 	// maxUnknownKeys bounds the negative cache of kids no agent holds.
 	maxUnknownKeys = 10_000
@@ -39,24 +48,24 @@ const (
 // resolves the keys of this server's own agents with one indexed query and
 // no HTTP call.
 //
-// Found keys (active or revoked) are cached by kid for a short TTL
-// (Config.KeyCacheTTL, at most 500 ms, measured with the server's clock), so
-// a burst of requests by one agent costs one query per TTL; concurrent
-// lookups of one uncached kid share one query. A cached key used after half
-// its TTL is read again in the background while the cached copy keeps
-// answering (never past its TTL), so the requests of a busy agent do not
-// all wait for the database each time its entry expires; that costs at
-// most two queries per kid per TTL. A kid that no agent holds
-// is remembered as unknown for the same TTL (at most 10,000 such kids, least
-// recently used dropped first), so requests with made-up kids cost at most
-// one query per kid per TTL; the lookup is by kid alone (a kid belongs to
+// Found keys (active, revoked, or of a disabled agent) are cached by kid
+// until a change names them: each instance reads the database's change log
+// (key_changes) with one query every 250 ms, whatever the number of
+// agents, and drops the keys it names; a cached verdict is used only while
+// the last complete read of the log began less than 750 ms ago, so a key
+// revoked (or an agent disabled) through any instance is refused by every
+// instance within 1 s, even when the log cannot be read (lookups then read
+// the database each time). The cache holds at most Config.KeyCacheSize
+// keys (least recently used dropped first; KeyCacheEntryBytes each).
+// Concurrent lookups of one uncached kid share one query. A kid that no
+// agent holds is remembered as unknown for Config.KeyCacheTTL (at most
+// 10,000 such kids), so requests with made-up kids cost at most one query
+// per kid per TTL, and a key registered through another instance is known
+// everywhere within the TTL; the lookup is by kid alone (a kid belongs to
 // at most one agent), so one entry answers for every (uid, kid) pair with
 // that kid. A registration or rotation through this Server forgets what
 // this instance holds of the kids it adds or revokes (cached entries and
-// lookups in flight) when it commits; one through another instance is
-// seen here once the entries expire, so a revoked key is refused by every
-// instance within the TTL plus one query, and a newly registered key is
-// known everywhere as quickly.
+// lookups in flight) when it commits.
 // It is safe for concurrent use.
 type DBKeySource struct {
 	db      *gorm.DB
@@ -65,23 +74,21 @@ type DBKeySource struct {
 
 	originPrefix string // "<scheme>://"
 
-	cache        *lru.Cache[string, keyEntry] // kid → row verdict; nil: no cache
-	unknown      *lru.Cache[string, struct{}] // kids with no row; nil when cache is nil
-	now          func() time.Time
-	refreshAfter time.Duration      // age of a cached entry that is read again in the background
-	observe      func(hit bool)     // nil: not counted
-	group        singleflight.Group // by kid: lookups and refreshes of one kid share one query
+	cache   *lru.Cache[string, keyEntry] // kid → row verdict; nil: no cache
+	unknown *lru.Cache[string, struct{}] // kids with no row; nil when cache is nil
+	changes *changeFeed                  // nil when cache is nil
+	onAgent func(uid string)             // called for each agent the change log names
+	observe func(hit bool)               // nil: not counted
+	group   singleflight.Group           // by kid: lookups of one kid share one query
 }
 
 // keyEntry is a cached lookup: the owner and key of a kid, and whether it
-// was revoked.
+// was revoked or its agent disabled.
 type keyEntry struct {
-	uid     string
-	pk      signer.PublicKey
-	revoked bool
-
-	cached     time.Time    // when the entry was cached
-	refreshing *atomic.Bool // set by the lookup that starts its refresh
+	uid      string
+	pk       signer.PublicKey
+	revoked  bool
+	disabled bool
 }
 
 // NewDBKeySource returns an uncached key source for the agents of the
@@ -91,17 +98,57 @@ func NewDBKeySource(db *gorm.DB, hostname string) (*DBKeySource, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newDBKeySource(db, service, DefaultDBTimeout, 0, time.Now, nil), nil
+	return newDBKeySource(keySourceConfig{db: db, service: service, timeout: DefaultDBTimeout}), nil
 }
 
-func newDBKeySource(db *gorm.DB, service signer.ServiceURL, timeout, ttl time.Duration, now func() time.Time, observe func(bool)) *DBKeySource {
-	k := &DBKeySource{db: db, service: service, timeout: timeout, observe: observe,
-		originPrefix: service.Scheme + "://", now: now, refreshAfter: ttl / 2}
-	if ttl > 0 {
-		k.cache = lru.New[string, keyEntry](maxCacheEntries, ttl, now)
-		k.unknown = lru.New[string, struct{}](maxUnknownKeys, ttl, now)
+// keySourceConfig configures newDBKeySource.
+type keySourceConfig struct {
+	db         *gorm.DB
+	service    signer.ServiceURL
+	timeout    time.Duration
+	unknownTTL time.Duration // 0: no cache at all
+	size       int
+	now        func() time.Time
+	log        *slog.Logger
+	observe    func(bool)
+	manualSync bool
+}
+
+func newDBKeySource(c keySourceConfig) *DBKeySource {
+	k := &DBKeySource{db: c.db, service: c.service, timeout: c.timeout, observe: c.observe,
+		originPrefix: c.service.Scheme + "://"}
+	if c.unknownTTL > 0 {
+		if c.size <= 0 {
+			c.size = DefaultKeyCacheSize
+		}
+		if c.log == nil {
+			c.log = slog.New(slog.DiscardHandler)
+		}
+		k.cache = lru.New[string, keyEntry](c.size, 0, nil)
+		k.unknown = lru.New[string, struct{}](maxUnknownKeys, c.unknownTTL, c.now)
+		k.changes = newChangeFeed(c.db, c.log, k.applyChanges, k.purge)
+		k.changes.manual = c.manualSync
 	}
 	return k
+}
+
+// applyChanges drops what this instance holds of the keys and agents rows
+// name.
+func (k *DBKeySource) applyChanges(rows []KeyChange) {
+	for _, r := range rows {
+		if r.Kid != "" {
+			k.forget(r.Kid)
+		}
+		if k.onAgent != nil {
+			k.onAgent(r.AgentUID)
+		}
+	}
+}
+
+// purge drops every cached verdict.
+func (k *DBKeySource) purge() {
+	k.cache.Purge() // bumps the generation lookups in flight cache under
+	k.unknown.Purge()
 }
 
 // Key implements middleware.KeySource. The key set must be one of this
@@ -131,6 +178,10 @@ func (k *DBKeySource) Key(ctx context.Context, set signer.KeySet, keyID string) 
 	if !found || e.uid != uid {
 		return signer.PublicKey{}, signer.ErrUnknownKey
 	}
+	if e.disabled {
+		return signer.PublicKey{}, &middleware.Error{Code: middleware.CodeForbidden,
+			Message: fmt.Sprintf("agent %s has been disabled by the operator of this service", uid), Err: errAgentDisabled}
+	}
 	if e.revoked {
 		return signer.PublicKey{}, signer.ErrRevokedKey
 	}
@@ -144,7 +195,7 @@ func (k *DBKeySource) KeyCached(set signer.KeySet, keyID string) bool {
 	if _, err := k.agentOf(set); err != nil || keyID == "" || len(keyID) > 64 {
 		return true
 	}
-	if k.cache == nil {
+	if k.cache == nil || !k.changes.fresh() {
 		return false
 	}
 	if _, ok := k.cache.Get(keyID); ok {
@@ -180,22 +231,24 @@ func (k *DBKeySource) lookup(ctx context.Context, kid string) (keyEntry, bool, e
 	if k.cache == nil {
 		return k.query(ctx, kid)
 	}
-	e, found := k.cache.Get(kid)
-	hit := found
-	if !found {
-		_, hit = k.unknown.Get(kid)
+	fresh := k.changes.fresh()
+	hit := false
+	var e keyEntry
+	found := false
+	if fresh {
+		if e, found = k.cache.Get(kid); !found {
+			_, hit = k.unknown.Get(kid)
+		}
+		hit = hit || found
 	}
 	if k.observe != nil {
 		k.observe(hit)
 	}
 	if hit {
-		if found && k.now().Sub(e.cached) >= k.refreshAfter && e.refreshing.CompareAndSwap(false, true) {
-			k.load(ctx, kid) // in the background: this caller keeps the cached entry
-		}
 		return e, found, nil
 	}
 	select {
-	case res := <-k.load(ctx, kid):
+	case res := <-k.load(ctx, kid, fresh):
 		r, _ := res.Val.(lookupResult)
 		return r.e, r.found, res.Err
 	case <-ctx.Done():
@@ -203,20 +256,20 @@ func (k *DBKeySource) lookup(ctx context.Context, kid string) (keyEntry, bool, e
 	}
 }
 
-// load reads kid's row and caches the verdict; its result arrives on the
-// channel. One query per kid runs at a time, on a context that outlives
-// any one caller (each caller still gives up on its own ctx).
-func (k *DBKeySource) load(ctx context.Context, kid string) <-chan singleflight.Result {
-	// Read before the query: a registration or rotation committing
-	// meanwhile bumps them, and the (possibly stale) answer is then not
-	// cached.
+// load reads kid's row and, when cache is set, caches the verdict; its
+// result arrives on the channel. One query per kid runs at a time, on a
+// context that outlives any one caller (each caller still gives up on its
+// own ctx).
+func (k *DBKeySource) load(ctx context.Context, kid string, cache bool) <-chan singleflight.Result {
+	// Read before the query: a change applied meanwhile (a rotation
+	// through this instance, a row of the change log, a purge) bumps them,
+	// and the (possibly stale) answer is then not cached.
 	gen, unknownGen := k.cache.Generation(), k.unknown.Generation()
 	return k.group.DoChan(kid, func() (any, error) {
 		e, found, err := k.query(context.WithoutCancel(ctx), kid) // query applies k.timeout
 		switch {
-		case err != nil:
+		case err != nil || !cache:
 		case found:
-			e.cached, e.refreshing = k.now(), new(atomic.Bool)
 			k.cache.AddIfGeneration(kid, e, gen)
 		default:
 			k.unknown.AddIfGeneration(kid, struct{}{}, unknownGen)
@@ -230,21 +283,34 @@ type lookupResult struct {
 	found bool
 }
 
-// query reads kid's row.
+// keyRow is what query reads of a kid: its key row and its agent's
+// disabled_at.
+type keyRow struct {
+	AgentUID   string     `gorm:"column:agent_uid"`
+	JWK        JSON       `gorm:"column:jwk"`
+	Kid        string     `gorm:"column:kid"`
+	RevokedAt  *time.Time `gorm:"column:revoked_at"`
+	DisabledAt *time.Time `gorm:"column:disabled_at"`
+}
+
+// query reads kid's row, with its agent's state, in one indexed query.
 func (k *DBKeySource) query(ctx context.Context, kid string) (keyEntry, bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, k.timeout)
 	defer cancel()
-	var row PublicJWK
-	err := k.db.WithContext(ctx).Where("kid = ?", kid).Take(&row).Error
+	var row keyRow
+	err := k.db.WithContext(ctx).Table("public_jwks").
+		Select("public_jwks.agent_uid, public_jwks.jwk, public_jwks.kid, public_jwks.revoked_at, agents.disabled_at").
+		Joins("JOIN agents ON agents.uid = public_jwks.agent_uid").
+		Where("public_jwks.kid = ?", kid).Take(&row).Error
 	if isNotFound(err) {
 		return keyEntry{}, false, nil
 	}
 	if err != nil {
 		return keyEntry{}, false, dbUnavailable(fmt.Errorf("refserver: key lookup: %w", err))
 	}
-	e := keyEntry{uid: row.AgentUID, revoked: row.RevokedAt != nil}
-	if !e.revoked {
-		if e.pk, err = row.PublicKey(); err != nil {
+	e := keyEntry{uid: row.AgentUID, revoked: row.RevokedAt != nil, disabled: row.DisabledAt != nil}
+	if !e.revoked && !e.disabled {
+		if e.pk, err = (PublicJWK{Kid: row.Kid, JWK: row.JWK}).PublicKey(); err != nil {
 			return keyEntry{}, false, err
 		}
 	}
@@ -252,9 +318,9 @@ func (k *DBKeySource) query(ctx context.Context, kid string) (keyEntry, bool, er
 }
 
 // forget drops what this instance knows of kids, whose rows a registration
-// or rotation has changed (or may have: a failed commit may have
-// committed): their cached keys and unknown verdicts, and any lookup of
-// them in flight, whose answer, read before the change, then reaches
+// or rotation through it, or a row of the change log, says changed (or may
+// have: a failed commit may have committed): their cached keys and unknown
+// verdicts, and any lookup of them in flight, whose answer, read before the change, then reaches
 // neither the cache nor the lookups that begin after forget returns.
 func (k *DBKeySource) forget(kids ...string) {
 	for _, kid := range kids {
@@ -265,6 +331,10 @@ func (k *DBKeySource) forget(kids ...string) {
 		k.group.Forget(kid)
 	}
 }
+
+// errAgentDisabled marks a key refused because an operator disabled its
+// agent.
+var errAgentDisabled = errors.New("refserver: agent disabled")
 
 var (
 	_ middleware.KeySource = (*DBKeySource)(nil)

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/agentid/agentid/middleware"
-	"github.com/agentid/agentid/middleware/metrics"
 	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/refserver/dbtest"
 	"github.com/agentid/agentid/signer"
@@ -140,9 +139,12 @@ func TestUnknownKidNegativeCache(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		clock := newTestClock()
-		e := newTestEnvConfig(t, db, "", func(c *refserver.Config) { c.Now = clock.Now })
+		e := newTestEnvConfig(t, db, "", func(c *refserver.Config) { c.Now = clock.Now; refserver.ManualKeySync(c) })
 		owner := e.register(signertest.Key(81))
 		ks := e.srv.KeySource()
+		if !ks.SyncChanges(context.Background()) {
+			t.Fatal("SyncChanges failed")
+		}
 		queries := countKeyQueries(t, db)
 		ctx := context.Background()
 		set := e.keySet
@@ -204,43 +206,6 @@ func (e *testEnv) keySet(uid string) signer.KeySet {
 		e.t.Fatal(err)
 	}
 	return s
-}
-
-// TestKeyRefreshAhead: a cached key used after half the TTL is read again
-// in the background while the cached entry answers, so lookups past the
-// first entry's TTL are still answered from the cache: a busy agent's
-// requests never wait for the database.
-func TestKeyRefreshAhead(t *testing.T) {
-	t.Parallel()
-	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
-		clock := newTestClock()
-		e := newTestEnvConfig(t, db, "", func(c *refserver.Config) { c.Now = clock.Now; c.Metrics = metrics.NewRegistry() })
-		key := signertest.Key(84)
-		uid := e.register(key)
-		ks := e.srv.KeySource()
-		queries := countKeyQueries(t, db)
-		lookup := func(step string, wantQueries int64) {
-			t.Helper()
-			if _, err := ks.Key(context.Background(), e.keySet(uid), key.KeyID()); err != nil {
-				t.Fatalf("%s: Key: %v", step, err)
-			}
-			ks.WaitKeyLookup(key.KeyID())
-			if got := queries.Load(); got != wantQueries {
-				t.Errorf("%s: %d queries, want %d", step, got, wantQueries)
-			}
-		}
-		const ttl = refserver.DefaultKeyCacheTTL
-		lookup("first lookup", 1)
-		lookup("cached", 1)
-		clock.Advance(ttl / 2)
-		lookup("at half the TTL: refreshed in the background", 2)
-		lookup("refreshed entry", 2)
-		clock.Advance(ttl/2 + ttl/4) // past the first entry's TTL
-		lookup("past the first TTL, at 3/4 of the second: refreshed again", 3)
-		if got := scrape(t, e)[`agentid_key_cache_total{result="miss"}`]; got != 1 {
-			t.Errorf("key cache misses = %v, want 1 (every later lookup answered from the cache)", got)
-		}
-	})
 }
 
 // heldQuery is a statement on public_jwks held by holdNextQuery.

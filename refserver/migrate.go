@@ -36,6 +36,9 @@ var migrations = []Migration{
 	{ID: "20260301120000", Name: "CreateReplayNoncesTable", Migrate: createReplayNoncesTable},
 	{ID: "20261125120000", Name: "HashReplayNonceKeys", Migrate: hashReplayNonceKeys},
 	{ID: "20261127150000", Name: "CreateDirectorySignaturesTable", Migrate: createDirectorySignaturesTable},
+	{ID: "20261127160000", Name: "CreateKeyChangesTable", Migrate: createKeyChangesTable},
+	{ID: "20261127160100", Name: "AddAgentsDisabledAt", Migrate: addAgentsDisabledAt},
+	{ID: "20261127160200", Name: "CreateInviteTokensTable", Migrate: createInviteTokensTable},
 }
 
 // Migrations returns the schema migrations in order.
@@ -151,6 +154,68 @@ func createDirectorySignaturesTable(tx *gorm.DB) error {
 		return nil
 	}
 	return tx.Migrator().CreateTable(&migrationV1DirectorySignature{})
+}
+
+// migrationV1KeyChange is key_changes as created by 20261127160000: the
+// ordered change log every server instance reads to drop what it caches
+// of the keys and agents a change names (see keychanges.go).
+type migrationV1KeyChange struct {
+	ID        uint64    `gorm:"primaryKey"`
+	Kid       string    `gorm:"column:kid;size:64;not null"`
+	AgentUID  string    `gorm:"column:agent_uid;size:64;not null"`
+	Change    string    `gorm:"column:change;size:16;not null"`
+	Actor     string    `gorm:"column:actor;size:128;not null"`
+	CreatedAt time.Time `gorm:"column:created_at;not null;index:idx_key_changes_created_at"`
+}
+
+func (migrationV1KeyChange) TableName() string { return "key_changes" }
+
+func createKeyChangesTable(tx *gorm.DB) error {
+	if tx.Migrator().HasTable(&migrationV1KeyChange{}) {
+		return nil
+	}
+	return tx.Migrator().CreateTable(&migrationV1KeyChange{})
+}
+
+// migrationV2Agent is agents as changed by 20261127160100: disabled_at is
+// set while an operator has disabled the agent.
+type migrationV2Agent struct {
+	migrationV1Agent
+	DisabledAt *time.Time `gorm:"column:disabled_at"`
+}
+
+func (migrationV2Agent) TableName() string { return "agents" }
+
+func addAgentsDisabledAt(tx *gorm.DB) error {
+	if tx.Migrator().HasColumn(&migrationV2Agent{}, "disabled_at") {
+		return nil
+	}
+	return tx.Migrator().AddColumn(&migrationV2Agent{}, "DisabledAt")
+}
+
+// migrationV1InviteToken is invite_tokens as created by 20261127160200:
+// invitation tokens of a service whose registration needs one. Only the
+// SHA-256 digest of a token is stored (unique); Prefix is its first
+// characters, to tell tokens apart in listings.
+type migrationV1InviteToken struct {
+	ID        uint64     `gorm:"primaryKey"`
+	Hash      []byte     `gorm:"column:hash;not null;uniqueIndex"`
+	Prefix    string     `gorm:"column:prefix;size:32;not null"`
+	Note      string     `gorm:"column:note;size:200;not null"`
+	UsesLeft  int64      `gorm:"column:uses_left;not null"`
+	Used      int64      `gorm:"column:used;not null"`
+	CreatedAt time.Time  `gorm:"column:created_at;not null"`
+	ExpiresAt *time.Time `gorm:"column:expires_at"`
+	RevokedAt *time.Time `gorm:"column:revoked_at"`
+}
+
+func (migrationV1InviteToken) TableName() string { return "invite_tokens" }
+
+func createInviteTokensTable(tx *gorm.DB) error {
+	if tx.Migrator().HasTable(&migrationV1InviteToken{}) {
+		return nil
+	}
+	return tx.Migrator().CreateTable(&migrationV1InviteToken{})
 }
 
 // Migrate applies the pending migrations in order, in one transaction (both

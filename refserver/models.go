@@ -19,10 +19,46 @@ type Agent struct {
 	UID       string    `gorm:"column:uid;size:64;not null;uniqueIndex"`
 	CreatedAt time.Time `gorm:"not null"`
 	UpdatedAt time.Time `gorm:"not null"`
+	// DisabledAt is set while an operator has disabled the agent: its
+	// directory answers 404 and its signatures are refused.
+	DisabledAt *time.Time `gorm:"column:disabled_at"`
 }
 
 // TableName implements gorm's tabler.
 func (Agent) TableName() string { return "agents" }
+
+// KeyChange is one row of the change log (table key_changes): a change to
+// a key or an agent that every server instance must see, in commit order
+// (see keychanges.go). Kid is "" for a change to an agent without keys.
+type KeyChange struct {
+	ID        uint64    `gorm:"primaryKey"`
+	Kid       string    `gorm:"column:kid;size:64;not null"`
+	AgentUID  string    `gorm:"column:agent_uid;size:64;not null"`
+	Change    string    `gorm:"column:change;size:16;not null"`
+	Actor     string    `gorm:"column:actor;size:128;not null"`
+	CreatedAt time.Time `gorm:"column:created_at;not null"`
+}
+
+// TableName implements gorm's tabler.
+func (KeyChange) TableName() string { return "key_changes" }
+
+// InviteToken is an invitation token (table invite_tokens): a new agent
+// may register with it while UsesLeft > 0, before ExpiresAt and unless
+// revoked. Only the SHA-256 digest of the token is stored.
+type InviteToken struct {
+	ID        uint64     `gorm:"primaryKey"`
+	Hash      []byte     `gorm:"column:hash;not null;uniqueIndex"`
+	Prefix    string     `gorm:"column:prefix;size:32;not null"`
+	Note      string     `gorm:"column:note;size:200;not null"`
+	UsesLeft  int64      `gorm:"column:uses_left;not null"`
+	Used      int64      `gorm:"column:used;not null"`
+	CreatedAt time.Time  `gorm:"column:created_at;not null"`
+	ExpiresAt *time.Time `gorm:"column:expires_at"`
+	RevokedAt *time.Time `gorm:"column:revoked_at"`
+}
+
+// TableName implements gorm's tabler.
+func (InviteToken) TableName() string { return "invite_tokens" }
 
 // PublicJWK is one public key of an agent (table public_jwks). Kid is the
 // RFC 7638 thumbprint, unique across all agents. RevokedAt is nil while the

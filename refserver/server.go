@@ -50,15 +50,21 @@ type Config struct {
 	DBTimeout time.Duration
 	// MaxBodyBytes caps request bodies (413 payload_too_large above). If 0, 64 KiB.
 	MaxBodyBytes int64
-	// KeyCacheTTL is how long a key read from the database is reused to
-	// verify this server's agents (see DBKeySource), how long a kid that
-	// no agent holds is remembered as unknown, and how long a rendered key
-	// directory is served again. If 0, DefaultKeyCacheTTL
-	// (250 ms); negative disables both caches. At most MaxKeyCacheTTL
-	// (500 ms), so a key revoked through any instance is refused by every
-	// instance within 1 s. A rotation through this instance drops its
-	// cached entries at once. The TTL is measured with Now.
+	// KeyCacheTTL is how long a kid that no agent holds is remembered as
+	// unknown (so a key registered through another instance is known
+	// everywhere within it) and how long a rendered key directory is
+	// served again. If 0, DefaultKeyCacheTTL (250 ms); negative disables
+	// every cache, the key cache included. At most MaxKeyCacheTTL
+	// (500 ms). Keys found in the database are cached until a change names
+	// them (see DBKeySource): a key revoked or an agent disabled through
+	// any instance is refused by every instance within 1 s. A rotation
+	// through this instance drops its cached entries at once. The TTL is
+	// measured with Now.
 	KeyCacheTTL time.Duration
+	// KeyCacheSize bounds the keys cached to verify this server's agents
+	// (least recently used dropped first; about KeyCacheEntryBytes each).
+	// If 0, DefaultKeyCacheSize (100,000).
+	KeyCacheSize int
 	// Metrics, if set, counts requests by route, method and status,
 	// verification outcomes, key-cache hits and misses and database
 	// statement latency (it registers gorm callbacks on DB), and serves
@@ -85,6 +91,10 @@ type Config struct {
 	// docs/migrating-from-vestauth.md. RegisterLimit applies to /register
 	// too. If false (the default), both paths are 404.
 	VestauthCompat bool
+
+	// manualKeySync (tests) leaves the change log unread until the test
+	// reads it (DBKeySource.SyncChanges).
+	manualKeySync bool
 }
 
 // Validate reports a configuration that cannot work.
@@ -95,8 +105,8 @@ func (c Config) Validate() error {
 	if _, err := ParseHostname(c.Hostname); err != nil {
 		return err
 	}
-	if c.DBTimeout < 0 || c.MaxBodyBytes < 0 {
-		return errors.New("refserver: Config.DBTimeout and MaxBodyBytes must not be negative")
+	if c.DBTimeout < 0 || c.MaxBodyBytes < 0 || c.KeyCacheSize < 0 {
+		return errors.New("refserver: Config.DBTimeout, MaxBodyBytes and KeyCacheSize must not be negative")
 	}
 	if c.KeyCacheTTL > MaxKeyCacheTTL {
 		return fmt.Errorf("refserver: Config.KeyCacheTTL %v is above the %v maximum (revocations must reach every instance within 1 s)", c.KeyCacheTTL, MaxKeyCacheTTL)
@@ -176,9 +186,12 @@ func New(cfg Config) (*Server, error) {
 		}
 		observeKey = cfg.Metrics.ObserveKeyCache
 	}
-	s.keys = newDBKeySource(cfg.DB, s.service, cfg.DBTimeout, cfg.KeyCacheTTL, cfg.Now, observeKey)
+	s.keys = newDBKeySource(keySourceConfig{db: cfg.DB, service: s.service, timeout: cfg.DBTimeout,
+		unknownTTL: max(cfg.KeyCacheTTL, 0), size: cfg.KeyCacheSize, now: cfg.Now, log: cfg.Logger,
+		observe: observeKey, manualSync: cfg.manualKeySync})
 	if cfg.KeyCacheTTL > 0 {
 		s.dirs = lru.New[string, dirEntry](maxCacheEntries, cfg.KeyCacheTTL, cfg.Now)
+		s.keys.onAgent = s.forgetDirectory
 	}
 
 	var err error

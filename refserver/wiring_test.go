@@ -3,7 +3,6 @@ package refserver_test
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -16,7 +15,6 @@ import (
 	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/refserver/dbtest"
 	"github.com/agentid/agentid/refserver/ratelimit"
-	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/signertest"
 	"gorm.io/gorm"
 )
@@ -59,99 +57,6 @@ func scrape(t *testing.T, e *testEnv) map[string]float64 {
 		out[line[:i]] = v
 	}
 	return out
-}
-
-func TestKeyCacheAcrossInstances(t *testing.T) {
-	t.Parallel()
-	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
-		const ttl = 200 * time.Millisecond
-		clock := newTestClock()
-		regB := metrics.NewRegistry()
-		a := newTestEnvConfig(t, db, "", func(c *refserver.Config) { c.KeyCacheTTL = ttl; c.Now = clock.Now })
-		b := a.sibling(db, func(c *refserver.Config) { c.KeyCacheTTL = ttl; c.Now = clock.Now; c.Metrics = regB })
-		k1, k2, k3 := signertest.Key(111), signertest.Key(112), signertest.Key(113)
-		uid := a.register(k1)
-
-		whoami := func(e *testEnv, key signer.PrivateKey) (int, string) {
-			t.Helper()
-			r := e.send(e.whoamiReq(http.MethodGet, uid, key))
-			if r.status == http.StatusOK {
-				return r.status, ""
-			}
-			return r.status, r.errorCode(t)
-		}
-		// dirKid returns the single kid of uid's directory as served by e.
-		dirKid := func(e *testEnv) string {
-			t.Helper()
-			r := e.send(e.request(http.MethodGet, e.directoryURL(uid), nil))
-			var d struct{ Keys []struct{ Kid string } }
-			if err := json.Unmarshal(r.body, &d); err != nil || r.status != http.StatusOK || len(d.Keys) != 1 {
-				t.Fatalf("directory: status %d body %s, want 200 with one key", r.status, r.body)
-			}
-			return d.Keys[0].Kid
-		}
-		dirStep := func(e *testEnv, want signer.PrivateKey) func() (int, string) {
-			return func() (int, string) {
-				if got := dirKid(e); got != want.KeyID() {
-					return http.StatusConflict, "directory serves " + got
-				}
-				return http.StatusOK, ""
-			}
-		}
-		steps := []struct {
-			name     string
-			do       func() (int, string)
-			wantCode string // "" for 200
-		}{
-			{"B serves the directory with k1", dirStep(b, k1), ""},
-			{"B reads k1 from the database", func() (int, string) { return whoami(b, k1) }, ""},
-			{"B serves k1 from its cache", func() (int, string) { return whoami(b, k1) }, ""},
-			{"rotation k1 to k2 through A", func() (int, string) {
-				r := a.send(a.rotateReq(uid, k1, k2))
-				return r.status, ""
-			}, ""},
-			{"A refuses k1 at once (its cache was dropped)", func() (int, string) { return whoami(a, k1) }, "revoked_key"},
-			{"A serves the directory with k2 at once", dirStep(a, k2), ""},
-			{"B accepts k2 at once (a new kid is never served stale)", func() (int, string) { return whoami(b, k2) }, ""},
-			// The bound: B's cached k1 may be used until its TTL ends, not after.
-			{"B within the TTL still has k1 cached", func() (int, string) { clock.Advance(ttl - time.Millisecond); return whoami(b, k1) }, ""},
-			{"B within the TTL still serves its cached directory", dirStep(b, k1), ""},
-			{"B refuses k1 once the TTL has passed", func() (int, string) { clock.Advance(time.Millisecond); return whoami(b, k1) }, "revoked_key"},
-			{"B serves the directory with k2 once the TTL has passed", dirStep(b, k2), ""},
-			{"B refuses an unknown kid", func() (int, string) { return whoami(b, k3) }, "unknown_key"},
-		}
-		for _, st := range steps {
-			status, code := st.do()
-			wantStatus := http.StatusOK
-			if st.wantCode != "" {
-				wantStatus = http.StatusUnauthorized
-			}
-			if status != wantStatus || code != st.wantCode {
-				t.Fatalf("%s: status %d code %q, want %d %q", st.name, status, code, wantStatus, st.wantCode)
-			}
-		}
-		// Unknown kids are cached as unknown for the TTL: k3 registered
-		// through A works on A at once and on B once B's entry expires.
-		uid3 := a.register(k3)
-		if r := a.send(a.whoamiReq(http.MethodGet, uid3, k3)); r.status != http.StatusOK {
-			t.Errorf("A with k3 just registered through A: status = %d (%s), want 200", r.status, r.body)
-		}
-		if r := b.send(b.whoamiReq(http.MethodGet, uid3, k3)); r.status != http.StatusUnauthorized {
-			t.Errorf("B with k3 cached as unknown, within the TTL: status = %d (%s), want 401", r.status, r.body)
-		}
-		clock.Advance(ttl)
-		if r := b.send(b.whoamiReq(http.MethodGet, uid3, k3)); r.status != http.StatusOK {
-			t.Errorf("B with k3 registered through A, once the TTL has passed: status = %d (%s), want 200", r.status, r.body)
-		}
-
-		m := scrape(t, b)
-		if got := m[`agentid_key_cache_total{result="hit"}`]; got < 2 {
-			t.Errorf("B key cache hits = %v, want at least 2", got)
-		}
-		if got := m[`agentid_key_cache_total{result="miss"}`]; got < 3 {
-			t.Errorf("B key cache misses = %v, want at least 3", got)
-		}
-	})
 }
 
 func TestKeyCacheTTLBound(t *testing.T) {
