@@ -247,10 +247,13 @@ func holdNextQuery(t *testing.T, db *gorm.DB, match string) heldQuery {
 func TestRotationForgetsLookupsInFlight(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
-		e := newTestEnvConfig(t, db, "", nil)
+		// The change log is read by the test only: holdNextQuery registers
+		// callbacks on db, which no other goroutine may be using.
+		e := newTestEnvConfig(t, db, "", refserver.ManualKeySync)
 		old, next, third := signertest.Key(87), signertest.Key(88), signertest.Key(89)
 		uid := e.register(old)
 		ks := e.srv.KeySource()
+		ks.SyncChanges(context.Background())
 		set := e.keySet(uid)
 		ctx := context.Background()
 
