@@ -72,12 +72,12 @@ func (a *AgentDB) DeleteAgents(ctx context.Context, uids []string) (int, error) 
 			for i, k := range deleted {
 				changes[i] = KeyChange{Kid: k.Kid, AgentUID: k.AgentUID, Change: changeDelete, Actor: "idcli bench cleanup"}
 			}
-			if err := logChanges(tx, changes); err != nil {
-				return err
-			}
 			res := tx.Where("uid IN ?", batch).Delete(&Agent{})
+			if res.Error != nil {
+				return res.Error
+			}
 			n = int(res.RowsAffected)
-			return res.Error
+			return logChanges(tx, changes) // last: it takes the log's lock until the commit
 		})
 		if err != nil {
 			return removed, err

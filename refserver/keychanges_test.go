@@ -412,3 +412,42 @@ func TestLookupPlansUseIndexes(t *testing.T) {
 		}
 	}
 }
+
+// TestDeleteAgentsLogsChanges: agents deleted through AgentDB (idcli
+// bench's cleanup) are dropped from every instance's cache once it reads
+// the change log.
+func TestDeleteAgentsLogsChanges(t *testing.T) {
+	t.Parallel()
+	for _, backend := range dbtest.Backends() {
+		t.Run(backend.Name, func(t *testing.T) {
+			url := backend.URL(t)
+			db := dbtest.Migrated(t, url)
+			e := newTestEnvConfig(t, db, "", refserver.ManualKeySync)
+			ks := e.srv.KeySource()
+			ctx := context.Background()
+			ks.SyncChanges(ctx)
+			key := signertest.Key(131)
+			uid := e.register(key)
+			if _, err := ks.Key(ctx, e.keySet(uid), key.KeyID()); err != nil {
+				t.Fatal(err)
+			}
+			adb, err := refserver.OpenAgentDB(ctx, url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer adb.Close()
+			if n, err := adb.DeleteAgents(ctx, []string{uid, "agent-aaaaaaaaaaaaaaaaaaaaaaaa"}); err != nil || n != 1 {
+				t.Fatalf("DeleteAgents = %d, %v; want 1", n, err)
+			}
+			if _, err := ks.Key(ctx, e.keySet(uid), key.KeyID()); err != nil {
+				t.Errorf("before reading the log: Key = %v, want the cached key", err)
+			}
+			if !ks.SyncChanges(ctx) {
+				t.Fatal("SyncChanges failed")
+			}
+			if _, err := ks.Key(ctx, e.keySet(uid), key.KeyID()); !errors.Is(err, signer.ErrUnknownKey) {
+				t.Errorf("after reading the log: Key error = %v, want %v", err, signer.ErrUnknownKey)
+			}
+		})
+	}
+}
