@@ -107,13 +107,19 @@ func newProxyCmd(env *cliEnv) *ffcli.Command {
 			"With --forward-auth there is no upstream: each request is an auth\n" +
 			"subrequest describing the original one, read only from the headers of the\n" +
 			"--front proxy (nginx: X-Original-Method, X-Original-URI and Host; traefik\n" +
-			"and caddy: X-Forwarded-Method, -Proto, -Host and -Uri) and answered only\n" +
-			"from --forward-auth-from addresses (default loopback); the answer is 200\n" +
+			"and caddy: X-Forwarded-Method, -Proto, -Host and -Uri; all: the client's\n" +
+			"address as the last X-Forwarded-For entry) and answered only from\n" +
+			"--forward-auth-from addresses (default loopback); the answer is 200\n" +
 			"with the X-Agent-* headers, or the refusal (its JSON body also in\n" +
 			"X-Agent-Refusal, for nginx; nginx gets a status other than 401 and 403 as\n" +
 			"403 with X-Agent-Refusal-Status). A request carrying X-Agent-* headers, which a\n" +
-			"forward-auth endpoint cannot remove, is refused (observe mode: marked\n" +
-			"invalid), and so is a signature covering content-digest (no body is seen).\n" +
+			"forward-auth endpoint cannot remove, is refused in every mode, and so is a\n" +
+			"signature covering content-digest (no body is seen; observe mode: marked\n" +
+			"invalid).\n" +
+			"\n" +
+			"In both roles a path that is not normal (a . or .. segment, //, an encoded\n" +
+			"/ or ., a backslash, ;) is refused with 400 invalid_request: the path a\n" +
+			"route matched is the path forwarded.\n" +
 			"\n" +
 			"X-Agent-Uid is set only for agents of an --agentid-service. The access log\n" +
 			"is JSON lines on stdout; the banner and operational log go to stderr.\n" +
