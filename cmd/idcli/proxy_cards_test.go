@@ -162,11 +162,11 @@ limits:
 	}
 
 	r := runCLI(t.Context(), t.TempDir(), nil, "proxy", "--config", file("  client_addr_header: X-Real-IP\n"))
-	if r.err == nil || !strings.Contains(r.err.Error(), "limits.client_addr_header \"X-Real-IP\" needs limits.trusted_proxies") {
+	if r.err == nil || !strings.Contains(r.err.Error(), "limits.client_addr_header: \"X-Real-IP\" needs limits.trusted_proxies") {
 		t.Errorf("client_addr_header without trusted_proxies: %v, want an error", r.err)
 	}
 	r = runCLI(t.Context(), t.TempDir(), nil, "proxy", "--config", file("  trusted_proxies: [lb.internal]\n"))
-	if r.err == nil || !strings.Contains(r.err.Error(), `limits.trusted_proxies: "lb.internal": want an address or CIDR`) {
+	if r.err == nil || !strings.Contains(r.err.Error(), `limits.trusted_proxies[0]: "lb.internal": want an address or CIDR`) {
 		t.Errorf("a host name in trusted_proxies: %v, want an error", r.err)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"flag"
 	"io"
 	"net/http"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentid/agentid/cmd/idcli/internal/clitest"
+	"github.com/agentid/agentid/middleware/proxy/proxyconfig"
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/signertest"
 )
@@ -224,22 +226,27 @@ func TestProxyConfigErrors(t *testing.T) {
 	tests := []struct {
 		name, body, want string
 	}{
-		{"unknown key", "forward_auth: true\ntrust:\n  hosts: [a.example]\n  allow_htttp: true\n", `line 4: unknown key "allow_htttp"`},
-		{"unknown top-level key", "forward_auth: true\nlimit:\n  agent: 1/s\n", `line 2: unknown key "limit"`},
-		{"bad mode", "forward_auth: true\nmode: strict\n", `--mode "strict"`},
-		{"bad route mode", "forward_auth: true\nroutes: [{prefix: /a, mode: strict}]\n", `routes[0] ("/a"): mode "strict"`},
-		{"bad route prefix", "forward_auth: true\nroutes: [{prefix: a, mode: optional}]\n", `route prefix "a" must start with /`},
-		{"bad host pattern", "forward_auth: true\nallow: {hosts: [\"a.*.example\"]}\n", `allow: bad host pattern "a.*.example"`},
-		{"bad limit", "forward_auth: true\nlimits: {agent: lots}\n", `limits.agent: "lots": want REQUESTS/WINDOW`},
-		{"short window", "forward_auth: true\nlimits: {address: 5/10ms}\n", `limits.address: "5/10ms": the window "10ms" must be a duration of at least 1s`},
-		{"wrong type", "forward_auth: yes please\n", "line 1: cannot unmarshal"},
-		{"hash tag prefix", "forward_auth: true\nfront: nginx\nauthorities: [api.example.com]\nredis_url: " + redisOrDefault() + "\nlimits: {agent: 1/s, redis_prefix: \"{x}\"}\n", "limits.redis_prefix"},
+		{"unknown key", "forward_auth: true\ntrust:\n  hosts: [a.example]\n  allow_htttp: true\n", `proxy.yaml:4: unknown key "trust.allow_htttp" (did you mean "allow_http"?); the keys of trust are: hosts, allow_http, allow_private, registries`},
+		{"unknown top-level key", "forward_auth: true\nlimit:\n  agent: 1/s\n", `proxy.yaml:2: unknown key "limit" (did you mean "limits"?); the keys are: listen, upstream,`},
+		{"bad mode", "forward_auth: true\nfront: nginx\nmode: strict\n", `proxy.yaml:3: mode: "strict": want required, optional or observe`},
+		{"bad route mode", "forward_auth: true\nfront: nginx\nroutes:\n  - {prefix: /a, mode: optional}\n  - {prefix: /b, mode: requierd}\n", `proxy.yaml:5: routes[1].mode: "requierd": want required, optional or observe`},
+		{"bad route prefix", "forward_auth: true\nfront: nginx\nroutes: [{prefix: a, mode: optional}]\n", `proxy.yaml:3: routes[0].prefix: "a": want a path prefix starting with /`},
+		{"bad host pattern", "forward_auth: true\nfront: nginx\nallow: {hosts: [\"ok.example\", \"a.*.example\"]}\n", `proxy.yaml:3: allow.hosts[1]: bad host pattern "a.*.example"`},
+		{"bad limit", "forward_auth: true\nfront: nginx\nlimits: {agent: lots}\n", `proxy.yaml:3: limits.agent: "lots": want REQUESTS/WINDOW`},
+		{"short window", "forward_auth: true\nfront: nginx\nlimits: {address: 5/10ms}\n", `proxy.yaml:3: limits.address: "5/10ms": the window "10ms" must be a duration of at least 1s`},
+		{"wrong type", "forward_auth: yes please\n", `proxy.yaml:1: forward_auth: want true or false, got "yes please"`},
+		{"list for a string", "forward_auth: true\nfront: [nginx]\n", `proxy.yaml:2: front: want a string, got a list`},
+		{"new key as a flag's", "forward_auth: true\nfront: nginx\nupstream_max_idle: 0\n", `proxy.yaml:3: upstream_max_idle: 0: want at least 1`},
+		{"key given twice", "forward_auth: true\nfront: nginx\nfront: caddy\n", `proxy.yaml:3: front: given twice`},
+		{"not yaml", "forward_auth: true\n  front: [nginx\n", `proxy.yaml:2: `},
+		{"hash tag prefix", "forward_auth: true\nfront: nginx\nauthorities: [api.example.com]\nredis_url: " + redisOrDefault() + "\nlimits: {agent: 1/s, redis_prefix: \"{x}\"}\n", "proxy.yaml:5: limits.redis_prefix"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := writeConfig(t, tc.body)
-			r := runCLI(t.Context(), t.TempDir(), nil, "proxy", "--listen", "127.0.0.1:0", "--trust", "*.agentid.example", "--config", cfg)
-			if r.err == nil || !strings.Contains(r.err.Error(), tc.want) || strings.Contains(r.err.Error(), "\n") {
+			dir := filepath.Dir(cfg)
+			r := runCLI(t.Context(), dir, nil, "proxy", "--listen", "127.0.0.1:0", "--trust", "*.agentid.example", "--authority", "api.example.com", "--config", "proxy.yaml")
+			if r.err == nil || !strings.Contains(r.err.Error(), tc.want) || strings.Contains(r.err.Error(), "\n") || strings.Contains(r.err.Error(), "as a flag") {
 				t.Errorf("error %v, want one line containing %q", r.err, tc.want)
 			}
 			if strings.Contains(r.stdout+r.stderr, "listening") {
@@ -248,7 +255,7 @@ func TestProxyConfigErrors(t *testing.T) {
 		})
 	}
 	r := runCLI(t.Context(), t.TempDir(), nil, "proxy", "--config", filepath.Join(t.TempDir(), "missing.yaml"))
-	if r.err == nil || !strings.Contains(r.err.Error(), "--config: open") {
+	if r.err == nil || !strings.Contains(r.err.Error(), "missing.yaml: no such file") {
 		t.Errorf("missing file: %v, want --config: open …", r.err)
 	}
 }
@@ -326,29 +333,82 @@ func TestProxyConfigDocExample(t *testing.T) {
 	}
 	body := doc[start+len("```yaml\n"):]
 	body = body[:strings.Index(body, "```")]
+	c, err := proxyconfig.Parse("deployment.md", []byte(body))
+	if err != nil {
+		t.Fatalf("the documented example: %v", err)
+	}
+	if _, err := c.Validate(); err != nil {
+		t.Fatalf("the documented example: %v", err)
+	}
+	r, err := c.ValidateRules()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Upstream != "http://127.0.0.1:8000" || c.Mode != "required" || len(c.Trust.Hosts) != 2 || c.MetricsListen != "127.0.0.1:9090" ||
+		len(r.Routes) != 3 || len(r.Allow.Hosts) != 1 || len(r.Deny.Hosts) != 1 ||
+		r.Agent.Quota != 600 || r.Agent.Window != time.Minute || r.Addr.Quota != 60 || r.KeyHeader != "Signed-Agent-Metadata" ||
+		len(r.DenyCards) != 1 || len(r.Trusted) != 1 || r.AddrHeader != "X-Forwarded-For" {
+		t.Errorf("loaded %+v, rules %+v", c, r)
+	}
+}
+
+// TestProxyEveryFlagIsAKey walks the flags of `idcli proxy`: each one but
+// --config and --check sets a key of the configuration file, so the two
+// cannot drift apart; and each key a flag may set has that flag.
+func TestProxyEveryFlagIsAKey(t *testing.T) {
 	env := &cliEnv{Getenv: func(string) string { return "" }}
 	fs := newFlagSet("idcli proxy", env)
 	var f proxyFlags
 	f.register(fs)
-	if fs.Lookup("authority") == nil {
-		// Host binding (--authority) is not in this build: leave it out.
-		var kept []string
-		for _, l := range strings.Split(body, "\n") {
-			if !strings.HasPrefix(l, "authorities:") {
-				kept = append(kept, l)
-			}
+	n := 0
+	fs.VisitAll(func(fl *flag.Flag) {
+		if fl.Name == "config" || fl.Name == "check" {
+			return
 		}
-		body = strings.Join(kept, "\n")
+		n++
+		if _, ok := proxyconfig.KeyOfFlag(fl.Name); !ok {
+			t.Errorf("--%s sets no key of the configuration file", fl.Name)
+		}
+	})
+	for _, k := range proxyconfig.Keys() {
+		if k.Flag != "" && fs.Lookup(k.Flag) == nil {
+			t.Errorf("key %s names flag --%s, which idcli proxy lacks", k.Name, k.Flag)
+		}
 	}
-	f.config = writeConfig(t, body)
-	if err := loadProxyConfig(env, fs, &f); err != nil {
-		t.Fatalf("the documented example: %v", err)
+	if n < 19 {
+		t.Errorf("walked %d setting flags, want at least 19", n)
 	}
-	r := f.rules
-	if f.upstream != "http://127.0.0.1:8000" || f.mode != "required" || len(f.trust) != 2 || f.metricsListen != "127.0.0.1:9090" ||
-		len(r.routes) != 3 || len(r.allow.Hosts) != 1 || len(r.deny.Hosts) != 1 ||
-		r.agent.Quota != 600 || r.agent.Window != time.Minute || r.addr.Quota != 60 || r.keyHeader != "Signed-Agent-Metadata" ||
-		len(r.denyCards) != 1 || len(r.trusted) != 1 || r.addrHeader != "X-Forwarded-For" {
-		t.Errorf("loaded %+v, rules %+v", f, r)
+}
+
+// TestProxyCheck: --check prints the effective configuration (the file's,
+// with the flags over it, secrets masked) and exits 0 without listening;
+// a bad file exits non-zero naming the file, line and key.
+func TestProxyCheck(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "proxy.yaml"), []byte("upstream: http://127.0.0.1:8000\nauthorities: [api.example.com]\ntrust: {hosts: [\"*.agentid.example\"]}\nredis_url: redis://:hunter2@127.0.0.1:1/0\nprofile: strict-01\nroutes:\n  - {prefix: /pub/, mode: optional}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := runCLI(t.Context(), dir, nil, "proxy", "--config", "proxy.yaml", "--check", "--mode", "observe", "--listen", "127.0.0.1:1")
+	if r.err != nil {
+		t.Fatalf("--check: %v\n%s", r.err, r.stderr)
+	}
+	for _, want := range []string{"mode: observe\n", "profile: strict-01\n", "redis_url: redis://:xxxxx@127.0.0.1:1/0\n", "listen: 127.0.0.1:1\n", "- prefix: /pub/\n", "upstream_max_idle: 256\n", "from proxy.yaml"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("--check printed\n%s\nwithout %q", r.stdout, want)
+		}
+	}
+	if strings.Contains(r.stdout+r.stderr, "hunter2") || strings.Contains(r.stderr, "listening") {
+		t.Errorf("--check showed the password or listened:\n%s\n%s", r.stdout, r.stderr)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "bad.yaml"), []byte("upstream: http://127.0.0.1:8000\nauthorities: [api.example.com]\ntrust: {hosts: [\"*.agentid.example\"]}\nroutes:\n  - {prefix: /pub/, mode: optional}\n  - {prefix: /x/, mode: requierd}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r = runCLI(t.Context(), dir, nil, "proxy", "--config", "bad.yaml", "--check")
+	if r.err == nil || r.err.Error() != `bad.yaml:6: routes[1].mode: "requierd": want required, optional or observe` {
+		t.Errorf("--check of a bad file: %v", r.err)
+	}
+	if r.stdout != "" {
+		t.Errorf("--check of a bad file printed %q", r.stdout)
 	}
 }

@@ -11,7 +11,7 @@ import (
 )
 
 // TestProxyLinksNoORM checks that the packages `idcli proxy` is built from
-// (the imports of proxy.go and proxy_redis.go) link no ORM or database
+// (the imports of proxy.go and proxy_config.go) link no ORM or database
 // driver: the metrics registry it counts with must not drag gorm along.
 // The idcli binary as a whole links gorm (idcli server), so `go list -deps
 // ./cmd/idcli` would not tell.
@@ -20,7 +20,7 @@ func TestProxyLinksNoORM(t *testing.T) {
 		t.Skip("runs go list")
 	}
 	var pkgs []string
-	for _, file := range []string{"proxy.go", "proxy_redis.go"} {
+	for _, file := range []string{"proxy.go", "proxy_config.go"} {
 		f, err := parser.ParseFile(token.NewFileSet(), file, nil, parser.ImportsOnly)
 		if err != nil {
 			t.Fatal(err)
@@ -30,15 +30,15 @@ func TestProxyLinksNoORM(t *testing.T) {
 			pkgs = append(pkgs, p)
 		}
 	}
-	if !slices.Contains(pkgs, "github.com/agentid/agentid/middleware/metrics") {
-		t.Fatalf("proxy.go no longer imports middleware/metrics (imports %v); update this test", pkgs)
+	if !slices.Contains(pkgs, "github.com/agentid/agentid/middleware/proxy/proxyconfig") {
+		t.Fatalf("proxy.go no longer imports middleware/proxy/proxyconfig (imports %v); update this test", pkgs)
 	}
 	out, err := exec.Command("go", append([]string{"list", "-deps"}, pkgs...)...).Output()
 	if err != nil {
 		t.Fatalf("go list -deps: %v", err)
 	}
 	deps := strings.Fields(string(out))
-	if len(deps) < 20 {
+	if !slices.Contains(deps, "github.com/agentid/agentid/middleware/metrics") || len(deps) < 20 {
 		t.Fatalf("go list -deps listed %d packages: %v", len(deps), deps)
 	}
 	for _, d := range deps {

@@ -1,0 +1,396 @@
+package proxyconfig
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/agentid/agentid/keyfetch"
+	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/middleware/agentlimit"
+	"github.com/agentid/agentid/middleware/agentlimit/redislimit"
+	"github.com/agentid/agentid/middleware/asynclog"
+	"github.com/agentid/agentid/middleware/metrics"
+	"github.com/agentid/agentid/middleware/proxy"
+	"github.com/agentid/agentid/middleware/redisreplay"
+	"github.com/agentid/agentid/middleware/rules"
+	"github.com/agentid/agentid/middleware/status"
+)
+
+// Options are what Build takes beyond the configuration.
+type Options struct {
+	// Stdout and Stderr are where access_log "stdout" and "stderr" write
+	// (default os.Stdout, os.Stderr); the operational log goes to Stderr
+	// unless Logger is set.
+	Stdout, Stderr io.Writer
+	// Logger, if set, receives the operational log (its level is the
+	// caller's; log_level then only applies to a Logger Build makes).
+	Logger *slog.Logger
+	// AccessLogHandler makes the access log's handler on its writer. If
+	// nil, slog's JSON handler.
+	AccessLogHandler func(io.Writer) slog.Handler
+	// Reloadable makes Reload possible even when the configuration has no
+	// rules yet: the rules (with mode) then decide every request, the
+	// verifier reporting its outcome only. Without it, a configuration
+	// without routes, lists or limits runs the verifier in its mode.
+	Reloadable bool
+	// Embedded builds no reverse proxy or forward-auth endpoint: neither
+	// upstream nor forward_auth is needed, and Middleware wraps the
+	// caller's handler. Handler is then nil.
+	Embedded bool
+	// StatusTitle is the status page's title (default "agentid proxy
+	// status").
+	StatusTitle string
+}
+
+// Proxy is a configuration built: the verifier, the rules and the proxy
+// handler, with what they need (key fetcher, replay store, access log,
+// metrics and status page). Reload swaps its rules atomically.
+type Proxy struct {
+	opts     Options
+	logger   *slog.Logger
+	keys     *keyfetch.Fetcher
+	verifier *middleware.Verifier
+	handler  *proxy.Handler
+	metrics  *http.ServeMux // nil without metrics_listen
+	status   *status.Page
+	replay   *redisreplay.Store // nil: in memory
+	replayAt string
+
+	gate atomic.Pointer[rules.Gate] // nil: the verifier's mode decides
+
+	mu      sync.Mutex // serializes Reload; guards the fields below
+	cfg     *Config
+	plan    *Plan
+	limiter *agentlimit.Limiter
+	limits  Limits // what limiter was built from
+	where   string // where the buckets are
+	closers []func()
+}
+
+// Build validates cfg and assembles the proxy; nothing listens yet. ctx
+// bounds the first contact with Redis and the registries' refreshes
+// (until Close). Errors name the key (and file line, or flag) at fault.
+func Build(ctx context.Context, cfg *Config, opts Options) (*Proxy, error) {
+	plan, err := cfg.validate(opts.Embedded)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Stdout == nil {
+		opts.Stdout = os.Stdout
+	}
+	if opts.Stderr == nil {
+		opts.Stderr = os.Stderr
+	}
+	p := &Proxy{opts: opts, cfg: cfg.Clone(), plan: plan, logger: opts.Logger}
+	if p.logger == nil {
+		p.logger = slog.New(slog.NewTextHandler(opts.Stderr, &slog.HandlerOptions{Level: plan.Level}))
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			p.Close()
+		}
+	}()
+	p.replayAt = "memory (this process only; redis_url shares them)"
+	var replay middleware.ReplayStore
+	if cfg.RedisURL != "" {
+		routeRedisLog(p.logger)
+		s, err := redisreplay.Dial(ctx, cfg.RedisURL)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s", cfg.where("redis_url"), strings.TrimPrefix(err.Error(), "redisreplay: "))
+		}
+		p.replay, replay, p.replayAt = s, s, "Redis "+s.Name()
+		p.closers = append(p.closers, func() { s.Close() })
+	}
+	kc := plan.Keys
+	kc.Logger = p.logger.With("component", "keyfetch")
+	p.keys = keyfetch.New(kc)
+	watch, stop := context.WithCancel(context.WithoutCancel(ctx))
+	p.closers = append(p.closers, stop)
+	go p.keys.WatchRegistries(watch) // returns at once without registries
+
+	vc := middleware.Config{
+		Keys:          p.keys,
+		Authorities:   plan.Authorities,
+		Mode:          plan.Mode,
+		Profile:       plan.Profile,
+		Replay:        replay,
+		RefusalStatus: cfg.RefusalStatus,
+		Logger:        p.logger.With("component", "verifier"),
+	}
+	var reg *metrics.Registry
+	if cfg.MetricsListen != "" {
+		reg = metrics.NewRegistry()
+		title := opts.StatusTitle
+		if title == "" {
+			title = "agentid proxy status"
+		}
+		p.status = status.New(status.Config{Title: title, AgentName: p.keys.AgentName})
+		vc.OnResult = func(r middleware.Result) {
+			reg.ObserveResult(r)
+			p.status.Observe(r)
+		}
+		p.metrics = http.NewServeMux()
+		p.metrics.Handle("/metrics", reg.Handler())
+		p.metrics.Handle("/status", p.status)
+	}
+	gated := opts.Reloadable || plan.Rules.Active()
+	if gated {
+		vc.Mode = middleware.Observe // every request reaches the rules
+	}
+	if p.verifier, err = middleware.NewVerifier(vc); err != nil {
+		return nil, err
+	}
+	if gated {
+		g, err := p.newGate(plan.Rules, cfg.Limits)
+		if err != nil {
+			return nil, err
+		}
+		p.gate.Store(g)
+	}
+	if opts.Embedded {
+		ok = true
+		return p, nil
+	}
+	pc := proxy.Config{
+		Verifier: p.verifier, Upstream: plan.Upstream, ForwardAuth: plan.Front, ForwardAuthFrom: plan.From,
+		Services: clone(cfg.AgentidServices),
+		// The default transport reaches the upstream directly, never
+		// through an HTTP_PROXY meant for outbound traffic, and keeps
+		// this many connections to it for reuse.
+		MaxIdleConnsPerHost: cfg.UpstreamMaxIdle,
+		AgentCard:           p.keys.AgentName, // agent_name, agent_purpose in the access log
+	}
+	if reg != nil {
+		pc.Metrics = reg
+	}
+	if w := map[string]io.Writer{"stdout": opts.Stdout, "stderr": opts.Stderr}[cfg.AccessLog]; w != nil {
+		// Formatted and written by a goroutine of its own, off the request
+		// path; lines that find its queue full are dropped and counted in
+		// /metrics. Close writes out what is queued.
+		mk := opts.AccessLogHandler
+		if mk == nil {
+			mk = func(w io.Writer) slog.Handler { return slog.NewJSONHandler(w, nil) }
+		}
+		logs := asynclog.New(w, asynclog.DefaultQueue, mk)
+		p.closers = append(p.closers, func() { logs.Close() })
+		pc.AccessLog = slog.New(logs)
+		if reg != nil {
+			reg.CountLogDrops(logs.Dropped)
+		}
+	}
+	if gated {
+		pc.Decide = func(w http.ResponseWriter, r *http.Request, res *middleware.Result) *middleware.Error {
+			return p.gate.Load().Apply(w, r, res)
+		}
+	}
+	if p.handler, err = proxy.New(pc); err != nil {
+		return nil, err
+	}
+	ok = true
+	return p, nil
+}
+
+// newGate builds the rules of r; limits is what r's limits were read
+// from: when it is what the current limiter was built from, that limiter
+// (and its buckets) is kept.
+func (p *Proxy) newGate(r Rules, limits Limits) (*rules.Gate, error) {
+	lim, where := p.limiter, p.where
+	if lim == nil || !reflect.DeepEqual(limits, p.limits) {
+		lim, where = nil, "memory"
+		if r.Agent.On() || r.Addr.On() {
+			lcfg := agentlimit.Config{Agent: r.Agent, Address: r.Addr, KeyHeader: r.KeyHeader, Logger: p.logger.With("component", "limits")}
+			if len(r.Trusted) > 0 { // behind load balancers: their header names the client
+				lcfg.ClientAddr = agentlimit.ForwardedClientAddr(r.Trusted, r.AddrHeader)
+			}
+			if p.replay != nil { // the buckets share the replay store's client
+				store, err := redislimit.New(redislimit.Config{Client: p.replay.Client(), Prefix: r.RedisPrefix})
+				if err != nil {
+					return nil, fmt.Errorf("%s: %s", p.cfg.where("limits.redis_prefix"), strings.TrimPrefix(err.Error(), "redislimit: "))
+				}
+				lcfg.Store, where = store, p.replayAt
+			}
+			var err error
+			if lim, err = agentlimit.New(lcfg); err != nil {
+				return nil, fmt.Errorf("limits: %s", strings.TrimPrefix(err.Error(), "agentlimit: "))
+			}
+		}
+	}
+	var onRefuse func(*http.Request, *middleware.Result, *middleware.Error, int)
+	if p.status != nil {
+		onRefuse = func(_ *http.Request, _ *middleware.Result, e *middleware.Error, _ int) {
+			if e.Code == middleware.CodeForbidden || e.Code == middleware.CodeRateLimited {
+				p.status.ObserveRefusal(e.Code) // the verifier's own refusals are counted by Observe
+			}
+		}
+	}
+	g, err := rules.New(rules.Config{Mode: r.Mode, Routes: r.Routes, Allow: r.Allow, Deny: r.Deny, DenyCards: r.DenyCards,
+		AgentCard: p.keys.AgentName, Limiter: lim, Refuse: p.verifier.WriteError, OnRefuse: onRefuse})
+	if err != nil {
+		return nil, errors.New(strings.TrimPrefix(err.Error(), "rules: "))
+	}
+	p.limiter, p.limits, p.where = lim, limits, where
+	return g, nil
+}
+
+// Reload applies the reloadable keys of c (mode, routes, allow, deny,
+// limits) atomically: requests already deciding finish under the old
+// rules, later ones get the new. A bad c changes nothing and its error
+// names each bad key. Other keys need a restart: the keys c changes among
+// them are returned (and left as they were). Limits left as they were keep
+// their buckets. Reload needs a Proxy built Reloadable or with rules.
+func (p *Proxy) Reload(c *Config) (needRestart []string, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.gate.Load() == nil {
+		return nil, errors.New("this proxy was built without rules and not Reloadable: nothing can be reloaded")
+	}
+	r, err := c.ValidateRules()
+	if err != nil {
+		return nil, err
+	}
+	old := p.cfg
+	next := old.Clone()
+	next.Mode, next.Routes, next.Allow, next.Deny, next.Limits = c.Mode, c.Routes, c.Allow.clone(), c.Deny.clone(), c.Limits
+	next.Limits.TrustedProxies = clone(c.Limits.TrustedProxies)
+	for _, k := range []string{"mode", "routes", "allow", "deny", "limits"} {
+		for path, o := range c.origins {
+			if path == k || strings.HasPrefix(path, k+".") || strings.HasPrefix(path, k+"[") {
+				next.origins[path] = o
+			}
+		}
+	}
+	for _, k := range Keys() {
+		if k.Reloadable {
+			continue
+		}
+		a, _ := old.field(k.Name)
+		b, _ := c.field(k.Name)
+		if !reflect.DeepEqual(a.Interface(), b.Interface()) {
+			needRestart = append(needRestart, k.Name)
+		}
+	}
+	prevLim, prevLimits, prevWhere := p.limiter, p.limits, p.where
+	g, err := p.newGate(r, next.Limits)
+	if err != nil {
+		p.limiter, p.limits, p.where = prevLim, prevLimits, prevWhere
+		return nil, err
+	}
+	p.gate.Store(g)
+	p.cfg = next
+	p.plan.Rules, p.plan.Mode = r, r.Mode
+	return needRestart, nil
+}
+
+// Handler is the reverse proxy or forward-auth endpoint (nil when built
+// Embedded).
+func (p *Proxy) Handler() http.Handler {
+	if p.handler == nil {
+		return nil
+	}
+	return p.handler
+}
+
+// Middleware verifies each request and applies the rules before next
+// (for an Embedded proxy): next sees the outcome with
+// middleware.ResultFrom; X-Agent-* headers are the caller's to set.
+func (p *Proxy) Middleware(next http.Handler) http.Handler {
+	return p.verifier.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if g := p.gate.Load(); g != nil {
+			var res *middleware.Result
+			if got, ok := middleware.ResultFrom(r.Context()); ok {
+				res = &got
+			}
+			if g.Apply(w, r, res) != nil {
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	}))
+}
+
+// Verifier is the proxy's verifier.
+func (p *Proxy) Verifier() *middleware.Verifier { return p.verifier }
+
+// Metrics serves GET /metrics and GET /status (the status page), or is nil
+// without metrics_listen.
+func (p *Proxy) Metrics() http.Handler {
+	if p.metrics == nil {
+		return nil
+	}
+	return p.metrics
+}
+
+// Logger is the operational log.
+func (p *Proxy) Logger() *slog.Logger { return p.logger }
+
+// Config returns the configuration in force (after the last Reload).
+func (p *Proxy) Config() *Config {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cfg.Clone()
+}
+
+// Summary describes the proxy in a few lines, for a banner: the mode,
+// what it serves and trusts, where nonces are kept, and the rules.
+func (p *Proxy) Summary() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c, pl := p.cfg, p.plan
+	local := ""
+	if c.Trust.AllowHTTP {
+		local += "; http:// key sets allowed"
+	}
+	if c.Trust.AllowPrivate {
+		local += "; private addresses allowed"
+	}
+	if len(c.AgentidServices) > 0 {
+		local += "; X-Agent-Uid for agents of " + strings.Join(c.AgentidServices, ", ")
+	}
+	if pl.Front != "" {
+		from := "loopback"
+		if len(pl.From) > 0 {
+			from = fmt.Sprint(pl.From)
+		}
+		local += "; subrequests from " + from
+	}
+	out := []string{fmt.Sprintf("• mode %s; serving %s; trusting %s; nonces in %s%s", pl.Mode, strings.Join(pl.Authorities, ", "), strings.Join(c.Trust.Hosts, ", "), p.replayAt, local)}
+	if r := pl.Rules; p.gate.Load() != nil && (r.Active() || p.opts.Reloadable) {
+		s := fmt.Sprintf("• rules: %d routes, allow %d, deny %d; limits agent %s, address %s (buckets in %s)",
+			len(r.Routes), policySize(r.Allow), policySize(r.Deny)+len(r.DenyCards), limitString(r.Agent), limitString(r.Addr), p.where)
+		if len(r.Trusted) > 0 {
+			h := r.AddrHeader
+			if h == "" {
+				h = agentlimit.DefaultClientAddrHeader
+			}
+			s += fmt.Sprintf("; client address from %s when the peer is one of %v", h, r.Trusted)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func limitString(l agentlimit.Limit) string {
+	if !l.On() {
+		return "off"
+	}
+	return fmt.Sprintf("%d/%s", l.Quota, l.Window)
+}
+
+// Close stops the registries' refreshes, writes out the queued access log
+// and releases Redis. Call it once the servers have stopped.
+func (p *Proxy) Close() {
+	for i := len(p.closers) - 1; i >= 0; i-- {
+		p.closers[i]()
+	}
+	p.closers = nil
+}
