@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/peterbourgon/ff/v3/ffcli"
+
+	"github.com/agentid/agentid/middleware/proxy/proxyconfig"
 )
 
 // flagOutput is where a command's FlagSet prints (help text, parse
@@ -113,71 +115,15 @@ func suggestFlag(name string, fs *flag.FlagSet) string {
 	return strings.Join(out, " or ")
 }
 
-// closeTo returns the candidates a user most likely meant by typed: an
-// exact match ignoring case, else those within a small edit distance (one
-// edit for short words, two otherwise; a swap of neighbours counts as
-// one), else those that typed is a prefix of (two letters at least).
+// closeTo returns the candidates a user most likely meant by typed (see
+// proxyconfig.CloseTo, which also words the configuration file's "did you
+// mean").
 func closeTo(typed string, candidates []string) []string {
-	lower := strings.ToLower(typed)
-	for _, c := range candidates {
-		if strings.ToLower(c) == lower {
-			return []string{c}
-		}
-	}
-	limit := 2
-	if len([]rune(typed)) <= 4 {
-		limit = 1
-	}
-	best, bestD := []string(nil), limit+1
-	for _, c := range candidates {
-		d := editDistance(lower, strings.ToLower(c))
-		switch {
-		case d < bestD:
-			best, bestD = []string{c}, d
-		case d == bestD:
-			best = append(best, c)
-		}
-	}
-	if best != nil {
-		return best
-	}
-	if len(typed) >= 2 {
-		for _, c := range candidates {
-			if strings.HasPrefix(strings.ToLower(c), lower) {
-				best = append(best, c)
-			}
-		}
-	}
-	return best
+	return proxyconfig.CloseTo(typed, candidates)
 }
 
-// editDistance is the optimal string alignment distance between a and b:
-// insertions, deletions, substitutions and swaps of neighbouring letters
-// each count as one.
-func editDistance(a, b string) int {
-	x, y := []rune(a), []rune(b)
-	d := make([][]int, len(x)+1)
-	for i := range d {
-		d[i] = make([]int, len(y)+1)
-		d[i][0] = i
-	}
-	for j := range d[0] {
-		d[0][j] = j
-	}
-	for i := 1; i <= len(x); i++ {
-		for j := 1; j <= len(y); j++ {
-			cost := 1
-			if x[i-1] == y[j-1] {
-				cost = 0
-			}
-			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
-			if i > 1 && j > 1 && x[i-1] == y[j-2] && x[i-2] == y[j-1] {
-				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
-			}
-		}
-	}
-	return d[len(x)][len(y)]
-}
+// editDistance is the optimal string alignment distance between a and b.
+func editDistance(a, b string) int { return proxyconfig.EditDistance(a, b) }
 
 // commandAliases maps, per command group, words people type for a command
 // to the command they mean (relative to the group).
