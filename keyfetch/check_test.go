@@ -110,8 +110,7 @@ func TestCheckKeySet(t *testing.T) {
 		{
 			name:   "card with both jwks and jwks_uri",
 			routes: map[string]http.HandlerFunc{"/card.json": serveBody("application/json", "max-age=300", `"c1"`, `{"jwks":`+keysJSON(jwkJSON(k1, ""))+`,"jwks_uri":"{origin}/jwks.json"}`)},
-			path:   "/card.json", typ: "cimd", wantKind: signer.KindCard, wantKeys: 1, wantOK: true,
-			wantWarnings: []string{`both "jwks" and "jwks_uri"`},
+			path:   "/card.json", typ: "cimd", wantKind: signer.KindCard, wantOK: false,
 		},
 		{
 			name:     "well-known directory with a kid that is not the thumbprint",

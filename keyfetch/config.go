@@ -191,13 +191,13 @@ type Config struct {
 
 	// Registries lists the URLs of registries
 	// (draft-meunier-webbotauth-registry): plain-text lists of Signature
-	// Agent Card URLs, one a line, "#" starting a comment line, blank lines
-	// ignored. Each registry URL must itself pass the trust policy (a
+	// Agent Card URLs, one a line, a "#" at a line's start or after a
+	// blank starting a comment, blank lines ignored. Each registry URL must itself pass the trust policy (a
 	// TrustedHosts host, https unless AllowHTTP). Every card a registry
 	// lists is trusted beside TrustedHosts: its URL's host (scheme, host
 	// and port), and the jwks_uri the card names (that exact URL). The
 	// card's description (name, purpose, contacts) is kept for
-	// Fetcher.CardInfo. Nothing is fetched until Fetcher.RefreshRegistries
+	// Fetcher.CardInfo, which attaches it only to key sets the card led to. Nothing is fetched until Fetcher.RefreshRegistries
 	// or Fetcher.WatchRegistries runs; a failed refresh keeps the last good
 	// list. If empty, only TrustedHosts is trusted.
 	Registries []string

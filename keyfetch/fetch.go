@@ -265,17 +265,13 @@ func (f *Fetcher) resolve(ctx context.Context, set signer.KeySet, prev *entry) (
 	case r.notModified:
 		o.jwksURL = prevJWKS
 	case set.Kind == signer.KindCard:
-		inline, c, err := parseCard(r.body)
+		inline, c, err := parseCard(r.body, set.URL)
 		if err != nil {
 			return fail(r, err)
 		}
 		doc, o.jwksURL, what = inline, c.JWKSURI, `card "jwks"`
 		c.URL, c.Fetched = set.URL, f.cfg.Now()
 		o.card = &c
-		if inline != nil && c.JWKSURI != "" {
-			o.notes = append(o.notes, `the card has both "jwks" and "jwks_uri": the inline "jwks" is used`)
-			o.jwksURL = ""
-		}
 	default:
 		doc = r.body
 	}
@@ -315,30 +311,6 @@ func (f *Fetcher) resolve(ctx context.Context, set signer.KeySet, prev *entry) (
 		return fail(keysResp, err)
 	}
 	return o, f.signatures(o, keysResp)
-}
-
-// parseCard decodes a Signature Agent Card: a JSON object whose "jwks"
-// member holds a key set or whose "jwks_uri" member names one. It returns
-// the inline key set, if any, and the card's description with its
-// jwks_uri (cardInfo).
-func parseCard(body []byte) (jwks json.RawMessage, card Card, err error) {
-	var doc map[string]json.RawMessage
-	if err := decodeOne(body, &doc); err != nil || doc == nil {
-		return nil, Card{}, fmt.Errorf("card is not a JSON object: %v", err)
-	}
-	var jwksURI string
-	if raw, ok := doc["jwks_uri"]; ok && string(raw) != "null" {
-		if err := json.Unmarshal(raw, &jwksURI); err != nil || jwksURI == "" {
-			return nil, Card{}, errors.New(`card "jwks_uri" is not a non-empty string`)
-		}
-	}
-	if raw, ok := doc["jwks"]; ok && string(raw) != "null" {
-		jwks = raw
-	}
-	if jwks == nil && jwksURI == "" {
-		return nil, Card{}, errors.New(`card has neither "jwks" nor "jwks_uri"`)
-	}
-	return jwks, cardInfo(doc, jwksURI), nil
 }
 
 // decodeOne decodes exactly one JSON value from body into v.

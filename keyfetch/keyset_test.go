@@ -131,12 +131,12 @@ func TestKeySetForms(t *testing.T) {
 			path: "/card.json", typ: "cimd", kid: "2024-ed25519", want: "ok", wantKey: k1, wantHits: 2,
 		},
 		{
-			name: "card with both: the inline jwks is used",
+			name: "card with both jwks and jwks_uri: refused (RFC 7591 §2), neither set used",
 			routes: map[string]http.HandlerFunc{
 				"/card.json": serveBody("application/json", "", "", `{"jwks":`+keysJSON(jwkJSON(k1, ""))+`,"jwks_uri":"{origin}/jwks.json"}`),
 				"/jwks.json": serveBody(keyfetch.JWKSetMediaType, "", "", keysJSON(jwkJSON(k2, ""))),
 			},
-			path: "/card.json", typ: "cimd", kid: k2.Thumbprint, want: "unknown", wantHits: 1,
+			path: "/card.json", typ: "cimd", kid: k1.Thumbprint, want: "fetch", wantHits: 1,
 		},
 		{
 			name:   "card media type with a +json suffix",

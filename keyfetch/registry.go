@@ -95,9 +95,13 @@ type cardState struct {
 }
 
 // registryTrust is what the registries trust, published atomically.
+// origins and urls say which key sets may be fetched; cards and keySets
+// which key sets a card's claims describe (CardInfo).
 type registryTrust struct {
 	origins map[string]*Card // scheme://host:port of each card URL
 	urls    map[string]*Card // each card's jwks_uri, exactly
+	cards   map[string]*Card // each card by its own URL
+	keySets map[string]*Card // each card's jwks_uri on the card's own origin
 }
 
 // listedByRegistry reports whether a registry vouches for rawURL: its
@@ -115,20 +119,30 @@ func (f *Fetcher) listedByRegistry(rawURL string, t checkedURL) bool {
 }
 
 // CardInfo returns the Signature Agent Card describing the agent of the
-// key set set: the card a registry lists whose jwks_uri set names, else the
-// card a registry lists on set's origin (scheme, host and port), else, for
-// a card key set (signer.KindCard) in the cache, that card as last
-// fetched (Registry then ""). ok is false when there is none. It does no
-// I/O. The Contacts slice is a copy.
+// key set set, only when the card led to that key set: the card a
+// registry lists at set's URL (the card is the key set: its "jwks", or the
+// "jwks_uri" it names), else the card a registry lists whose jwks_uri is
+// set's URL and on the card's own origin, else the first card a registry
+// lists on the origin (scheme, host and port) whose well-known directory
+// set is; else, for a card key set (signer.KindCard) in the cache, that
+// card as last fetched (Registry then ""). A card naming a jwks_uri on
+// another origin describes no key set but its own URL: anyone may name
+// anyone's key set, so its claims would describe another agent. ok is
+// false when there is none. It does no I/O. The Contacts slice is a copy.
 func (f *Fetcher) CardInfo(set signer.KeySet) (card Card, ok bool) {
 	if set.IsZero() {
 		return Card{}, false
 	}
 	var c *Card
 	if rt := f.regTrust.Load(); rt != nil {
-		if c = rt.urls[set.URL]; c == nil {
-			if t, err := f.checkURL(set.URL); err == nil {
-				c = rt.origins[t.origin()]
+		if c = rt.cards[set.URL]; c == nil {
+			c = rt.keySets[set.URL]
+		}
+		if c == nil {
+			if ks, err := signer.ParseKeySetURL(set.URL); err == nil && ks.WellKnown && ks.Identity() == ks.Origin() {
+				if t, err := f.checkURL(set.URL); err == nil {
+					c = rt.origins[t.origin()]
+				}
 			}
 		}
 	}
@@ -263,8 +277,12 @@ func (f *Fetcher) fetchList(ctx context.Context, l *registryList) error {
 	return nil
 }
 
-// parseRegistry reads a registry list: one card URL a line; blank lines
-// and lines whose first non-blank character is "#" are ignored. The body
+// parseRegistry reads a registry list: one card URL a line (lines end
+// with LF, CRLF or CR); a "#" at the start of a line or after a space or
+// tab starts a comment, which runs to the end of the line; lines blank
+// once the comment is cut are ignored. So "https://bot.example/card #
+// primary" is the card https://bot.example/card, while a "#" inside a URL
+// (a fragment) stays and makes the line unusable. The body
 // must be UTF-8 text without NUL; more than MaxRegistryEntries URLs
 // refuse the whole list (the accepted list never depends on its order).
 // A line that is no usable card URL is skipped and described in problems.
@@ -282,9 +300,17 @@ func (f *Fetcher) parseRegistry(body []byte) (entries, problems []string, err er
 	lines := 0
 	for n := 1; len(body) > 0; n++ {
 		var line []byte
-		line, body, _ = bytes.Cut(body, []byte("\n"))
-		line = bytes.TrimSpace(line)
-		if len(line) == 0 || line[0] == '#' {
+		if i := bytes.IndexAny(body, "\r\n"); i < 0 {
+			line, body = body, nil
+		} else {
+			crlf := body[i] == '\r' && i+1 < len(body) && body[i+1] == '\n'
+			line, body = body[:i], body[i+1:]
+			if crlf {
+				body = body[1:]
+			}
+		}
+		line = bytes.TrimSpace(stripComment(line))
+		if len(line) == 0 {
 			continue
 		}
 		if lines++; lines > f.cfg.MaxRegistryEntries {
@@ -306,6 +332,17 @@ func (f *Fetcher) parseRegistry(body []byte) (entries, problems []string, err er
 		}
 	}
 	return entries, problems, nil
+}
+
+// stripComment cuts line at its comment: a "#" at its start or after a
+// space, tab, vertical tab or form feed.
+func stripComment(line []byte) []byte {
+	for i, c := range line {
+		if c == '#' && (i == 0 || strings.IndexByte(" \t\v\f", line[i-1]) >= 0) {
+			return line[:i]
+		}
+	}
+	return line
 }
 
 // cardURL normalises a registry entry as a Signature-Agent URL is
@@ -401,7 +438,7 @@ func (f *Fetcher) fetchCard(ctx context.Context, registry, u string, prev *cardS
 		cs.card.Fetched = f.cfg.Now()
 		return &cs, nil
 	}
-	_, card, err := parseCard(r.body)
+	_, card, err := parseCard(r.body, u)
 	if err != nil {
 		return nil, &FetchError{URL: u, StatusCode: r.status, Err: err}
 	}
@@ -466,7 +503,7 @@ func clean(s string) string {
 // lists and cards, publishes it, and drops cached key sets whose URLs are
 // no longer trusted. f.regMu must be held.
 func (f *Fetcher) publishTrust() {
-	rt := &registryTrust{origins: map[string]*Card{}, urls: map[string]*Card{}}
+	rt := &registryTrust{origins: map[string]*Card{}, urls: map[string]*Card{}, cards: map[string]*Card{}, keySets: map[string]*Card{}}
 	for _, l := range f.regs {
 		for _, u := range l.entries {
 			cs := l.cards[u]
@@ -479,9 +516,15 @@ func (f *Fetcher) publishTrust() {
 					rt.origins[t.origin()] = c
 				}
 			}
+			if _, dup := rt.cards[u]; !dup {
+				rt.cards[u] = c
+			}
 			if c.JWKSURI != "" {
 				if _, dup := rt.urls[c.JWKSURI]; !dup {
 					rt.urls[c.JWKSURI] = c
+				}
+				if _, dup := rt.keySets[c.JWKSURI]; !dup && f.sameOrigin(c.JWKSURI, u) {
+					rt.keySets[c.JWKSURI] = c
 				}
 			}
 		}

@@ -157,9 +157,15 @@ func TestRegistryTrustsListedCards(t *testing.T) {
 		card.URL != w.agents.URL+"/card.json" || card.Registry != w.reg.listURL() || card.Fetched.IsZero() {
 		t.Errorf("CardInfo(directory) = %+v, %v; want the first listed card, control characters dropped, purpose cut to 256 bytes", card, ok)
 	}
-	remote, ok := f.CardInfo(keySet(t, w.jwks.URL+"/jwks.json", "jwks_uri"))
+	remote, ok := f.CardInfo(keySet(t, w.agents.URL+"/remote-card.json", "cimd"))
 	if !ok || remote.Name != "Remote Bot" || remote.Purpose != "search" || len(remote.Contacts) != 1 || remote.Contacts[0] != "remote@bot.example" || remote.JWKSURI != w.jwks.URL+"/jwks.json" {
-		t.Errorf("CardInfo(jwks_uri) = %+v, %v; want the remote card read with the early draft's names", remote, ok)
+		t.Errorf("CardInfo(remote card) = %+v, %v; want the remote card read with the early draft's names", remote, ok)
+	}
+	// The remote card's jwks_uri is on another origin: the card did not
+	// lead there on its own origin's word, so its claims stay off that key
+	// set (which stays trusted, to be fetched through the card).
+	if c, ok := f.CardInfo(keySet(t, w.jwks.URL+"/jwks.json", "jwks_uri")); ok {
+		t.Errorf("CardInfo(jwks_uri on another origin) = %+v, want none", c)
 	}
 	if c, ok := f.CardInfo(agentSet(t, "https://unlisted.example")); ok {
 		t.Errorf("CardInfo(unlisted) = %+v, want none", c)
