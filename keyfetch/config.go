@@ -27,6 +27,7 @@ const (
 	DefaultNegativeTTL     = 10 * time.Second
 	DefaultMaxStale        = time.Hour
 	DefaultMaxOrigins      = 10000
+	DefaultMaxSetsPerSite  = 16
 	DefaultSkew            = 60 * time.Second
 	DefaultUserAgent       = "agentid-keyfetch/1"
 )
@@ -162,6 +163,19 @@ type Config struct {
 	// MaxOrigins.
 	MaxProbation int
 
+	// MaxSetsPerSite caps the admitted key sets charged to one site, so
+	// that one agent cannot push the others' sets out of the MaxOrigins
+	// admitted ones by naming its own sets under many URLs (respelled
+	// queries, paths, ports, the case of its host, names it mints under a
+	// domain it holds). A site is a host (lowercase; an IP address in its
+	// canonical form), or, for a host trusted through a wildcard entry
+	// "*.suffix", the one label under the suffix: "x.suffix" for
+	// "a.b.x.suffix". A set verified while its site holds MaxSetsPerSite
+	// admitted sets stays on probation (it still serves, and is evicted
+	// only by other sets on probation); its admission is tried again after
+	// its next refresh. If 0, 16; negative: no cap.
+	MaxSetsPerSite int
+
 	// RequireSignedDirectories refuses a key-set response that carries no
 	// verified signature tagged DirectorySignatureTag covering both
 	// `"@authority";req` and `content-digest` (with a Content-Digest that
@@ -291,6 +305,7 @@ func (c Config) withDefaults() (settings, error) {
 	c.MaxStale = cmp.Or(c.MaxStale, DefaultMaxStale)
 	c.MaxOrigins = cmp.Or(c.MaxOrigins, DefaultMaxOrigins)
 	c.MaxProbation = cmp.Or(c.MaxProbation, c.MaxOrigins)
+	c.MaxSetsPerSite = cmp.Or(c.MaxSetsPerSite, DefaultMaxSetsPerSite)
 	c.MaxFetchesPerHost = cmp.Or(c.MaxFetchesPerHost, DefaultMaxFetchesPerHost)
 	c.Skew = cmp.Or(c.Skew, DefaultSkew)
 	c.UserAgent = cmp.Or(c.UserAgent, DefaultUserAgent)

@@ -144,7 +144,11 @@
 // keys (Verified) or its response carries a directory signature covering
 // its body. Sets on probation evict only each other, so lookups naming new
 // key sets cannot push out one whose signatures verified (MaxOrigins
-// bounds the admitted ones).
+// bounds the admitted ones). Nor can one verified agent naming its own set
+// under many URLs: admitted sets are charged to their site (a host, or the
+// one label under a wildcard TrustedHosts suffix, whatever the scheme,
+// port, path, query or case), at most MaxSetsPerSite per site; a site's
+// further sets stay on probation.
 package keyfetch
 
 import (
@@ -179,6 +183,10 @@ type Fetcher struct {
 	entries   *lru.Cache[cacheKey, *entry]
 	probation *lru.Cache[cacheKey, *entry]
 	mu        sync.Mutex // serialises writers of entries and probation
+	// sites counts the admitted sets charged to each site (siteOf), for
+	// MaxSetsPerSite. Every change of entries runs under mu, and so does
+	// entries' removal hook that decrements it.
+	sites map[string]int
 
 	fmu     sync.Mutex         // guards flights and busy
 	flights map[string]*flight // shared fetches in flight, by kind and URL
@@ -226,6 +234,8 @@ type entry struct {
 	errUntil   time.Time // err is returned without fetching until then
 	forcedAt   time.Time // last refresh forced by an unknown keyid
 	admitted   bool      // verified once: held in entries, not probation
+	site       string    // the site an admitted set is charged to (siteOf)
+	overQuota  bool      // admission refused (its site was full); retried after a refresh
 	card       *Card     // a Signature Agent Card's description (KindCard)
 }
 
@@ -240,9 +250,15 @@ func New(cfg Config) *Fetcher {
 		cfg:       s,
 		entries:   lru.New[cacheKey, *entry](s.MaxOrigins, 0, nil),
 		probation: lru.New[cacheKey, *entry](s.MaxProbation, 0, nil),
+		sites:     map[string]int{},
 		flights:   map[string]*flight{},
 		busy:      map[string]int{},
 	}
+	f.entries.OnRemove(func(_ cacheKey, e *entry) {
+		if f.sites[e.site]--; f.sites[e.site] <= 0 {
+			delete(f.sites, e.site)
+		}
+	})
 	for _, u := range s.Registries {
 		f.regs = append(f.regs, &registryList{url: u, cards: map[string]*cardState{}})
 	}
@@ -548,19 +564,23 @@ func (f *Fetcher) load(k cacheKey) *entry {
 // not cached.
 func (f *Fetcher) Verified(set signer.KeySet) {
 	k := keyOf(set)
-	if e := f.load(k); e == nil || e.admitted {
+	if e := f.load(k); e == nil || e.admitted || e.overQuota {
 		return
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	e := f.load(k)
-	if e == nil || e.admitted {
+	if e == nil || e.admitted || e.overQuota {
 		return
 	}
 	ne := *e
 	ne.admitted = true
 	f.storeLocked(k, &ne, f.cfg.Now())
-	f.cfg.Logger.Debug("keyfetch: key set admitted", "url", e.url)
+	if ne.admitted {
+		f.cfg.Logger.Debug("keyfetch: key set admitted", "url", e.url, "site", ne.site)
+	} else {
+		f.cfg.Logger.Debug("keyfetch: key set left on probation: its site holds MaxSetsPerSite admitted sets", "url", e.url, "site", ne.site)
+	}
 }
 
 // refresh fetches set once for all concurrent callers and stores the
@@ -765,20 +785,73 @@ func index(keys []signer.PublicKey) (byThumb, byID map[string]signer.PublicKey) 
 }
 
 // storeLocked stores e: in entries when it is admitted, else in
-// probation. A key set new to its segment that finds it full first drops
-// the segment's dead entries (no set left to serve, no failure to
-// remember); if none is dead, the segment's least recently used one goes.
-// f.mu must be held.
+// probation. A set to be admitted whose site already holds MaxSetsPerSite
+// admitted sets stays on probation (e.admitted is cleared, e.overQuota
+// set). A key set new to its segment that finds it full first drops the
+// segment's dead entries (no set left to serve, no failure to remember);
+// if none is dead, the segment's least recently used one goes. f.mu must
+// be held.
 func (f *Fetcher) storeLocked(k cacheKey, e *entry, now time.Time) {
+	if e.admitted {
+		if old, held := f.entries.Get(k); held {
+			e.site = old.site
+		} else {
+			e.site = f.siteOf(e.url)
+			if q := f.cfg.MaxSetsPerSite; q > 0 && f.sites[e.site] >= q {
+				e.admitted, e.overQuota = false, true
+			}
+		}
+	}
 	seg, size := f.probation, f.cfg.MaxProbation
 	if e.admitted {
 		seg, size = f.entries, f.cfg.MaxOrigins
 		f.probation.Remove(k)
 	}
-	if _, held := seg.Get(k); !held && seg.Len() >= size {
+	_, held := seg.Get(k)
+	if !held && seg.Len() >= size {
 		seg.RemoveFunc(func(_ cacheKey, old *entry) bool {
 			return !now.Before(old.staleUntil) && !now.Before(old.errUntil)
 		})
 	}
 	seg.Add(k, e)
+	if e.admitted && !held {
+		f.sites[e.site]++
+	}
+}
+
+// siteOf returns the site a key set at rawURL is charged to while
+// admitted: what its publisher cannot multiply at will. Scheme, port,
+// path, query and the case of the host are the publisher's to vary, so a
+// site is a host alone, lowercase, an IP address in its canonical form.
+// Under a wildcard TrustedHosts entry "*.suffix" (the most specific one
+// matching the host, ports aside, unless an exact entry matches it), whoever holds a name
+// below the suffix can mint names below theirs: the site is the one label
+// under the suffix ("x.suffix" for "a.b.x.suffix"). A host trusted only
+// through a registry is its own site.
+func (f *Fetcher) siteOf(rawURL string) string {
+	t, err := f.checkURL(rawURL)
+	if err != nil { // not reached: a cached set passed the trust policy
+		return rawURL
+	}
+	host := t.host
+	if t.isIP {
+		return netip.MustParseAddr(host).Unmap().String()
+	}
+	suffix := "" // ports aside, so that the port does not choose the site
+	for _, p := range f.cfg.patterns {
+		switch {
+		case !p.wildcard && p.host == host:
+			return host
+		case p.wildcard && len(host) > len(p.host) && strings.HasSuffix(host, p.host) && len(p.host) > len(suffix):
+			suffix = p.host
+		}
+	}
+	if suffix == "" {
+		return host
+	}
+	below := host[:len(host)-len(suffix)]
+	if i := strings.LastIndexByte(below, '.'); i >= 0 {
+		below = below[i+1:]
+	}
+	return below + suffix
 }

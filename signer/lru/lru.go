@@ -32,6 +32,8 @@ type Cache[K comparable, V any] struct {
 	items map[K]*entry[K, V]
 	root  entry[K, V] // sentinel: root.next is the most recently used
 	gen   uint64
+
+	onRemove func(K, V) // see OnRemove
 }
 
 type entry[K comparable, V any] struct {
@@ -153,9 +155,20 @@ func (c *Cache[K, V]) Purge() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++
+	if c.onRemove != nil {
+		for e := c.root.next; e != &c.root; e = e.next {
+			c.onRemove(e.key, e.value)
+		}
+	}
 	clear(c.items)
 	c.root.next, c.root.prev = &c.root, &c.root
 }
+
+// OnRemove sets fn to be called with each entry that leaves the cache:
+// evicted, removed, purged or dropped on expiry (not when Add replaces the
+// value of a key it holds). fn runs with the cache locked: it must not
+// call the cache. Set it before the cache is shared.
+func (c *Cache[K, V]) OnRemove(fn func(K, V)) { c.onRemove = fn }
 
 // Len returns the number of entries held, expired ones not yet dropped
 // included.
@@ -183,6 +196,9 @@ func (c *Cache[K, V]) unlink(e *entry[K, V]) {
 	e.prev.next, e.next.prev = e.next, e.prev
 	e.prev, e.next = nil, nil
 	delete(c.items, e.key)
+	if c.onRemove != nil {
+		c.onRemove(e.key, e.value)
+	}
 }
 
 func (c *Cache[K, V]) insertFront(e *entry[K, V]) {

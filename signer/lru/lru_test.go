@@ -149,6 +149,37 @@ func TestRemoveReports(t *testing.T) {
 	}
 }
 
+// TestOnRemove: every way an entry leaves reaches the hook once, with its
+// key and value; replacing a value does not.
+func TestOnRemove(t *testing.T) {
+	t.Parallel()
+	clk := &clock{}
+	c := lru.New[string, int](2, time.Second, clk.Now)
+	var gone []string
+	c.OnRemove(func(k string, v int) { gone = append(gone, fmt.Sprintf("%s=%d", k, v)) })
+	steps := []struct {
+		do   func()
+		want []string
+	}{
+		{func() { c.Add("a", 1); c.Add("b", 2); c.Add("a", 10) }, nil},
+		{func() { c.Add("c", 3) }, []string{"b=2"}}, // evicted
+		{func() { c.Remove("c"); c.Remove("c") }, []string{"c=3"}},
+		{func() { c.Add("d", 4); c.RemoveFunc(func(k string, _ int) bool { return k == "d" }) }, []string{"d=4"}},
+		{func() { clk.Advance(time.Second); c.Get("a") }, []string{"a=10"}}, // expired
+		{func() { c.Add("e", 5); c.Add("f", 6); c.Purge() }, []string{"f=6", "e=5"}},
+	}
+	for i, s := range steps {
+		gone = nil
+		s.do()
+		if fmt.Sprint(gone) != fmt.Sprint(s.want) {
+			t.Errorf("step %d: removed %v, want %v", i, gone, s.want)
+		}
+	}
+	if n := c.Len(); n != 0 {
+		t.Errorf("Len = %d after Purge, want 0", n)
+	}
+}
+
 func TestAddIfGeneration(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
