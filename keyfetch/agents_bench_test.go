@@ -160,7 +160,7 @@ func BenchmarkForeignAgents(b *testing.B) {
 
 // warm fetches and admits the key sets of agents 0..n-1, as their first
 // verified requests would.
-func warm(b *testing.B, f *keyfetch.Fetcher, n int, agentURL func(int) string, keys []signer.PrivateKey) {
+func warm(b testing.TB, f *keyfetch.Fetcher, n int, agentURL func(int) string, keys []signer.PrivateKey) {
 	b.Helper()
 	var wg sync.WaitGroup
 	var failed atomic.Value

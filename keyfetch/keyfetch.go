@@ -220,10 +220,14 @@ func keyOf(set signer.KeySet) cacheKey { return cacheKey{kind: set.Kind, url: se
 // stored; writers store a modified copy under Fetcher.mu.
 type entry struct {
 	url        string
-	has        bool                        // a fetch succeeded: the fields below hold a set
-	byThumb    map[string]signer.PublicKey // RFC 7638 thumbprint → key
-	byID       map[string]signer.PublicKey // kid, else thumbprint → key
-	list       []signer.PublicKey          // keys in document order
+	has        bool               // a fetch succeeded: the fields below hold a set
+	list       []signer.PublicKey // keys in document order
+	// byThumb (RFC 7638 thumbprint → index in list) and byID (kid, else
+	// thumbprint → index) are built only for sets of more than
+	// indexedKeys keys; smaller ones, nearly all, are searched in order,
+	// which is as fast and saves two maps per cached set.
+	byThumb map[string]int
+	byID    map[string]int
 	etag       string
 	jwksURL    string // a card's jwks_uri, "" when the keys are inline
 	jwksETag   string
@@ -518,15 +522,38 @@ func (f *Fetcher) unknown(set signer.KeySet, keyID string) error {
 	return fmt.Errorf("keyfetch: %w: %q is not in %s", signer.ErrUnknownKey, signer.Truncate(keyID), set.URL)
 }
 
+// indexedKeys is the size above which a key set gets lookup maps.
+const indexedKeys = 8
+
 // find looks keyID up: by thumbprint only at a well-known directory, else
-// by kid, then by thumbprint.
+// by kid, then by thumbprint. Kids are unique in a set (parseKeySet skips
+// duplicates); of keys sharing a thumbprint the first wins, and a kid wins
+// over another key's thumbprint.
 func (e *entry) find(keyID string, wellKnown bool) (signer.PublicKey, bool) {
-	if wellKnown {
-		pk, ok := e.byThumb[keyID]
-		return pk, ok
+	if e.byThumb != nil {
+		m := e.byID
+		if wellKnown {
+			m = e.byThumb
+		}
+		i, ok := m[keyID]
+		if !ok {
+			return signer.PublicKey{}, false
+		}
+		return e.list[i], true
 	}
-	pk, ok := e.byID[keyID]
-	return pk, ok
+	if !wellKnown {
+		for i := range e.list {
+			if e.list[i].JWK.Kid == keyID {
+				return e.list[i], true
+			}
+		}
+	}
+	for i := range e.list {
+		if e.list[i].Thumbprint == keyID {
+			return e.list[i], true
+		}
+	}
+	return signer.PublicKey{}, false
 }
 
 // lookup finds keyID in e, serving stale keys while the last fetch failed.
@@ -738,7 +765,9 @@ func (f *Fetcher) fetchAndStore(ctx context.Context, set signer.KeySet) (*entry,
 	case ferr == nil:
 		ne.has = true
 		ne.list = o.keys
-		ne.byThumb, ne.byID = index(o.keys)
+		if len(o.keys) > indexedKeys {
+			ne.byThumb, ne.byID = index(o.keys)
+		}
 		ne.etag, ne.jwksURL = o.doc.etag, o.jwksURL
 		if o.jwks != nil {
 			ne.jwksETag = o.jwks.etag
@@ -767,18 +796,18 @@ func (f *Fetcher) fetchAndStore(ctx context.Context, set signer.KeySet) (*entry,
 // index builds the lookup maps of a key set: by thumbprint (the first key
 // with it wins) and by kid, then thumbprint (a kid wins over another key's
 // thumbprint).
-func index(keys []signer.PublicKey) (byThumb, byID map[string]signer.PublicKey) {
-	byThumb = make(map[string]signer.PublicKey, len(keys))
-	byID = make(map[string]signer.PublicKey, 2*len(keys))
-	for _, k := range keys {
+func index(keys []signer.PublicKey) (byThumb, byID map[string]int) {
+	byThumb = make(map[string]int, len(keys))
+	byID = make(map[string]int, 2*len(keys))
+	for i, k := range keys {
 		if _, ok := byThumb[k.Thumbprint]; !ok {
-			byThumb[k.Thumbprint] = k
+			byThumb[k.Thumbprint] = i
 		}
-		byID[k.JWK.Kid] = k // kids are unique: parseKeySet skips duplicates
+		byID[k.JWK.Kid] = i // kids are unique: parseKeySet skips duplicates
 	}
-	for _, k := range keys {
+	for i, k := range keys {
 		if _, ok := byID[k.Thumbprint]; !ok {
-			byID[k.Thumbprint] = k
+			byID[k.Thumbprint] = i
 		}
 	}
 	return byThumb, byID

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/signertest"
 )
 
@@ -108,5 +109,41 @@ func TestSiteQuotaCounts(t *testing.T) {
 	check("dead sets swept")
 	if n := f.entries.Len(); n != 1 {
 		t.Errorf("%d admitted sets after the dead ones were swept, want 1", n)
+	}
+}
+
+// TestFindLinearMatchesIndex: a small set searched in order and a large
+// one looked up in its maps answer every keyid alike — a kid, a
+// thumbprint, a kid that is another key's thumbprint, keys sharing a
+// thumbprint under two kids, an unknown id — at a well-known directory
+// and elsewhere.
+func TestFindLinearMatchesIndex(t *testing.T) {
+	t.Parallel()
+	a, b, c := signertest.Key(1).Public, signertest.Key(2).Public, signertest.Key(3).Public
+	withKid := func(k signer.PublicKey, kid string) signer.PublicKey { k.JWK.Kid = kid; return k }
+	keys := []signer.PublicKey{
+		withKid(a, "a1"),
+		withKid(b, c.Thumbprint), // a kid that is c's thumbprint wins over c
+		withKid(c, "c"),
+		withKid(a, "a2"), // a again: the first with its thumbprint wins
+	}
+	ids := []string{"a1", "a2", "c", "x", "", a.Thumbprint, b.Thumbprint, c.Thumbprint}
+	linear := &entry{list: keys}
+	indexed := &entry{list: keys}
+	indexed.byThumb, indexed.byID = index(keys)
+	for _, id := range ids {
+		for _, wk := range []bool{false, true} {
+			k1, ok1 := linear.find(id, wk)
+			k2, ok2 := indexed.find(id, wk)
+			if ok1 != ok2 || k1.JWK.Kid != k2.JWK.Kid || k1.Thumbprint != k2.Thumbprint {
+				t.Errorf("find(%q, wellKnown=%v): in order %v %q, indexed %v %q", id, wk, ok1, k1.JWK.Kid, ok2, k2.JWK.Kid)
+			}
+		}
+	}
+	if k, _ := linear.find(c.Thumbprint, false); k.Thumbprint != b.Thumbprint {
+		t.Errorf("a kid naming another key's thumbprint did not win")
+	}
+	if k, _ := linear.find(a.Thumbprint, true); k.JWK.Kid != "a1" {
+		t.Errorf("the first key with a thumbprint did not win: %q", k.JWK.Kid)
 	}
 }
