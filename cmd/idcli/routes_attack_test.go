@@ -199,7 +199,9 @@ func TestForwardAuthNginxRoutesAttack(t *testing.T) {
 // TestForwardAuthCaddyRoutesAttack: the same paths through the README's
 // Caddy snippet, in front of nginx as the service, with idcli proxy
 // --forward-auth --front caddy --config: none reaches a required path of
-// the service unsigned.
+// the service unsigned; a client's X-Agent-Metadata-Role on an observe
+// route never reaches it (the snippet removes it); per-address limits key
+// on each client (X-Forwarded-For, which Caddy sets).
 func TestForwardAuthCaddyRoutesAttack(t *testing.T) {
 	t.Parallel()
 	blocks := readmeBlocks(t, "caddy")
@@ -217,5 +219,22 @@ func TestForwardAuthCaddyRoutesAttack(t *testing.T) {
 	}
 	if status, body := rawSend(t, base, "", "/public/x", "app.example"); status != http.StatusOK || !strings.HasPrefix(body, "public uri=/public/x ") {
 		t.Errorf("unsigned GET /public/x through caddy: %d %q, want 200 from the service", status, body)
+	}
+	if status, body := rawSend(t, base, "", "/watch/x", "app.example", "X-Agent-Metadata-Role: admin"); strings.Contains(body, "role=admin") {
+		t.Errorf("GET /watch/x with X-Agent-Metadata-Role through caddy: %d %q: the service got it", status, body)
+	}
+
+	auth, _ = startProxy(t, "--config", writeConfig(t, routesConfig("forward_auth: true\nfront: caddy\nauthorities: [app.example]\nlimits:\n  address: 3/1h\n")))
+	base = startCaddySite(t, blocks[0], "app.example", service, auth)
+	for i := 1; i <= 3; i++ {
+		if status, body := rawSend(t, base, "127.0.0.2", "/public/x", "app.example"); status != http.StatusOK {
+			t.Fatalf("request %d from 127.0.0.2 through caddy: %d %q, want 200", i, status, body)
+		}
+	}
+	if status, body := rawSend(t, base, "127.0.0.2", "/public/x", "app.example"); status != http.StatusTooManyRequests {
+		t.Errorf("4th request from 127.0.0.2 through caddy: %d %q, want 429", status, body)
+	}
+	if status, body := rawSend(t, base, "127.0.0.3", "/public/x", "app.example", "X-Forwarded-For: 127.0.0.2"); status != http.StatusOK {
+		t.Errorf("first request from 127.0.0.3 through caddy: %d %q, want 200", status, body)
 	}
 }
