@@ -9,11 +9,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 
-	"github.com/agentid/agentid/signer"
 	"github.com/peterbourgon/ff/v3/ffcli"
 )
 
@@ -185,39 +183,4 @@ func newRootCmd(env *cliEnv) *ffcli.Command {
 	}
 	setUsage(root)
 	return root
-}
-
-// newVersionCmd is `idcli version`, the same as `idcli --version`.
-func newVersionCmd(env *cliEnv) *ffcli.Command {
-	fs := newFlagSet("idcli version", env)
-	asJSON := fs.Bool("json", false, "print the version as JSON")
-	return &ffcli.Command{
-		Name:       "version",
-		ShortUsage: "idcli version [--json]",
-		ShortHelp:  "print the version",
-		LongHelp:   `With --json: {"name":"idcli","version":"…","go":"go1.…"}.`,
-		FlagSet:    fs,
-		Exec: func(_ context.Context, args []string) error {
-			if len(args) > 0 {
-				return fmt.Errorf("version takes no arguments (got %q)", args[0])
-			}
-			printVersion(env, *asJSON)
-			return nil
-		},
-	}
-}
-
-// versionJSON is the --json output of `idcli version`.
-type versionJSON struct {
-	Name    string `json:"name"`
-	Version string `json:"version"`
-	Go      string `json:"go"`
-}
-
-func printVersion(env *cliEnv, asJSON bool) {
-	if asJSON {
-		_ = writeJSON(env.Stdout, versionJSON{Name: "idcli", Version: signer.Version, Go: runtime.Version()}, false)
-		return
-	}
-	fmt.Fprintln(env.Stdout, "idcli", signer.Version)
 }

@@ -1,12 +1,16 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/pkcs11"
 	"github.com/peterbourgon/ff/v3/ffcli"
 )
 
@@ -95,13 +99,49 @@ func TestUnknownCommand(t *testing.T) {
 
 func TestVersion(t *testing.T) {
 	t.Parallel()
+	v := currentVersion()
+	want := fmt.Sprintf("idcli %s (commit %s, %s %s)\n", signer.Version, v.Commit, runtime.Version(), runtime.GOOS+"/"+runtime.GOARCH)
+	if v.Built != "" || v.Modified {
+		want = "" // a test binary stamped from VCS: the stamped test below covers the shape
+	}
 	for _, args := range [][]string{{"version"}, {"--version"}, {"-version"}} {
 		r := runCLI(t.Context(), t.TempDir(), nil, args...)
-		if r.err != nil || r.stdout != "idcli "+signer.Version+"\n" || r.stderr != "" {
-			t.Errorf("idcli %v: error %v, stdout %q, stderr %q; want %q", args, r.err, r.stdout, r.stderr, "idcli "+signer.Version+"\n")
+		if r.err != nil || !strings.HasPrefix(r.stdout, "idcli "+signer.Version+" (commit ") || (want != "" && r.stdout != want) || r.stderr != "" {
+			t.Errorf("idcli %v: error %v, stdout %q, stderr %q; want %q", args, r.err, r.stdout, r.stderr, want)
 		}
 	}
 	if r := runCLI(t.Context(), t.TempDir(), nil, "version", "extra"); r.err == nil {
 		t.Error("idcli version extra succeeded, want an error")
+	}
+}
+
+// TestVersionStamped checks what the release build stamps
+// (-X main.buildCommit, -X main.buildTime) in both of version's outputs.
+// It sets the stamped variables, so it does not run in parallel.
+func TestVersionStamped(t *testing.T) {
+	defer func(c, b string) { buildCommit, buildTime = c, b }(buildCommit, buildTime)
+	buildCommit, buildTime = "0123456789abcdef0123456789abcdef01234567", "2026-11-27T15:04:05+01:00"
+
+	r := runCLI(t.Context(), t.TempDir(), nil, "version")
+	want := fmt.Sprintf("idcli %s (commit 0123456789ab, built 2026-11-27T14:04:05Z, %s %s/%s)\n",
+		signer.Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	if r.err != nil || r.stdout != want {
+		t.Errorf("idcli version: error %v, stdout %q; want %q", r.err, r.stdout, want)
+	}
+
+	r = runCLI(t.Context(), t.TempDir(), nil, "version", "--json")
+	var got versionJSON
+	if err := json.Unmarshal([]byte(r.stdout), &got); r.err != nil || err != nil {
+		t.Fatalf("idcli version --json: error %v, stdout %q (%v)", r.err, r.stdout, err)
+	}
+	wantJSON := versionJSON{Name: "idcli", Version: signer.Version, Commit: buildCommit, Built: "2026-11-27T14:04:05Z",
+		Go: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH, PKCS11: pkcs11.Supported}
+	if got != wantJSON {
+		t.Errorf("idcli version --json = %+v, want %+v", got, wantJSON)
+	}
+
+	buildTime = "yesterday"
+	if got := currentVersion(); got.Built != "" || got.Commit != buildCommit {
+		t.Errorf("with an unparsable build time: %+v, want no built time and the commit", got)
 	}
 }

@@ -15,6 +15,10 @@ import (
 	p11 "github.com/miekg/pkcs11"
 )
 
+// Supported is true: this binary was built with cgo and can load a PKCS#11
+// module.
+const Supported = true
+
 // Ed25519 in PKCS#11 3.0: the key type and mechanisms (not named by the
 // binding, which predates them).
 const (

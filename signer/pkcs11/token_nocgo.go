@@ -33,3 +33,7 @@ func (*Key) Destroy() error { return ErrNoCgo }
 
 // Close does nothing.
 func (*Key) Close() error { return nil }
+
+// Supported is false: this binary was built without cgo and cannot load a
+// PKCS#11 module (Open and Generate return ErrNoCgo).
+const Supported = false
