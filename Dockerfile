@@ -14,7 +14,15 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags="-s -w" -o /out/idcli ./cmd/idcli
+# The release build (.ci/release): static (no cgo, so no PKCS#11), paths
+# trimmed, stamped with the commit when it is passed in, since the build
+# context leaves .git out:
+#   docker build --build-arg COMMIT=$(git rev-parse HEAD) \
+#     --build-arg COMMIT_TIME=$(git show -s --format=%ct) -t agentid .
+ARG COMMIT=""
+ARG COMMIT_TIME=""
+ARG TARGETARCH=amd64
+RUN go run ./.ci/release -binary linux/${TARGETARCH} -no-cgo -commit "${COMMIT}" -date "${COMMIT_TIME}" -o /out/idcli
 
 # distroless static: CA certificates and time zones, no shell, and the
 # unprivileged user nonroot (uid 65532).

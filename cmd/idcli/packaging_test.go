@@ -42,14 +42,15 @@ func TestDockerfile(t *testing.T) {
 	df := readRepoFile(t, "Dockerfile")
 	gomod := readRepoFile(t, "go.mod")
 
-	build := regexp.MustCompile(`(?m)^RUN CGO_ENABLED=0 GOOS=linux go build .* -o /out/idcli (\./\S+)$`).FindStringSubmatch(df)
+	// The image is built as the release binaries are, by .ci/release,
+	// without cgo (the final stage has no C library).
+	build := regexp.MustCompile(`(?m)^RUN go run (\./\.ci/release) -binary linux/\$\{TARGETARCH\} -no-cgo .* -o /out/idcli$`).FindStringSubmatch(df)
 	if build == nil {
-		t.Fatal("Dockerfile: no static (CGO_ENABLED=0) go build of idcli")
+		t.Fatal("Dockerfile: idcli is not built by the release build (go run ./.ci/release -binary … -no-cgo … -o /out/idcli)")
 	}
-	pkg := filepath.Join("..", "..", filepath.FromSlash(build[1]))
-	main, err := os.ReadFile(filepath.Join(pkg, "main.go"))
-	if err != nil || !strings.Contains(string(main), "package main") {
-		t.Errorf("Dockerfile builds %s, which is not the idcli main package: %v", build[1], err)
+	release, err := os.ReadFile(filepath.Join("..", "..", filepath.FromSlash(build[1]), "main.go"))
+	if err != nil || !strings.Contains(string(release), `"./cmd/idcli"`) {
+		t.Errorf("Dockerfile runs %s, which does not build ./cmd/idcli: %v", build[1], err)
 	}
 
 	// The toolchain line names the Go release the module is built with
