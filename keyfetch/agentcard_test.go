@@ -83,11 +83,13 @@ func TestCardClaimsOnlyWhereTheCardLed(t *testing.T) {
 	}{
 		{"the victim's directory, named by the hostile card", victimDir, ""},
 		{"the victim's origin", victim.URL, ""},
+		{"the victim's directory respelled with a query", victimDir + "?n=1", ""},
 		{"the hostile card itself", hostile.URL + "/card.json", "Evil Bot"},
 		{"the hostile card's origin's directory", agentSet(t, hostile.URL).URL, "Evil Bot"},
 		{"a jwks_uri on the card's own origin", own.URL + "/keys/jwks.json", "Own Bot"},
 		{"the own card itself", own.URL + "/card.json", "Own Bot"},
 		{"another key set on the own card's origin", own.URL + "/keys/other.json", ""},
+		{"the own card's origin's directory with a query", agentSet(t, own.URL).URL + "?n=1", "Own Bot"},
 	} {
 		if name, _ := f.AgentName(tc.keySet); name != tc.want {
 			t.Errorf("%s (%s): AgentName = %q, want %q", tc.name, tc.keySet, name, tc.want)

@@ -124,7 +124,7 @@ func (f *Fetcher) listedByRegistry(rawURL string, t checkedURL) bool {
 // "jwks_uri" it names), else the card a registry lists whose jwks_uri is
 // set's URL and on the card's own origin, else the first card a registry
 // lists on the origin (scheme, host and port) whose well-known directory
-// set is; else, for a card key set (signer.KindCard) in the cache, that
+// (with any query) set is; else, for a card key set (signer.KindCard) in the cache, that
 // card as last fetched (Registry then ""). A card naming a jwks_uri on
 // another origin describes no key set but its own URL: anyone may name
 // anyone's key set, so its claims would describe another agent. ok is
@@ -139,7 +139,9 @@ func (f *Fetcher) CardInfo(set signer.KeySet) (card Card, ok bool) {
 			c = rt.keySets[set.URL]
 		}
 		if c == nil {
-			if ks, err := signer.ParseKeySetURL(set.URL); err == nil && ks.WellKnown && ks.Identity() == ks.Origin() {
+			// The well-known directory, with any query: the origin's own
+			// namespace (RFC 8615), not another tenant's path.
+			if ks, err := signer.ParseKeySetURL(set.URL); err == nil && ks.WellKnown {
 				if t, err := f.checkURL(set.URL); err == nil {
 					c = rt.origins[t.origin()]
 				}
