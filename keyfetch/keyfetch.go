@@ -219,15 +219,15 @@ func keyOf(set signer.KeySet) cacheKey { return cacheKey{kind: set.Kind, url: se
 // entry is one key set's cache state. Entries are never mutated after being
 // stored; writers store a modified copy under Fetcher.mu.
 type entry struct {
-	url        string
-	has        bool               // a fetch succeeded: the fields below hold a set
-	list       []signer.PublicKey // keys in document order
+	url  string
+	has  bool               // a fetch succeeded: the fields below hold a set
+	list []signer.PublicKey // keys in document order
 	// byThumb (RFC 7638 thumbprint → index in list) and byID (kid, else
 	// thumbprint → index) are built only for sets of more than
 	// indexedKeys keys; smaller ones, nearly all, are searched in order,
 	// which is as fast and saves two maps per cached set.
-	byThumb map[string]int
-	byID    map[string]int
+	byThumb    map[string]int
+	byID       map[string]int
 	etag       string
 	jwksURL    string // a card's jwks_uri, "" when the keys are inline
 	jwksETag   string
