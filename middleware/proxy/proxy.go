@@ -278,8 +278,8 @@ func New(cfg Config) (*Handler, error) {
 			pr.SetURL(up)
 			pr.Out.Host = pr.In.Host // the upstream sees the host the client asked for
 			pr.SetXForwarded()
-			stripAgentHeaders(pr.Out.Header)
-			stripAgentHeaders(pr.Out.Trailer) // declared trailers are sent too
+			StripAgentHeaders(pr.Out.Header)
+			StripAgentHeaders(pr.Out.Trailer) // declared trailers are sent too
 			if st, ok := pr.In.Context().Value(stateKey{}).(*requestState); ok {
 				h.setAgentHeaders(pr.Out.Header, st.res)
 			}
@@ -330,7 +330,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.forwardAuth(sw, r, start)
 		return
 	}
-	stripAgentHeaders(r.Header)
+	StripAgentHeaders(r.Header)
 	if err := middleware.CheckPath(r.URL); err != nil {
 		h.cfg.Verifier.WriteError(sw, err)
 		h.observe(r, sw.Status, &middleware.Result{Request: r, Verdict: middleware.Invalid, Err: err}, nil, nil, start)
@@ -501,9 +501,10 @@ func (c *captureWriter) Write(b []byte) (int, error) {
 	return c.body.Write(b)
 }
 
-// isAgentHeader reports whether a header name, case-folded with "_" read
-// as "-" (as CGI-style servers read it), starts with x-agent-.
-func isAgentHeader(name string) bool {
+// IsAgentHeader reports whether a header name, case-folded with "_" read
+// as "-" (as CGI-style servers read it), starts with x-agent-: the headers
+// a client may not send through the proxy.
+func IsAgentHeader(name string) bool {
 	const p = "x-agent-"
 	if len(name) < len(p) {
 		return false
@@ -522,10 +523,11 @@ func isAgentHeader(name string) bool {
 	return true
 }
 
-// stripAgentHeaders deletes every X-Agent-* header, in any spelling.
-func stripAgentHeaders(h http.Header) {
+// StripAgentHeaders deletes every X-Agent-* header, in any spelling
+// (IsAgentHeader), as the reverse proxy does with each incoming request.
+func StripAgentHeaders(h http.Header) {
 	for k := range h {
-		if isAgentHeader(k) {
+		if IsAgentHeader(k) {
 			delete(h, k)
 		}
 	}
@@ -536,7 +538,7 @@ func stripAgentHeaders(h http.Header) {
 func agentHeaders(h http.Header) []string {
 	var names []string
 	for k := range h {
-		if isAgentHeader(k) {
+		if IsAgentHeader(k) {
 			names = append(names, k)
 		}
 	}
@@ -546,6 +548,16 @@ func agentHeaders(h http.Header) []string {
 
 // setAgentHeaders writes the outcome as X-Agent-* headers.
 func (h *Handler) setAgentHeaders(hd http.Header, res *middleware.Result) {
+	SetAgentHeaders(hd, res, h.services)
+}
+
+// SetAgentHeaders writes res as the X-Agent-* headers the reverse proxy
+// sends upstream: X-Agent-Verdict, and X-Agent-Id, X-Agent-Key-Id,
+// X-Agent-Uid (for an agent of one of services only) and
+// X-Agent-Metadata-* for a verified request, X-Agent-Reason for an invalid
+// one. Call StripAgentHeaders on hd first: headers already there with
+// other spellings are left alone.
+func SetAgentHeaders(hd http.Header, res *middleware.Result, services []signer.ServiceURL) {
 	// The names are canonical; the values share one array (each header
 	// gets a full slice of its own, so an append to one never reaches
 	// another).
@@ -559,7 +571,7 @@ func (h *Handler) setAgentHeaders(hd http.Header, res *middleware.Result) {
 	case middleware.Verified:
 		set(HeaderID, res.Agent.ID)
 		set(HeaderKeyID, res.Agent.KeyID)
-		if uid := h.uid(res.Agent.ID); uid != "" {
+		if uid := serviceUID(res.Agent.ID, services); uid != "" {
 			set(HeaderUID, uid)
 		}
 		for k, v := range res.Agent.Metadata {
@@ -572,8 +584,12 @@ func (h *Handler) setAgentHeaders(hd http.Header, res *middleware.Result) {
 
 // uid returns the uid of an identity <scheme>://<uid>.<host> of a
 // configured service, else "".
-func (h *Handler) uid(id string) string {
-	for _, s := range h.services {
+func (h *Handler) uid(id string) string { return serviceUID(id, h.services) }
+
+// serviceUID returns the uid of an identity <scheme>://<uid>.<host> of one
+// of services, else "".
+func serviceUID(id string, services []signer.ServiceURL) string {
+	for _, s := range services {
 		rest, ok := strings.CutPrefix(id, s.Scheme+"://")
 		if !ok {
 			continue
