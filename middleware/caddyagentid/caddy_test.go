@@ -1,0 +1,368 @@
+package caddyagentid_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentid/agentid/middleware/proxy"
+	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/signertest"
+)
+
+// caddyBin is the Caddy binary built from ./cmd/caddy by TestMain.
+var caddyBin string
+
+// TestMain builds Caddy with the agentid module (the Go build cache makes
+// later builds quick) before the tests run it.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "caddyagentid")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	caddyBin = filepath.Join(dir, "caddy")
+	build := exec.Command("go", "build", "-o", caddyBin, "./cmd/caddy")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building caddy with the agentid module:", err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// freePort returns a loopback port that was free a moment ago.
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return fmt.Sprint(ln.Addr().(*net.TCPAddr).Port)
+}
+
+// startCaddy runs the built Caddy with site (site blocks) on loopback,
+// admin endpoint and automatic HTTPS off, until the test ends; it returns
+// once 127.0.0.1:port accepts connections.
+func startCaddy(t *testing.T, port, site string) {
+	t.Helper()
+	dir := t.TempDir()
+	conf := fmt.Sprintf("{\n\tadmin off\n\tauto_https off\n\tdefault_bind 127.0.0.1\n\tstorage file_system %s\n}\n\n%s", filepath.Join(dir, "data"), site)
+	file := filepath.Join(dir, "Caddyfile")
+	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	cmd := exec.Command(caddyBin, "run", "--config", file, "--adapter", "caddyfile")
+	cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		select {
+		case err := <-done:
+			t.Fatalf("caddy exited before listening (%v):\n%s\nconfig:\n%s", err, out.String(), conf)
+		default:
+		}
+		if c, err := net.DialTimeout("tcp", "127.0.0.1:"+port, time.Second); err == nil {
+			c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("caddy does not listen on 127.0.0.1:%s after 30 s:\n%s", port, out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// agentKeys serves key's directory, for every host (an agent's origin is
+// http://<uid>.localhost:PORT), and returns its port.
+func agentKeys(t *testing.T, key signer.PrivateKey) string {
+	t.Helper()
+	body := `{"keys":[` + string(key.Public.JWK.MarshalPublic()) + `]}`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != signer.DirectoryPath {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", signer.DirectoryMediaType)
+		io.WriteString(w, body)
+	}))
+	t.Cleanup(srv.Close)
+	return strings.TrimPrefix(srv.URL, "http://127.0.0.1:")
+}
+
+// upstream records what reaches the service behind Caddy.
+type upstream struct {
+	*httptest.Server
+	mu   sync.Mutex
+	seen map[string][]seenRequest
+}
+
+type seenRequest struct {
+	header http.Header
+	body   string
+}
+
+func newUpstream(t *testing.T) *upstream {
+	u := &upstream{seen: map[string][]seenRequest{}}
+	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		u.mu.Lock()
+		u.seen[r.URL.Path] = append(u.seen[r.URL.Path], seenRequest{r.Header.Clone(), string(b)})
+		u.mu.Unlock()
+		io.WriteString(w, "upstream "+r.URL.Path)
+	}))
+	t.Cleanup(u.Close)
+	return u
+}
+
+func (u *upstream) got(path string) []seenRequest {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.seen[path]
+}
+
+// agentHeaders returns the X-Agent-* headers of h (in any spelling), each
+// with its values joined.
+func agentHeaders(h http.Header) map[string]string {
+	out := map[string]string{}
+	for k, v := range h {
+		if proxy.IsAgentHeader(k) {
+			out[k] = strings.Join(v, ",")
+		}
+	}
+	return out
+}
+
+func sameHeaders(got, want map[string]string) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	for k, v := range want {
+		if got[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// errorCode reads the code of a JSON error body.
+func errorCode(body []byte) string {
+	var e struct {
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	json.Unmarshal(body, &e)
+	return e.Error.Code
+}
+
+// TestCaddyModule runs a Caddy built with the module in front of an echo
+// service, with an agent's key directory served on loopback, and checks
+// what a client gets through it: a verified request reaches the service
+// with the identity headers; unsigned, replayed and tampered requests and
+// signatures for another host are refused as the verifier refuses them;
+// the route modes; and no X-Agent-* header of the client reaches the
+// service, whatever its spelling, nor can Connection remove ours.
+func TestCaddyModule(t *testing.T) {
+	key := signertest.Key(0x41)
+	const uid = "agent-0123456789abcdef01234567"
+	keyPort := agentKeys(t, key)
+	origin := "http://" + uid + ".localhost:" + keyPort
+	up := newUpstream(t)
+	port := freePort(t)
+	host := "app.example.com:" + port
+	// Every host reaches the site (so that a request for another one
+	// reaches the module); the module serves app.example.com only.
+	startCaddy(t, port, fmt.Sprintf(`http://:%s {
+	uri strip_prefix /v1
+	agentid {
+		authority %s
+		trust *.localhost:*
+		allow_http
+		allow_private
+		agentid_service http://localhost:%s
+		mode required
+		route /optional/ optional
+		route /observe/ observe
+		deny host *.denied.localhost
+	}
+	reverse_proxy %s
+}
+`, port, host, keyPort, strings.TrimPrefix(up.URL, "http://")))
+	base := "http://127.0.0.1:" + port
+	client := &http.Client{Timeout: 10 * time.Second}
+
+	// signed is method path (with body) signed by the agent for host,
+	// addressed to Caddy.
+	signed := func(method, host, path, body string, components ...string) *http.Request {
+		t.Helper()
+		var rd io.Reader
+		if body != "" {
+			rd = strings.NewReader(body)
+		}
+		req, err := http.NewRequest(method, "http://"+host+path, rd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := signer.Sign(req, key, signer.Options{SignatureAgent: origin, Components: components}); err != nil {
+			t.Fatal(err)
+		}
+		if body != "" {
+			req.Body = io.NopCloser(strings.NewReader(body))
+		}
+		req.URL.Scheme, req.URL.Host = "http", "127.0.0.1:"+port
+		req.Host = host
+		return req
+	}
+	send := func(req *http.Request) (*http.Response, []byte) {
+		t.Helper()
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", req.Method, req.URL, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, b
+	}
+	// refused wants req refused with status and code, Accept-Signature on
+	// 401, and the service never reached at path.
+	refused := func(what string, req *http.Request, path string, status int, code string) {
+		t.Helper()
+		resp, body := send(req)
+		if resp.StatusCode != status || errorCode(body) != code {
+			t.Errorf("%s: %d %s, want %d %s", what, resp.StatusCode, body, status, code)
+		}
+		if status == http.StatusUnauthorized && resp.Header.Get("Accept-Signature") == "" {
+			t.Errorf("%s: a 401 without Accept-Signature", what)
+		}
+		if n := len(up.got(path)); n != 0 {
+			t.Errorf("%s: the service saw %d requests at %s, want none", what, n, path)
+		}
+	}
+	// passed wants req answered by the service at path with exactly the
+	// X-Agent-* headers want, and returns what the service saw.
+	passed := func(what string, req *http.Request, path string, want map[string]string) seenRequest {
+		t.Helper()
+		resp, body := send(req)
+		if resp.StatusCode != http.StatusOK || string(body) != "upstream "+path {
+			t.Fatalf("%s: %d %s, want 200 from the service at %s", what, resp.StatusCode, body, path)
+		}
+		seen := up.got(path)
+		if len(seen) != 1 {
+			t.Fatalf("%s: the service saw %d requests at %s, want 1", what, len(seen), path)
+		}
+		if got := agentHeaders(seen[0].header); !sameHeaders(got, want) {
+			t.Errorf("%s: the service got X-Agent-* headers %v, want %v", what, got, want)
+		}
+		return seen[0]
+	}
+	verified := map[string]string{"X-Agent-Verdict": "verified", "X-Agent-Id": origin, "X-Agent-Key-Id": key.KeyID(), "X-Agent-Uid": uid}
+	full := []string{"@method", "@authority", "@path", "@query"}
+
+	// Verified, with the client's own X-Agent-* headers in several
+	// spellings and a Connection header naming ours.
+	req := signed("GET", host, "/api/verified?q=1", "", full...)
+	req.Header.Set("X-Agent-Uid", "agent-ffffffffffffffffffffffff")
+	req.Header.Set("X-Agent-Verdict", "verified")
+	req.Header["x-agent-role"] = []string{"admin"}
+	req.Header["X_Agent_Id"] = []string{"https://evil.example"}
+	req.Header["X-AGENT-REASON"] = []string{"none"}
+	req.Header.Set("Connection", "X-Agent-Uid, x-agent-verdict, X-Agent-Id, X-Agent-Key-Id")
+	passed("verified", req, "/api/verified", verified)
+
+	// The same signature again: replayed.
+	again := signed("GET", host, "/api/replayed", "", full...)
+	passed("first use", again.Clone(again.Context()), "/api/replayed", verified)
+	resp, body := send(again)
+	if resp.StatusCode != http.StatusUnauthorized || errorCode(body) != "replayed_nonce" {
+		t.Errorf("replayed signature: %d %s, want 401 replayed_nonce", resp.StatusCode, body)
+	}
+	if n := len(up.got("/api/replayed")); n != 1 {
+		t.Errorf("replayed signature: the service saw %d requests, want 1 (the first)", n)
+	}
+
+	// Unsigned on a required route.
+	unsigned, _ := http.NewRequest("GET", base+"/api/unsigned", nil)
+	unsigned.Host = host
+	unsigned.Header.Set("X-Agent-Verdict", "verified")
+	refused("unsigned, required", unsigned, "/api/unsigned", http.StatusUnauthorized, "missing_signature")
+
+	// A signature made for another host, sent with that Host.
+	other := signed("GET", "other.example.com:"+port, "/api/other", "", full...)
+	refused("signed for another host", other, "/api/other", http.StatusMisdirectedRequest, "misdirected_request")
+	// The same signature sent with this site's Host: the authority it
+	// covers differs.
+	other = signed("GET", "other.example.com:"+port, "/api/other", "", full...)
+	other.Host = host
+	refused("signed for another host, sent to this one", other, "/api/other", http.StatusUnauthorized, "invalid_signature")
+
+	// A signature over GET /api/a sent as GET /api/b: invalid.
+	tampered := signed("GET", host, "/api/a", "", full...)
+	tampered.URL.Path = "/api/b"
+	refused("path changed", tampered, "/api/b", http.StatusUnauthorized, "invalid_signature")
+
+	// Optional route: unsigned passes as unverified, invalid is refused,
+	// verified passes with the identity.
+	unsigned, _ = http.NewRequest("GET", base+"/optional/unsigned", nil)
+	unsigned.Host = host
+	unsigned.Header["X_Agent_Uid"] = []string{uid}
+	passed("unsigned, optional", unsigned, "/optional/unsigned", map[string]string{"X-Agent-Verdict": "unverified"})
+	tampered = signed("GET", host, "/optional/a", "", full...)
+	tampered.URL.Path = "/optional/b"
+	refused("invalid, optional", tampered, "/optional/b", http.StatusUnauthorized, "invalid_signature")
+	passed("verified, optional", signed("GET", host, "/optional/ok", "", full...), "/optional/ok", verified)
+
+	// Observe route: everything passes with its verdict.
+	tampered = signed("GET", host, "/observe/a", "", full...)
+	tampered.URL.Path = "/observe/b"
+	passed("invalid, observe", tampered, "/observe/b", map[string]string{"X-Agent-Verdict": "invalid", "X-Agent-Reason": "invalid_signature"})
+	unsigned, _ = http.NewRequest("GET", base+"/observe/unsigned", nil)
+	unsigned.Host = host
+	passed("unsigned, observe", unsigned, "/observe/unsigned", map[string]string{"X-Agent-Verdict": "unverified"})
+
+	// A body covered by Content-Digest: checked, and passed on whole.
+	const payload = `{"amount":1000}`
+	seen := passed("POST with content-digest", signed("POST", host, "/api/post", payload, "@method", "@authority", "@path", "content-digest"), "/api/post", verified)
+	if seen.body != payload {
+		t.Errorf("POST with content-digest: the service got body %q, want %q", seen.body, payload)
+	}
+	bad := signed("POST", host, "/api/post-bad", payload, "@method", "@authority", "@path", "content-digest")
+	bad.Body = io.NopCloser(strings.NewReader(`{"amount":9999}`))
+	refused("POST with another body", bad, "/api/post-bad", http.StatusUnauthorized, "content_digest_mismatch")
+
+	// uri strip_prefix ran before the module: the signature covers the
+	// path the client sent, /v1/api/stripped, and the service gets the
+	// rewritten one.
+	passed("rewritten path", signed("GET", host, "/v1/api/stripped", "", full...), "/api/stripped", verified)
+}
