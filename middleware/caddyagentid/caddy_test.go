@@ -11,12 +11,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/agentid/agentid/middleware/internal/redistest"
 	"github.com/agentid/agentid/middleware/proxy"
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/signertest"
@@ -365,4 +367,105 @@ func TestCaddyModule(t *testing.T) {
 	// path the client sent, /v1/api/stripped, and the service gets the
 	// rewritten one.
 	passed("rewritten path", signed("GET", host, "/v1/api/stripped", "", full...), "/api/stripped", verified)
+}
+
+// docBlock returns the Caddyfile example of docs/deployment.md.
+func docBlock(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("../../docs/deployment.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := regexp.MustCompile("(?s)```caddy\n(.*?)```").FindAllStringSubmatch(string(b), -1)
+	if len(blocks) != 1 || !strings.HasPrefix(blocks[0][1], "api.example.com {") || !strings.Contains(blocks[0][1], "\tagentid {") {
+		t.Fatalf("docs/deployment.md has %d caddy blocks, want the agentid example for api.example.com", len(blocks))
+	}
+	return blocks[0][1]
+}
+
+// TestCaddyDocExample runs two Caddy instances with the Caddyfile of
+// docs/deployment.md, as written there but for the addresses of the
+// listener, the service and the agentid service (and the local-development
+// trust of an agent on loopback), sharing one Redis as two instances behind
+// a load balancer would: a verified request passes with the identity, the
+// optional route lets an unsigned request through, the required one does
+// not, and a signature one instance accepted is refused by the other.
+func TestCaddyDocExample(t *testing.T) {
+	redistest.Client(t) // Redis answers (skips, or fails under CI, if not)
+	redisURL := redistest.URL(t)
+	block := docBlock(t)
+	key := signertest.Key(0x42)
+	const uid = "agent-89abcdef0123456789abcdef"
+	keyPort := agentKeys(t, key)
+	origin := "http://" + uid + ".localhost:" + keyPort
+	up := newUpstream(t)
+	var ports []string
+	for range 2 {
+		port := freePort(t)
+		ports = append(ports, port)
+		// The site listens on its own port; it still serves (and its
+		// authority is) api.example.com, the public name clients sign for.
+		startCaddy(t, port, strings.NewReplacer(
+			"api.example.com {", "http://api.example.com:"+port+" {",
+			"trust *.agentid.example", "trust *.localhost:*\n\t\tallow_http\n\t\tallow_private",
+			"agentid_service https://agentid.example", "agentid_service http://localhost:"+keyPort,
+			"redis_url redis://127.0.0.1:6379/0", "redis_url "+redisURL,
+			"127.0.0.1:8000", strings.TrimPrefix(up.URL, "http://"),
+		).Replace(block))
+	}
+	client := &http.Client{Timeout: 10 * time.Second}
+	// do sends req to the instance on port, with Host api.example.com.
+	do := func(port string, req *http.Request) (*http.Response, string) {
+		t.Helper()
+		req.URL.Host, req.Host = "127.0.0.1:"+port, "api.example.com"
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	// get is GET path, signed when sign is set.
+	get := func(path string, sign bool) *http.Request {
+		t.Helper()
+		req, _ := http.NewRequest("GET", "http://api.example.com"+path, nil)
+		if sign {
+			if err := signer.Sign(req, key, signer.Options{SignatureAgent: origin, Components: []string{"@method", "@authority", "@path"}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return req
+	}
+
+	first := get("/orders", true)
+	replay := first.Clone(first.Context())
+	resp, body := do(ports[0], first)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("signed GET /orders: %d %s, want 200", resp.StatusCode, body)
+	}
+	if seen := up.got("/orders"); len(seen) != 1 {
+		t.Fatalf("the service saw %d requests at /orders, want 1", len(seen))
+	} else if got, want := agentHeaders(seen[0].header), map[string]string{"X-Agent-Verdict": "verified", "X-Agent-Id": origin, "X-Agent-Key-Id": key.KeyID(), "X-Agent-Uid": uid}; !sameHeaders(got, want) {
+		t.Errorf("signed GET /orders: the service got %v, want %v", got, want)
+	}
+	resp, body = do(ports[1], replay)
+	if resp.StatusCode != http.StatusUnauthorized || errorCode([]byte(body)) != "replayed_nonce" {
+		t.Errorf("the same signature at the other instance: %d %s, want 401 replayed_nonce", resp.StatusCode, body)
+	}
+	if n := len(up.got("/orders")); n != 1 {
+		t.Errorf("the service saw %d requests at /orders, want 1", n)
+	}
+	resp, body = do(ports[1], get("/orders", true))
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("a new signature at the other instance: %d %s, want 200", resp.StatusCode, body)
+	}
+	resp, body = do(ports[0], get("/public/menu", false))
+	if resp.StatusCode != http.StatusOK || len(up.got("/public/menu")) != 1 {
+		t.Errorf("unsigned GET /public/menu (optional): %d %s, want 200 from the service", resp.StatusCode, body)
+	}
+	resp, body = do(ports[1], get("/orders/unsigned", false))
+	if resp.StatusCode != http.StatusUnauthorized || errorCode([]byte(body)) != "missing_signature" {
+		t.Errorf("unsigned GET /orders/unsigned (required): %d %s, want 401 missing_signature", resp.StatusCode, body)
+	}
 }
