@@ -131,8 +131,8 @@ type upstream struct {
 }
 
 type seenRequest struct {
-	header http.Header
-	body   string
+	header, trailer http.Header
+	body            string
 }
 
 func newUpstream(t *testing.T) *upstream {
@@ -140,7 +140,7 @@ func newUpstream(t *testing.T) *upstream {
 	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		u.mu.Lock()
-		u.seen[r.URL.Path] = append(u.seen[r.URL.Path], seenRequest{r.Header.Clone(), string(b)})
+		u.seen[r.URL.Path] = append(u.seen[r.URL.Path], seenRequest{r.Header.Clone(), r.Trailer.Clone(), string(b)})
 		u.mu.Unlock()
 		io.WriteString(w, "upstream "+r.URL.Path)
 	}))
@@ -362,6 +362,28 @@ func TestCaddyModule(t *testing.T) {
 	bad := signed("POST", host, "/api/post-bad", payload, "@method", "@authority", "@path", "content-digest")
 	bad.Body = io.NopCloser(strings.NewReader(`{"amount":9999}`))
 	refused("POST with another body", bad, "/api/post-bad", http.StatusUnauthorized, "content_digest_mismatch")
+
+	// X-Agent-* trailers after a chunked body: the service gets the body
+	// and the other trailer, none of those.
+	req = signed("POST", host, "/api/trailers", "", full...)
+	req.Body, req.ContentLength = io.NopCloser(strings.NewReader(payload)), -1
+	req.Trailer = http.Header{"X-Agent-Uid": {"agent-ffffffffffffffffffffffff"}, "X-Agent-Verdict": {"verified"}, "X-Checksum": {"1"}}
+	seen = passed("X-Agent-* trailers", req, "/api/trailers", verified)
+	if seen.body != payload || seen.trailer.Get("X-Checksum") != "1" {
+		t.Errorf("trailers: the service got body %q and trailers %v, want %q and X-Checksum", seen.body, seen.trailer, payload)
+	}
+	if got := agentHeaders(seen.trailer); len(got) != 0 {
+		t.Errorf("trailers: the service got X-Agent-* trailers %v", got)
+	}
+
+	// A path that is not normal is refused before any route matches: an
+	// optional route's prefix cannot reach a required path.
+	for _, path := range []string{"/optional/../api/secret", "/optional/..%2Fapi/secret", "/optional//x/../../api/secret"} {
+		req, _ := http.NewRequest("GET", base+"/", nil)
+		req.URL.Opaque = path // sent as is
+		req.Host = host
+		refused("unsigned "+path, req, "/api/secret", http.StatusBadRequest, "invalid_request")
+	}
 
 	// uri strip_prefix ran before the module: the signature covers the
 	// path the client sent, /v1/api/stripped, and the service gets the

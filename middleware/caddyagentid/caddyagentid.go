@@ -32,6 +32,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 
@@ -276,6 +277,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		return nil // Apply wrote the refusal
 	}
 	dropConnectionTokens(r.Header)
+	proxy.StripAgentHeaders(r.Trailer) // declared, or read with the body
+	if r.Body != nil && r.Body != http.NoBody {
+		r.Body = &trailerStripper{ReadCloser: r.Body, r: r}
+	}
 	proxy.SetAgentHeaders(r.Header, res, h.services)
 	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
 		setPlaceholders(repl, res, r.Header.Get(proxy.HeaderUID))
@@ -295,6 +300,22 @@ func verifiedRequest(r *http.Request) *http.Request {
 	c := *r
 	c.URL, c.RequestURI = orig.URL, orig.RequestURI
 	return &c
+}
+
+// trailerStripper removes the X-Agent-* trailers of r when its body has
+// been read to the end, which is when net/http fills in r.Trailer and
+// reverse_proxy copies them to the upstream request.
+type trailerStripper struct {
+	io.ReadCloser
+	r *http.Request
+}
+
+func (b *trailerStripper) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		proxy.StripAgentHeaders(b.r.Trailer)
+	}
+	return n, err
 }
 
 // dropConnectionTokens removes from Connection the tokens naming X-Agent-*
