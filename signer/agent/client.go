@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -22,6 +23,9 @@ type Registration struct {
 	// IsNew is true when a registration created the agent, false when the key
 	// was already registered (and always false for a rotation).
 	IsNew bool
+	// DirectorySignedAt and DirectorySignedUntil bound the validity of the
+	// directory signature a rotation handed over (zero for a registration).
+	DirectorySignedAt, DirectorySignedUntil time.Time
 }
 
 // Client registers agents with an agentid service and rotates their keys.
@@ -39,6 +43,10 @@ type Client struct {
 	Now func() time.Time
 	// Rand is the source of nonces. If nil, crypto/rand.
 	Rand io.Reader
+	// DirectoryValidity is how long the directory signatures it makes
+	// (RotateKey, RefreshDirectory) are valid. If 0,
+	// DefaultDirectoryValidity.
+	DirectoryValidity time.Duration
 }
 
 // Register registers key with the service at serviceURL using
@@ -91,7 +99,9 @@ func (c *Client) Register(ctx context.Context, serviceURL string, key signer.Pri
 }
 
 // RotateKey sends PUT {serviceURL}/agents/{uid}/keys with body
-// {"public_jwk": next's public JWK}, signed twice: sig1 by current (it
+// {"public_jwk": next's public JWK, "directory_signatures": [next's
+// signature of the agent's directory as it will be after the rotation,
+// see RefreshDirectory]}, signed twice: sig1 by current (it
 // covers @method, @authority, @path, content-digest and
 // "signature-agent";key="sig1", with Signature-Agent naming the agent) and
 // sig2 by next (tag agentid-key-possession, the same components without
@@ -105,8 +115,14 @@ func (c *Client) RotateKey(ctx context.Context, serviceURL, uid string, current,
 	if err := checkUID(uid); err != nil {
 		return Registration{}, err
 	}
+	ds, dirCreated, dirExpires, err := c.signOwnDirectory(svc, uid, next)
+	if err != nil {
+		return Registration{}, err
+	}
 	u := svc.String() + "/agents/" + url.PathEscape(uid) + "/keys"
-	req, err := newJSONRequest(ctx, http.MethodPut, u, keyBody(next))
+	body := jsonBody(map[string]any{"public_jwk": json.RawMessage(next.Public.JWK.MarshalPublic()),
+		"directory_signatures": []directorySignatureJSON{ds}})
+	req, err := newJSONRequest(ctx, http.MethodPut, u, body)
 	if err != nil {
 		return Registration{}, err
 	}
@@ -140,5 +156,6 @@ func (c *Client) RotateKey(ctx context.Context, serviceURL, uid string, current,
 	if ar.UID != uid {
 		return Registration{}, fmt.Errorf("agent: the service answered for uid %s, want %s", ar.UID, uid)
 	}
-	return Registration{UID: uid, PublicJWK: next.Public.JWK, WellKnownURL: ar.WellKnownURL}, nil
+	return Registration{UID: uid, PublicJWK: next.Public.JWK, WellKnownURL: ar.WellKnownURL,
+		DirectorySignedAt: dirCreated, DirectorySignedUntil: dirExpires}, nil
 }

@@ -33,6 +33,7 @@ func newFakeService(t *testing.T) *fakeService {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /agents", f.register)
 	mux.HandleFunc("PUT /agents/{uid}/keys", f.rotate)
+	mux.HandleFunc("PUT /agents/{uid}/directory-signatures", f.refreshDirectory)
 	mux.HandleFunc("/whoami", f.whoami)
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
@@ -228,4 +229,43 @@ func (f *fakeService) whoami(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.answer(w, http.StatusOK, uid, cur, nil)
+}
+
+// refreshDirectory is PUT /agents/{uid}/directory-signatures: the request
+// is signed by the agent's key for the agent, and carries one directory
+// signature by that key over the agent's directory as served.
+func (f *fakeService) refreshDirectory(w http.ResponseWriter, r *http.Request) {
+	uid := r.PathValue("uid")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	cur, ok := f.keys[uid]
+	if !ok {
+		writeErr(w, 404, "agent_not_found", "no agent "+uid)
+		return
+	}
+	if s1, err := verifyLabel(r, "sig1", cur.Key); err != nil || coversWrite(s1) != nil {
+		writeErr(w, 401, "invalid_signature", fmt.Sprint(err))
+		return
+	}
+	var body struct {
+		Sigs []struct {
+			Input     string `json:"signature_input"`
+			Signature []byte `json:"signature"`
+		} `json:"directory_signatures"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil || len(body.Sigs) != 1 {
+		writeErr(w, 400, "invalid_request", fmt.Sprint("want one directory signature: ", err))
+		return
+	}
+	sig, err := signer.ParseDirectorySignature(signer.DirectorySignature{Input: body.Sigs[0].Input, Value: body.Sigs[0].Signature})
+	if err == nil {
+		host := strings.TrimPrefix(f.origin(uid), "http://")
+		err = signer.VerifyDirectory(&sig, cur, "http", host, signer.DirectoryBody([]signer.JWK{cur.JWK}))
+	}
+	if err != nil || sig.Params.KeyID != cur.Thumbprint || sig.Params.Tag != signer.DirectoryTag {
+		writeErr(w, 400, "invalid_directory_signature", fmt.Sprint(err))
+		return
+	}
+	writeJSON(w, 200, map[string]any{"uid": uid, "well_known_url": f.origin(uid) + signer.DirectoryPath,
+		"directory_signatures": []map[string]any{{"keyid": sig.Params.KeyID}}})
 }

@@ -56,6 +56,13 @@ type InitResult struct {
 	// Warning is non-empty when the credentials file lies in a git work tree
 	// and is not git-ignored.
 	Warning string
+	// Directory is the directory signature handed to the service after
+	// the registration (zero when that failed: DirectoryError says why).
+	Directory DirectorySignature
+	// DirectoryError is why the agent's directory could not be signed
+	// (a service without directory signatures answers 404), or nil. The
+	// agent is registered either way.
+	DirectoryError error
 }
 
 // Init gives the agent an identity (`idcli agent init`). It reuses the
@@ -66,7 +73,11 @@ type InitResult struct {
 // AGENT_PUBLIC_JWK, AGENT_PRIVATE_JWK — and AGENT_HOSTNAME when the service
 // is not DefaultHostname — to the credentials file with mode 0600, keeping
 // every other line. Registering an already registered key is not an error:
-// the result then has IsNew false.
+// the result then has IsNew false. Once registered, the agent signs its
+// key directory (Client.RefreshDirectory: the agent host is known only
+// from the registration's answer) and records the signature's validity
+// (AGENT_DIRECTORY_SIGNED_AT, AGENT_DIRECTORY_SIGNED_UNTIL); a failure
+// there is reported in DirectoryError, not as Init's error.
 func Init(ctx context.Context, opts InitOptions) (InitResult, error) {
 	lo := LoadOptions{Dir: opts.Dir, Path: opts.Path, Getenv: opts.Getenv}.withDefaults()
 	src, err := openSource(lo.Path, lo.Getenv)
@@ -95,11 +106,17 @@ func Init(ctx context.Context, opts InitOptions) (InitResult, error) {
 	if hostname != DefaultHostname {
 		vars = append(vars, [2]string{EnvHostname, hostname})
 	}
+	dir, dirErr := cl.RefreshDirectory(ctx, hostname, reg.UID, key)
+	if dirErr == nil {
+		vars = append(vars, directoryVars(dir.Created, dir.Expires)...)
+	}
 	warn, err := writeCreds(ctx, src.file, lo.Path, vars)
 	if err != nil {
 		return InitResult{}, err
 	}
 	return InitResult{
+		Directory:      dir,
+		DirectoryError: dirErr,
 		UID:          reg.UID,
 		PublicJWK:    reg.PublicJWK,
 		Path:         lo.Path,
@@ -182,6 +199,9 @@ type RotateResult struct {
 	// Warning is non-empty when the credentials file lies in a git work tree
 	// and is not git-ignored.
 	Warning string
+	// DirectorySignedUntil is when the directory signature handed over
+	// with the rotation expires.
+	DirectorySignedUntil time.Time
 }
 
 // Rotate replaces the agent's key and keeps its uid (`idcli agent
@@ -225,11 +245,13 @@ func Rotate(ctx context.Context, opts RotateOptions) (RotateResult, error) {
 	if err != nil {
 		return RotateResult{}, err
 	}
-	warn, err := writeCreds(ctx, src.file, lo.Path, keyVars(creds.UID, next))
+	vars := append(keyVars(creds.UID, next), directoryVars(reg.DirectorySignedAt, reg.DirectorySignedUntil)...)
+	warn, err := writeCreds(ctx, src.file, lo.Path, vars)
 	if err != nil {
 		return RotateResult{}, err
 	}
-	return RotateResult{UID: reg.UID, PublicJWK: reg.PublicJWK, Path: lo.Path, WellKnownURL: reg.WellKnownURL, Warning: warn}, nil
+	return RotateResult{UID: reg.UID, PublicJWK: reg.PublicJWK, Path: lo.Path, WellKnownURL: reg.WellKnownURL, Warning: warn,
+		DirectorySignedUntil: reg.DirectorySignedUntil}, nil
 }
 
 // checkWritable fails early when path (or, if absent, its folder) cannot be

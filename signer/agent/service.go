@@ -138,14 +138,22 @@ type agentResponse struct {
 	PublicJWK    json.RawMessage `json:"public_jwk"`
 	WellKnownURL string          `json:"well_known_url"`
 	IsNew        *bool           `json:"is_new"`
+	// DirectorySignatures (PUT /agents/{uid}/directory-signatures) are
+	// the directory signatures the service stored.
+	DirectorySignatures []struct {
+		KeyID string `json:"keyid"`
+	} `json:"directory_signatures"`
 }
 
 // keyBody is the request body {"public_jwk": {kty, crv, x, kid}}; it never
 // carries d.
 func keyBody(k signer.PrivateKey) []byte {
-	b, _ := json.Marshal(struct {
-		PublicJWK json.RawMessage `json:"public_jwk"`
-	}{json.RawMessage(k.Public.JWK.MarshalPublic())})
+	return jsonBody(map[string]any{"public_jwk": json.RawMessage(k.Public.JWK.MarshalPublic())})
+}
+
+// jsonBody is v as a request body (v holds no value that fails to encode).
+func jsonBody(v any) []byte {
+	b, _ := json.Marshal(v)
 	return b
 }
 
