@@ -117,13 +117,13 @@ func Init(ctx context.Context, opts InitOptions) (InitResult, error) {
 	return InitResult{
 		Directory:      dir,
 		DirectoryError: dirErr,
-		UID:          reg.UID,
-		PublicJWK:    reg.PublicJWK,
-		Path:         lo.Path,
-		IsNew:        reg.IsNew,
-		Hostname:     hostname,
-		WellKnownURL: reg.WellKnownURL,
-		Warning:      warn,
+		UID:            reg.UID,
+		PublicJWK:      reg.PublicJWK,
+		Path:           lo.Path,
+		IsNew:          reg.IsNew,
+		Hostname:       hostname,
+		WellKnownURL:   reg.WellKnownURL,
+		Warning:        warn,
 	}, nil
 }
 
