@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"mime"
+	"net/http"
 	"time"
 
 	"github.com/agentid/agentid/signer"
@@ -49,6 +50,11 @@ type Report struct {
 	// Problems make the key set (or some of its keys) unusable: the fetch
 	// error, and each skipped key with the reason.
 	Problems []string
+	// Header and Body are the response holding the keys as it arrived (a
+	// card's jwks_uri response for a card naming one), for tools that apply
+	// other validators' rules to it; nil when none arrived.
+	Header http.Header
+	Body   []byte
 	// Warnings are accepted but worth fixing: a generic media type, no
 	// max-age, no ETag, a max-age outside the cache bounds, no keys, a kid
 	// that verifiers ignore.
@@ -83,6 +89,11 @@ func (f *Fetcher) CheckKeySet(ctx context.Context, set signer.KeySet) (*Report, 
 			r.TTLNote = "jwks_uri " + o.jwks.ttlNote
 		}
 		r.Keys = o.keys
+		if kr := o.jwks; kr != nil && kr.resp != nil {
+			r.Header, r.Body = kr.resp.Header, kr.body
+		} else if d.resp != nil {
+			r.Header, r.Body = d.resp.Header, d.body
+		}
 		r.Signed, r.Verified, r.Authenticated, r.SignedBy = o.signed, o.verified, o.authenticated, o.signedBy
 		r.Problems = append(r.Problems, o.problems...)
 		r.Warnings = append(r.Warnings, o.notes...)

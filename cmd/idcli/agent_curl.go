@@ -132,6 +132,7 @@ func (c curl) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	refreshDirectoryIfDue(ctx, c.env, agent.RefreshOptions{Key: tk.Signing()})
 	method := c.method
 	if method == "" {
 		method = http.MethodGet

@@ -61,6 +61,9 @@ func newAgentInitCmd(env *cliEnv) *ffcli.Command {
 				return withHint(err, serviceHint(agentHostname(env, *hostname), err))
 			}
 			name := envDisplay(env, res.Path)
+			if res.DirectoryError != nil {
+				fmt.Fprintf(env.Stderr, "warning: the agent's key directory is served unsigned: %v (run idcli agent directory refresh)\n", res.DirectoryError)
+			}
 			if *asJSON {
 				if res.Warning != "" {
 					fmt.Fprintln(env.Stderr, res.Warning)
@@ -75,6 +78,9 @@ func newAgentInitCmd(env *cliEnv) *ffcli.Command {
 				fmt.Fprintf(env.Stdout, "• agent exists (%s/AGENT_UID=%s)\n", name, res.UID)
 			}
 			fmt.Fprintf(env.Stdout, "⮕ next run: [idcli agent curl %s/whoami]\n", res.Hostname)
+			if res.DirectoryError == nil {
+				fmt.Fprintf(env.Stdout, "✔ key directory signed until %s\n", res.Directory.Expires.UTC().Format(time.RFC3339))
+			}
 			if res.Warning != "" {
 				fmt.Fprintln(env.Stderr, res.Warning)
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/agentid/agentid/signer/agent"
 	"github.com/peterbourgon/ff/v3/ffcli"
@@ -60,6 +61,7 @@ func newAgentRotateCmd(env *cliEnv) *ffcli.Command {
 			}
 			fmt.Fprintf(env.Stdout, "✔ agent keys rotated (%s/AGENT_UID=%s)\n", envDisplay(env, res.Path), res.UID)
 			fmt.Fprintf(env.Stdout, "⮕ new kid %s (every older key of the agent is revoked)\n", res.PublicJWK.Kid)
+			fmt.Fprintf(env.Stdout, "✔ key directory signed by the new key until %s\n", res.DirectorySignedUntil.UTC().Format(time.RFC3339))
 			if res.Warning != "" {
 				fmt.Fprintln(env.Stderr, res.Warning)
 			}

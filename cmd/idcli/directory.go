@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/peterbourgon/ff/v3/ffcli"
 
@@ -36,7 +37,12 @@ func newDirectoryCheckCmd(env *cliEnv) *ffcli.Command {
 			"the middleware's key fetcher: status, media type, size, JSON shape, each\n" +
 			"key's validity (Ed25519, RSA or P-256) and, at a well-known directory, kid =\n" +
 			"RFC 7638 thumbprint; a signed response's signature is checked and cache\n" +
-			"headers are judged too.\n" +
+			"headers are judged too. For a directory, each key is also judged by the rules\n" +
+			"of Cloudflare's key-directory validator (a signature per key: tag\n" +
+			"http-message-signatures-directory, keyid = thumbprint, created/expires,\n" +
+			"covering \"@authority\";req, unexpired, verifying; an https:// URL), with\n" +
+			"whether the signature binds the body (content-digest); these are reported,\n" +
+			"and do not change the exit status.\n" +
 			"Exit status 0 when every key is usable (warnings allowed), 1 otherwise.",
 		FlagSet: fs,
 		Exec: func(ctx context.Context, args []string) error {
@@ -66,12 +72,13 @@ func newDirectoryCheckCmd(env *cliEnv) *ffcli.Command {
 			if h := localSchemeHint(pos[0], func(with string) string { return "check " + with + " with --allow-http --allow-private" }); h != "" && !r.OK() {
 				hint = h
 			}
+			cf := cloudflareRules(r, time.Now())
 			if *asJSON {
-				if err := writeJSON(env.Stdout, newDirectoryReport(r, hint), true); err != nil {
+				if err := writeJSON(env.Stdout, newDirectoryReport(r, hint, cf), true); err != nil {
 					return err
 				}
 			} else {
-				printDirectoryReport(env, r, hint)
+				printDirectoryReport(env, r, hint, cf)
 			}
 			if !r.OK() {
 				return exitCode(1)
@@ -141,6 +148,9 @@ type directoryReport struct {
 	Problems     []string       `json:"problems"`
 	Warnings     []string       `json:"warnings"`
 	Hint         string         `json:"hint,omitempty"`
+	// Cloudflare is what Cloudflare's key-directory validator checks, per
+	// key (directories only).
+	Cloudflare *cloudflareReport `json:"cloudflare,omitempty"`
 }
 
 // directoryKey is one usable key of a checked key set.
@@ -151,13 +161,13 @@ type directoryKey struct {
 	PublicJWK  signer.JWK `json:"public_jwk"`
 }
 
-func newDirectoryReport(r *keyfetch.Report, hint string) directoryReport {
+func newDirectoryReport(r *keyfetch.Report, hint string, cf *cloudflareReport) directoryReport {
 	d := directoryReport{
 		URL: r.URL, Kind: r.Kind.String(), WellKnown: r.WellKnown, JWKSURI: r.JWKSURI, OK: r.OK(), Status: r.StatusCode,
 		ContentType: r.ContentType, CacheControl: r.CacheControl, ETag: r.ETag,
 		TTLSeconds: r.TTL.Seconds(), TTLNote: r.TTLNote,
 		Signed: r.Signed, Verified: r.Verified, Authentic: r.Authenticated, SignedBy: r.SignedBy,
-		Keys: []directoryKey{}, Problems: []string{}, Warnings: []string{}, Hint: hint,
+		Keys: []directoryKey{}, Problems: []string{}, Warnings: []string{}, Hint: hint, Cloudflare: cf,
 	}
 	for _, k := range r.Keys {
 		d.Keys = append(d.Keys, directoryKey{Kid: k.JWK.Kid, Algorithm: k.Algorithm(), Thumbprint: k.Thumbprint, PublicJWK: k.JWK.Public()})
@@ -178,7 +188,7 @@ func keySetNoun(r *keyfetch.Report) string {
 	return "directory"
 }
 
-func printDirectoryReport(env *cliEnv, r *keyfetch.Report, hint string) {
+func printDirectoryReport(env *cliEnv, r *keyfetch.Report, hint string, cf *cloudflareReport) {
 	w := env.Stdout
 	what := map[signer.KeySetKind]string{signer.KindDirectory: "key directory", signer.KindJWKS: "JSON Web Key Set", signer.KindCard: "Signature Agent Card"}[r.Kind]
 	if r.WellKnown {
@@ -209,6 +219,7 @@ func printDirectoryReport(env *cliEnv, r *keyfetch.Report, hint string) {
 	case len(r.Keys) > 0:
 		fmt.Fprintf(w, "• response unsigned (accepted unless a verifier requires signed key sets)\n")
 	}
+	printCloudflareRules(env, cf)
 	for _, p := range r.Warnings {
 		fmt.Fprintf(w, "! %s\n", p)
 	}

@@ -138,7 +138,7 @@ func newRootCmd(env *cliEnv) *ffcli.Command {
 		FlagSet:    fs,
 		Subcommands: []*ffcli.Command{
 			newGroupCmd(env, "idcli agent",
-				"idcli agent <init|headers|rotate|curl> [flags]",
+				"idcli agent <init|headers|rotate|curl|directory> [flags]",
 				"give this agent an identity and sign requests with it",
 				"Credentials come from flags, then the process environment, then ./.env:\n"+
 					"AGENT_UID, AGENT_PRIVATE_JWK, AGENT_PUBLIC_JWK and AGENT_HOSTNAME\n"+
@@ -147,6 +147,7 @@ func newRootCmd(env *cliEnv) *ffcli.Command {
 				newAgentHeadersCmd(env),
 				newAgentRotateCmd(env),
 				newAgentCurlCmd(env),
+				newAgentDirectoryCmd(env),
 			),
 			newGroupCmd(env, "idcli server",
 				"idcli server <init|start|db:create|db:migrate|db:drop> [flags]",

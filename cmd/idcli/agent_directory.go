@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/agentid/agentid/signer/agent"
+	"github.com/peterbourgon/ff/v3/ffcli"
+)
+
+// newAgentDirectoryCmd is the group `idcli agent directory`.
+func newAgentDirectoryCmd(env *cliEnv) *ffcli.Command {
+	return newGroupCmd(env, "idcli agent directory", "idcli agent directory <refresh> [flags]",
+		"sign this agent's key directory (the service serves the signature)",
+		"The service holds no private key: the agent signs its own directory response\n"+
+			"(tag http-message-signatures-directory, keyid = thumbprint, covering\n"+
+			"\"@authority\";req and content-digest) and hands the signature over. init and\n"+
+			"rotate do it; agent curl refreshes it past half its validity.",
+		newAgentDirectoryRefreshCmd(env))
+}
+
+// directoryJSON is the --json output of `idcli agent directory refresh`.
+type directoryJSON struct {
+	UID          string    `json:"uid"`
+	KeyID        string    `json:"keyid"`
+	WellKnownURL string    `json:"well_known_url"`
+	Created      time.Time `json:"created"`
+	Expires      time.Time `json:"expires"`
+	Path         string    `json:"path"`
+}
+
+// newAgentDirectoryRefreshCmd is `idcli agent directory refresh`.
+func newAgentDirectoryRefreshCmd(env *cliEnv) *ffcli.Command {
+	fs := newFlagSet("idcli agent directory refresh", env)
+	uid := fs.String("uid", "", "agent uid (default: AGENT_UID)")
+	privateJWK := fs.String("private-jwk", "", "private JWK as JSON (default: AGENT_PRIVATE_JWK)")
+	hostname := fs.String("hostname", "", "service base URL (default: AGENT_HOSTNAME, then "+agent.DefaultHostname+")")
+	validity := fs.Duration("validity", agent.DefaultDirectoryValidity, "how long the signature is valid (the service accepts at most 744h)")
+	asJSON := fs.Bool("json", false, "print the result as JSON")
+	p11URI := pkcs11URIFlag(fs)
+	return &ffcli.Command{
+		Name:       "refresh",
+		ShortUsage: "idcli agent directory refresh [--uid U] [--private-jwk JWK] [--hostname H] [--validity D] [--pkcs11-uri URI] [--json]",
+		ShortHelp:  "sign this agent's key directory afresh and hand the signature to the service",
+		LongHelp:   `With --json: {"uid","keyid","well_known_url","created","expires","path"}.`,
+		FlagSet:    fs,
+		Exec: func(ctx context.Context, args []string) error {
+			if _, err := parseInterspersed(fs, args); err != nil {
+				return err
+			}
+			if *validity <= 0 {
+				return fmt.Errorf("agent directory refresh: --validity %v: want a positive duration such as 168h", *validity)
+			}
+			tk, err := env.openTokenKey(*p11URI, false)
+			if err != nil {
+				return err
+			}
+			defer tk.Close()
+			res, err := agent.Refresh(ctx, agent.RefreshOptions{
+				Key:        tk.Signing(),
+				Dir:        env.Dir,
+				UID:        *uid,
+				PrivateJWK: *privateJWK,
+				Hostname:   *hostname,
+				Validity:   *validity,
+				Getenv:     env.Getenv,
+				HTTPClient: &http.Client{Timeout: agentHTTPTimeout},
+			})
+			if err != nil {
+				return withHint(err, serviceHint(agentHostname(env, *hostname), err))
+			}
+			if *asJSON {
+				return writeJSON(env.Stdout, directoryJSON{UID: res.UID, KeyID: res.KeyID, WellKnownURL: res.WellKnownURL,
+					Created: res.Created.UTC(), Expires: res.Expires.UTC(), Path: envDisplay(env, res.Path)}, false)
+			}
+			fmt.Fprintf(env.Stdout, "✔ directory signed (%s/AGENT_UID=%s) until %s\n", envDisplay(env, res.Path), res.UID, res.Expires.UTC().Format(time.RFC3339))
+			fmt.Fprintf(env.Stdout, "⮕ check it: [idcli directory check %s]\n", res.WellKnownURL)
+			return nil
+		},
+	}
+}
+
+// refreshDirectoryIfDue refreshes the agent's directory signature before a
+// signed call when past half its validity (agent.RefreshIfDue). A failure
+// is a warning: the call goes on.
+func refreshDirectoryIfDue(ctx context.Context, env *cliEnv, opts agent.RefreshOptions) {
+	opts.Dir, opts.Getenv = env.Dir, env.Getenv
+	if opts.HTTPClient == nil {
+		opts.HTTPClient = &http.Client{Timeout: agentHTTPTimeout}
+	}
+	res, did, err := agent.RefreshIfDue(ctx, opts)
+	switch {
+	case err != nil:
+		fmt.Fprintf(env.Stderr, "warning: the agent's directory signature is due for a refresh, which failed: %v (run idcli agent directory refresh)\n", err)
+	case did:
+		fmt.Fprintf(env.Stderr, "• directory signature refreshed until %s\n", res.Expires.UTC().Format(time.RFC3339))
+	}
+}
