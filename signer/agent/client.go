@@ -126,15 +126,7 @@ func (c *Client) RotateKey(ctx context.Context, serviceURL, uid string, current,
 	if err != nil {
 		return Registration{}, err
 	}
-	sig1 := append(append([]string(nil), signer.WriteComponents...), `"signature-agent";key="sig1"`)
-	if err := signer.Sign(req, current, signer.Options{
-		Components:     sig1,
-		Tag:            c.Tag,
-		Nonce:          c.Nonce,
-		SignatureAgent: svc.AgentOrigin(uid),
-		Now:            c.Now,
-		Rand:           c.Rand,
-	}); err != nil {
+	if err := c.signAsAgent(req, current, svc, uid); err != nil {
 		return Registration{}, fmt.Errorf("agent: sign rotation: %w", err)
 	}
 	if err := signer.Sign(req, next, signer.Options{
@@ -158,4 +150,19 @@ func (c *Client) RotateKey(ctx context.Context, serviceURL, uid string, current,
 	}
 	return Registration{UID: uid, PublicJWK: next.Public.JWK, WellKnownURL: ar.WellKnownURL,
 		DirectorySignedAt: dirCreated, DirectorySignedUntil: dirExpires}, nil
+}
+
+// signAsAgent signs req, a write to the agent's own resources, as sig1 by
+// key for agent uid of svc: it covers @method, @authority, @path,
+// content-digest and "signature-agent";key="sig1", with Signature-Agent
+// naming the agent.
+func (c *Client) signAsAgent(req *http.Request, key signer.PrivateKey, svc signer.ServiceURL, uid string) error {
+	return signer.Sign(req, key, signer.Options{
+		Components:     append(append([]string(nil), signer.WriteComponents...), `"signature-agent";key="sig1"`),
+		Tag:            c.Tag,
+		Nonce:          c.Nonce,
+		SignatureAgent: svc.AgentOrigin(uid),
+		Now:            c.Now,
+		Rand:           c.Rand,
+	})
 }

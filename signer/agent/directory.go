@@ -103,13 +103,7 @@ func (c *Client) RefreshDirectory(ctx context.Context, serviceURL, uid string, k
 	if err != nil {
 		return DirectorySignature{}, err
 	}
-	if err := signer.Sign(req, key, signer.Options{
-		Components:     append(append([]string(nil), signer.WriteComponents...), `"signature-agent";key="sig1"`),
-		Tag:            c.Tag,
-		SignatureAgent: svc.AgentOrigin(uid),
-		Now:            c.Now,
-		Rand:           c.Rand,
-	}); err != nil {
+	if err := c.signAsAgent(req, key, svc, uid); err != nil {
 		return DirectorySignature{}, fmt.Errorf("agent: sign directory refresh: %w", err)
 	}
 	ar, _, err := send(c.HTTPClient, req, http.StatusOK)
