@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/agentid/agentid/refserver/dbtest"
 	"github.com/agentid/agentid/signer"
@@ -43,6 +44,18 @@ func BenchmarkHealth(b *testing.B) {
 // BenchmarkDirectory is one key directory, rendered or from the cache.
 func BenchmarkDirectory(b *testing.B) {
 	e, uid, _ := benchEnv(b)
+	benchServe(b, e, httptest.NewRequest(http.MethodGet, e.directoryURL(uid), nil))
+}
+
+// BenchmarkDirectorySigned is BenchmarkDirectory for an agent that handed
+// over a directory signature: the same path plus its headers.
+func BenchmarkDirectorySigned(b *testing.B) {
+	e, uid, key := benchEnv(b)
+	now := time.Now()
+	sig := e.signDir(uid, key, []signer.JWK{key.Public.JWK}, now, time.Hour)
+	if r := e.send(e.refreshReq(uid, key, []dirSig{sig}, now)); r.status != http.StatusOK {
+		b.Fatalf("refresh: %d %s", r.status, r.body)
+	}
 	benchServe(b, e, httptest.NewRequest(http.MethodGet, e.directoryURL(uid), nil))
 }
 
