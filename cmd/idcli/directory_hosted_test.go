@@ -22,6 +22,7 @@ import (
 	"github.com/agentid/agentid/keyfetch"
 	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/signertest"
 )
 
 // cloudflareDirectoryRules applies, independently of our signer and
@@ -288,4 +289,56 @@ func readEnvVar(t *testing.T, dir, name string) string {
 		t.Fatalf("%s not in .env:\n%s", name, b)
 	}
 	return string(m[1])
+}
+
+// cloudflareRules (directory check) judges each key as the validator
+// does: a signature that expired, one made for another authority, one
+// under another tag and one by a key the directory does not hold each
+// break a rule; a good one passes and says whether it binds the body.
+func TestCloudflareRulesPerKey(t *testing.T) {
+	t.Parallel()
+	key := signertest.Key(5)
+	body := signer.DirectoryBody([]signer.JWK{key.Public.JWK})
+	const authority = "agent-0123456789abcdef01234567.agentid.example"
+	now := time.Unix(1_900_000_000, 0)
+	header := func(k signer.PrivateKey, auth string, created time.Time, tag string) http.Header {
+		ds, err := signer.SignDirectory(k, "https", auth, body, created, created.Add(time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cd, _ := signer.ContentDigest(body, "sha-256")
+		return http.Header{"Content-Digest": {cd},
+			"Signature-Input": {"binding0=" + strings.Replace(ds.Input, signer.DirectoryTag, tag, 1)},
+			"Signature":       {"binding0=:" + base64.StdEncoding.EncodeToString(ds.Value) + ":"}}
+	}
+	tests := []struct {
+		name   string
+		header http.Header
+		want   string // a word of the problem, "" for none
+	}{
+		{"good", header(key, authority, now, signer.DirectoryTag), ""},
+		{"expired", header(key, authority, now.Add(-2*time.Hour), signer.DirectoryTag), "expired"},
+		{"other authority", header(key, "agent-0123456789abcdef01234568.agentid.example", now, signer.DirectoryTag), "does not verify"},
+		{"other tag", header(key, authority, now, "web-bot-auth"), "no signature"},
+		{"other key", header(signertest.Key(6), authority, now, signer.DirectoryTag), "no signature"},
+		{"unsigned", http.Header{}, "no signature"},
+	}
+	for _, tt := range tests {
+		r := &keyfetch.Report{URL: "https://" + authority + signer.DirectoryPath, Kind: signer.KindDirectory, StatusCode: 200,
+			Keys: []signer.PublicKey{key.Public}, Header: tt.header, Body: body}
+		cf := cloudflareRules(r, now.Add(time.Minute))
+		if cf == nil || len(cf.Keys) != 1 || !cf.HTTPS {
+			t.Fatalf("%s: report %+v", tt.name, cf)
+		}
+		k := cf.Keys[0]
+		if tt.want == "" {
+			if !cf.OK() || !k.BindsBody {
+				t.Errorf("%s: %+v, want it to pass and bind the body", tt.name, k)
+			}
+			continue
+		}
+		if cf.OK() || !strings.Contains(k.Problem, tt.want) {
+			t.Errorf("%s: problem %q (ok %v), want one with %q", tt.name, k.Problem, cf.OK(), tt.want)
+		}
+	}
 }

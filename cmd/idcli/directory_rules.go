@@ -126,25 +126,34 @@ func cloudflareRules(r *keyfetch.Report, now time.Time) *cloudflareReport {
 }
 
 // printCloudflareRules prints the validator's verdict, one line per key.
+// Its rules are stricter than a verifier's (an unsigned directory is
+// usable), so a rule not met is a note ("•"), not a problem.
 func printCloudflareRules(env *cliEnv, c *cloudflareReport) {
-	if c == nil {
+	if c == nil || len(c.Keys) == 0 {
 		return
 	}
 	w := env.Stdout
+	signed := false
 	for _, k := range c.Keys {
-		bind := "binds the body (content-digest)"
-		if !k.BindsBody {
-			bind = "does not bind the body (no content-digest)"
-		}
-		switch {
-		case k.OK():
-			fmt.Fprintf(w, "✔ Cloudflare's directory rules: key %s signed (tag, keyid = thumbprint, created/expires, \"@authority\";req), valid until %s; %s\n",
-				k.Thumbprint, k.Expires.Format(time.RFC3339), bind)
-		default:
-			fmt.Fprintf(w, "✘ Cloudflare's directory rules: key %s: %s\n", k.Thumbprint, k.Problem)
+		signed = signed || k.Signed
+	}
+	if !signed {
+		fmt.Fprintf(w, "• Cloudflare's directory rules not met: unsigned (its validator wants, per key, a signature tagged %s with keyid = thumbprint, created, expires, covering \"@authority\";req)\n", signer.DirectoryTag)
+	} else {
+		for _, k := range c.Keys {
+			bind := "binds the body (content-digest)"
+			if !k.BindsBody {
+				bind = "does not bind the body (no content-digest)"
+			}
+			if k.OK() {
+				fmt.Fprintf(w, "✔ Cloudflare's directory rules: key %s signed (tag, keyid = thumbprint, created/expires, \"@authority\";req), valid until %s; %s\n",
+					k.Thumbprint, k.Expires.Format(time.RFC3339), bind)
+			} else {
+				fmt.Fprintf(w, "• Cloudflare's directory rules not met by key %s: %s\n", k.Thumbprint, k.Problem)
+			}
 		}
 	}
 	if !c.HTTPS {
-		fmt.Fprintf(w, "! Cloudflare's directory validator also requires an https:// URL\n")
+		fmt.Fprintf(w, "• Cloudflare's directory validator also requires an https:// URL\n")
 	}
 }

@@ -97,6 +97,15 @@ func TestDirectoryCheckAuthenticated(t *testing.T) {
 				t.Errorf("signed=%v verified=%v authenticated=%v, want signed=verified=%v authenticated=%v",
 					got.Signed, got.Verified, got.Authentic, tt.wantSigned, tt.wantAuth)
 			}
+			// Cloudflare's rules: met per key when signed (the http:// URL
+			// aside), with the body bound only over content-digest.
+			cf := got.Cloudflare
+			if cf == nil || len(cf.Keys) != 1 || cf.HTTPS {
+				t.Fatalf("cloudflare = %+v, want one key over http", cf)
+			}
+			if k := cf.Keys[0]; k.Signed != tt.wantSigned || k.Verified != tt.wantSigned || k.OK() != tt.wantSigned || k.BindsBody != tt.wantAuth {
+				t.Errorf("cloudflare key = %+v, want signed=verified=ok=%v binds_body=%v", k, tt.wantSigned, tt.wantAuth)
+			}
 		})
 	}
 }
