@@ -287,10 +287,7 @@ func (s *Server) refreshDirectorySignatures(w http.ResponseWriter, r *http.Reque
 		}
 		return replaceDirectorySignatures(tx, uid, rows)
 	})
-	if s.dirs != nil {
-		s.dirs.Remove(uid)
-	}
-	s.dirGroup.Forget(uid)
+	s.forgetDirectory(uid)
 	var me *middleware.Error
 	switch {
 	case errors.As(err, &me):
