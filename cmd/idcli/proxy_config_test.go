@@ -412,3 +412,50 @@ func TestProxyCheck(t *testing.T) {
 		t.Errorf("--check of a bad file printed %q", r.stdout)
 	}
 }
+
+// TestProxyTrustHint: a local agent on a port refused by --trust
+// '*.localhost' (which means the default port) is explained at the
+// default log level, naming the pattern and the one to write, once per
+// host.
+func TestProxyTrustHint(t *testing.T) {
+	t.Parallel()
+	key := signertest.Key(0x61)
+	_, origin := localAgent(t, key)
+	up := newEchoUpstream(t)
+	base, b := startProxy(t, "--upstream", up.URL, "--trust", "*.localhost", "--allow-http", "--allow-private", "--access-log", "off")
+	for range 3 {
+		a := clitest.MustSend(t, http.DefaultClient, signedGet(t, base+"/x", key, origin, signer.Options{}))
+		if a.Status != 401 || a.Code != "untrusted_signature_agent" {
+			t.Fatalf("agent at %s: %d %s, want 401 untrusted_signature_agent", origin, a.Status, a.Body)
+		}
+	}
+	host := strings.TrimPrefix(origin, "http://")
+	name, port, _ := strings.Cut(host, ":")
+	want := "--trust *.localhost matches " + name + " on the scheme's default port only, not :" + port + ": write *.localhost:* (any port) or " + host
+	out := waitForStderr(t, b, regexp.MustCompile(`level=WARN msg="signature agent refused by the trust patterns.*`))
+	if !strings.Contains(out, want) {
+		t.Errorf("log line %q lacks %q", out, want)
+	}
+	if n := strings.Count(b.stderr.String(), "refused by the trust patterns"); n != 1 {
+		t.Errorf("%d hint lines for one host, want 1:\n%s", n, b.stderr.String())
+	}
+}
+
+// TestProxyRedisDownIsOneLine: a Redis that does not answer gets the
+// proxy's one-line error and nothing before it (the Redis client's own
+// retry lines go to the operational log at debug level).
+func TestProxyRedisDownIsOneLine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the idcli binary")
+	}
+	t.Parallel()
+	r := runBinary(t, t.TempDir(), nil, "proxy", "--forward-auth", "--front", "nginx", "--trust", "a.example", "--authority", "a.example",
+		"--listen", "127.0.0.1:0", "--redis-url", "redis://:hunter2@127.0.0.1:1/0")
+	lines := strings.Split(strings.TrimRight(r.stderr, "\n"), "\n")
+	if r.code == 0 || len(lines) != 1 || !strings.HasPrefix(lines[0], "idcli: --redis-url: redis://:xxxxx@127.0.0.1:1/0: Redis does not answer") {
+		t.Errorf("want one line naming --redis-url:\n%s", r)
+	}
+	if strings.Contains(r.stderr+r.stdout, "hunter2") {
+		t.Errorf("the password was printed:\n%s", r)
+	}
+}

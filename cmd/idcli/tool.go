@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"slices"
@@ -33,6 +34,7 @@ type toolVerify struct {
 	allowHTTP, allowPrivate, relaxed, asJSON  bool
 	strict01                                  bool
 	explain                                   bool
+	keySets                                   []string // the key-set URLs Signature-Agent names
 }
 
 // newToolVerifyCmd is `idcli tool verify METHOD URL …`: it rebuilds a
@@ -125,6 +127,7 @@ func (tv *toolVerify) run(ctx context.Context, method, rawURL string) error {
 	}
 	a, verr := v.Verify(req)
 	if verr != nil {
+		tv.keySets, _ = keySetURLs(req.Header.Values("Signature-Agent"))
 		tv.printFailure(middleware.AsError(verr))
 		return exitCode(1)
 	}
@@ -259,20 +262,10 @@ func (tv *toolVerify) staticKey() (middleware.KeySource, error) {
 // keySetHosts returns the host[:port] of the key set each Signature-Agent
 // member names, in field order, without duplicates.
 func keySetHosts(vals []string) ([]string, error) {
-	if len(vals) == 0 {
-		return nil, nil
-	}
-	sa, err := signer.ParseSignatureAgent(vals)
-	if err != nil {
-		return nil, err
-	}
+	urls, err := keySetURLs(vals)
 	var hosts []string
-	for _, m := range sa.Members() {
-		set, err := m.KeySet()
-		if err != nil {
-			continue
-		}
-		u, err := url.Parse(set.URL)
+	for _, raw := range urls {
+		u, err := url.Parse(raw)
 		if err != nil || u.Host == "" {
 			continue
 		}
@@ -280,7 +273,26 @@ func keySetHosts(vals []string) ([]string, error) {
 			hosts = append(hosts, u.Host)
 		}
 	}
-	return hosts, nil
+	return hosts, err
+}
+
+// keySetURLs returns the URL of the key set each Signature-Agent member
+// names, in field order.
+func keySetURLs(vals []string) ([]string, error) {
+	if len(vals) == 0 {
+		return nil, nil
+	}
+	sa, err := signer.ParseSignatureAgent(vals)
+	if err != nil {
+		return nil, err
+	}
+	var urls []string
+	for _, m := range sa.Members() {
+		if set, err := m.KeySet(); err == nil {
+			urls = append(urls, set.URL)
+		}
+	}
+	return urls, nil
 }
 
 // note prints an informational line: to stdout for people, to stderr when
@@ -381,9 +393,58 @@ func (tv *toolVerify) printFailure(e *middleware.Error) {
 	if detail != "" {
 		fmt.Fprintf(tv.env.Stdout, "  cause: %s\n", detail)
 	}
-	if hint := verifyHint(e); hint != "" {
+	hint := tv.devFlagsHint(e)
+	if hint == "" {
+		hint = verifyHint(e)
+	}
+	if hint != "" {
 		fmt.Fprintf(tv.env.Stdout, "  hint: %s\n", hint)
 	}
+}
+
+// devFlagsHint names at once every local-development flag (--allow-http,
+// --allow-private) the key sets of the request need and were not given,
+// when the failure is one of theirs; else "".
+func (tv *toolVerify) devFlagsHint(e *middleware.Error) string {
+	var ue *keyfetch.UntrustedError
+	httpRefused := errors.As(e.Err, &ue) && ue.HTTP
+	private := errors.Is(e.Err, keyfetch.ErrPrivateAddress)
+	if !httpRefused && !private {
+		return ""
+	}
+	needHTTP, needPrivate := httpRefused, private
+	var local []string
+	for _, raw := range tv.keySets {
+		u, err := url.Parse(raw)
+		if err != nil {
+			continue
+		}
+		host := strings.Trim(strings.ToLower(u.Hostname()), "[]")
+		isPrivate := isLocalHost(host)
+		if a, err := netip.ParseAddr(host); err == nil {
+			isPrivate = isPrivate || a.IsPrivate() || a.IsLinkLocalUnicast()
+		}
+		needHTTP = needHTTP || u.Scheme == "http"
+		needPrivate = needPrivate || isPrivate
+		if u.Scheme == "http" || isPrivate {
+			local = append(local, raw)
+		}
+	}
+	var missing []string
+	if needHTTP && !tv.allowHTTP {
+		missing = append(missing, "--allow-http")
+	}
+	if needPrivate && !tv.allowPrivate {
+		missing = append(missing, "--allow-private")
+	}
+	if len(missing) == 0 {
+		return ""
+	}
+	where := ""
+	if len(local) > 0 {
+		where = " (" + strings.Join(local, ", ") + ")"
+	}
+	return "the key set is a local development one" + where + ": add " + strings.Join(missing, " ")
 }
 
 // verifyHint suggests the flag that addresses a failure, if one does.

@@ -166,13 +166,19 @@ func TestToolVerify(t *testing.T) {
 			name:     "http agent without --allow-http",
 			args:     append(sigArgs(h), "--allow-private", "--now", at),
 			wantExit: 1,
-			wantOut:  []string{"✘ untrusted_signature_agent:", "http scheme refused", "hint: the URL uses http://; add --allow-http"},
+			wantOut:  []string{"✘ untrusted_signature_agent:", "http scheme refused", "hint: the key set is a local development one (" + ts.URL + "/.well-known/http-message-signatures-directory): add --allow-http\n"},
+		},
+		{
+			name:     "local agent without either flag: both named at once",
+			args:     append(sigArgs(h), "--now", at),
+			wantExit: 1,
+			wantOut:  []string{"✘ untrusted_signature_agent:", "hint: the key set is a local development one (" + ts.URL + "/.well-known/http-message-signatures-directory): add --allow-http --allow-private\n"},
 		},
 		{
 			name:     "loopback without --allow-private",
 			args:     append(sigArgs(h), "--allow-http", "--now", at),
 			wantExit: 1,
-			wantOut:  []string{"✘ key_fetch_failed: the key set of " + ts.URL + " could not be fetched", "non-public address", "hint: the host is on a private address"},
+			wantOut:  []string{"✘ key_fetch_failed: the key set of " + ts.URL + " could not be fetched", "non-public address", "hint: the key set is a local development one (" + ts.URL + "/.well-known/http-message-signatures-directory): add --allow-private\n"},
 		},
 		{
 			name:     "no Signature-Agent",

@@ -127,6 +127,8 @@ func Build(ctx context.Context, cfg *Config, opts Options) (*Proxy, error) {
 		RefusalStatus: cfg.RefusalStatus,
 		Logger:        p.logger.With("component", "verifier"),
 	}
+	hints := &trustHints{logger: p.logger.With("component", "verifier"), key: cfg.name("trust.hosts"), seen: map[string]bool{}}
+	vc.OnResult = hints.observe
 	var reg *metrics.Registry
 	if cfg.MetricsListen != "" {
 		reg = metrics.NewRegistry()
@@ -136,6 +138,7 @@ func Build(ctx context.Context, cfg *Config, opts Options) (*Proxy, error) {
 		}
 		p.status = status.New(status.Config{Title: title, AgentName: p.keys.AgentName})
 		vc.OnResult = func(r middleware.Result) {
+			hints.observe(r)
 			reg.ObserveResult(r)
 			p.status.Observe(r)
 		}
