@@ -1,6 +1,7 @@
 package middleware
 
 import (
+	"fmt"
 	"net"
 	"net/http"
 	"path"
@@ -13,42 +14,101 @@ import (
 // only some of the agents the verifier recognises. An agent is allowed when
 // any list matches it; the zero Policy allows nobody.
 //
-//	allow := middleware.Policy{Hosts: []string{"*.agentid.example"}, UIDs: []string{"agent-0123*"}}
+//	allow := middleware.Policy{Hosts: []string{"*.agentid.example"},
+//		UIDs: []string{"agent-0123*"}, Services: []string{"https://agentid.example"}}
 //	http.Handle("/", verify(allow.Require(handler)))
 type Policy struct {
-	// Identities are exact agent identities (Agent.ID): an origin such as
-	// "https://chatgpt.com", or a key-set URL.
+	// Identities are agent identities: an origin such as
+	// "https://chatgpt.com", or a key-set URL. They are normalised as the
+	// verifier normalises Signature-Agent and compared without the parts
+	// an agent may vary at will (PolicyIdentity.Exact: a trailing slash,
+	// the ;type of the member, the well-known directory path of an
+	// origin); a query is kept.
 	Identities []string
 	// Hosts match the host of the agent's identity: an exact host, or
 	// "*.suffix" matching hosts under suffix on a label boundary
 	// ("*.example.com" matches "a.example.com", not "example.com" nor
 	// "evilexample.com"). Case-insensitive.
 	Hosts []string
-	// UIDs match Agent.UID (agents of an agentid service) with path.Match
-	// patterns: an exact uid, or "agent-0123*".
+	// UIDs match the uid of agents of Services with path.Match patterns:
+	// an exact uid, or "agent-0123*". Agents of other hosts never match,
+	// whatever the first label of their host (Services.UID).
 	UIDs []string
+	// Services are the base URLs of the agentid services whose agents
+	// UIDs name, such as "https://agentid.example". Validate refuses UIDs
+	// without Services.
+	Services []string
 }
 
-// Allows reports whether the verified agent a is on the list.
-func (p Policy) Allows(a Agent) bool {
-	if a.ID == "" && a.UID == "" {
-		return false
+// Validate reports a policy that cannot work: an identity that is not an
+// origin or key-set URL, a bad host or uid pattern, a bad service URL, or
+// uids without a service (a uid names an agent of a service: without one,
+// any host whose first label is agent-… would match).
+func (p Policy) Validate() error {
+	_, err := p.compile()
+	return err
+}
+
+// compile checks p and returns its services.
+func (p Policy) compile() (Services, error) {
+	svc, err := ParseServices(p.Services)
+	if err != nil {
+		return Services{}, fmt.Errorf("services: %w", err)
+	}
+	if len(p.UIDs) > 0 && svc.Empty() {
+		return Services{}, fmt.Errorf("uids %q need the agentid service they belong to (Services, idcli proxy --agentid-service): without one any host named agent-… would match", signer.Truncate(strings.Join(p.UIDs, ",")))
 	}
 	for _, id := range p.Identities {
-		if id == a.ID {
-			return true
+		if _, err := svc.ParseIdentity(id); err != nil {
+			return Services{}, err
 		}
 	}
-	if host := IdentityHost(a.ID); host != "" {
-		for _, h := range p.Hosts {
-			if hostMatches(h, host) {
+	for _, h := range p.Hosts {
+		if !validHostPattern(h) {
+			return Services{}, fmt.Errorf("bad host pattern %q (want an exact name or *.suffix)", signer.Truncate(h))
+		}
+	}
+	for _, u := range p.UIDs {
+		if _, err := path.Match(u, ""); err != nil {
+			return Services{}, fmt.Errorf("bad uid pattern %q (want a path.Match pattern)", signer.Truncate(u))
+		}
+	}
+	return svc, nil
+}
+
+// validHostPattern reports an exact host or "*.suffix" without other
+// wildcards.
+func validHostPattern(h string) bool {
+	h = strings.TrimSpace(h)
+	s, _ := strings.CutPrefix(h, "*.")
+	return s != "" && !strings.Contains(s, "*")
+}
+
+// Allows reports whether the verified agent a is on the list. A policy
+// that does not validate allows nobody.
+func (p Policy) Allows(a Agent) bool {
+	svc, err := p.compile()
+	if err != nil || (a.ID == "" && a.DirectoryURL == "") {
+		return false
+	}
+	id := svc.Identity(a)
+	if exact := id.Exact(); exact != "" {
+		for _, e := range p.Identities {
+			if pe, err := svc.ParseIdentity(e); err == nil && pe.Exact() == exact {
 				return true
 			}
 		}
 	}
-	if a.UID != "" {
+	if id.Host != "" {
+		for _, h := range p.Hosts {
+			if hostMatches(strings.TrimSpace(h), id.Host) {
+				return true
+			}
+		}
+	}
+	if id.UID != "" {
 		for _, pat := range p.UIDs {
-			if ok, _ := path.Match(pat, a.UID); ok {
+			if ok, _ := path.Match(pat, id.UID); ok {
 				return true
 			}
 		}

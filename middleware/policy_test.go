@@ -11,6 +11,7 @@ import (
 func TestPolicyAllows(t *testing.T) {
 	t.Parallel()
 	agent := middleware.Agent{ID: testOrigin, UID: testUID}
+	svc := []string{"https://agentid.example"}
 	keySet := middleware.Agent{ID: "https://bots.example.net/keys/jwks.json"}
 	tests := []struct {
 		name   string
@@ -30,10 +31,16 @@ func TestPolicyAllows(t *testing.T) {
 		{"exact host, any port", middleware.Policy{Hosts: []string{"localhost"}}, middleware.Agent{ID: "http://localhost:8080"}, true},
 		{"bracketed IPv6 host", middleware.Policy{Hosts: []string{"::1"}}, middleware.Agent{ID: "http://[::1]:8080/keys"}, true},
 		{"host of an upper-case identity", middleware.Policy{Hosts: []string{"bots.example.net"}}, middleware.Agent{ID: "https://BOTS.example.net"}, true},
-		{"uid pattern", middleware.Policy{UIDs: []string{"agent-0123*"}}, agent, true},
-		{"uid pattern mismatch", middleware.Policy{UIDs: []string{"agent-ffff*"}}, agent, false},
-		{"uid pattern needs a uid", middleware.Policy{UIDs: []string{"*"}}, keySet, false},
-		{"no identity at all", middleware.Policy{UIDs: []string{"*"}, Hosts: []string{"*.example"}}, middleware.Agent{}, false},
+		{"uid pattern", middleware.Policy{UIDs: []string{"agent-0123*"}, Services: svc}, agent, true},
+		{"uid pattern mismatch", middleware.Policy{UIDs: []string{"agent-ffff*"}, Services: svc}, agent, false},
+		{"uid pattern needs a uid", middleware.Policy{UIDs: []string{"*"}, Services: svc}, keySet, false},
+		{"uid of another host is not the service's uid", middleware.Policy{UIDs: []string{testUID}, Services: svc}, middleware.Agent{ID: "https://" + testUID + ".other.example", UID: testUID}, false},
+		{"uid of a service agent in another form", middleware.Policy{UIDs: []string{testUID}, Services: svc}, middleware.Agent{ID: testOrigin + "/keys.json?n=1"}, true},
+		{"uids without a service allow nobody", middleware.Policy{UIDs: []string{"*"}}, agent, false},
+		{"no identity at all", middleware.Policy{UIDs: []string{"*"}, Hosts: []string{"*.example"}, Services: svc}, middleware.Agent{}, false},
+		{"identity respelled: trailing slash, directory path, case", middleware.Policy{Identities: []string{"HTTPS://Bots.example.net/keys/jwks.json/"}}, keySet, true},
+		{"origin respelled as its directory URL", middleware.Policy{Identities: []string{testOrigin + "/.well-known/http-message-signatures-directory"}}, agent, true},
+		{"a query is another key set to an allow list", middleware.Policy{Identities: []string{keySet.ID}}, middleware.Agent{ID: keySet.ID + "?n=1"}, false},
 	}
 	for _, tt := range tests {
 		if got := tt.policy.Allows(tt.agent); got != tt.want {
@@ -53,9 +60,10 @@ func TestPolicyRequire(t *testing.T) {
 		req    *http.Request
 		want   int
 	}{
-		{"allowed agent", middleware.Policy{UIDs: []string{testUID}}, signedRequest(t, keyA, signOpts(nil)), 200},
-		{"agent not on the list", middleware.Policy{UIDs: []string{"agent-ffffffffffffffffffffffff"}}, signedRequest(t, keyA, signOpts(nil)), 403},
-		{"unsigned request let through by Optional", middleware.Policy{UIDs: []string{"*"}}, httptest.NewRequest("GET", testURL, nil), 403},
+		{"allowed agent", middleware.Policy{UIDs: []string{testUID}, Services: []string{"https://agentid.example"}}, signedRequest(t, keyA, signOpts(nil)), 200},
+		{"agent not on the list", middleware.Policy{UIDs: []string{"agent-ffffffffffffffffffffffff"}, Services: []string{"https://agentid.example"}}, signedRequest(t, keyA, signOpts(nil)), 403},
+		{"uids without a service", middleware.Policy{UIDs: []string{testUID}}, signedRequest(t, keyA, signOpts(nil)), 403},
+		{"unsigned request let through by Optional", middleware.Policy{UIDs: []string{"*"}, Services: []string{"https://agentid.example"}}, httptest.NewRequest("GET", testURL, nil), 403},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

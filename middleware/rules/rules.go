@@ -119,10 +119,10 @@ func New(cfg Config) (*Gate, error) {
 	}
 	slices.SortStableFunc(g.routes, func(a, b Route) int { return len(b.Prefix) - len(a.Prefix) })
 	var err error
-	if g.allow, err = compile(cfg.Allow); err != nil {
+	if g.allow, err = compile(cfg.Allow, false); err != nil {
 		return nil, fmt.Errorf("rules: allow: %w", err)
 	}
-	if g.deny, err = compile(cfg.Deny); err != nil {
+	if g.deny, err = compile(cfg.Deny, true); err != nil {
 		return nil, fmt.Errorf("rules: deny: %w", err)
 	}
 	for _, c := range cfg.DenyCards {

@@ -11,6 +11,11 @@ import (
 	"github.com/agentid/agentid/middleware/rules"
 )
 
+const (
+	uid00 = "agent-00ab00000000000000000000"
+	uid01 = "agent-01ab00000000000000000000"
+)
+
 func res(v middleware.Verdict, id, uid string) *middleware.Result {
 	r := &middleware.Result{Verdict: v, Agent: middleware.Agent{ID: id, UID: uid}}
 	switch v {
@@ -32,8 +37,9 @@ func TestDecide(t *testing.T) {
 			{Prefix: "/pub/private/", Mode: middleware.Required},
 			{Prefix: "/watch/", Mode: middleware.Observe},
 		},
-		Allow: middleware.Policy{Hosts: []string{"*.good.example"}, Identities: []string{"https://solo.example"}, UIDs: []string{"agent-00*"}},
-		Deny:  middleware.Policy{Hosts: []string{"bad.good.example"}},
+		Allow: middleware.Policy{Hosts: []string{"*.good.example"}, Identities: []string{"https://solo.example"}, UIDs: []string{"agent-00*"},
+			Services: []string{"http://svc.example"}},
+		Deny: middleware.Policy{Hosts: []string{"bad.good.example"}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -57,8 +63,9 @@ func TestDecide(t *testing.T) {
 		{"suffix alone is not under itself", "/x", res(middleware.Verified, "https://good.example", ""), middleware.CodeForbidden},
 		{"exact identity", "/x", res(middleware.Verified, "https://solo.example", ""), ""},
 		{"host case-insensitive, port ignored", "/x", res(middleware.Verified, "https://A.Good.Example:8443", ""), ""},
-		{"uid pattern", "/x", res(middleware.Verified, "http://agent-00ab.svc.example", "agent-00ab"), ""},
-		{"uid pattern miss", "/x", res(middleware.Verified, "http://agent-01ab.svc.example", "agent-01ab"), middleware.CodeForbidden},
+		{"uid pattern", "/x", res(middleware.Verified, "http://"+uid00+".svc.example", uid00), ""},
+		{"uid pattern miss", "/x", res(middleware.Verified, "http://"+uid01+".svc.example", uid01), middleware.CodeForbidden},
+		{"uid of another host", "/x", res(middleware.Verified, "http://"+uid00+".other.example", uid00), middleware.CodeForbidden},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := httptest.NewRequest("GET", "http://api.example"+tc.path, nil)
@@ -81,6 +88,7 @@ func TestMatcherAgreesWithPolicy(t *testing.T) {
 		Identities: []string{"https://x.example", "https://k.example/keys.json"},
 		Hosts:      []string{"*.agentid.example", "exact.example", "*.a.b.example"},
 		UIDs:       []string{"agent-0123*", "agent-ffffffffffffffffffffffff"},
+		Services:   []string{"http://svc", "https://agentid.example"},
 	}
 	g, err := rules.New(rules.Config{Allow: p, Mode: middleware.Optional})
 	if err != nil {
@@ -92,6 +100,9 @@ func TestMatcherAgreesWithPolicy(t *testing.T) {
 		{ID: "https://exact.example"}, {ID: "https://sub.exact.example"}, {ID: "https://c.a.b.example"},
 		{ID: "https://b.example"}, {ID: "https://[::1]:8080"}, {ID: "nonsense"},
 		{ID: "http://agent-0123aa.svc", UID: "agent-0123aa"}, {ID: "http://s", UID: "agent-ffffffffffffffffffffffff"},
+		{ID: "http://agent-0123000000000000000000aa.svc"}, {ID: "https://agent-ffffffffffffffffffffffff.agentid.example/k?n=1"},
+		{ID: "https://agent-ffffffffffffffffffffffff.other.example", UID: "agent-ffffffffffffffffffffffff"},
+		{ID: "https://x.example/?n=1"}, {ID: "https://k.example/keys.json/"}, {ID: "https://k.example/keys.json?n=1"},
 		{ID: "http://s", UID: "agent-1"}, {},
 	}
 	for _, a := range agents {
