@@ -86,8 +86,18 @@ type Config struct {
 	// request header when the agent's signature covers it (for example
 	// "Signed-Agent-Metadata", naming the operator or product on whose
 	// behalf the agent acts). A request whose signature does not cover the
-	// header shares the agent's own budget.
+	// header shares the agent's own budget. The value is the agent's own
+	// choice, new with every request if it likes: it is hashed onto one of
+	// BucketsPerAgent buckets of the agent, so an agent has at most that
+	// many budgets whatever it sends, and two values may share one.
 	KeyHeader string
+	// BucketsPerAgent caps the KeyHeader buckets of one agent. If 0,
+	// DefaultBucketsPerAgent.
+	BucketsPerAgent int
+	// Services are the base URLs of the agentid services whose agents
+	// have a budget per uid (middleware.Services); other agents have one
+	// per key-set host (middleware.PolicyIdentity.Budget).
+	Services []string
 	// Store holds the buckets. If nil, a MemoryStore (this process only).
 	Store Store
 	// ClientAddr returns the address unsigned traffic is limited by. If
@@ -98,9 +108,19 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// DefaultBucketsPerAgent is the default of Config.BucketsPerAgent.
+const DefaultBucketsPerAgent = 64
+
 // Validate reports a configuration that cannot work.
 func (c Config) Validate() error {
-	return errors.Join(c.Agent.validate("Agent"), c.Address.validate("Address"))
+	var errs []error
+	if c.BucketsPerAgent < 0 {
+		errs = append(errs, fmt.Errorf("agentlimit: Config.BucketsPerAgent %d must not be negative", c.BucketsPerAgent))
+	}
+	if _, err := middleware.ParseServices(c.Services); err != nil {
+		errs = append(errs, fmt.Errorf("agentlimit: Config.Services: %w", err))
+	}
+	return errors.Join(append(errs, c.Agent.validate("Agent"), c.Address.validate("Address"))...)
 }
 
 // Limiter applies per-agent and per-address budgets. It is safe for
@@ -108,6 +128,7 @@ func (c Config) Validate() error {
 type Limiter struct {
 	cfg       Config
 	keyHeader string // lowercase, as covered components are serialized
+	services  middleware.Services
 }
 
 // New validates cfg and returns a Limiter.
@@ -124,7 +145,11 @@ func New(cfg Config) (*Limiter, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Limiter{cfg: cfg, keyHeader: strings.ToLower(strings.TrimSpace(cfg.KeyHeader))}, nil
+	if cfg.BucketsPerAgent == 0 {
+		cfg.BucketsPerAgent = DefaultBucketsPerAgent
+	}
+	services, _ := middleware.ParseServices(cfg.Services)
+	return &Limiter{cfg: cfg, keyHeader: strings.ToLower(strings.TrimSpace(cfg.KeyHeader)), services: services}, nil
 }
 
 // Decision is the outcome of one Take.
@@ -149,19 +174,34 @@ type Decision struct {
 
 // Key returns the bucket name and policy of a request with outcome res (nil
 // or not verified: by client address). The bucket of a verified agent is
-// "agent " + its identity, followed by " " + the KeyHeader value when the
-// signature covers it.
+// named by what its owner cannot vary at will
+// (middleware.PolicyIdentity.Budget: its uid for an agent of
+// Config.Services, else the host of its key set), followed by one of
+// BucketsPerAgent slots chosen by the KeyHeader value when the signature
+// covers it. Every name is short (bounded whatever the request carries),
+// and stores hash it to a fixed size.
 func (l *Limiter) Key(r *http.Request, res *middleware.Result) (key, policy string) {
 	if res != nil && res.Verdict == middleware.Verified {
-		key = "agent " + res.Agent.ID
+		key = "agent " + l.services.Identity(res.Agent).Budget()
 		if l.keyHeader != "" {
 			if v := r.Header.Get(l.keyHeader); v != "" && covers(res.Agent.Components, l.keyHeader) {
-				key += " " + v
+				key += " #" + strconv.FormatUint(fnv64(v)%uint64(l.cfg.BucketsPerAgent), 10)
 			}
 		}
 		return key, PolicyAgent
 	}
 	return "addr " + l.cfg.ClientAddr(r), PolicyAddress
+}
+
+// fnv64 is FNV-1a over s: the same in every instance (buckets in a shared
+// store agree), without allocating whatever the length of s.
+func fnv64(s string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= 1099511628211
+	}
+	return h
 }
 
 // covers reports whether the serialized component list names header name

@@ -24,22 +24,32 @@ type MemoryConfig struct {
 
 // MemoryStore is a Store in this process's memory. It is safe for
 // concurrent use.
+//
+// A bucket is held under a fixed-size name: 128 bits of two seeded hashes
+// of its key (hash/maphash, seeds drawn per store, so a client cannot
+// choose keys that collide), never the key itself. A bucket costs the same
+// whatever the length of its key: about 60 bytes of map entry (16 of name,
+// 24 of state) with the map's slack; BenchmarkMemoryStoreBuckets measures
+// it (docs/deployment.md has the figure).
 type MemoryStore struct {
 	now      func() time.Time
 	perShard int
-	seed     maphash.Seed
+	seeds    [2]maphash.Seed
 	shards   [memoryShards]memoryShard
 }
 
+// bucketName is the fixed-size name of a bucket.
+type bucketName [2]uint64
+
 type memoryShard struct {
 	mu      sync.Mutex
-	buckets map[string]*memBucket
+	buckets map[bucketName]memBucket
 }
 
 type memBucket struct {
 	tokens float64
-	last   time.Time
-	full   time.Time // when the bucket is full again
+	last   int64 // unix nanoseconds of the last update
+	full   int64 // unix nanoseconds when the bucket is full again
 }
 
 // NewMemoryStore returns an empty MemoryStore.
@@ -50,45 +60,46 @@ func NewMemoryStore(cfg MemoryConfig) *MemoryStore {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &MemoryStore{now: cfg.Now, perShard: max(1, cfg.MaxKeys/memoryShards), seed: maphash.MakeSeed()}
+	s := &MemoryStore{now: cfg.Now, perShard: max(1, cfg.MaxKeys/memoryShards), seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}}
 	for i := range s.shards {
-		s.shards[i].buckets = make(map[string]*memBucket)
+		s.shards[i].buckets = make(map[bucketName]memBucket)
 	}
 	return s
 }
 
 // Take implements Store.
 func (s *MemoryStore) Take(_ context.Context, key string, quota int, window time.Duration) (bool, float64, error) {
-	now := s.now()
+	now := s.now().UnixNano()
 	rate := float64(quota) / window.Seconds()
-	sh := &s.shards[maphash.String(s.seed, key)%memoryShards]
+	name := bucketName{maphash.String(s.seeds[0], key), maphash.String(s.seeds[1], key)}
+	sh := &s.shards[name[0]%memoryShards]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	b := sh.buckets[key]
-	if b == nil {
+	b, ok := sh.buckets[name]
+	if !ok {
 		if len(sh.buckets) >= s.perShard {
 			sh.evict(now)
 		}
-		b = &memBucket{tokens: float64(quota), last: now}
-		sh.buckets[key] = b
-	} else if el := now.Sub(b.last); el > 0 {
-		b.tokens = min(float64(quota), b.tokens+el.Seconds()*rate)
+		b = memBucket{tokens: float64(quota), last: now}
+	} else if el := now - b.last; el > 0 {
+		b.tokens = min(float64(quota), b.tokens+float64(el)/1e9*rate)
 		b.last = now
 	}
-	ok := b.tokens >= 1
-	if ok {
+	took := b.tokens >= 1
+	if took {
 		b.tokens--
 	}
-	b.full = now.Add(time.Duration((float64(quota) - b.tokens) / rate * float64(time.Second)))
-	return ok, b.tokens, nil
+	b.full = now + int64((float64(quota)-b.tokens)/rate*1e9)
+	sh.buckets[name] = b
+	return took, b.tokens, nil
 }
 
 // evict drops the buckets that are full again, or one arbitrary bucket
 // when none is. sh.mu is held.
-func (sh *memoryShard) evict(now time.Time) {
+func (sh *memoryShard) evict(now int64) {
 	n := len(sh.buckets)
 	for k, b := range sh.buckets {
-		if !now.Before(b.full) {
+		if now >= b.full {
 			delete(sh.buckets, k)
 		}
 	}
