@@ -424,6 +424,20 @@ func TestDirectory(t *testing.T) {
 			{"nested label", "http://x." + uid + "." + e.host + "/.well-known/http-message-signatures-directory", 421, "misdirected_request"},
 			{"wrong port", "http://" + uid + ".agentid.test:1/.well-known/http-message-signatures-directory", 421, "misdirected_request"},
 		}
+		// Only the server's own forms: a query (each one a new identity to a
+		// verifier) is not the directory.
+		for _, q := range []string{"?n=1", "?n=10", "?", "?keys", "/?n=1"} {
+			u := e.directoryURL(uid) + q
+			if q[0] == '/' {
+				u = e.origin(uid) + q
+			}
+			checks = append(checks, struct {
+				name       string
+				url        string
+				wantStatus int
+				wantCode   string
+			}{"query " + q, u, 404, "not_found"})
+		}
 		for _, c := range checks {
 			r := e.send(e.request(http.MethodGet, c.url, nil))
 			if r.status != c.wantStatus {
