@@ -233,6 +233,8 @@ func TestProxyConfigErrors(t *testing.T) {
 		{"bad route prefix", "forward_auth: true\nfront: nginx\nroutes: [{prefix: a, mode: optional}]\n", `proxy.yaml:3: routes[0].prefix: "a": want a path prefix starting with /`},
 		{"bad host pattern", "forward_auth: true\nfront: nginx\nallow: {hosts: [\"ok.example\", \"a.*.example\"]}\n", `proxy.yaml:3: allow.hosts[1]: bad host pattern "a.*.example"`},
 		{"bad limit", "forward_auth: true\nfront: nginx\nlimits: {agent: lots}\n", `proxy.yaml:3: limits.agent: "lots": want REQUESTS/WINDOW`},
+		{"uids without a service", "forward_auth: true\nfront: nginx\nallow: {uids: [\"agent-0*\"]}\n", `proxy.yaml:3: allow.uids: uids "agent-0*" need the agentid service`},
+		{"deny uids without a service", "forward_auth: true\nfront: nginx\ndeny:\n  uids: [agent-aaaaaaaaaaaaaaaaaaaaaaaa]\n", `deny.uids: uids "agent-aaaaaaaaaaaaaaaaaaaaaaaa" need the agentid service`},
 		{"short window", "forward_auth: true\nfront: nginx\nlimits: {address: 5/10ms}\n", `proxy.yaml:3: limits.address: "5/10ms": the window "10ms" must be a duration of at least 1s`},
 		{"wrong type", "forward_auth: yes please\n", `proxy.yaml:1: forward_auth: want true or false, got "yes please"`},
 		{"list for a string", "forward_auth: true\nfront: [nginx]\n", `proxy.yaml:2: front: want a string, got a list`},

@@ -289,8 +289,20 @@ func (v *validation) policy(name string, p Policy) middleware.Policy {
 	}
 	check("identities", p.Identities, func(s string) middleware.Policy { return middleware.Policy{Identities: []string{s}} })
 	check("hosts", p.Hosts, func(s string) middleware.Policy { return middleware.Policy{Hosts: []string{s}} })
-	check("uids", p.UIDs, func(s string) middleware.Policy { return middleware.Policy{UIDs: []string{s}} })
-	return middleware.Policy{Identities: clone(p.Identities), Hosts: clone(p.Hosts), UIDs: clone(p.UIDs)}
+	// uids name agents of agentid_services only (rules.New refuses them
+	// without one); a bad service URL is agentid_services' own error.
+	var services []string
+	for _, s := range v.c.AgentidServices {
+		if _, err := signer.ParseServiceURL(s); err == nil {
+			services = append(services, s)
+		}
+	}
+	if len(p.UIDs) > 0 && len(services) == 0 {
+		v.fail(name+".uids", "%s", trim(middleware.Policy{UIDs: p.UIDs}.Validate(), ""))
+	} else {
+		check("uids", p.UIDs, func(s string) middleware.Policy { return middleware.Policy{UIDs: []string{s}, Services: services} })
+	}
+	return middleware.Policy{Identities: clone(p.Identities), Hosts: clone(p.Hosts), UIDs: clone(p.UIDs), Services: services}
 }
 
 func index(path string, i int) string { return path + "[" + strconv.Itoa(i) + "]" }
