@@ -30,7 +30,7 @@ type MemoryConfig struct {
 // choose keys that collide), never the key itself. A bucket costs the same
 // whatever the length of its key: about 60 bytes of map entry (16 of name,
 // 24 of state) with the map's slack; BenchmarkMemoryStoreBuckets measures
-// it (docs/deployment.md has the figure).
+// it (docs/signature-agent.md has the figure).
 type MemoryStore struct {
 	now      func() time.Time
 	perShard int

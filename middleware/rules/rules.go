@@ -57,10 +57,15 @@ type Config struct {
 	Routes []Route
 	// Allow, if not empty, lists the only verified agents let through
 	// (others get 403 forbidden). Requests that are not verified are left
-	// to the route's mode.
+	// to the route's mode. Its identities match exactly
+	// (middleware.PolicyIdentity.Exact); its uids only agents of
+	// Allow.Services.
 	Allow middleware.Policy
 	// Deny lists verified agents refused with 403 forbidden, whatever
-	// Allow says.
+	// Allow says. Its identities match what their owner cannot vary: an
+	// origin denies every key set on its host, a key-set URL every
+	// spelling of its host and path (docs/signature-agent.md); its uids
+	// match only agents of Deny.Services.
 	Deny middleware.Policy
 	// DenyCards lists, as "name:NAME" or "purpose:PURPOSE", the verified
 	// agents refused with 403 forbidden by what their Signature Agent Card
