@@ -281,3 +281,48 @@ func itoa(n int64) string {
 	b, _ := json.Marshal(n)
 	return string(b)
 }
+
+// A vestauth agent (POST /register, POST /rotate) is served unsigned, as
+// before; an agent that signed its directory and then rotates through
+// vestauth's /rotate (which carries no signatures) loses the signatures of
+// the old directory with it.
+func TestDirectorySignaturesVestauthCompat(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		e := compatEnv(t, db, nil)
+		key := signertest.Key(51)
+		uid := e.compatRegister(key)
+		wantUnsigned(t, "vestauth agent", e.send(e.request(http.MethodGet, e.directoryURL(uid), nil)))
+		now := time.Now()
+		if r := e.send(e.refreshReq(uid, key, []dirSig{e.signDir(uid, key, []signer.JWK{key.Public.JWK}, now, time.Hour)}, now)); r.status != http.StatusOK {
+			t.Fatalf("refresh: %d %s", r.status, r.body)
+		}
+		e.verifyServed(t, uid, e.send(e.request(http.MethodGet, e.directoryURL(uid), nil)), key)
+		next := signertest.Key(52)
+		if r := e.compatRotate(key, next, e.origin(uid), 300); r.status != http.StatusOK {
+			t.Fatalf("vestauth rotate: %d %s", r.status, r.body)
+		}
+		wantUnsigned(t, "after vestauth's rotate", e.send(e.request(http.MethodGet, e.directoryURL(uid), nil)))
+		if n := countRows(t, e.db, &refserver.DirectorySignature{}, "agent_uid = ?", uid); n != 0 {
+			t.Errorf("%d signature rows after vestauth's rotate, want 0", n)
+		}
+	})
+}
+
+// Signatures handed to one instance are served by another sharing the
+// database once its rendered copy expires (KeyCacheTTL, at most 500 ms).
+func TestDirectorySignaturesTwoInstances(t *testing.T) {
+	t.Parallel()
+	eachClockedEnv(t, func(t *testing.T, a *testEnv, clock *signertest.Clock) {
+		b := a.sibling(a.db, func(c *refserver.Config) { c.Now = clock.Now })
+		key := signertest.Key(53)
+		uid := a.register(key)
+		wantUnsigned(t, "instance b before", b.send(b.request(http.MethodGet, b.directoryURL(uid), nil)))
+		now := clock.Now()
+		if r := a.send(a.refreshReq(uid, key, []dirSig{a.signDir(uid, key, []signer.JWK{key.Public.JWK}, now, time.Hour)}, now)); r.status != http.StatusOK {
+			t.Fatalf("refresh: %d %s", r.status, r.body)
+		}
+		clock.Advance(refserver.MaxKeyCacheTTL)
+		b.verifyServed(t, uid, b.send(b.request(http.MethodGet, b.directoryURL(uid), nil)), key)
+	})
+}
