@@ -46,7 +46,7 @@ func TestStatusPageWiring(t *testing.T) {
 		for _, want := range []string{
 			`data-id="` + e.origin(uid) + `" data-requests="2" data-verified="2" data-invalid="0"`,
 			`<tr class="reason" data-code="replayed_nonce" data-count="1">`,
-			`id="hour-unsigned" data-count="1"`,
+			`id="hour-unverified" data-count="1"`,
 			`id="hour-verified" data-count="3"`, // registration, two whoami
 		} {
 			if !strings.Contains(body, want) {

@@ -290,9 +290,10 @@ func TestProxyConfigFlagsWin(t *testing.T) {
 func TestProxyStatusPage(t *testing.T) {
 	t.Parallel()
 	key := signertest.Key(0x55)
-	_, origin := localAgent(t, key)
+	uid, origin := localAgent(t, key)
+	service := strings.Replace(origin, uid+".", "", 1) // the agentid service the agent is registered at
 	up := newEchoUpstream(t)
-	base, p := startProxy(t, append([]string{"--upstream", up.URL, "--metrics-listen", "127.0.0.1:0", "--access-log", "off"}, localTrust...)...)
+	base, p := startProxy(t, append([]string{"--upstream", up.URL, "--metrics-listen", "127.0.0.1:0", "--access-log", "off", "--agentid-service", service}, localTrust...)...)
 	statusURL := waitForStderr(t, p, regexp.MustCompile(`status page at (http://\S+)`))
 	for range 2 {
 		clitest.MustSend(t, http.DefaultClient, signedGet(t, base+"/s", key, origin, signer.Options{}))
@@ -311,7 +312,8 @@ func TestProxyStatusPage(t *testing.T) {
 	}
 	for _, want := range []string{
 		`<tr class="agent" data-id="` + origin + `" data-requests="2" data-verified="2"`,
-		`id="hour-unsigned" data-count="1"`,
+		`data-uid="` + uid + `"><td><b class="uid">` + uid + `</b>`, // an agentid service's agent, named by uid
+		`id="hour-unverified" data-count="1"`,
 		`id="hour-verified" data-count="2"`,
 	} {
 		if !strings.Contains(string(body), want) {

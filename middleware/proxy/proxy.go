@@ -586,6 +586,10 @@ func SetAgentHeaders(hd http.Header, res *middleware.Result, services []signer.S
 // configured service, else "".
 func (h *Handler) uid(id string) string { return serviceUID(id, h.services) }
 
+// UID returns the uid X-Agent-Uid carries for the verified identity id:
+// its first label when id is an agent of one of Config.Services, else "".
+func (h *Handler) UID(id string) string { return h.uid(id) }
+
 // serviceUID returns the uid of an identity <scheme>://<uid>.<host> of one
 // of services, else "".
 func serviceUID(id string, services []signer.ServiceURL) string {

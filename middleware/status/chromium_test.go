@@ -55,7 +55,7 @@ func runChromium(t *testing.T, bin string, args ...string) string {
 }
 
 var (
-	minuteRE = regexp.MustCompile(`<g class="minute" data-minute="[^"]*" data-verified="(\d+)" data-unsigned="(\d+)" data-invalid="(\d+)"`)
+	minuteRE = regexp.MustCompile(`<g class="minute" data-minute="[^"]*" data-verified="(\d+)" data-unverified="(\d+)" data-invalid="(\d+)"`)
 	agentRE  = regexp.MustCompile(`<tr class="agent" data-id="([^"]*)" data-requests="(\d+)" data-verified="(\d+)" data-invalid="(\d+)"`)
 	reasonRE = regexp.MustCompile(`<tr class="reason" data-code="([^"]*)" data-count="(\d+)"`)
 	loadRE   = regexp.MustCompile(`(?i)\b(src|href|action|srcset|poster|formaction|background|ping)\s*=\s*"([^"]*)"`)

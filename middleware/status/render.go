@@ -14,7 +14,7 @@ const (
 	barWidth    = chartWidth / Minutes
 )
 
-// bar is one minute of the chart, stacked bottom-up: verified, unsigned,
+// bar is one minute of the chart, stacked bottom-up: verified, unverified,
 // invalid.
 type bar struct {
 	MinuteCounts
@@ -94,28 +94,28 @@ svg{background:#fff;border:1px solid #ddd;border-radius:6px}
 <div class="cards" id="totals">
 <div class="card">Last hour<b id="hour-total" data-count="{{.Hour.Total}}">{{.Hour.Total}}</b></div>
 <div class="card">Verified<b id="hour-verified" data-count="{{.Hour.Verified}}">{{.Hour.Verified}}</b></div>
-<div class="card">Unsigned<b id="hour-unsigned" data-count="{{.Hour.Unsigned}}">{{.Hour.Unsigned}}</b></div>
+<div class="card">Unverified<b id="hour-unverified" data-count="{{.Hour.Unsigned}}">{{.Hour.Unsigned}}</b></div>
 <div class="card">Invalid<b id="hour-invalid" data-count="{{.Hour.Invalid}}">{{.Hour.Invalid}}</b></div>
 </div>
 
 <h2>Verdicts per minute, last hour</h2>
 <svg id="chart" role="img" aria-label="verdicts per minute" width="{{.Width}}" height="{{.H}}" viewBox="0 0 {{.Width}} {{.H}}">
 {{- range .Bars}}
-<g class="minute" data-minute="{{.Label}}" data-verified="{{.Verified}}" data-unsigned="{{.Unsigned}}" data-invalid="{{.Invalid}}"><title>{{.Label}}: {{.Verified}} verified, {{.Unsigned}} unsigned, {{.Invalid}} invalid</title>
+<g class="minute" data-minute="{{.Label}}" data-verified="{{.Verified}}" data-unverified="{{.Unsigned}}" data-invalid="{{.Invalid}}"><title>{{.Label}}: {{.Verified}} verified, {{.Unsigned}} unverified, {{.Invalid}} invalid</title>
 {{- if .HV}}<rect class="v" x="{{.X}}" y="{{.YV}}" width="{{$.BarW}}" height="{{.HV}}"/>{{end -}}
 {{- if .HU}}<rect class="u" x="{{.X}}" y="{{.YU}}" width="{{$.BarW}}" height="{{.HU}}"/>{{end -}}
 {{- if .HI}}<rect class="i" x="{{.X}}" y="{{.YI}}" width="{{$.BarW}}" height="{{.HI}}"/>{{end -}}
 </g>
 {{- end}}
 </svg>
-<p class="legend">Peak {{.Max}} per minute.<span style="background:#2e7d32"></span>verified<span style="background:#9e9e9e"></span>unsigned<span style="background:#c62828"></span>invalid</p>
+<p class="legend">Peak {{.Max}} per minute.<span style="background:#2e7d32"></span>verified<span style="background:#9e9e9e"></span>unverified<span style="background:#c62828"></span>invalid</p>
 
 <h2>Top agents</h2>
 <table id="agents">
 <thead><tr><th>Agent</th><th>Requests</th><th>Verified</th><th>Invalid</th><th>± (sketch)</th></tr></thead>
 <tbody>
 {{- range .Agents}}
-<tr class="agent" data-id="{{.ID}}" data-requests="{{.Requests}}" data-verified="{{.Verified}}" data-invalid="{{.Invalid}}"{{if .Name}} data-name="{{.Name}}"{{end}}><td>{{if .Name}}<b class="name">{{.Name}}</b>{{if .Purpose}} <span class="purpose">({{.Purpose}})</span>{{end}}<br>{{end}}{{.ID}}</td><td class="n">{{.Requests}}</td><td class="n">{{.Verified}}</td><td class="n">{{.Invalid}}</td><td class="n">{{.Error}}</td></tr>
+<tr class="agent" data-id="{{.ID}}" data-requests="{{.Requests}}" data-verified="{{.Verified}}" data-invalid="{{.Invalid}}"{{if .UID}} data-uid="{{.UID}}"{{end}}{{if .Name}} data-name="{{.Name}}"{{end}}><td>{{if .UID}}<b class="uid">{{.UID}}</b>{{if .Name}} {{end}}{{end}}{{if .Name}}<b class="name">{{.Name}}</b>{{if .Purpose}} <span class="purpose">({{.Purpose}})</span>{{end}}{{end}}{{if or .UID .Name}}<br>{{end}}{{.ID}}</td><td class="n">{{.Requests}}</td><td class="n">{{.Verified}}</td><td class="n">{{.Invalid}}</td><td class="n">{{.Error}}</td></tr>
 {{- else}}
 <tr><td colspan="5">No agent yet.</td></tr>
 {{- end}}

@@ -50,6 +50,12 @@ type Config struct {
 	// snapshot is taken, for the listed agents only, and must be safe for
 	// concurrent use.
 	AgentName func(keySetURL string) (name, purpose string)
+	// UID, if set, gives the uid of an agentid service's agent from its
+	// identity, "" for other agents ((*proxy.Handler).UID, which knows the
+	// services whose uids X-Agent-Uid carries); the page then names such
+	// agents by uid. Like AgentName it is called for the listed agents
+	// when a snapshot is taken, and must be safe for concurrent use.
+	UID func(identity string) string
 }
 
 // verdictIndex numbers the verdicts in counts arrays.
@@ -157,7 +163,8 @@ type Snapshot struct {
 	Fetch   FetchHealth
 }
 
-// VerdictCounts counts outcomes by verdict.
+// VerdictCounts counts outcomes by verdict. The page calls Unsigned
+// "unverified", as X-Agent-Verdict and the access log do.
 type VerdictCounts struct {
 	Verified, Unsigned, Invalid uint64
 }
@@ -180,6 +187,8 @@ type MinuteCounts struct {
 // exact since the agent entered the sketch.
 type AgentCounts struct {
 	ID string
+	// UID is what Config.UID says of the agent, "" without it.
+	UID string
 	// Name and Purpose are what Config.AgentName says of the agent, ""
 	// without it.
 	Name, Purpose string
@@ -233,11 +242,13 @@ func (p *Page) Snapshot() Snapshot {
 	})
 	s.Fetch.OK, s.Fetch.Failed, s.Fetch.LastFailure = p.fetchOK, p.fetchErr, p.lastErr
 	p.mu.Unlock()
-	if p.cfg.AgentName != nil { // outside the lock: Observe never waits for it
-		for i := range s.Agents {
-			if a := &s.Agents[i]; a.KeySetURL != "" {
-				a.Name, a.Purpose = p.cfg.AgentName(a.KeySetURL)
-			}
+	for i := range s.Agents { // outside the lock: Observe never waits for these
+		a := &s.Agents[i]
+		if p.cfg.AgentName != nil && a.KeySetURL != "" {
+			a.Name, a.Purpose = p.cfg.AgentName(a.KeySetURL)
+		}
+		if p.cfg.UID != nil {
+			a.UID = p.cfg.UID(a.ID)
 		}
 	}
 	return s

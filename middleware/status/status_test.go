@@ -180,3 +180,38 @@ func TestAgentNames(t *testing.T) {
 		t.Errorf("the unnamed agent got a name:\n%s", body)
 	}
 }
+
+// TestVocabularyAndUIDs: the page says "unverified", as X-Agent-Verdict
+// and the access log do, never "Unsigned"; and Config.UID names an agentid
+// service's agents by uid (others by identity alone).
+func TestVocabularyAndUIDs(t *testing.T) {
+	const svcAgent = "https://agent-0123456789abcdef01234567.agentid.example"
+	p := status.New(status.Config{UID: func(id string) string {
+		if id == svcAgent {
+			return "agent-0123456789abcdef01234567"
+		}
+		return ""
+	}})
+	p.Observe(verified(svcAgent))
+	p.Observe(verified("https://bot.example"))
+	p.Observe(unsigned())
+	rec := httptest.NewRecorder()
+	p.ServeHTTP(rec, httptest.NewRequest("GET", "/status", nil))
+	body := rec.Body.String()
+	for _, want := range []string{
+		`Unverified<b id="hour-unverified" data-count="1">`,
+		`data-uid="agent-0123456789abcdef01234567"><td><b class="uid">agent-0123456789abcdef01234567</b><br>` + svcAgent + `</td>`,
+		`data-id="https://bot.example" data-requests="1" data-verified="1" data-invalid="0"><td>https://bot.example</td>`,
+		`></span>unverified<`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the page lacks %s", want)
+		}
+	}
+	if strings.Contains(strings.ToLower(body), "unsigned") {
+		t.Errorf("the page still says unsigned")
+	}
+	if got := p.Snapshot().Agents; len(got) != 2 || got[0].UID == got[1].UID {
+		t.Errorf("agents %+v, want one with a uid", got)
+	}
+}

@@ -136,7 +136,7 @@ func Build(ctx context.Context, cfg *Config, opts Options) (*Proxy, error) {
 		if title == "" {
 			title = "agentid proxy status"
 		}
-		p.status = status.New(status.Config{Title: title, AgentName: p.keys.AgentName})
+		p.status = status.New(status.Config{Title: title, AgentName: p.keys.AgentName, UID: p.uid})
 		vc.OnResult = func(r middleware.Result) {
 			hints.observe(r)
 			reg.ObserveResult(r)
@@ -319,6 +319,15 @@ func (p *Proxy) Middleware(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	}))
+}
+
+// uid is the uid of an agentid service's agent (agentid_services), for
+// the status page.
+func (p *Proxy) uid(id string) string {
+	if p.handler == nil {
+		return ""
+	}
+	return p.handler.UID(id)
 }
 
 // Verifier is the proxy's verifier.
