@@ -62,6 +62,8 @@ type PolicyIdentity struct {
 	Path string
 	// Query is the key set's query ("" for none).
 	Query string
+	// exact caches Exact when it is a substring of the key-set URL.
+	exact string
 	// Thumbprint is the RFC 7638 thumbprint of the key that verified.
 	Thumbprint string
 }
@@ -113,6 +115,8 @@ func (s Services) uidOf(p PolicyIdentity) string {
 // with a query is then refused, which harms nobody but its sender.
 func (p PolicyIdentity) Exact() string {
 	switch {
+	case p.exact != "":
+		return p.exact
 	case p.Origin == "":
 		return ""
 	case p.Query == "":
@@ -138,22 +142,31 @@ func (p PolicyIdentity) Budget() string {
 	return "key " + p.Thumbprint
 }
 
-// splitIdentity splits a normalised key-set URL (signer.KeySet.URL).
+// splitIdentity splits a normalised key-set URL (signer.KeySet.URL). The
+// parts are substrings of u (no allocation for a lowercase host).
 func splitIdentity(u string) PolicyIdentity {
-	scheme, rest, ok := strings.Cut(u, "://")
-	if !ok {
+	i := strings.Index(u, "://")
+	if i < 0 {
 		return PolicyIdentity{}
 	}
-	i := strings.IndexAny(rest, "/?")
-	if i < 0 {
-		i = len(rest)
+	rest := u[i+3:]
+	j := strings.IndexAny(rest, "/?")
+	if j < 0 {
+		j = len(rest)
 	}
-	authority, path := rest[:i], rest[i:]
+	origin, path := u[:i+3+j], rest[j:]
 	path, query, _ := strings.Cut(path, "?")
 	path = strings.TrimRight(path, "/")
 	if path == signer.DirectoryPath {
 		path = ""
 	}
-	origin := scheme + "://" + authority
-	return PolicyIdentity{Origin: origin, Host: strings.ToLower(IdentityHost(origin)), Path: path, Query: query}
+	p := PolicyIdentity{Origin: origin, Host: strings.ToLower(IdentityHost(origin)), Path: path, Query: query}
+	// Exact is a substring of u when nothing was dropped.
+	switch {
+	case path == "" && query == "":
+		p.exact = origin
+	case len(u) == len(origin)+len(path)+len(query)+min(len(query), 1) && (path != "" || query == ""):
+		p.exact = u
+	}
+	return p
 }

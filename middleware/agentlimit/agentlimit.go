@@ -182,7 +182,14 @@ type Decision struct {
 // and stores hash it to a fixed size.
 func (l *Limiter) Key(r *http.Request, res *middleware.Result) (key, policy string) {
 	if res != nil && res.Verdict == middleware.Verified {
-		key = "agent " + l.services.Identity(res.Agent).Budget()
+		switch id := l.services.Identity(res.Agent); { // "agent " + id.Budget(), in one allocation
+		case id.UID != "":
+			key = "agent uid " + id.UID
+		case id.Host != "":
+			key = "agent host " + id.Host
+		default:
+			key = "agent key " + id.Thumbprint
+		}
 		if l.keyHeader != "" {
 			if v := r.Header.Get(l.keyHeader); v != "" && covers(res.Agent.Components, l.keyHeader) {
 				key += " #" + strconv.FormatUint(fnv64(v)%uint64(l.cfg.BucketsPerAgent), 10)

@@ -2,6 +2,7 @@ package rules
 
 import (
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/agentid/agentid/middleware"
@@ -20,6 +21,7 @@ import (
 // service is denied by its uid, whatever form names its key set.
 type matcher struct {
 	services    middleware.Services
+	serviceURLs []string // Policy.Services as given
 	deny        bool
 	ids         map[string]struct{} // allow: PolicyIdentity.Exact
 	denyHosts   map[string]struct{} // deny: hosts of origins
@@ -36,7 +38,7 @@ func compile(p middleware.Policy, deny bool) (*matcher, error) {
 		return nil, err
 	}
 	svc, _ := middleware.ParseServices(p.Services)
-	m := &matcher{services: svc, deny: deny, ids: map[string]struct{}{}, denyHosts: map[string]struct{}{}, denyPaths: map[string]struct{}{},
+	m := &matcher{services: svc, serviceURLs: p.Services, deny: deny, ids: map[string]struct{}{}, denyHosts: map[string]struct{}{}, denyPaths: map[string]struct{}{},
 		hosts: map[string]struct{}{}, suffixes: map[string]struct{}{}, uids: map[string]struct{}{}}
 	for _, id := range p.Identities {
 		pid, _ := svc.ParseIdentity(id) // Validate parsed it
@@ -71,13 +73,19 @@ func compile(p middleware.Policy, deny bool) (*matcher, error) {
 	return m, nil
 }
 
-// matches reports whether agent a is on the list.
-func (m *matcher) matches(a middleware.Agent) bool {
-	if m.empty {
-		return false
+// identity returns a's policy identity under m's services: id (computed
+// under services) when they are the same list.
+func (m *matcher) identity(a middleware.Agent, id *middleware.PolicyIdentity, services []string) middleware.PolicyIdentity {
+	if id != nil && slices.Equal(m.serviceURLs, services) {
+		return *id
 	}
-	id := m.services.Identity(a)
-	if id.Origin == "" {
+	return m.services.Identity(a)
+}
+
+// matches reports whether agent a, whose policy identity is id, is on the
+// list.
+func (m *matcher) matches(id middleware.PolicyIdentity) bool {
+	if m.empty || id.Origin == "" {
 		return false
 	}
 	if m.deny {

@@ -206,13 +206,14 @@ func (g *Gate) Decide(r *http.Request, res *middleware.Result) Decision {
 		return Decision{Err: res.Err, Verification: true}
 	}
 	if res.Verdict == middleware.Verified {
-		if g.deny.matches(res.Agent) {
+		id := g.deny.identity(res.Agent, nil, nil)
+		if g.deny.matches(id) {
 			return Decision{Err: middleware.Fail(middleware.CodeForbidden, "agent %s is not allowed here", signer.Truncate(res.Agent.ID))}
 		}
 		if g.cardDenied(res.Agent) {
 			return Decision{Err: middleware.Fail(middleware.CodeForbidden, "agent %s is not allowed here (its card)", signer.Truncate(res.Agent.ID))}
 		}
-		if !g.allow.empty && !g.allow.matches(res.Agent) {
+		if !g.allow.empty && !g.allow.matches(g.allow.identity(res.Agent, &id, g.deny.serviceURLs)) {
 			return Decision{Err: middleware.Fail(middleware.CodeForbidden, "agent %s is not allowed here", signer.Truncate(res.Agent.ID))}
 		}
 	}
