@@ -118,17 +118,17 @@ type changeFeed struct {
 	lastUse atomic.Int64 // mono: last lookup that wanted the feed
 	synced  atomic.Int64 // mono: start of the last complete read; math.MinInt64 before one
 
-	mu        sync.Mutex // serialises reads
-	last      uint64     // id of the last row read
-	started   bool       // last is set
-	failing   bool       // the last read failed (logged once)
-	lastPrune time.Duration
+	mu        sync.Mutex    // serialises reads
+	last      uint64        // id of the last row read
+	started   bool          // last is set
+	failing   bool          // the last read failed (logged once)
+	lastPrune time.Duration // mono: last prune; only once pruned is set
+	pruned    bool
 }
 
 func newChangeFeed(db *gorm.DB, log *slog.Logger, apply func([]KeyChange), purge func()) *changeFeed {
 	f := &changeFeed{db: db, log: log, mono: monoNow, apply: apply, purge: purge, maxWait: changeMaxStale}
 	f.synced.Store(math.MinInt64)
-	f.lastPrune = math.MinInt64
 	return f
 }
 
@@ -192,8 +192,9 @@ func (f *changeFeed) Sync(ctx context.Context) bool {
 		f.purge()
 	}
 	f.synced.Store(int64(start))
-	if start-f.lastPrune >= changePruneEvery {
-		f.lastPrune = start
+	// The first complete read prunes.
+	if !f.pruned || start-f.lastPrune >= changePruneEvery {
+		f.pruned, f.lastPrune = true, start
 		// Best effort: a failed prune is tried again next time.
 		db.Where("created_at < ?", time.Now().Add(-changeRetention).UTC()).Delete(&KeyChange{})
 	}
