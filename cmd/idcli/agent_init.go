@@ -21,10 +21,13 @@ type agentJSON struct {
 	Path         string     `json:"path"`
 	IsNew        *bool      `json:"is_new,omitempty"`
 	Hostname     string     `json:"hostname,omitempty"`
+	// DirectorySignedUntil is when the directory signature handed over
+	// expires (absent when none was).
+	DirectorySignedUntil *time.Time `json:"directory_signed_until,omitempty"`
 }
 
 // agentJSONShape documents agentJSON in the help texts.
-const agentJSONShape = `{"uid","kid","public_jwk","well_known_url","path" (the credentials file)}`
+const agentJSONShape = `{"uid","kid","public_jwk","well_known_url","path" (the credentials file),"directory_signed_until" (when the key directory's signature expires; absent when it is unsigned)}`
 
 // agentHTTPTimeout bounds the registration and rotation requests.
 const agentHTTPTimeout = 30 * time.Second
@@ -69,8 +72,13 @@ func newAgentInitCmd(env *cliEnv) *ffcli.Command {
 					fmt.Fprintln(env.Stderr, res.Warning)
 				}
 				isNew := res.IsNew
-				return writeJSON(env.Stdout, agentJSON{UID: res.UID, Kid: res.PublicJWK.Kid, PublicJWK: res.PublicJWK,
-					WellKnownURL: res.WellKnownURL, Path: name, IsNew: &isNew, Hostname: res.Hostname}, false)
+				out := agentJSON{UID: res.UID, Kid: res.PublicJWK.Kid, PublicJWK: res.PublicJWK,
+					WellKnownURL: res.WellKnownURL, Path: name, IsNew: &isNew, Hostname: res.Hostname}
+				if res.DirectoryError == nil {
+					until := res.Directory.Expires.UTC()
+					out.DirectorySignedUntil = &until
+				}
+				return writeJSON(env.Stdout, out, false)
 			}
 			if res.IsNew {
 				fmt.Fprintf(env.Stdout, "✔ agent created (%s/AGENT_UID=%s)\n", name, res.UID)

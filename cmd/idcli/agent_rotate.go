@@ -56,8 +56,9 @@ func newAgentRotateCmd(env *cliEnv) *ffcli.Command {
 				if res.Warning != "" {
 					fmt.Fprintln(env.Stderr, res.Warning)
 				}
+				until := res.DirectorySignedUntil.UTC()
 				return writeJSON(env.Stdout, agentJSON{UID: res.UID, Kid: res.PublicJWK.Kid, PublicJWK: res.PublicJWK,
-					WellKnownURL: res.WellKnownURL, Path: envDisplay(env, res.Path)}, false)
+					WellKnownURL: res.WellKnownURL, Path: envDisplay(env, res.Path), DirectorySignedUntil: &until}, false)
 			}
 			fmt.Fprintf(env.Stdout, "✔ agent keys rotated (%s/AGENT_UID=%s)\n", envDisplay(env, res.Path), res.UID)
 			fmt.Fprintf(env.Stdout, "⮕ new kid %s (every older key of the agent is revoked)\n", res.PublicJWK.Kid)

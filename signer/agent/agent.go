@@ -7,6 +7,7 @@
 //	resp, err := creds.Client(nil).Get("https://api.example/whoami")
 //	h, err := agent.Headers("GET", "https://api.example/x", creds, "", "")
 //	rot, err := agent.Rotate(ctx, agent.RotateOptions{})
+//	client := &http.Client{Transport: &agent.RefreshTransport{Base: creds.Transport(nil)}} // keeps the directory signed
 //
 // Register and RotateKey are the registration and rotation client itself,
 // for callers that keep keys elsewhere than in a .env file.

@@ -2,10 +2,12 @@ package agent_test
 
 import (
 	"context"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -112,5 +114,80 @@ func TestInitSignsDirectoryAndRefreshIfDue(t *testing.T) {
 	n := count()
 	if _, did, err := agent.RefreshIfDue(ctx, agent.RefreshOptions{Dir: dir, Getenv: getenv, Now: func() time.Time { return later.Add(365 * 24 * time.Hour) }}); err != nil || did || count() != n {
 		t.Errorf("RefreshIfDue without a record = %v, %v; want nothing done", did, err)
+	}
+}
+
+// RefreshTransport refreshes before a call once the recorded signature is
+// past half its validity, once; a failed refresh is reported and not tried
+// again before RetryAfter; the calls go through either way.
+func TestRefreshTransport(t *testing.T) {
+	t.Parallel()
+	svc := newFakeService(t)
+	dir := t.TempDir()
+	ctx := context.Background()
+	getenv := envOf(nil)
+	start := time.Now().Truncate(time.Second)
+	if res, err := agent.Init(ctx, agent.InitOptions{Dir: dir, Hostname: svc.URL(), Getenv: getenv, Now: func() time.Time { return start }}); err != nil || res.DirectoryError != nil {
+		t.Fatalf("Init: %v %v", err, res.DirectoryError)
+	}
+	creds, err := agent.Load(agent.LoadOptions{Dir: dir, Getenv: getenv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var clock atomic.Int64
+	clock.Store(start.Unix())
+	now := func() time.Time { return time.Unix(clock.Load(), 0) }
+	refreshes := func() int {
+		svc.mu.Lock()
+		defer svc.mu.Unlock()
+		n := 0
+		for _, r := range svc.requests {
+			if strings.HasSuffix(r.URL.Path, "/directory-signatures") {
+				n++
+			}
+		}
+		return n
+	}
+	var errs []error
+	tr := &agent.RefreshTransport{Base: creds.Transport(nil), Options: agent.RefreshOptions{Dir: dir, Getenv: getenv, Now: now},
+		OnError: func(err error) { errs = append(errs, err) }}
+	client := &http.Client{Transport: tr}
+	call := func() {
+		t.Helper()
+		resp, err := client.Get(svc.URL() + "/whoami")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("whoami: %d", resp.StatusCode)
+		}
+	}
+	call()
+	if n := refreshes(); n != 1 {
+		t.Fatalf("%d refreshes before half the validity, want only Init's", n)
+	}
+	clock.Add(int64(agent.DefaultDirectoryValidity/2/time.Second) + 1)
+	call()
+	call()
+	if n := refreshes(); n != 2 {
+		t.Errorf("%d refreshes after two calls past half the validity, want 2 (Init's and one)", n)
+	}
+
+	// A refresh that fails: reported once, retried after RetryAfter.
+	bad := &agent.RefreshTransport{Base: creds.Transport(nil), RetryAfter: time.Hour,
+		Options: agent.RefreshOptions{Dir: dir, Getenv: getenv, Now: now, Hostname: "http://127.0.0.1:1"},
+		OnError: func(err error) { errs = append(errs, err) }}
+	client.Transport = bad
+	clock.Add(int64(agent.DefaultDirectoryValidity / time.Second))
+	call()
+	call()
+	if len(errs) != 1 {
+		t.Errorf("%d errors reported, want 1: %v", len(errs), errs)
+	}
+	clock.Add(3600)
+	call()
+	if len(errs) != 2 {
+		t.Errorf("%d errors reported after RetryAfter, want 2", len(errs))
 	}
 }
