@@ -156,6 +156,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"net"
 	"net/http"
@@ -183,10 +184,12 @@ type Fetcher struct {
 	entries   *lru.Cache[cacheKey, *entry]
 	probation *lru.Cache[cacheKey, *entry]
 	mu        sync.Mutex // serialises writers of entries and probation
-	// sites counts the admitted sets charged to each site (siteOf), for
-	// MaxSetsPerSite. Every change of entries runs under mu, and so does
-	// entries' removal hook that decrements it.
-	sites map[string]int
+	// sites counts the admitted sets charged to each site (siteOf), by
+	// the site's hash under seed (a 64-bit keyed hash: nobody outside can
+	// make two sites collide), for MaxSetsPerSite. Every change of entries
+	// runs under mu, and so does entries' removal hook that decrements it.
+	sites map[uint64]int32
+	seed  maphash.Seed
 
 	fmu     sync.Mutex         // guards flights and busy
 	flights map[string]*flight // shared fetches in flight, by kind and URL
@@ -238,7 +241,7 @@ type entry struct {
 	errUntil   time.Time // err is returned without fetching until then
 	forcedAt   time.Time // last refresh forced by an unknown keyid
 	admitted   bool      // verified once: held in entries, not probation
-	site       string    // the site an admitted set is charged to (siteOf)
+	site       uint64    // the site an admitted set is charged to (its siteOf's hash)
 	overQuota  bool      // admission refused (its site was full); retried after a refresh
 	card       *Card     // a Signature Agent Card's description (KindCard)
 }
@@ -254,7 +257,8 @@ func New(cfg Config) *Fetcher {
 		cfg:       s,
 		entries:   lru.New[cacheKey, *entry](s.MaxOrigins, 0, nil),
 		probation: lru.New[cacheKey, *entry](s.MaxProbation, 0, nil),
-		sites:     map[string]int{},
+		sites:     map[uint64]int32{},
+		seed:      maphash.MakeSeed(),
 		flights:   map[string]*flight{},
 		busy:      map[string]int{},
 	}
@@ -522,6 +526,35 @@ func (f *Fetcher) unknown(set signer.KeySet, keyID string) error {
 	return fmt.Errorf("keyfetch: %w: %q is not in %s", signer.ErrUnknownKey, signer.Truncate(keyID), set.URL)
 }
 
+// compact returns keys as a cached set holds them: a slice of exactly its
+// length, a kid equal to the thumbprint sharing its string, and the
+// usual short JWK members as constants, so that 100,000 cached sets do
+// not hold 100,000 copies of "OKP" and "Ed25519".
+func compact(keys []signer.PublicKey) []signer.PublicKey {
+	out := make([]signer.PublicKey, len(keys))
+	for i, k := range keys {
+		if k.JWK.Kid == k.Thumbprint {
+			k.JWK.Kid = k.Thumbprint
+		}
+		k.JWK.Kty = intern(k.JWK.Kty, "OKP", "RSA", "EC")
+		k.JWK.Crv = intern(k.JWK.Crv, "Ed25519", "P-256")
+		k.JWK.Alg = intern(k.JWK.Alg, "EdDSA", "Ed25519", "RS256", "PS256", "PS512", "ES256")
+		k.JWK.E = intern(k.JWK.E, "AQAB")
+		out[i] = k
+	}
+	return out
+}
+
+// intern returns the constant among consts equal to s, else s.
+func intern(s string, consts ...string) string {
+	for _, c := range consts {
+		if s == c {
+			return c
+		}
+	}
+	return s
+}
+
 // indexedKeys is the size above which a key set gets lookup maps.
 const indexedKeys = 8
 
@@ -604,9 +637,9 @@ func (f *Fetcher) Verified(set signer.KeySet) {
 	ne.admitted = true
 	f.storeLocked(k, &ne, f.cfg.Now())
 	if ne.admitted {
-		f.cfg.Logger.Debug("keyfetch: key set admitted", "url", e.url, "site", ne.site)
+		f.cfg.Logger.Debug("keyfetch: key set admitted", "url", e.url)
 	} else {
-		f.cfg.Logger.Debug("keyfetch: key set left on probation: its site holds MaxSetsPerSite admitted sets", "url", e.url, "site", ne.site)
+		f.cfg.Logger.Debug("keyfetch: key set left on probation: its site holds MaxSetsPerSite admitted sets", "url", e.url, "site", f.siteOf(e.url))
 	}
 }
 
@@ -764,7 +797,7 @@ func (f *Fetcher) fetchAndStore(ctx context.Context, set signer.KeySet) (*entry,
 		c.Logger.Debug("keyfetch: key set not found", "url", o.notFoundURL, "status", o.notFound)
 	case ferr == nil:
 		ne.has = true
-		ne.list = o.keys
+		ne.list = compact(o.keys)
 		if len(o.keys) > indexedKeys {
 			ne.byThumb, ne.byID = index(o.keys)
 		}
@@ -825,8 +858,8 @@ func (f *Fetcher) storeLocked(k cacheKey, e *entry, now time.Time) {
 		if old, held := f.entries.Get(k); held {
 			e.site = old.site
 		} else {
-			e.site = f.siteOf(e.url)
-			if q := f.cfg.MaxSetsPerSite; q > 0 && f.sites[e.site] >= q {
+			e.site = maphash.String(f.seed, f.siteOf(e.url))
+			if q := f.cfg.MaxSetsPerSite; q > 0 && int(f.sites[e.site]) >= q {
 				e.admitted, e.overQuota = false, true
 			}
 		}
