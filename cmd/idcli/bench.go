@@ -73,6 +73,11 @@ type benchConfig struct {
 	// run signs more inside the loop if it uses them up. 0 signs every
 	// request inside the loop, as a real client does.
 	Presign int
+	// Agents spreads /whoami over this many registered agents (the bench
+	// agent and Agents-1 more registered before the run): the whoami
+	// target then runs twice, signed by the bench agent alone, then by the
+	// Agents round-robin, each request uniquely signed. 0 or 1: one agent.
+	Agents int
 	// Progress, if not nil, receives a line about the run at least once a
 	// second (ProgressEvery).
 	Progress io.Writer
@@ -110,6 +115,15 @@ type benchTarget struct {
 	Errors   int            `json:"errors"`
 	// FirstError is the first transport error, if any.
 	FirstError string `json:"first_error,omitempty"`
+	// Agents is the number of agents whose signatures this run spread its
+	// /whoami requests over (--agents; 0 for one agent).
+	Agents int `json:"agents,omitempty"`
+	// CPUvsOneAgent is the server+PostgreSQL CPU per request of this run
+	// over that of the one-agent run of the same bench (--agents).
+	CPUvsOneAgent float64 `json:"cpu_vs_one_agent,omitempty"`
+	// ServerRSSBytes is the server's resident memory after this run
+	// (--agents; 0 when its /metrics does not say).
+	ServerRSSBytes int64 `json:"server_rss_bytes,omitempty"`
 	// CPU is the server's CPU per request during this target's run, when
 	// the server runs on this host (Linux).
 	CPU *benchCPU `json:"cpu,omitempty"`
@@ -175,12 +189,13 @@ func newBenchCmd(env *cliEnv) *ffcli.Command {
 	envFile := fs.String("env-file", "", "sign /whoami as the agent of this credentials file (written by idcli agent init or vestauth agent init) instead of registering a bench agent")
 	presign := fs.Int("presign", 0, "sign this many whoami requests before the timed phase (each with its own nonce), so signing cost stays out of the measured loop; 0 signs inside the loop")
 	legacy := fs.Bool("legacy", false, legacyUsage)
+	agents := fs.Int("agents", 1, "spread /whoami over N agents (the bench agent and N-1 more, registered before the run): whoami runs signed by one agent, then round-robin over the N, and reports the CPU ratio")
 	keepAgents := fs.Bool("keep-agents", false, "leave the agents the run registers in the server's database (needed when bench cannot reach that database)")
 	var dbFlags serverFlags
 	dbFlags.register(fs, false)
 	return &ffcli.Command{
 		Name:       "bench",
-		ShortUsage: "idcli bench [--url URL] [--connect HOST:PORT] [--duration 10s] [--requests N] [--concurrency 64] [--rate R] [--timeout 10s] [--target whoami|register|directory|all] [--env-file PATH] [--legacy] [--presign N] [--database-url URL] [--keep-agents] [--json]",
+		ShortUsage: "idcli bench [--url URL] [--connect HOST:PORT] [--duration 10s] [--requests N] [--concurrency 64] [--rate R] [--timeout 10s] [--target whoami|register|directory|all] [--env-file PATH] [--legacy] [--presign N] [--agents N] [--database-url URL] [--keep-agents] [--json]",
 		ShortHelp:  "load-test a running agentid server",
 		LongHelp: "Registers a bench agent (or signs as the agent of --env-file), then sends signed\n" +
 			"requests with a fresh nonce each (replay protection stays on): GET /whoami signed\n" +
@@ -209,8 +224,11 @@ func newBenchCmd(env *cliEnv) *ffcli.Command {
 				return fmt.Errorf("bench: unexpected argument %q", args[0])
 			}
 			setServerGC(env) // the generator is as allocation-heavy as the server
+			if *agents < 1 {
+				return fmt.Errorf("bench: --agents %d: want 1 to %d", *agents, maxBenchAgents)
+			}
 			cfg := benchConfig{URL: *rawURL, Connect: *connect, Duration: *duration, Requests: *requests,
-				Concurrency: *concurrency, Timeout: *timeout, Presign: *presign, Rate: *rate, Legacy: *legacy}
+				Concurrency: *concurrency, Timeout: *timeout, Presign: *presign, Rate: *rate, Legacy: *legacy, Agents: *agents}
 			if *envFile != "" {
 				creds, err := agent.Load(agent.LoadOptions{Path: env.path(*envFile), Getenv: noEnv})
 				if err != nil {
@@ -234,7 +252,7 @@ func newBenchCmd(env *cliEnv) *ffcli.Command {
 			if _, err := cfg.validate(); err != nil {
 				return err
 			}
-			if !*keepAgents && (cfg.Credentials == nil || slices.Contains(cfg.Targets, benchRegister)) {
+			if !*keepAgents && (cfg.Credentials == nil || cfg.Agents > 1 || slices.Contains(cfg.Targets, benchRegister)) {
 				db, err := benchDB(env, dbFlags)
 				if err != nil {
 					return err
@@ -275,7 +293,12 @@ type bench struct {
 	origin    string // the bench agent's Signature-Agent origin
 
 	presigned []signer.SignatureHeaders // whoami headers signed before the run
-	next      atomic.Int64              // index of the next unused presigned entry
+	// agents are the --agents agents (the bench agent first); spread is
+	// how many of them the current run signs with, round-robin (0 or 1:
+	// the bench agent alone). Set between runs only.
+	agents []benchAgent
+	spread int
+	next   atomic.Int64 // index of the next unused presigned entry
 
 	progress io.Writer    // progress lines; nil for none
 	cpu      *cpuProbe    // the server's CPU; nil when not on this host
@@ -335,7 +358,8 @@ func (b *bench) presign(n int) error {
 	for w := range workers {
 		g.Go(func() error {
 			for i := w; i < n; i += workers {
-				h, err := signer.Headers(http.MethodGet, b.whoamiURL, b.key, signer.Options{SignatureAgent: b.origin, Legacy: b.cfg.Legacy})
+				a := b.agentFor(int64(i))
+				h, err := signer.Headers(http.MethodGet, b.whoamiURL, a.key, signer.Options{SignatureAgent: a.origin, Legacy: b.cfg.Legacy})
 				if err != nil {
 					return err
 				}
@@ -368,6 +392,12 @@ func (c benchConfig) validate() (signer.ServiceURL, error) {
 	}
 	if c.Timeout <= 0 {
 		return none, errors.New("bench: --timeout must be positive")
+	}
+	if c.Agents < 0 || c.Agents > maxBenchAgents {
+		return none, fmt.Errorf("bench: --agents %d: want 1 to %d", c.Agents, maxBenchAgents)
+	}
+	if c.Agents > 1 && !slices.Contains(c.Targets, benchWhoami) {
+		return none, errors.New("bench: --agents spreads the whoami target: run it (--target whoami or all)")
 	}
 	if c.Rate < 0 || c.Rate > 1e6 {
 		return none, fmt.Errorf("bench: --rate %g: want 0 (closed loop) or up to 1000000 requests per second", c.Rate)
@@ -463,6 +493,12 @@ func runBench(ctx context.Context, cfg benchConfig) (rep benchReport, err error)
 		}
 	}
 	b.origin = b.service.AgentOrigin(b.uid)
+	b.agents = []benchAgent{{key: b.key, origin: b.origin}}
+	if cfg.Agents > 1 {
+		if err := b.registerAgents(ctx, cfg.Agents-1); err != nil {
+			return benchReport{}, err
+		}
+	}
 	if cfg.Presign > 0 && slices.Contains(cfg.Targets, benchWhoami) {
 		b.say("bench: signing %d whoami requests before the run…", cfg.Presign)
 		if err := b.presign(cfg.Presign); err != nil {
@@ -480,7 +516,16 @@ func runBench(ctx context.Context, cfg benchConfig) (rep benchReport, err error)
 		if err := ctx.Err(); err != nil {
 			return rep, err
 		}
-		rep.Targets = append(rep.Targets, b.run(ctx, t))
+		one := b.run(ctx, t)
+		rep.Targets = append(rep.Targets, one)
+		if t == benchWhoami && cfg.Agents > 1 {
+			oneRSS, many, err := b.runSpread(ctx, one)
+			rep.Targets[len(rep.Targets)-1].ServerRSSBytes = oneRSS
+			if err != nil {
+				return rep, err
+			}
+			rep.Targets = append(rep.Targets, many)
+		}
 	}
 	rep.ServerRSSBytes, rep.ServerHeapBytes = b.serverMemory(ctx)
 	return rep, nil
@@ -516,13 +561,17 @@ func (b *bench) do(ctx context.Context, target string) (int, error) {
 			return 0, err
 		}
 		// A fresh nonce per request: the server's replay check stays on.
-		if i := b.next.Add(1) - 1; i < int64(len(b.presigned)) {
+		i := b.next.Add(1) - 1
+		if i < int64(len(b.presigned)) {
 			h := b.presigned[i]
 			req.Header["Signature"] = []string{h.Signature}
 			req.Header["Signature-Input"] = []string{h.SignatureInput}
 			req.Header["Signature-Agent"] = []string{h.SignatureAgent}
-		} else if err := signer.Sign(req, b.key, signer.Options{SignatureAgent: b.origin, Legacy: b.cfg.Legacy}); err != nil {
-			return 0, err
+		} else {
+			a := b.agentFor(i)
+			if err := signer.Sign(req, a.key, signer.Options{SignatureAgent: a.origin, Legacy: b.cfg.Legacy}); err != nil {
+				return 0, err
+			}
 		}
 		return b.send(req)
 	case benchDirectory:
@@ -890,8 +939,12 @@ func printBench(w io.Writer, rep benchReport) {
 		if t.Mode == "open" {
 			loop = fmt.Sprintf("open %g/s", t.OfferedRPS)
 		}
+		name := t.Target
+		if t.Agents > 1 {
+			name = fmt.Sprintf("%s (%d agents)", t.Target, t.Agents)
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%.2f\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%s\n",
-			t.Target, loop, t.Requests, t.Seconds, t.RPS, t.P50ms, t.P90ms, t.P99ms, t.P999ms, t.Maxms, strings.Join(st, " "))
+			name, loop, t.Requests, t.Seconds, t.RPS, t.P50ms, t.P90ms, t.P99ms, t.P999ms, t.Maxms, strings.Join(st, " "))
 	}
 	tw.Flush()
 	for _, t := range rep.Targets {
@@ -913,7 +966,14 @@ func printBench(w io.Writer, rep benchReport) {
 				fmt.Fprintf(w, ", PostgreSQL %.1f µs/request (%d backends %.1f, background processes %.1f)",
 					c.DatabaseUS, c.DatabaseBackends, c.DatabaseUS-c.DatabaseBackgroundUS, c.DatabaseBackgroundUS)
 			}
-			fmt.Fprintf(w, ": %.0f requests per core-second (server alone: %.0f)\n", c.PerCore, c.ServerPerCore)
+			fmt.Fprintf(w, ": %.0f requests per core-second (server alone: %.0f)", c.PerCore, c.ServerPerCore)
+			if t.Agents > 1 && t.CPUvsOneAgent > 0 {
+				fmt.Fprintf(w, "; over %d agents %.2f× the one-agent CPU of this run", t.Agents, t.CPUvsOneAgent)
+			}
+			if t.ServerRSSBytes > 0 {
+				fmt.Fprintf(w, "; server RSS %.1f MiB after it", float64(t.ServerRSSBytes)/(1<<20))
+			}
+			fmt.Fprintln(w)
 		}
 	}
 	if rep.ServerPID == 0 && rep.ServerCPU != "" {

@@ -2,10 +2,16 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentid/agentid/refserver"
+	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/agent"
+	"golang.org/x/sync/errgroup"
 )
 
 // removeTimeout bounds the removal of a run's agents; it runs even when the
@@ -39,4 +45,79 @@ func removeAgents(ctx context.Context, db *refserver.AgentDB, uids []string) (in
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
 	defer cancel()
 	return db.DeleteAgents(ctx, uids)
+}
+
+// maxBenchAgents bounds --agents.
+const maxBenchAgents = 1_000_000
+
+// benchAgent is one agent whose signatures the whoami target sends.
+type benchAgent struct {
+	key    signer.PrivateKey
+	origin string // its Signature-Agent
+}
+
+// agentFor returns the agent signing whoami request i of the current run:
+// round-robin over the first b.spread agents.
+func (b *bench) agentFor(i int64) benchAgent {
+	if b.spread <= 1 {
+		return b.agents[0]
+	}
+	return b.agents[i%int64(b.spread)]
+}
+
+// registerAgents registers n more agents (POST /agents, a new key each),
+// cfg.Concurrency at a time, for --agents; the run removes them at the end
+// as it does the bench agent.
+func (b *bench) registerAgents(ctx context.Context, n int) error {
+	b.say("bench: registering %d more agents for --agents %d…", n, n+1)
+	var next atomic.Int64
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	for range min(b.cfg.Concurrency, n) {
+		g.Go(func() error {
+			for next.Add(1) <= int64(n) {
+				key, err := signer.GenerateKey(rand.Reader)
+				if err != nil {
+					return err
+				}
+				reg, err := agent.Register(gctx, b.client, b.base, key)
+				if err != nil {
+					return withHint(fmt.Errorf("bench: register the agents of --agents at %s: %w", b.base, err),
+						"registration is rate limited per client address by default: start the server with --rate-limit off to register many agents")
+				}
+				b.noteRegistered(reg.UID, reg.IsNew)
+				mu.Lock()
+				b.agents = append(b.agents, benchAgent{key: key, origin: b.service.AgentOrigin(reg.UID)})
+				mu.Unlock()
+			}
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// runSpread runs the whoami target again, signed round-robin by every
+// agent of --agents, and sets its CPU ratio to one, the run signed by the
+// bench agent alone. It returns the server's RSS after one, and the run.
+func (b *bench) runSpread(ctx context.Context, one benchTarget) (int64, benchTarget, error) {
+	oneRSS, _ := b.serverMemory(ctx)
+	b.spread = len(b.agents)
+	defer func() { b.spread = 0 }()
+	b.next.Store(0)
+	b.presigned = nil
+	if b.cfg.Presign > 0 {
+		b.say("bench: signing %d whoami requests of %d agents before the run…", b.cfg.Presign, b.spread)
+		if err := b.presign(b.cfg.Presign); err != nil {
+			return oneRSS, benchTarget{}, fmt.Errorf("bench: presign: %w", err)
+		}
+	}
+	many := b.run(ctx, benchWhoami)
+	many.Agents = b.spread
+	many.ServerRSSBytes, _ = b.serverMemory(ctx)
+	if one.CPU != nil && many.CPU != nil {
+		if base := one.CPU.ServerUS + one.CPU.DatabaseUS; base > 0 {
+			many.CPUvsOneAgent = (many.CPU.ServerUS + many.CPU.DatabaseUS) / base
+		}
+	}
+	return oneRSS, many, nil
 }

@@ -386,3 +386,71 @@ func TestBenchLegacy(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchAgents: with --agents 6 the whoami target runs signed by the
+// bench agent alone, then round-robin by six registered agents (every
+// request answered 200, so each agent's key verified), reports both with
+// the agent count, and the six agents are removed afterwards.
+func TestBenchAgents(t *testing.T) {
+	for _, b := range dbtest.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			dbURL := b.URL(t)
+			base, addr := benchServer(t, dbURL)
+			out, errOut, err := benchCLI(t, "--url", base, "--connect", addr, "--database-url", dbURL,
+				"--requests", "60", "--presign", "30", "--concurrency", "4", "--agents", "6", "--json")
+			if err != nil {
+				t.Fatalf("bench: %v\n%s", err, errOut)
+			}
+			var rep benchReport
+			if err := json.Unmarshal([]byte(out), &rep); err != nil {
+				t.Fatalf("report %q: %v", out, err)
+			}
+			if len(rep.Targets) != 2 || rep.Targets[0].Target != "whoami" || rep.Targets[1].Target != "whoami" {
+				t.Fatalf("targets %+v, want whoami twice", rep.Targets)
+			}
+			if one, many := rep.Targets[0], rep.Targets[1]; one.Agents != 0 || many.Agents != 6 {
+				t.Errorf("agents %d and %d, want 0 (one) and 6", one.Agents, many.Agents)
+			}
+			for _, tr := range rep.Targets {
+				if tr.Requests != 60 || tr.Status["200"] != 60 {
+					t.Errorf("whoami (%d agents): %d requests, statuses %v (first error %q), want 60 answered 200", tr.Agents, tr.Requests, tr.Status, tr.FirstError)
+				}
+			}
+			if c1, c2 := rep.Targets[0].CPU, rep.Targets[1].CPU; c1 != nil && c2 != nil && rep.Targets[1].CPUvsOneAgent <= 0 {
+				t.Errorf("CPU measured (%v, %v) but no ratio to the one-agent run", c1.ServerUS, c2.ServerUS)
+			}
+			if rep.AgentsRegistered != 6 || rep.AgentsRemoved != 6 {
+				t.Errorf("agents registered %d, removed %d; want 6 and 6", rep.AgentsRegistered, rep.AgentsRemoved)
+			}
+			if _, errOut, err := benchCLI(t, "--url", base, "--connect", addr, "--keep-agents", "--requests", "1", "--agents", "0"); err == nil {
+				t.Errorf("--agents 0 accepted:\n%s", errOut)
+			}
+			if _, errOut, err := benchCLI(t, "--url", base, "--connect", addr, "--keep-agents", "--requests", "1", "--agents", "3", "--target", "register"); err == nil || !strings.Contains(err.Error()+errOut, "--agents spreads the whoami target") {
+				t.Errorf("--agents with the register target alone: %v\n%s", err, errOut)
+			}
+		})
+	}
+}
+
+// TestBenchAgentForRoundRobin: request i of a spread run is signed by agent
+// i mod N; outside a spread run, by the bench agent.
+func TestBenchAgentForRoundRobin(t *testing.T) {
+	b := &bench{}
+	for i := range 4 {
+		b.agents = append(b.agents, benchAgent{origin: fmt.Sprint(i)})
+	}
+	var got []string
+	for i := range int64(6) {
+		got = append(got, b.agentFor(i).origin)
+	}
+	if fmt.Sprint(got) != "[0 0 0 0 0 0]" {
+		t.Errorf("one-agent run: %v", got)
+	}
+	b.spread, got = 4, nil
+	for i := range int64(6) {
+		got = append(got, b.agentFor(i).origin)
+	}
+	if fmt.Sprint(got) != "[0 1 2 3 0 1]" {
+		t.Errorf("spread run: %v", got)
+	}
+}
