@@ -1,15 +1,21 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentid/agentid/cmd/idcli/internal/clitest"
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/signertest"
+	"github.com/redis/go-redis/v9"
 )
 
 // TestProxyDenyAndLimitRespelled is the respelling attack end to end:
@@ -87,5 +93,96 @@ access_log: "off"
 	}
 	if status, code := send("/limited", limited, limitedOrigin); status != 429 || code != "rate_limited" {
 		t.Errorf("the limited agent after its budget: %d %s, want 429 rate_limited", status, code)
+	}
+}
+
+// TestProxyBudgetsInRedis is the budget attacks end to end on Redis: two
+// proxies sharing one Redis, with agents of a real reference server. An
+// agent spelling its key set three ways spends one shared budget of 3; an
+// agent sending a new covered key_header value with every request opens
+// at most 64 Redis buckets, each a fixed-size hashed key.
+func TestProxyBudgetsInRedis(t *testing.T) {
+	t.Parallel()
+	redisURL := os.Getenv("AGENTID_TEST_REDIS_URL")
+	if redisURL == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("AGENTID_TEST_REDIS_URL is not set")
+		}
+		t.Skip("AGENTID_TEST_REDIS_URL is not set: the shared-limit test needs a Redis")
+	}
+	srv := clitest.StartServer(t, clitest.ServerOptions{})
+	spelled, minting := signertest.Key(0x63), signertest.Key(0x64)
+	spelledUID := clitest.Register(t, nil, srv.URL, spelled)
+	spelledOrigin := srv.AgentOrigin(spelledUID)
+	mintingOrigin := srv.AgentOrigin(clitest.Register(t, nil, srv.URL, minting))
+	up := newEchoUpstream(t)
+	prefix := "agentid:test:limit:" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":"
+	opts, err := redis.ParseURL(redisURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opts)
+	t.Cleanup(func() {
+		if keys, _ := rdb.Keys(context.Background(), prefix+"*").Result(); len(keys) > 0 {
+			rdb.Del(context.Background(), keys...)
+		}
+		rdb.Close()
+	})
+	cfg := writeConfig(t, `upstream: `+up.URL+`
+trust:
+  hosts: ["*.localhost:*"]
+  allow_http: true
+  allow_private: true
+limits:
+  agent: 3/1h
+  key_header: Signed-Agent-Metadata
+  redis_prefix: "`+prefix+`"
+redis_url: `+redisURL+`
+access_log: "off"
+`)
+	service := "--agentid-service=" + agentService(spelledUID, spelledOrigin)
+	p1, _ := startProxy(t, "--config", cfg, service)
+	p2, _ := startProxy(t, "--config", cfg, service)
+	send := func(p, path string, key signer.PrivateKey, signatureAgent string, opts signer.Options) int {
+		t.Helper()
+		resp, err := http.DefaultClient.Do(signedGet(t, p+path, key, signatureAgent, opts))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+
+	passed := 0
+	for _, sa := range []string{spelledOrigin, spelledOrigin + signer.DirectoryPath, spelledOrigin + "/", "HTTP://" + strings.ToUpper(spelledUID) + strings.TrimPrefix(spelledOrigin, "http://"+spelledUID)} {
+		for _, p := range []string{p1, p2} {
+			if send(p, "/spelled", spelled, sa, signer.Options{}) == 200 {
+				passed++
+			}
+		}
+	}
+	if passed != 3 {
+		t.Errorf("one agent in four spellings on two proxies passed %d times, want 3 (one budget in Redis)", passed)
+	}
+
+	passed = 0
+	const values = 150
+	for i := range values {
+		md := signer.Options{Metadata: map[string]string{"operator": fmt.Sprintf("op-%d", i)}}
+		if send([]string{p1, p2}[i%2], "/minting", minting, mintingOrigin, md) == 200 {
+			passed++
+		}
+	}
+	keys, err := rdb.Keys(context.Background(), prefix+"*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(keys) - 1; n > 64 || passed > 3*64 || passed < 3 {
+		t.Errorf("%d new key_header values opened %d Redis buckets and passed %d times, want at most 64 buckets and 192 passes", values, n, passed)
+	}
+	for _, k := range keys {
+		if len(k) != len(prefix)+64 {
+			t.Errorf("Redis key %q is not the prefix and a SHA-256", k)
+		}
 	}
 }
