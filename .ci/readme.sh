@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # Runs every command line of README.md's shell blocks as a new user would:
 # the demo, the install, the self-host walkthrough on PostgreSQL, the
-# agent walkthrough against it and the verifying proxy in front of a
-# service. `go test` lines are run by .ci/run itself.
+# agent walkthrough against it, a Go service behind the middleware, the
+# verifying proxy in front of it from its --config file (checked first)
+# and its status page. `go test` lines are run by .ci/run itself. A line
+# ending in " &" is a service: it is started in the background and waited
+# for ("listening" in its output).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 scratch=$(mktemp -d)
-server_pid="" proxy_pid="" upstream_pid=""
+server_pid="" proxy_pid="" upstream_pid="" service_pid=""
 cleanup() {
-  for pid in "$proxy_pid" "$upstream_pid" "$server_pid"; do
+  [ -n "$service_pid" ] && kill -- "-$service_pid" 2>/dev/null || true
+  for pid in "$proxy_pid" "$upstream_pid" "$service_pid" "$server_pid"; do
     [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true
   done
   if [ -x "$scratch/bin/idcli" ] && [ -f "$scratch/server/.env" ]; then
@@ -46,15 +50,31 @@ run_line() { # dir, line
   (cd "$1" && eval "$2")
 }
 
+# start_service LINE: a README line ending in " &", run from the
+# repository (go run ./…) in the background until it says it listens.
+start_service() {
+  echo "\$ $1"
+  # A session of its own, so that cleanup stops go run and the program it
+  # built together.
+  (cd "$repo" && exec setsid bash -c "exec ${1% &}") >"$scratch/service.log" 2>&1 &
+  service_pid=$!
+  for _ in $(seq 1 300); do grep -q "listening" "$scratch/service.log" && break; sleep 0.2; done
+  cat "$scratch/service.log"
+  grep -q "listening" "$scratch/service.log" || { echo "the service of '$1' did not start" >&2; exit 1; }
+}
+
 server_lines=() agent_lines=()
 for l in "${lines[@]}"; do
   case "$l" in
     "go test"*) echo "(skipped here, run by .ci/run: $l)";;
+    "go "*" &") start_service "$l";;
     "go "*) run_line "$repo" "$l";;
     "idcli server start"*) server_lines+=("$l");;
     "idcli server"*) server_lines+=("$l");;
+    "idcli proxy"*"--check"*) run_line "$repo" "$l";; # validates and exits
     "idcli proxy"*) server_lines+=("$l");;
     "idcli agent"*) agent_lines+=("$l");;
+    "curl "*) agent_lines+=("$l");; # the status page, after the agent's requests
     "idcli "*) run_line "$scratch" "$l";;
     *) echo "README shell line not understood by .ci/readme.sh: $l" >&2; exit 1;;
   esac
@@ -79,7 +99,8 @@ for l in "${server_lines[@]}"; do
         start_echo "${upstream%:*}" "${upstream#*:}"
       fi
       echo "\$ $l &"
-      (cd "$scratch/server" && eval "exec $l") >"$scratch/proxy.log" 2>&1 &
+      # From the repository: a --config path is relative to it.
+      (cd "$repo" && eval "exec $l") >"$scratch/proxy.log" 2>&1 &
       proxy_pid=$!
       for _ in $(seq 1 50); do grep -q "idcli proxy listening on" "$scratch/proxy.log" && break; sleep 0.2; done
       cat "$scratch/proxy.log"
@@ -88,11 +109,20 @@ for l in "${server_lines[@]}"; do
     *) run_line "$scratch/server" "$l";;
   esac
 done
-for l in "${agent_lines[@]}"; do run_line "$scratch/agent" "$l"; done
+for l in "${agent_lines[@]}"; do run_line "$scratch/agent" "$l"; done | tee "$scratch/agent.log"
+uid=$(sed -n 's/^AGENT_UID="\{0,1\}\(agent-[0-9a-f]*\)"\{0,1\}$/\1/p' "$scratch/agent/.env")
+if [ -n "$service_pid" ]; then
+  # The Go service greeted the agent by uid, directly and through the
+  # proxy, and the status page names it by uid.
+  n=$(grep -c "^hello $uid (verified by the Go middleware" "$scratch/agent.log" || true)
+  [ "$n" -ge 2 ] || { echo "the Go service greeted $uid $n times, want 2 (direct and through idcli proxy)" >&2; exit 1; }
+  if grep -q "9090/status" <<<"${agent_lines[*]}"; then
+    grep -q "data-uid=\"$uid\"" "$scratch/agent.log" || { echo "the status page does not name $uid" >&2; exit 1; }
+  fi
+fi
 if [ -n "$upstream_pid" ]; then
   # The agent's request went through the proxy, verified, to the service.
   cat "$scratch/upstream.log"
-  uid=$(sed -n 's/^AGENT_UID="\{0,1\}\(agent-[0-9a-f]*\)"\{0,1\}$/\1/p' "$scratch/agent/.env")
   grep -q "verdict=verified uid=$uid" "$scratch/upstream.log" \
     || { echo "the service behind idcli proxy saw no verified request from $uid" >&2; exit 1; }
 fi
