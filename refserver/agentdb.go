@@ -18,19 +18,22 @@ type AgentDB struct {
 }
 
 // OpenAgentDB opens the database at databaseURL (as OpenDB does) and checks
-// within ctx that it answers.
+// within ctx that it answers; its errors are *DBError.
 func OpenAgentDB(ctx context.Context, databaseURL string) (*AgentDB, error) {
 	db, err := OpenDB(databaseURL)
 	if err != nil {
-		return nil, err
+		return nil, explainDB(databaseURL, err)
 	}
 	a := &AgentDB{db: db}
 	if err := pingDB(ctx, db); err != nil {
 		a.Close()
-		return nil, err
+		return nil, explainDB(databaseURL, err)
 	}
 	return a, nil
 }
+
+// NewAgentDB is the AgentDB of an open database (Close closes it).
+func NewAgentDB(db *gorm.DB) *AgentDB { return &AgentDB{db: db} }
 
 // Close closes the database connections.
 func (a *AgentDB) Close() error {

@@ -66,11 +66,15 @@ func (s *Server) readKeyBody(w http.ResponseWriter, r *http.Request) (signer.Pub
 // signature made with it. An already registered (active) key answers 200
 // with its agent and is_new false.
 func (s *Server) registerAgent(w http.ResponseWriter, r *http.Request) error {
+	invite, v, err := s.checkRegistrationMode(r, s.verify.register)
+	if err != nil {
+		return err
+	}
 	pk, body, err := s.readKeyBody(w, r)
 	if err != nil {
 		return err
 	}
-	resp, err := s.proveAndRegister(r, body, pk, s.verify.register, nil)
+	resp, err := s.proveAndRegister(r.WithContext(withInvite(r.Context(), invite)), body, pk, v, nil)
 	if err != nil {
 		return err
 	}
@@ -120,7 +124,10 @@ func (s *Server) registerKey(ctx context.Context, pk signer.PublicKey) (uid stri
 		switch {
 		case err == nil:
 			if existing.RevokedAt != nil {
-				return "", false, middleware.Fail(CodeKeyConflict, "this key was revoked by a rotation and cannot be registered again; generate a new key")
+				return "", false, middleware.Fail(CodeKeyConflict, "this key was revoked and cannot be registered again; generate a new key")
+			}
+			if err := s.checkNotDisabled(db, existing.AgentUID); err != nil {
+				return "", false, err
 			}
 			return existing.AgentUID, false, nil
 		case !isNotFound(err):
@@ -133,6 +140,11 @@ func (s *Server) registerKey(ctx context.Context, pk signer.PublicKey) (uid stri
 		jwk := pk.JWK.MarshalPublic()
 		err = db.Transaction(func(tx *gorm.DB) error {
 			now := s.cfg.Now().UTC()
+			if s.cfg.Registration == RegistrationToken {
+				if err := useInvite(tx, inviteOf(ctx), now); err != nil {
+					return err
+				}
+			}
 			if err := tx.Create(&Agent{UID: uid, CreatedAt: now, UpdatedAt: now}).Error; err != nil {
 				return err
 			}
@@ -140,6 +152,9 @@ func (s *Server) registerKey(ctx context.Context, pk signer.PublicKey) (uid stri
 		})
 		if err == nil {
 			return uid, true, nil
+		}
+		if me := (*middleware.Error)(nil); errors.As(err, &me) {
+			return "", false, me
 		}
 		if !errors.Is(err, gorm.ErrDuplicatedKey) {
 			return "", false, dbUnavailable(err)
@@ -312,5 +327,18 @@ func (s *Server) whoami(w http.ResponseWriter, r *http.Request) error {
 		return middleware.Fail(middleware.CodeUntrustedAgent, "the signature agent is not an agent of this service")
 	}
 	writeAppended(w, http.StatusOK, func(b []byte) []byte { return appendWhoami(b, s.service, a.UID, a.JWK) })
+	return nil
+}
+
+// checkNotDisabled refuses, with 403 forbidden, to answer for the agent
+// uid when an operator has disabled it.
+func (s *Server) checkNotDisabled(db *gorm.DB, uid string) error {
+	var n int64
+	if err := db.Model(&Agent{}).Where("uid = ? AND disabled_at IS NOT NULL", uid).Count(&n).Error; err != nil {
+		return dbUnavailable(err)
+	}
+	if n > 0 {
+		return middleware.Fail(middleware.CodeForbidden, "agent %s has been disabled by the operator of this service", uid)
+	}
 	return nil
 }

@@ -58,6 +58,9 @@ func (s *Server) readCompatKeyBody(w http.ResponseWriter, r *http.Request) (sign
 // @authority with tag "web-bot-auth" or "null". Registration is POST
 // /agents's (registerKey); the answer is always 200 with is_new.
 func (s *Server) compatRegister(w http.ResponseWriter, r *http.Request) error {
+	if _, _, err := s.checkRegistrationMode(r, s.verify.compatRegister); err != nil {
+		return err
+	}
 	pk, body, err := s.readCompatKeyBody(w, r)
 	if err != nil {
 		return err

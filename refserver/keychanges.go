@@ -219,10 +219,11 @@ func (f *changeFeed) read(db *gorm.DB) error {
 	}
 	for range changeMaxPages {
 		var rows []KeyChange
-		if err := db.Select("id", "kid", "agent_uid", "change").Where("id > ?", f.last).Order("id").Limit(changePage).Find(&rows).Error; err != nil {
+		if err := db.Select("id", "kid", "agent_uid", "change", "actor").Where("id > ?", f.last).Order("id").Limit(changePage).Find(&rows).Error; err != nil {
 			return err
 		}
 		if len(rows) > 0 {
+			f.logOperatorChanges(rows)
 			f.apply(rows)
 			f.last = rows[len(rows)-1].ID
 		}
@@ -234,3 +235,17 @@ func (f *changeFeed) read(db *gorm.DB) error {
 }
 
 var errChangeBacklog = errors.New("refserver: more than 100,000 key changes to read at once")
+
+// logOperatorChanges writes one line per operator's change among rows
+// (revoke, disable, enable) as this instance applies it, naming the agent,
+// the key and who made the change; rotations and deletions are not logged
+// here.
+func (f *changeFeed) logOperatorChanges(rows []KeyChange) {
+	for _, r := range rows {
+		switch r.Change {
+		case changeRevoke, changeDisable, changeEnable:
+			f.log.LogAttrs(context.Background(), slog.LevelInfo, "key change applied",
+				slog.String("change", r.Change), slog.String("uid", r.AgentUID), slog.String("kid", r.Kid), slog.String("by", r.Actor))
+		}
+	}
+}

@@ -76,6 +76,8 @@ type Options struct {
 	// VestauthCompat serves vestauth clients' POST /register and POST
 	// /rotate (see Config.VestauthCompat); Open logs a warning when it is on.
 	VestauthCompat bool
+	// Registration is the registration mode (see Config.Registration).
+	Registration string
 	// Logger receives the request log and warnings. If nil, nothing is logged.
 	Logger *slog.Logger
 	// Version is reported by the health route. If "", signer.Version.
@@ -173,7 +175,7 @@ func Open(ctx context.Context, o Options) (_ *Instance, err error) {
 		in.URL = "http://localhost:" + strconv.Itoa(port)
 	}
 
-	cfg := Config{DB: in.db, Hostname: in.URL, Version: o.Version, Logger: logger, VestauthCompat: o.VestauthCompat}
+	cfg := Config{DB: in.db, Hostname: in.URL, Version: o.Version, Logger: logger, VestauthCompat: o.VestauthCompat, Registration: o.Registration}
 	if o.Metrics {
 		cfg.Metrics = metrics.NewRegistry()
 	}

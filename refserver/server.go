@@ -91,6 +91,11 @@ type Config struct {
 	// docs/migrating-from-vestauth.md. RegisterLimit applies to /register
 	// too. If false (the default), both paths are 404.
 	VestauthCompat bool
+	// Registration is the registration mode: RegistrationOpen (the
+	// default, also ""), RegistrationClosed or RegistrationToken (see
+	// there). It applies to POST /agents and, with VestauthCompat, to POST
+	// /register.
+	Registration string
 
 	// manualKeySync (tests) leaves the change log unread until the test
 	// reads it (DBKeySource.SyncChanges).
@@ -107,6 +112,9 @@ func (c Config) Validate() error {
 	}
 	if c.DBTimeout < 0 || c.MaxBodyBytes < 0 || c.KeyCacheSize < 0 {
 		return errors.New("refserver: Config.DBTimeout, MaxBodyBytes and KeyCacheSize must not be negative")
+	}
+	if err := validRegistration(c.Registration); err != nil {
+		return err
 	}
 	if c.KeyCacheTTL > MaxKeyCacheTTL {
 		return fmt.Errorf("refserver: Config.KeyCacheTTL %v is above the %v maximum (revocations must reach every instance within 1 s)", c.KeyCacheTTL, MaxKeyCacheTTL)

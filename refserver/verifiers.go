@@ -23,6 +23,9 @@ type verifiers struct {
 	// register verifies the proof of possession of POST /agents: signed,
 	// covering the write components, by the key in the body (possessionKey).
 	register *middleware.Verifier
+	// registerInvite is register also requiring the Agentid-Invite
+	// header to be covered (registration mode token).
+	registerInvite *middleware.Verifier
 	// rotationProof is register with tag agentid-key-possession: the
 	// second signature of PUT /agents/{uid}/keys, by the new key.
 	rotationProof *middleware.Verifier
@@ -47,6 +50,8 @@ func newVerifiers(base middleware.Config, keys middleware.KeySource, compat bool
 	register.Keys = keyInBody
 	register.AllowMissingSignatureAgent = true
 	register.RequiredComponents = writeComponents
+	registerInvite := register
+	registerInvite.RequiredComponents = append(append([]string(nil), writeComponents...), inviteComponent)
 	rotationProof := register
 	rotationProof.Tag = signer.KeyPossessionTag
 
@@ -60,10 +65,11 @@ func newVerifiers(base middleware.Config, keys middleware.KeySource, compat bool
 		return v
 	}
 	vs := verifiers{
-		agent:         build(agent),
-		agentWrite:    build(agentWrite),
-		register:      build(register),
-		rotationProof: build(rotationProof),
+		agent:          build(agent),
+		agentWrite:     build(agentWrite),
+		register:       build(register),
+		registerInvite: build(registerInvite),
+		rotationProof:  build(rotationProof),
 	}
 	if compat {
 		cr := base

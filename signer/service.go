@@ -31,6 +31,11 @@ const (
 	// rotation, made with the new key to prove its possession.
 	KeyPossessionTag = "agentid-key-possession"
 
+	// InviteHeader carries the invitation token of a registration (POST
+	// /agents) on a service whose registration needs one; the
+	// registration's signature covers it (component "agentid-invite").
+	InviteHeader = "Agentid-Invite"
+
 	// UIDPrefix starts every agent uid; 24 lowercase hex characters follow.
 	UIDPrefix = "agent-"
 )

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -38,9 +39,10 @@ func newAgentInitCmd(env *cliEnv) *ffcli.Command {
 	hostname := fs.String("hostname", "", "service base URL (default: AGENT_HOSTNAME, then "+agent.DefaultHostname+"; no scheme means https://)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	p11URI := pkcs11URIFlag(fs)
+	invite := fs.String("invite", "", "invitation token, for a service whose registration needs one (default: AGENT_INVITE; sent in the "+signer.InviteHeader+" header, covered by the signature)")
 	return &ffcli.Command{
 		Name:       "init",
-		ShortUsage: "idcli agent init [--hostname H] [--pkcs11-uri URI] [--json]",
+		ShortUsage: "idcli agent init [--hostname H] [--invite TOKEN] [--pkcs11-uri URI] [--json]",
 		ShortHelp:  "create (or reuse) this agent's key, register it and write .env",
 		LongHelp:   "With --json: " + agentJSONShape + `, plus "is_new" (false when the key was already registered) and "hostname".`,
 		FlagSet:    fs,
@@ -59,6 +61,7 @@ func newAgentInitCmd(env *cliEnv) *ffcli.Command {
 				Hostname:   *hostname,
 				Getenv:     env.Getenv,
 				HTTPClient: &http.Client{Timeout: agentHTTPTimeout},
+				Invite:     cmp.Or(*invite, env.Getenv("AGENT_INVITE")),
 			})
 			if err != nil {
 				return withHint(err, serviceHint(agentHostname(env, *hostname), err))

@@ -150,7 +150,7 @@ func newRootCmd(env *cliEnv) *ffcli.Command {
 				newAgentDirectoryCmd(env),
 			),
 			newGroupCmd(env, "idcli server",
-				"idcli server <init|start|db:create|db:migrate|db:drop> [flags]",
+				"idcli server <init|start|db:create|db:migrate|db:drop|agents|keys|tokens> [flags]",
 				"self-host the agentid reference server",
 				"Settings come from flags, then the process environment (PORT, HOSTNAME,\n"+
 					"DATABASE_URL), then the .env file of the current directory, then the defaults\n"+
@@ -162,6 +162,9 @@ func newRootCmd(env *cliEnv) *ffcli.Command {
 				newServerDBCmd(env, "db:create", "create the database (needs the CREATEDB privilege)", serverDBCreate),
 				newServerDBCmd(env, "db:migrate", "create or update the schema (idempotent)", serverDBMigrate),
 				newServerDBCmd(env, "db:drop", "permanently delete the database and all agent data", serverDBDrop),
+				newServerAgentsCmd(env),
+				newServerKeysCmd(env),
+				newServerTokensCmd(env),
 			),
 			newDemoCmd(env),
 			newProxyCmd(env),

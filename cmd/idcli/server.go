@@ -329,6 +329,7 @@ type startFlags struct {
 	logLevel       string
 	vestauthCompat bool
 	bind           string // listen host; "" means every interface
+	registration   string // open | closed | token
 }
 
 // Defaults of `idcli server start`.
@@ -346,6 +347,7 @@ func (o *startFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&o.statusPage, "status-page", false, "also serve the status page at GET /status on the service host: it shows anyone who reaches the host the top agents' identities and request counts (default off)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info (one line per request), warn or error (warn drops the per-request lines; 5xx are still logged)")
 	fs.StringVar(&o.bind, "bind", "", "address to listen on, such as 127.0.0.1 for this machine only (default: every interface)")
+	fs.StringVar(&o.registration, "registration", refserver.RegistrationOpen, "who may register new agents (POST /agents): open (anyone), closed (no one), or token (with an invitation token from idcli server tokens create)")
 	fs.BoolVar(&o.vestauthCompat, "vestauth-compat", false, "also serve vestauth clients' POST /register and POST /rotate (rotation binds less than PUT /agents/{uid}/keys: see docs/migrating-from-vestauth.md)")
 }
 
@@ -383,6 +385,12 @@ func (o startFlags) parse() (refserver.Options, slog.Level, error) {
 	ro.Metrics = o.metrics
 	ro.StatusPage = o.statusPage
 	ro.VestauthCompat = o.vestauthCompat
+	switch o.registration {
+	case refserver.RegistrationOpen, refserver.RegistrationClosed, refserver.RegistrationToken:
+		ro.Registration = o.registration
+	default:
+		return ro, level, fmt.Errorf("--registration %q: want %s, %s or %s", o.registration, refserver.RegistrationOpen, refserver.RegistrationClosed, refserver.RegistrationToken)
+	}
 	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
 		return ro, level, fmt.Errorf("--log-level %q: want debug, info, warn or error", o.logLevel)
 	}
@@ -397,7 +405,7 @@ func newServerStartCmd(env *cliEnv) *ffcli.Command {
 	o.register(fs)
 	return &ffcli.Command{
 		Name:       "start",
-		ShortUsage: "idcli server start [--port P] [--hostname URL] [--database-url URL] [--replay-store memory|postgres] [--rate-limit 60/m|off] [--rate-limit-burst N] [--trusted-proxies CIDR,…] [--metrics=true|false] [--status-page] [--log-level info|warn|…] [--bind ADDR] [--vestauth-compat]",
+		ShortUsage: "idcli server start [--port P] [--hostname URL] [--database-url URL] [--replay-store memory|postgres] [--rate-limit 60/m|off] [--rate-limit-burst N] [--trusted-proxies CIDR,…] [--metrics=true|false] [--status-page] [--log-level info|warn|…] [--bind ADDR] [--registration open|closed|token] [--vestauth-compat]",
 		ShortHelp:  "run the reference server until SIGINT/SIGTERM",
 		LongHelp: "Runs the reference server. Several instances behind a load balancer share one\n" +
 			"database: start each with --replay-store postgres so a nonce accepted by one is\n" +

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/agentid/agentid/signer"
@@ -47,6 +48,10 @@ type Client struct {
 	// (RotateKey, RefreshDirectory) are valid. If 0,
 	// DefaultDirectoryValidity.
 	DirectoryValidity time.Duration
+	// Invite, if set, is the invitation token a registration carries (for
+	// a service whose registration needs one), in the Agentid-Invite
+	// header, covered by the registration's signature.
+	Invite string
 }
 
 // Register registers key with the service at serviceURL using
@@ -77,8 +82,13 @@ func (c *Client) Register(ctx context.Context, serviceURL string, key signer.Pri
 	if err != nil {
 		return Registration{}, err
 	}
+	components := signer.WriteComponents
+	if c.Invite != "" {
+		req.Header.Set(signer.InviteHeader, c.Invite)
+		components = append(append([]string(nil), components...), strings.ToLower(signer.InviteHeader))
+	}
 	if err := signer.Sign(req, key, signer.Options{
-		Components: signer.WriteComponents,
+		Components: components,
 		Now:        c.Now,
 		Rand:       c.Rand,
 	}); err != nil {

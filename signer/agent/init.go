@@ -36,6 +36,9 @@ type InitOptions struct {
 	// then neither read nor written, and a credentials file holding another
 	// private key is refused. If zero, the file's key or a new one.
 	Key signer.PrivateKey
+	// Invite, if set, is the invitation token of a service whose
+	// registration needs one (see Client.Invite).
+	Invite string
 }
 
 // InitResult is what Init did.
@@ -97,7 +100,7 @@ func Init(ctx context.Context, opts InitOptions) (InitResult, error) {
 	if err != nil {
 		return InitResult{}, err
 	}
-	cl := &Client{HTTPClient: opts.HTTPClient, Now: opts.Now, Rand: opts.Rand}
+	cl := &Client{HTTPClient: opts.HTTPClient, Now: opts.Now, Rand: opts.Rand, Invite: opts.Invite}
 	reg, err := cl.Register(ctx, hostname, key)
 	if err != nil {
 		return InitResult{}, err

@@ -1,0 +1,361 @@
+package refserver
+
+// Operating a running service from outside it (`idcli server agents`,
+// `idcli server keys revoke`, `idcli server tokens`): every change goes
+// through the database, and those that make a cached verdict wrong write
+// the change log in the same transaction, so every instance applies them
+// within 1 s (see keychanges.go).
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/agentid/agentid/signer"
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+)
+
+// Errors of the operator's AgentDB methods.
+var (
+	ErrNoSuchAgent = errors.New("refserver: no such agent")
+	ErrNoSuchKey   = errors.New("refserver: no such key")
+	ErrNoSuchToken = errors.New("refserver: no such invitation token")
+)
+
+// AgentInfo is an agent as the operator sees it.
+type AgentInfo struct {
+	UID        string     `json:"uid"`
+	CreatedAt  time.Time  `json:"created_at"`
+	UpdatedAt  time.Time  `json:"updated_at"`
+	DisabledAt *time.Time `json:"disabled_at"`
+	// ActiveKeys counts the keys not revoked.
+	ActiveKeys int `json:"active_keys"`
+	// Keys lists every key, oldest first (ShowAgent only).
+	Keys []KeyInfo `json:"keys,omitempty"`
+}
+
+// KeyInfo is one key of an agent.
+type KeyInfo struct {
+	Kid       string     `json:"kid"`
+	CreatedAt time.Time  `json:"created_at"`
+	RevokedAt *time.Time `json:"revoked_at"`
+}
+
+// CheckMigrated returns a *DBError (ErrNotMigrated) when migrations are
+// pending: the operator's commands need the tables of this version.
+func (a *AgentDB) CheckMigrated(ctx context.Context) error {
+	pending, err := Pending(ctx, a.db)
+	if err != nil {
+		return err
+	}
+	if len(pending) > 0 {
+		return &DBError{Kind: ErrNotMigrated,
+			Cause: fmt.Sprintf("the database is not migrated (%d pending migrations)", len(pending)),
+			Fix:   "migrate it first"}
+	}
+	return nil
+}
+
+// ListAgents returns at most limit agents (oldest first) whose uid sorts
+// after after ("" for the first page), only the disabled ones when
+// disabledOnly is set.
+func (a *AgentDB) ListAgents(ctx context.Context, after string, limit int, disabledOnly bool) ([]AgentInfo, error) {
+	q := a.db.WithContext(ctx).Model(&Agent{}).Order("uid").Limit(limit)
+	if after != "" {
+		q = q.Where("uid > ?", after)
+	}
+	if disabledOnly {
+		q = q.Where("disabled_at IS NOT NULL")
+	}
+	var rows []Agent
+	if err := q.Find(&rows).Error; err != nil {
+		return nil, err
+	}
+	out := make([]AgentInfo, len(rows))
+	uids := make([]string, len(rows))
+	for i, r := range rows {
+		out[i] = agentInfo(r)
+		uids[i] = r.UID
+	}
+	if len(rows) == 0 {
+		return out, nil
+	}
+	var counts []struct {
+		AgentUID string
+		N        int
+	}
+	if err := a.db.WithContext(ctx).Model(&PublicJWK{}).Select("agent_uid, count(*) AS n").
+		Where("agent_uid IN ? AND revoked_at IS NULL", uids).Group("agent_uid").Scan(&counts).Error; err != nil {
+		return nil, err
+	}
+	active := make(map[string]int, len(counts))
+	for _, c := range counts {
+		active[c.AgentUID] = c.N
+	}
+	for i := range out {
+		out[i].ActiveKeys = active[out[i].UID]
+	}
+	return out, nil
+}
+
+func agentInfo(r Agent) AgentInfo {
+	return AgentInfo{UID: r.UID, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), DisabledAt: utcPtr(r.DisabledAt)}
+}
+
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+// ShowAgent returns uid with its keys, or ErrNoSuchAgent.
+func (a *AgentDB) ShowAgent(ctx context.Context, uid string) (AgentInfo, error) {
+	return showAgent(a.db.WithContext(ctx), uid)
+}
+
+func showAgent(db *gorm.DB, uid string) (AgentInfo, error) {
+	var row Agent
+	if err := db.Where("uid = ?", uid).Take(&row).Error; err != nil {
+		if isNotFound(err) {
+			return AgentInfo{}, fmt.Errorf("%w: %s", ErrNoSuchAgent, uid)
+		}
+		return AgentInfo{}, err
+	}
+	info := agentInfo(row)
+	var keys []PublicJWK
+	if err := db.Where("agent_uid = ?", uid).Order("created_at, id").Find(&keys).Error; err != nil {
+		return AgentInfo{}, err
+	}
+	info.Keys = make([]KeyInfo, len(keys))
+	for i, k := range keys {
+		info.Keys[i] = KeyInfo{Kid: k.Kid, CreatedAt: k.CreatedAt.UTC(), RevokedAt: utcPtr(k.RevokedAt)}
+		if k.RevokedAt == nil {
+			info.ActiveKeys++
+		}
+	}
+	return info, nil
+}
+
+// SetAgentDisabled disables (disabled true) or enables uid on behalf of
+// actor (who or what made the change, as the change log records it). It
+// returns the agent as it is after the change, and whether anything
+// changed (false when it already was so). A disabled agent's directory
+// answers 404 and its signatures are refused with 403 forbidden by every
+// instance within 1 s.
+func (a *AgentDB) SetAgentDisabled(ctx context.Context, uid string, disabled bool, actor string) (AgentInfo, bool, error) {
+	var info AgentInfo
+	changed := false
+	err := a.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var row Agent
+		if err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("uid = ?", uid).Take(&row).Error; err != nil {
+			if isNotFound(err) {
+				return fmt.Errorf("%w: %s", ErrNoSuchAgent, uid)
+			}
+			return err
+		}
+		if (row.DisabledAt != nil) != disabled {
+			changed = true
+			var at any // NULL
+			change := changeEnable
+			if disabled {
+				at, change = time.Now().UTC(), changeDisable
+			}
+			if err := tx.Model(&Agent{}).Where("uid = ?", uid).Update("disabled_at", at).Error; err != nil {
+				return err
+			}
+			var kids []string
+			if err := tx.Model(&PublicJWK{}).Where("agent_uid = ?", uid).Pluck("kid", &kids).Error; err != nil {
+				return err
+			}
+			if len(kids) == 0 {
+				kids = []string{""} // the directory still changes
+			}
+			rows := make([]KeyChange, len(kids))
+			for i, kid := range kids {
+				rows[i] = KeyChange{Kid: kid, AgentUID: uid, Change: change, Actor: truncActor(actor)}
+			}
+			if err := logChanges(tx, rows); err != nil {
+				return err
+			}
+		}
+		var err error
+		info, err = showAgent(tx, uid)
+		return err
+	})
+	return info, changed, err
+}
+
+// RevokeKey revokes uid's key kid on behalf of actor. It returns the key
+// as it is after the change and whether anything changed (false when it
+// already was revoked); ErrNoSuchAgent or ErrNoSuchKey when uid does not
+// hold kid. Every instance refuses the key within 1 s.
+func (a *AgentDB) RevokeKey(ctx context.Context, uid, kid, actor string) (KeyInfo, bool, error) {
+	var info KeyInfo
+	changed := false
+	err := a.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var agent Agent
+		// The agent's row lock, as a rotation takes it.
+		if err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("uid = ?", uid).Take(&agent).Error; err != nil {
+			if isNotFound(err) {
+				return fmt.Errorf("%w: %s", ErrNoSuchAgent, uid)
+			}
+			return err
+		}
+		var key PublicJWK
+		if err := tx.Where("kid = ? AND agent_uid = ?", kid, uid).Take(&key).Error; err != nil {
+			if isNotFound(err) {
+				return fmt.Errorf("%w: %s has no key %s", ErrNoSuchKey, uid, signer.Truncate(kid))
+			}
+			return err
+		}
+		if key.RevokedAt == nil {
+			changed = true
+			now := time.Now().UTC()
+			if err := tx.Model(&PublicJWK{}).Where("id = ?", key.ID).Update("revoked_at", now).Error; err != nil {
+				return err
+			}
+			key.RevokedAt = &now
+			if err := logChanges(tx, []KeyChange{{Kid: kid, AgentUID: uid, Change: changeRevoke, Actor: truncActor(actor)}}); err != nil {
+				return err
+			}
+		}
+		info = KeyInfo{Kid: key.Kid, CreatedAt: key.CreatedAt.UTC(), RevokedAt: utcPtr(key.RevokedAt)}
+		return nil
+	})
+	return info, changed, err
+}
+
+// truncActor fits actor in key_changes.actor.
+func truncActor(actor string) string {
+	if len(actor) > 128 {
+		actor = actor[:128]
+	}
+	return strings.ToValidUTF8(actor, "?")
+}
+
+// Invitation tokens.
+
+// invitePrefix starts every invitation token; 32 base64url characters
+// (24 random bytes) follow.
+const invitePrefix = "agentid_inv_"
+
+// maxInviteLen bounds an Agentid-Invite value worth hashing.
+const maxInviteLen = 128
+
+// InviteInfo is an invitation token as listed (never the token itself).
+type InviteInfo struct {
+	ID        uint64     `json:"id"`
+	Prefix    string     `json:"prefix"`
+	Note      string     `json:"note"`
+	UsesLeft  int64      `json:"uses_left"`
+	Used      int64      `json:"used"`
+	CreatedAt time.Time  `json:"created_at"`
+	ExpiresAt *time.Time `json:"expires_at"`
+	RevokedAt *time.Time `json:"revoked_at"`
+}
+
+func inviteInfo(t InviteToken) InviteInfo {
+	return InviteInfo{ID: t.ID, Prefix: t.Prefix, Note: t.Note, UsesLeft: t.UsesLeft, Used: t.Used,
+		CreatedAt: t.CreatedAt.UTC(), ExpiresAt: utcPtr(t.ExpiresAt), RevokedAt: utcPtr(t.RevokedAt)}
+}
+
+func inviteHash(token string) []byte {
+	h := sha256.Sum256([]byte(token))
+	return h[:]
+}
+
+// CreateInvite makes an invitation token good for uses registrations
+// (at least 1) until ttl from now (0: no expiry), with a note for the
+// operator. The token is returned once; only its SHA-256 digest is stored.
+func (a *AgentDB) CreateInvite(ctx context.Context, note string, uses int64, ttl time.Duration) (string, InviteInfo, error) {
+	if uses < 1 {
+		return "", InviteInfo{}, errors.New("refserver: an invitation token needs at least one use")
+	}
+	if ttl < 0 {
+		return "", InviteInfo{}, errors.New("refserver: an invitation token's lifetime must not be negative")
+	}
+	if len(note) > 200 || !utf8.ValidString(note) {
+		return "", InviteInfo{}, errors.New("refserver: an invitation token's note must be valid UTF-8 of at most 200 bytes")
+	}
+	var b [24]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", InviteInfo{}, err
+	}
+	token := invitePrefix + base64.RawURLEncoding.EncodeToString(b[:])
+	now := time.Now().UTC()
+	row := InviteToken{Hash: inviteHash(token), Prefix: token[:len(invitePrefix)+4], Note: note, UsesLeft: uses, CreatedAt: now}
+	if ttl > 0 {
+		exp := now.Add(ttl)
+		row.ExpiresAt = &exp
+	}
+	if err := a.db.WithContext(ctx).Create(&row).Error; err != nil {
+		return "", InviteInfo{}, err
+	}
+	return token, inviteInfo(row), nil
+}
+
+// ListInvites returns every invitation token, newest first.
+func (a *AgentDB) ListInvites(ctx context.Context) ([]InviteInfo, error) {
+	var rows []InviteToken
+	if err := a.db.WithContext(ctx).Order("id DESC").Find(&rows).Error; err != nil {
+		return nil, err
+	}
+	out := make([]InviteInfo, len(rows))
+	for i, r := range rows {
+		out[i] = inviteInfo(r)
+	}
+	return out, nil
+}
+
+// RevokeInvite revokes the invitation token id; it reports whether
+// anything changed (false when it already was revoked), or ErrNoSuchToken.
+func (a *AgentDB) RevokeInvite(ctx context.Context, id uint64) (InviteInfo, bool, error) {
+	var info InviteInfo
+	changed := false
+	err := a.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var row InviteToken
+		if err := tx.Where("id = ?", id).Take(&row).Error; err != nil {
+			if isNotFound(err) {
+				return fmt.Errorf("%w: %d", ErrNoSuchToken, id)
+			}
+			return err
+		}
+		if row.RevokedAt == nil {
+			changed = true
+			now := time.Now().UTC()
+			row.RevokedAt = &now
+			if err := tx.Model(&InviteToken{}).Where("id = ?", id).Update("revoked_at", now).Error; err != nil {
+				return err
+			}
+		}
+		info = inviteInfo(row)
+		return nil
+	})
+	return info, changed, err
+}
+
+// useInvite spends one use of the invitation token within tx (the
+// transaction that creates the agent, so a failed registration spends
+// nothing), or returns 403 forbidden when token is unknown, used up,
+// expired or revoked.
+func useInvite(tx *gorm.DB, token string, now time.Time) error {
+	res := tx.Model(&InviteToken{}).
+		Where("hash = ? AND uses_left > 0 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)", inviteHash(token), now.UTC()).
+		Updates(map[string]any{"uses_left": gorm.Expr("uses_left - 1"), "used": gorm.Expr("used + 1")})
+	if res.Error != nil {
+		return res.Error
+	}
+	if res.RowsAffected == 0 {
+		return errInviteRefused
+	}
+	return nil
+}
