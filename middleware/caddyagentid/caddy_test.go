@@ -2,6 +2,7 @@ package caddyagentid_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,6 +19,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/agentid/agentid/middleware/caddyagentid"
 	"github.com/agentid/agentid/middleware/internal/redistest"
 	"github.com/agentid/agentid/middleware/proxy"
 	"github.com/agentid/agentid/signer"
@@ -209,15 +214,15 @@ func TestCaddyModule(t *testing.T) {
 	startCaddy(t, port, fmt.Sprintf(`http://:%s {
 	uri strip_prefix /v1
 	agentid {
-		authority %s
+		authorities %s
 		trust *.localhost:*
 		allow_http
 		allow_private
-		agentid_service http://localhost:%s
+		agentid_services http://localhost:%s
 		mode required
 		route /optional/ optional
 		route /observe/ observe
-		deny host *.denied.localhost
+		deny hosts *.denied.localhost
 	}
 	reverse_proxy %s
 }
@@ -430,7 +435,7 @@ func TestCaddyDocExample(t *testing.T) {
 		startCaddy(t, port, strings.NewReplacer(
 			"api.example.com {", "http://api.example.com:"+port+" {",
 			"trust *.agentid.example", "trust *.localhost:*\n\t\tallow_http\n\t\tallow_private",
-			"agentid_service https://agentid.example", "agentid_service http://localhost:"+keyPort,
+			"agentid_services https://agentid.example", "agentid_services http://localhost:"+keyPort,
 			"redis_url redis://127.0.0.1:6379/0", "redis_url "+redisURL,
 			"127.0.0.1:8000", strings.TrimPrefix(up.URL, "http://"),
 		).Replace(block))
@@ -489,5 +494,60 @@ func TestCaddyDocExample(t *testing.T) {
 	resp, body = do(ports[1], get("/orders/unsigned", false))
 	if resp.StatusCode != http.StatusUnauthorized || errorCode([]byte(body)) != "missing_signature" {
 		t.Errorf("unsigned GET /orders/unsigned (required): %d %s, want 401 missing_signature", resp.StatusCode, body)
+	}
+}
+
+// TestReplayKeptAcrossReload: a config reload provisions new handlers
+// before the old ones are cleaned up; without redis_url they share the
+// process's nonces, so a signature the old configuration accepted is
+// refused by the new one, and by another site's handler.
+func TestReplayKeptAcrossReload(t *testing.T) {
+	key := signertest.Key(0x43)
+	keyPort := agentKeys(t, key)
+	origin := "http://agent-00000000000000000000abcd.localhost:" + keyPort
+	provision := func() *caddyagentid.Handler {
+		h := &caddyagentid.Handler{Authorities: []string{"api.example.com"}, Trust: []string{"*.localhost:*"}, AllowHTTP: true, AllowPrivate: true}
+		ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+		t.Cleanup(cancel)
+		if err := h.Provision(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	serve := func(h *caddyagentid.Handler, req *http.Request) (int, string) {
+		t.Helper()
+		w := httptest.NewRecorder()
+		reached := false
+		err := h.ServeHTTP(w, req, caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+			reached = true
+			return nil
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if reached {
+			return http.StatusOK, ""
+		}
+		return w.Code, errorCode(w.Body.Bytes())
+	}
+	req := httptest.NewRequest("GET", "http://api.example.com/orders", nil)
+	if err := signer.Sign(req, key, signer.Options{SignatureAgent: origin, Components: []string{"@method", "@authority", "@path"}}); err != nil {
+		t.Fatal(err)
+	}
+	old := provision()
+	if status, code := serve(old, req.Clone(req.Context())); status != http.StatusOK {
+		t.Fatalf("signed request: %d %s, want it passed on", status, code)
+	}
+	reloaded := provision() // the new configuration, before the old is cleaned up
+	old.Cleanup()
+	if status, code := serve(reloaded, req.Clone(req.Context())); status != http.StatusUnauthorized || code != "replayed_nonce" {
+		t.Errorf("the same signature after a reload: %d %s, want 401 replayed_nonce", status, code)
+	}
+	reloaded.Cleanup()
+	// Every handler gone: the next configuration starts a new store.
+	fresh := provision()
+	defer fresh.Cleanup()
+	if status, code := serve(fresh, req.Clone(req.Context())); status != http.StatusOK {
+		t.Errorf("the same signature once no handler was left: %d %s, want it passed on (a new store)", status, code)
 	}
 }

@@ -4,13 +4,15 @@
 // web-bot-auth signatures itself instead of asking a forward-auth endpoint
 // over another HTTP hop.
 //
-// Its Caddyfile directive is agentid:
+// Its Caddyfile directive is agentid, whose subdirectives are the keys of
+// idcli proxy's YAML file (package proxyconfig builds the verifier and
+// the rules from them, as for idcli proxy):
 //
 //	app.example.com {
 //		agentid {
-//			authority app.example.com
+//			authorities app.example.com
 //			trust *.agentid.example
-//			agentid_service https://agentid.example
+//			agentid_services https://agentid.example
 //			mode required
 //			route /public/ optional
 //		}
@@ -30,7 +32,6 @@ package caddyagentid
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -39,11 +40,9 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
-	"github.com/agentid/agentid/keyfetch"
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/middleware/proxy"
-	"github.com/agentid/agentid/middleware/redisreplay"
-	"github.com/agentid/agentid/middleware/rules"
+	"github.com/agentid/agentid/middleware/proxy/proxyconfig"
 	"github.com/agentid/agentid/signer"
 )
 
@@ -51,71 +50,59 @@ func init() {
 	caddy.RegisterModule(Handler{})
 }
 
-// Handler is the module http.handlers.agentid. Its JSON fields are the
-// Caddyfile's subdirectives (see UnmarshalCaddyfile).
+// Handler is the module http.handlers.agentid. Its settings are those of
+// `idcli proxy --config FILE` (package proxyconfig), under the same names:
+// ConfigFile names such a file, and the fields below, when set, replace
+// its values.
 type Handler struct {
+	// ConfigFile, if set, is read first: a YAML file of idcli proxy (its
+	// listen, upstream, forward_auth, metrics_listen and access_log keys
+	// do not apply here).
+	ConfigFile string `json:"config_file,omitempty"`
 	// Authorities are the host[:port] (or *.suffix) this site answers
 	// for; a signature made for any other host is refused with 421
-	// misdirected_request. At least one.
+	// misdirected_request. At least one, here or in ConfigFile.
 	Authorities []string `json:"authorities,omitempty"`
 	// Trust lists the hosts whose agents' key sets may be fetched: exact
-	// host[:port], host:* or *.suffix. At least one.
+	// host[:port], host:* or *.suffix. At least one, here or in
+	// ConfigFile.
 	Trust []string `json:"trust,omitempty"`
-	// Mode applies to paths no route names: required (the default),
-	// optional or observe.
-	Mode string `json:"mode,omitempty"`
-	// Routes give path prefixes their own mode; the longest prefix wins.
-	Routes []Route `json:"routes,omitempty"`
-	// Allow, if set, lists the only verified agents let through (403
-	// forbidden for others); Deny lists those refused with 403.
-	Allow *Policy `json:"allow,omitempty"`
-	Deny  *Policy `json:"deny,omitempty"`
-	// AgentidServices are base URLs of agentid services whose agents get
-	// X-Agent-Uid, such as https://agentid.example.
-	AgentidServices []string `json:"agentid_services,omitempty"`
-	// Registries are URLs of plain-text lists of Signature Agent Card
-	// URLs whose agents are trusted too; their hosts must be trusted.
-	Registries []string `json:"registries,omitempty"`
-	// RedisURL, if set, keeps the nonces in Redis, shared by every Caddy
-	// instance: redis://[:PASSWORD@]HOST:PORT[/DB] or HOST:PORT,… for a
-	// cluster. Without it they are kept in this process's memory, shared
-	// by every agentid handler and kept across config reloads.
-	RedisURL string `json:"redis_url,omitempty"`
-	// RefusalStatus is 401 (the default) or 403.
-	RefusalStatus int `json:"refusal_status,omitempty"`
-	// Profile is deployed (the default) or strict-01.
-	Profile string `json:"profile,omitempty"`
 	// AllowHTTP fetches key sets of http:// signature agents, and
 	// AllowPrivate from loopback and private addresses (with *.localhost
 	// resolved to loopback): local development only.
 	AllowHTTP    bool `json:"allow_http,omitempty"`
 	AllowPrivate bool `json:"allow_private,omitempty"`
+	// Registries are URLs of plain-text lists of Signature Agent Card
+	// URLs whose agents are trusted too; their hosts must be trusted.
+	Registries []string `json:"registries,omitempty"`
+	// AgentidServices are base URLs of agentid services whose agents get
+	// X-Agent-Uid, such as https://agentid.example.
+	AgentidServices []string `json:"agentid_services,omitempty"`
+	// Mode applies to paths no route names: required (the default),
+	// optional or observe.
+	Mode string `json:"mode,omitempty"`
+	// Profile is deployed (the default) or strict-01.
+	Profile string `json:"profile,omitempty"`
+	// RefusalStatus is 401 (the default) or 403.
+	RefusalStatus int `json:"refusal_status,omitempty"`
+	// RedisURL, if set, keeps the nonces (and the limits' buckets) in
+	// Redis, shared by every instance. Without it the nonces are kept in
+	// this process's memory, shared by every agentid handler and kept
+	// across config reloads.
+	RedisURL string `json:"redis_url,omitempty"`
+	// Routes give path prefixes their own mode; the longest prefix wins.
+	Routes []proxyconfig.Route `json:"routes,omitempty"`
+	// Allow, if set, lists the only verified agents let through (403
+	// forbidden for others); Deny lists those refused with 403.
+	Allow *proxyconfig.Policy `json:"allow,omitempty"`
+	Deny  *proxyconfig.Policy `json:"deny,omitempty"`
+	// Limits are the per-agent and per-address rate limits.
+	Limits *proxyconfig.Limits `json:"limits,omitempty"`
 
-	verifier *middleware.Verifier
-	gate     *rules.Gate
+	proxy    *proxyconfig.Proxy
+	chain    http.Handler
 	services []signer.ServiceURL
-	cleanup  []func()
-}
-
-// Route is one path prefix's mode.
-type Route struct {
-	Prefix string `json:"prefix"`
-	Mode   string `json:"mode"`
-}
-
-// Policy is a list of verified agents (middleware.Policy): exact
-// identities, identity hosts (exact or *.suffix), and uid patterns.
-type Policy struct {
-	Identities []string `json:"identities,omitempty"`
-	Hosts      []string `json:"hosts,omitempty"`
-	UIDs       []string `json:"uids,omitempty"`
-}
-
-func (p *Policy) policy() middleware.Policy {
-	if p == nil {
-		return middleware.Policy{}
-	}
-	return middleware.Policy{Identities: p.Identities, Hosts: p.Hosts, UIDs: p.UIDs}
+	release  func()
 }
 
 // CaddyModule returns the Caddy module information.
@@ -138,154 +125,139 @@ type pooledReplay struct{ *middleware.MemoryReplayStore }
 
 func (pooledReplay) Destruct() error { return nil }
 
-// parseMode reads a mode name.
-func parseMode(what, s string) (middleware.Mode, error) {
-	if s == "" {
-		return middleware.Required, nil
-	}
-	for _, m := range []middleware.Mode{middleware.Required, middleware.Optional, middleware.Observe} {
-		if s == m.String() {
-			return m, nil
+// config returns the proxy configuration: ConfigFile's, or the defaults,
+// with the fields that are set replacing its values.
+func (h *Handler) config() (*proxyconfig.Config, error) {
+	cfg := proxyconfig.Default()
+	if h.ConfigFile != "" {
+		var err error
+		if cfg, err = proxyconfig.Load(h.ConfigFile); err != nil {
+			return nil, err
 		}
 	}
-	return 0, fmt.Errorf("agentid: %s %q: want required, optional or observe", what, s)
+	set := func(dst *[]string, v []string) {
+		if v != nil {
+			*dst = v
+		}
+	}
+	set(&cfg.Authorities, h.Authorities)
+	set(&cfg.Trust.Hosts, h.Trust)
+	set(&cfg.Trust.Registries, h.Registries)
+	set(&cfg.AgentidServices, h.AgentidServices)
+	cfg.Trust.AllowHTTP = cfg.Trust.AllowHTTP || h.AllowHTTP
+	cfg.Trust.AllowPrivate = cfg.Trust.AllowPrivate || h.AllowPrivate
+	for dst, v := range map[*string]string{&cfg.Mode: h.Mode, &cfg.Profile: h.Profile, &cfg.RedisURL: h.RedisURL} {
+		if v != "" {
+			*dst = v
+		}
+	}
+	if h.RefusalStatus != 0 {
+		cfg.RefusalStatus = h.RefusalStatus
+	}
+	if h.Routes != nil {
+		cfg.Routes = h.Routes
+	}
+	if h.Allow != nil {
+		cfg.Allow = *h.Allow
+	}
+	if h.Deny != nil {
+		cfg.Deny = *h.Deny
+	}
+	if h.Limits != nil {
+		cfg.Limits = *h.Limits
+	}
+	// What an embedded proxy does not do: no listener, no access log of
+	// its own (Caddy's log directive logs requests), no metrics server.
+	cfg.Upstream, cfg.ForwardAuth, cfg.MetricsListen, cfg.AccessLog = "", false, "", "off"
+	return cfg, nil
 }
 
-// Provision builds the key fetcher, the replay store, the verifier and the
-// rules.
+// Provision builds the verifier and the rules (package proxyconfig, as
+// idcli proxy does), and the replay store.
 func (h *Handler) Provision(ctx caddy.Context) error {
-	logger := ctx.Slogger()
-	mode, err := parseMode("mode", h.Mode)
+	cfg, err := h.config()
 	if err != nil {
-		return err
-	}
-	var profile middleware.Profile
-	switch h.Profile {
-	case "", middleware.ProfileDeployed.String():
-	case middleware.ProfileStrict01.String():
-		profile = middleware.ProfileStrict01
-	default:
-		return fmt.Errorf("agentid: profile %q: want deployed or strict-01", h.Profile)
-	}
-	if len(h.Authorities) == 0 {
-		return errors.New("agentid: authority is required: name the host[:port] clients reach this site at; a signature made for any other host is refused")
-	}
-	if len(h.Trust) == 0 {
-		return errors.New("agentid: trust is required: name the hosts whose agents you accept, e.g. trust *.agentid.example")
-	}
-	if h.RefusalStatus != 0 && h.RefusalStatus != http.StatusUnauthorized && h.RefusalStatus != http.StatusForbidden {
-		return fmt.Errorf("agentid: refusal_status %d: want 401 or 403", h.RefusalStatus)
+		return fmt.Errorf("agentid: %w", err)
 	}
 	h.services = nil
-	for _, s := range h.AgentidServices {
+	for _, s := range cfg.AgentidServices {
 		u, err := signer.ParseServiceURL(s)
 		if err != nil {
-			return fmt.Errorf("agentid: agentid_service: %s", strings.TrimPrefix(err.Error(), "signer: "))
+			return fmt.Errorf("agentid: agentid_services: %s", strings.TrimPrefix(err.Error(), "signer: "))
 		}
 		h.services = append(h.services, u)
 	}
-	kc := keyfetch.Config{
-		TrustedHosts:         h.Trust,
-		AllowHTTP:            h.AllowHTTP,
-		AllowPrivateNetworks: h.AllowPrivate,
-		Registries:           h.Registries,
-		Logger:               logger.With("component", "keyfetch"),
-	}
-	if err := kc.Validate(); err != nil {
-		return fmt.Errorf("agentid: trust: %s", strings.TrimPrefix(err.Error(), "keyfetch: invalid config: "))
-	}
-	routes := make([]rules.Route, 0, len(h.Routes))
-	for _, r := range h.Routes {
-		m, err := parseMode("route "+r.Prefix, r.Mode)
-		if err != nil {
-			return err
-		}
-		routes = append(routes, rules.Route{Prefix: r.Prefix, Mode: m})
-	}
-	keys := keyfetch.New(kc)
-	watch, stop := context.WithCancel(context.Background())
-	h.cleanup = append(h.cleanup, stop)
-	go keys.WatchRegistries(watch) // returns at once without registries
-
-	var replay middleware.ReplayStore
-	if h.RedisURL != "" {
-		s, err := redisreplay.Dial(ctx, h.RedisURL)
-		if err != nil {
-			h.Cleanup()
-			return fmt.Errorf("agentid: redis_url: %s", strings.TrimPrefix(err.Error(), "redisreplay: "))
-		}
-		replay = s
-		h.cleanup = append(h.cleanup, func() { s.Close() })
-	} else {
+	opts := proxyconfig.Options{Embedded: true, Reloadable: true, Logger: ctx.Slogger()}
+	if cfg.RedisURL == "" {
 		v, _, err := memoryReplay.LoadOrNew(memoryReplayKey, func() (caddy.Destructor, error) {
 			return pooledReplay{middleware.NewMemoryReplayStore()}, nil
 		})
 		if err != nil {
-			h.Cleanup()
 			return err
 		}
-		replay = v.(pooledReplay).MemoryReplayStore
-		h.cleanup = append(h.cleanup, func() { memoryReplay.Delete(memoryReplayKey) })
+		opts.Replay = v.(pooledReplay).MemoryReplayStore
+		h.release = func() { memoryReplay.Delete(memoryReplayKey) }
 	}
-
-	// The verifier only observes; the rules decide by the route's mode,
-	// the lists, and answer refusals with the verifier's WriteError.
-	h.verifier, err = middleware.NewVerifier(middleware.Config{
-		Keys:          keys,
-		Authorities:   h.Authorities,
-		Mode:          middleware.Observe,
-		Profile:       profile,
-		Replay:        replay,
-		RefusalStatus: h.RefusalStatus,
-		Logger:        logger.With("component", "verifier"),
-	})
-	if err != nil {
+	if h.proxy, err = proxyconfig.Build(ctx, cfg, opts); err != nil {
 		h.Cleanup()
-		return fmt.Errorf("agentid: %s", strings.TrimPrefix(err.Error(), "middleware: "))
+		return fmt.Errorf("agentid: %w", err)
 	}
-	h.gate, err = rules.New(rules.Config{
-		Mode:   mode,
-		Routes: routes,
-		Allow:  h.Allow.policy(),
-		Deny:   h.Deny.policy(),
-		Refuse: h.verifier.WriteError,
-	})
-	if err != nil {
-		h.Cleanup()
-		return fmt.Errorf("agentid: %s", strings.TrimPrefix(err.Error(), "rules: "))
-	}
+	h.chain = h.proxy.Middleware(http.HandlerFunc(h.pass))
 	return nil
 }
 
 // Cleanup stops the registry watch and releases the replay store.
 func (h *Handler) Cleanup() error {
-	for i := len(h.cleanup) - 1; i >= 0; i-- {
-		h.cleanup[i]()
+	if h.proxy != nil {
+		h.proxy.Close()
+		h.proxy = nil
 	}
-	h.cleanup = nil
+	if h.release != nil {
+		h.release()
+		h.release = nil
+	}
 	return nil
+}
+
+// passKey carries a request's *passState into the chain.
+type passKey struct{}
+
+// passState is what ServeHTTP gives pass: the request as Caddy has it and
+// the next handler, and what the next handler returned.
+type passState struct {
+	r    *http.Request
+	next caddyhttp.Handler
+	err  error
 }
 
 // ServeHTTP verifies r, applies the rules, and passes a request they let
 // through on to next with the X-Agent-* headers.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	proxy.StripAgentHeaders(r.Header)
+	st := &passState{r: r, next: next}
 	vr := verifiedRequest(r)
-	res := h.verifier.Check(vr)
-	r.Body = vr.Body // the verifier may have read the body, and put it back on vr
-	if refusal := h.gate.Apply(w, vr, res); refusal != nil {
-		return nil // Apply wrote the refusal
-	}
+	h.chain.ServeHTTP(w, vr.WithContext(context.WithValue(vr.Context(), passKey{}, st)))
+	return st.err
+}
+
+// pass is the end of the chain, for a request the rules let through: vr
+// is the verified request (its context holds the outcome, its Body what
+// the verifier left to read).
+func (h *Handler) pass(w http.ResponseWriter, vr *http.Request) {
+	st := vr.Context().Value(passKey{}).(*passState)
+	res, _ := middleware.ResultFrom(vr.Context())
+	r := st.r.WithContext(vr.Context())
+	r.Body = vr.Body
 	dropConnectionTokens(r.Header)
 	proxy.StripAgentHeaders(r.Trailer) // declared, or read with the body
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = &trailerStripper{ReadCloser: r.Body, r: r}
 	}
-	proxy.SetAgentHeaders(r.Header, res, h.services)
+	proxy.SetAgentHeaders(r.Header, &res, h.services)
 	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
-		setPlaceholders(repl, res, r.Header.Get(proxy.HeaderUID))
+		setPlaceholders(repl, &res, r.Header.Get(proxy.HeaderUID))
 	}
-	return next.ServeHTTP(w, r)
+	st.err = st.next.ServeHTTP(w, r)
 }
 
 // verifiedRequest is r as the client sent it: a rewrite, uri or

@@ -2,10 +2,13 @@ package caddyagentid
 
 import (
 	"strconv"
+	"strings"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/agentid/agentid/middleware/proxy/proxyconfig"
 )
 
 func init() {
@@ -23,26 +26,33 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 	return m, err
 }
 
-// UnmarshalCaddyfile reads the agentid directive:
+// subdirectives lists the Caddyfile's subdirectives, for errors.
+const subdirectives = "config_file, authorities, trust, allow_http, allow_private, registries, agentid_services, mode, profile, refusal_status, redis_url, route, allow, deny or limits"
+
+// UnmarshalCaddyfile reads the agentid directive, whose subdirectives are
+// the keys of idcli proxy's YAML file:
 //
 //	agentid {
-//		authority HOST[:PORT]|*.SUFFIX…
+//		config_file /etc/agentid/proxy.yaml
+//		authorities HOST[:PORT]|*.SUFFIX…
 //		trust HOST[:PORT]|HOST:*|*.SUFFIX…
-//		mode required|optional|observe
-//		route PREFIX required|optional|observe
-//		allow identity|host|uid VALUE…
-//		deny identity|host|uid VALUE…
-//		agentid_service URL…
-//		registry URL…
-//		redis_url URL
-//		refusal_status 401|403
-//		profile deployed|strict-01
 //		allow_http
 //		allow_private
+//		registries URL…
+//		agentid_services URL…
+//		mode required|optional|observe
+//		profile deployed|strict-01
+//		refusal_status 401|403
+//		redis_url URL
+//		route PREFIX required|optional|observe
+//		allow identities|hosts|uids VALUE…
+//		deny identities|hosts|uids|cards VALUE…
+//		limits agent|address|key_header|redis_prefix|trusted_proxies|client_addr_header VALUE…
 //	}
 //
-// authority and trust are required. Subdirectives that take lists may be
-// repeated. Values are checked when the handler is provisioned.
+// authorities and trust are required (here or in config_file). List
+// subdirectives may be repeated. Values are checked when the handler is
+// provisioned, by the same code as idcli proxy's.
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // the directive's name
 	if d.NextArg() {
@@ -51,93 +61,132 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	for d.NextBlock(0) {
 		sub := d.Val()
 		args := d.RemainingArgs()
-		need := func(n int) error {
-			if len(args) != n {
-				return d.Errf("agentid: %s takes %d value(s), got %d", sub, n, len(args))
+		n := func(want int) error {
+			if len(args) != want {
+				return d.Errf("agentid: %s takes %d value(s), got %d", sub, want, len(args))
 			}
 			return nil
 		}
-		some := func() error {
+		list := func(dst *[]string) error {
 			if len(args) == 0 {
 				return d.Errf("agentid: %s needs at least one value", sub)
 			}
+			*dst = append(*dst, args...)
 			return nil
+		}
+		one := func(dst *string) error {
+			err := n(1)
+			if err == nil {
+				*dst = args[0]
+			}
+			return err
+		}
+		flag := func(dst *bool) error {
+			err := n(0)
+			*dst = err == nil
+			return err
 		}
 		var err error
 		switch sub {
-		case "authority":
-			if err = some(); err == nil {
-				h.Authorities = append(h.Authorities, args...)
-			}
+		case "config_file":
+			err = one(&h.ConfigFile)
+		case "authorities":
+			err = list(&h.Authorities)
 		case "trust":
-			if err = some(); err == nil {
-				h.Trust = append(h.Trust, args...)
-			}
+			err = list(&h.Trust)
+		case "allow_http":
+			err = flag(&h.AllowHTTP)
+		case "allow_private":
+			err = flag(&h.AllowPrivate)
+		case "registries":
+			err = list(&h.Registries)
+		case "agentid_services":
+			err = list(&h.AgentidServices)
 		case "mode":
-			if err = need(1); err == nil {
-				h.Mode = args[0]
-			}
-		case "route":
-			if err = need(2); err == nil {
-				h.Routes = append(h.Routes, Route{Prefix: args[0], Mode: args[1]})
-			}
-		case "allow", "deny":
-			if len(args) < 2 {
-				return d.Errf("agentid: %s wants identity, host or uid and at least one value", sub)
-			}
-			p := &h.Allow
-			if sub == "deny" {
-				p = &h.Deny
-			}
-			if *p == nil {
-				*p = new(Policy)
-			}
-			switch args[0] {
-			case "identity":
-				(*p).Identities = append((*p).Identities, args[1:]...)
-			case "host":
-				(*p).Hosts = append((*p).Hosts, args[1:]...)
-			case "uid":
-				(*p).UIDs = append((*p).UIDs, args[1:]...)
-			default:
-				return d.Errf("agentid: %s %q: want identity, host or uid", sub, args[0])
-			}
-		case "agentid_service":
-			if err = some(); err == nil {
-				h.AgentidServices = append(h.AgentidServices, args...)
-			}
-		case "registry":
-			if err = some(); err == nil {
-				h.Registries = append(h.Registries, args...)
-			}
+			err = one(&h.Mode)
+		case "profile":
+			err = one(&h.Profile)
 		case "redis_url":
-			if err = need(1); err == nil {
-				h.RedisURL = args[0]
-			}
+			err = one(&h.RedisURL)
 		case "refusal_status":
-			if err = need(1); err == nil {
-				if h.RefusalStatus, err = strconv.Atoi(args[0]); err != nil {
-					err = d.Errf("agentid: refusal_status %q: want 401 or 403", args[0])
+			var s string
+			if err = one(&s); err == nil {
+				if h.RefusalStatus, err = strconv.Atoi(s); err != nil {
+					err = d.Errf("agentid: refusal_status %q: want 401 or 403", s)
 				}
 			}
-		case "profile":
-			if err = need(1); err == nil {
-				h.Profile = args[0]
+		case "route":
+			if err = n(2); err == nil {
+				h.Routes = append(h.Routes, proxyconfig.Route{Prefix: args[0], Mode: args[1]})
 			}
-		case "allow_http":
-			if err = need(0); err == nil {
-				h.AllowHTTP = true
-			}
-		case "allow_private":
-			if err = need(0); err == nil {
-				h.AllowPrivate = true
-			}
+		case "allow", "deny":
+			err = h.policy(d, sub, args)
+		case "limits":
+			err = h.limits(d, args)
 		default:
-			return d.Errf("agentid: unknown subdirective %q (want authority, trust, mode, route, allow, deny, agentid_service, registry, redis_url, refusal_status, profile, allow_http or allow_private)", sub)
+			err = d.Errf("agentid: unknown subdirective %q%s (want %s)", sub, didYouMean(sub), subdirectives)
 		}
 		if err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// didYouMean suggests the subdirectives close to typed.
+func didYouMean(typed string) string {
+	near := proxyconfig.CloseTo(typed, strings.Split(strings.ReplaceAll(subdirectives, " or ", ", "), ", "))
+	if len(near) == 0 {
+		return ""
+	}
+	return ": did you mean " + strings.Join(near, " or ") + "?"
+}
+
+// policy reads allow or deny: a list name and its values.
+func (h *Handler) policy(d *caddyfile.Dispenser, sub string, args []string) error {
+	if len(args) < 2 {
+		return d.Errf("agentid: %s wants identities, hosts, uids or cards, and at least one value", sub)
+	}
+	p := &h.Allow
+	if sub == "deny" {
+		p = &h.Deny
+	}
+	if *p == nil {
+		*p = new(proxyconfig.Policy)
+	}
+	switch args[0] {
+	case "identities":
+		(*p).Identities = append((*p).Identities, args[1:]...)
+	case "hosts":
+		(*p).Hosts = append((*p).Hosts, args[1:]...)
+	case "uids":
+		(*p).UIDs = append((*p).UIDs, args[1:]...)
+	case "cards":
+		(*p).Cards = append((*p).Cards, args[1:]...)
+	default:
+		return d.Errf("agentid: %s %q: want identities, hosts, uids or cards", sub, args[0])
+	}
+	return nil
+}
+
+// limits reads one limits key and its value(s).
+func (h *Handler) limits(d *caddyfile.Dispenser, args []string) error {
+	if len(args) < 2 {
+		return d.Errf("agentid: limits wants a key (agent, address, key_header, redis_prefix, trusted_proxies or client_addr_header) and its value")
+	}
+	if h.Limits == nil {
+		h.Limits = new(proxyconfig.Limits)
+	}
+	l := h.Limits
+	one := map[string]*string{"agent": &l.Agent, "address": &l.Address, "key_header": &l.KeyHeader,
+		"redis_prefix": &l.RedisPrefix, "client_addr_header": &l.ClientAddrHeader}
+	switch dst, ok := one[args[0]]; {
+	case ok && len(args) == 2:
+		*dst = args[1]
+	case args[0] == "trusted_proxies":
+		l.TrustedProxies = append(l.TrustedProxies, args[1:]...)
+	default:
+		return d.Errf("agentid: limits %s: want agent, address, key_header, redis_prefix or client_addr_header with one value, or trusted_proxies with several", args[0])
 	}
 	return nil
 }

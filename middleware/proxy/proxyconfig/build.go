@@ -49,6 +49,11 @@ type Options struct {
 	// StatusTitle is the status page's title (default "agentid proxy
 	// status").
 	StatusTitle string
+	// Replay, if set, keeps the nonces when redis_url is not set, instead
+	// of a store of this proxy's own: an embedding server that rebuilds
+	// the proxy on each reload of its configuration passes one store, so
+	// that no reload forgets the nonces already seen.
+	Replay middleware.ReplayStore
 }
 
 // Proxy is a configuration built: the verifier, the rules and the proxy
@@ -101,7 +106,7 @@ func Build(ctx context.Context, cfg *Config, opts Options) (*Proxy, error) {
 		}
 	}()
 	p.replayAt = "memory (this process only; redis_url shares them)"
-	var replay middleware.ReplayStore
+	replay := opts.Replay
 	if cfg.RedisURL != "" {
 		routeRedisLog(p.logger)
 		s, err := redisreplay.Dial(ctx, cfg.RedisURL)

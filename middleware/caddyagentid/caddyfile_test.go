@@ -1,0 +1,137 @@
+package caddyagentid
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+
+	"github.com/agentid/agentid/middleware/proxy/proxyconfig"
+)
+
+func TestUnmarshalCaddyfile(t *testing.T) {
+	d := caddyfile.NewTestDispenser(`agentid {
+		config_file /etc/agentid/proxy.yaml
+		authorities api.example.com *.api.example.com
+		authorities other.example.com
+		trust *.agentid.example
+		allow_http
+		allow_private
+		registries https://registry.example/agents.txt
+		agentid_services https://agentid.example
+		mode optional
+		profile strict-01
+		refusal_status 403
+		redis_url redis://127.0.0.1:6379/0
+		route /public/ optional
+		route /health observe
+		allow hosts *.agentid.example
+		deny uids agent-0123*
+		deny cards purpose:ai-training
+		limits agent 100/1m
+		limits trusted_proxies 10.0.0.0/8 192.168.0.1
+	}`)
+	var h Handler
+	if err := h.UnmarshalCaddyfile(d); err != nil {
+		t.Fatal(err)
+	}
+	want := Handler{
+		ConfigFile:      "/etc/agentid/proxy.yaml",
+		Authorities:     []string{"api.example.com", "*.api.example.com", "other.example.com"},
+		Trust:           []string{"*.agentid.example"},
+		AllowHTTP:       true,
+		AllowPrivate:    true,
+		Registries:      []string{"https://registry.example/agents.txt"},
+		AgentidServices: []string{"https://agentid.example"},
+		Mode:            "optional",
+		Profile:         "strict-01",
+		RefusalStatus:   403,
+		RedisURL:        "redis://127.0.0.1:6379/0",
+		Routes:          []proxyconfig.Route{{Prefix: "/public/", Mode: "optional"}, {Prefix: "/health", Mode: "observe"}},
+		Allow:           &proxyconfig.Policy{Hosts: []string{"*.agentid.example"}},
+		Deny:            &proxyconfig.Policy{UIDs: []string{"agent-0123*"}, Cards: []string{"purpose:ai-training"}},
+		Limits:          &proxyconfig.Limits{Agent: "100/1m", TrustedProxies: []string{"10.0.0.0/8", "192.168.0.1"}},
+	}
+	if !reflect.DeepEqual(h, want) {
+		t.Errorf("got %+v\nwant %+v", h, want)
+	}
+}
+
+func TestUnmarshalCaddyfileErrors(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"agentid extra", "wrong argument count"},
+		{"agentid {\n\tauthority api.example.com\n}", `unknown subdirective "authority": did you mean authorities?`},
+		{"agentid {\n\tredis-url redis://x\n}", "did you mean redis_url?"},
+		{"agentid {\n\tbogus 1\n}", "want config_file, authorities"},
+		{"agentid {\n\tmode\n}", "mode takes 1 value(s), got 0"},
+		{"agentid {\n\tmode required optional\n}", "mode takes 1 value(s), got 2"},
+		{"agentid {\n\ttrust\n}", "trust needs at least one value"},
+		{"agentid {\n\tallow_http yes\n}", "allow_http takes 0 value(s), got 1"},
+		{"agentid {\n\trefusal_status four\n}", `refusal_status "four": want 401 or 403`},
+		{"agentid {\n\troute /x\n}", "route takes 2 value(s), got 1"},
+		{"agentid {\n\tallow host a.example\n}", `allow "host": want identities, hosts, uids or cards`},
+		{"agentid {\n\tdeny uids\n}", "deny wants identities, hosts, uids or cards, and at least one value"},
+		{"agentid {\n\tlimits agent\n}", "limits wants a key"},
+		{"agentid {\n\tlimits agent 1/1m 2/1m\n}", "limits agent: want"},
+		{"agentid {\n\tlimits bogus 1\n}", "limits bogus: want"},
+	} {
+		var h Handler
+		err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(tt.in))
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%q: %v, want an error containing %q", tt.in, err, tt.want)
+		}
+	}
+}
+
+// TestProvisionErrors: each bad setting is refused when Caddy provisions
+// the handler (so `caddy validate` and a reload report it), with the key
+// named, and nothing is left running.
+func TestProvisionErrors(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "proxy.yaml")
+	if err := os.WriteFile(file, []byte("authorities: [api.example.com]\ntrust:\n  hosts: ['*.agentid.example']\nmode: requierd\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ok := Handler{Authorities: []string{"api.example.com"}, Trust: []string{"*.agentid.example"}}
+	for _, tt := range []struct {
+		name string
+		edit func(*Handler)
+		want string
+	}{
+		{"no authorities", func(h *Handler) { h.Authorities = nil }, "authorities"},
+		{"no trust", func(h *Handler) { h.Trust = nil }, "trust"},
+		{"bad mode", func(h *Handler) { h.Mode = "requierd" }, `mode: "requierd"`},
+		{"bad profile", func(h *Handler) { h.Profile = "strict" }, "profile"},
+		{"bad refusal status", func(h *Handler) { h.RefusalStatus = 500 }, "refusal_status"},
+		{"bad route mode", func(h *Handler) { h.Routes = []proxyconfig.Route{{Prefix: "/a/", Mode: "sometimes"}} }, "routes[0].mode"},
+		{"route prefix not normal", func(h *Handler) { h.Routes = []proxyconfig.Route{{Prefix: "/a/../b/", Mode: "optional"}} }, `route prefix "/a/../b/"`},
+		{"bad service", func(h *Handler) { h.AgentidServices = []string{"ftp://x"} }, "agentid_services"},
+		{"bad limit", func(h *Handler) { h.Limits = &proxyconfig.Limits{Agent: "lots"} }, "limits.agent"},
+		{"bad redis url", func(h *Handler) { h.RedisURL = "mysql://x" }, "redis_url"},
+		{"config file's bad value", func(h *Handler) { *h = Handler{ConfigFile: file} }, file + ":4: mode"},
+		{"missing config file", func(h *Handler) { h.ConfigFile = file + ".missing" }, "proxy.yaml.missing"},
+	} {
+		h := ok
+		tt.edit(&h)
+		ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+		err := h.Provision(ctx)
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: %v, want an error naming %q", tt.name, err, tt.want)
+		}
+		if h.proxy != nil || h.release != nil {
+			t.Errorf("%s: the failed handler holds a proxy or a replay store", tt.name)
+		}
+	}
+	h := ok
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	defer cancel()
+	if err := h.Provision(ctx); err != nil {
+		t.Fatalf("valid settings: %v", err)
+	}
+	h.Cleanup()
+}
