@@ -85,7 +85,9 @@ func validHostPattern(h string) bool {
 }
 
 // Allows reports whether the verified agent a is on the list. A policy
-// that does not validate allows nobody.
+// that does not validate allows nobody. Each call reads the lists anew
+// (linear in their length); package rules compiles them into map lookups
+// for long lists.
 func (p Policy) Allows(a Agent) bool {
 	svc, err := p.compile()
 	if err != nil || (a.ID == "" && a.DirectoryURL == "") {
