@@ -100,6 +100,9 @@ func (h hideVerified) KeyCached(set signer.KeySet, keyID string) bool {
 // the middleware cannot report to (with 1,000 key sets filling a cache of
 // 1,000), refetches.
 func TestAdmissionThroughMiddleware(t *testing.T) {
+	if testing.Short() {
+		t.Skip("1,000 key sets through the middleware: skipped with -short")
+	}
 	t.Parallel()
 	agentKey := signertest.Key(0x41)
 	attacker := signertest.Key(0x42)

@@ -236,6 +236,9 @@ func stallServer(t *testing.T, stallAt int64, stall time.Duration) (base, addr s
 // scheduled time and p99 shows it, even with one connection (requests then
 // wait for the connection, and that wait counts).
 func TestBenchOpenLoopSeesAStall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("an open-loop load with a stall: skipped with -short")
+	}
 	t.Parallel()
 	const stall = 200 * time.Millisecond
 	report := func(t *testing.T, args ...string) benchTarget {

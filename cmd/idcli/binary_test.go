@@ -46,6 +46,9 @@ func TestMain(m *testing.M) {
 // idcliBinary returns the path of the idcli binary built from this package.
 func idcliBinary(t testing.TB) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("builds the idcli binary: skipped with -short")
+	}
 	binOnce.Do(func() {
 		if binDir, binErr = os.MkdirTemp("", "idcli-bin-"); binErr != nil {
 			return

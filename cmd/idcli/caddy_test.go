@@ -21,6 +21,9 @@ import (
 // CI, where .ci/run installs it).
 func startCaddy(t *testing.T, port, site string) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("runs Caddy: skipped with -short")
+	}
 	bin, err := exec.LookPath("caddy")
 	if err != nil {
 		if os.Getenv("CI") != "" {

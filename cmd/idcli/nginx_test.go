@@ -24,6 +24,9 @@ import (
 // it).
 func startNginx(t *testing.T, serverBlock string) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("runs nginx: skipped with -short")
+	}
 	bin, err := exec.LookPath("nginx")
 	if err != nil {
 		if os.Getenv("CI") != "" {

@@ -24,6 +24,9 @@ import (
 // binary's path.
 func buildIdcli(t *testing.T) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("builds the idcli binary: skipped with -short")
+	}
 	bin := filepath.Join(t.TempDir(), "idcli")
 	cmd := exec.Command("go", "build", "-o", bin, ".")
 	if out, err := cmd.CombinedOutput(); err != nil {

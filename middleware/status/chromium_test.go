@@ -24,6 +24,9 @@ import (
 // there is none, and fails instead under CI (which installs it).
 func chromium(t *testing.T) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("runs Chromium: skipped with -short")
+	}
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
 		if p, err := exec.LookPath(name); err == nil {
 			return p

@@ -142,6 +142,9 @@ func PostgresURL(t testing.TB) string {
 // databases use it (see WithDatabase).
 func PostgresBaseURL(t testing.TB) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("dbtest: the PostgreSQL variants are skipped with -short (SQLite runs)")
+	}
 	base := os.Getenv(EnvVar)
 	fail := t.Skipf
 	if os.Getenv("CI") != "" {

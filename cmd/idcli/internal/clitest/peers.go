@@ -42,6 +42,9 @@ type Peers struct {
 // missing).
 func NeedPeers(t testing.TB) *Peers {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("interop with the npm peers: skipped with -short")
+	}
 	nm := os.Getenv(PeersEnvVar)
 	fail := t.Skipf
 	if os.Getenv("CI") != "" {
