@@ -176,14 +176,25 @@ func jsonField(t *testing.T, body, field string) string {
 }
 
 // TestServerRegistrationModes: instances started with --registration
-// closed and --registration token refuse `idcli agent init` with a clear
-// error, and the token instance registers an agent given an invitation
+// closed and --registration token on one database (SQLite, PostgreSQL)
+// refuse `idcli agent init` with a clear error, and the token instance registers an agent given an invitation
 // token from `idcli server tokens create`, once per use.
 func TestServerRegistrationModes(t *testing.T) {
 	t.Parallel()
+	for _, backend := range dbtest.Backends() {
+		t.Run(backend.Name, func(t *testing.T) {
+			t.Parallel()
+			testServerRegistrationModes(t, backend.URL(t))
+		})
+	}
+}
+
+func testServerRegistrationModes(t *testing.T, dbURL string) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	dbURL := migratedSQLite(t, dir)
+	if r := runCLI(ctx, dir, nil, "server", "db:migrate", "--database-url", dbURL); r.err != nil {
+		t.Fatal(r.err)
+	}
 	closed := startServerOn(t, freePort(t), dir, dbURL, "--bind", "127.0.0.1", "--registration", "closed")
 	tok := startServerOn(t, freePort(t), dir, dbURL, "--bind", "127.0.0.1", "--registration", "token")
 
