@@ -124,6 +124,10 @@ type benchTarget struct {
 	// ServerRSSBytes is the server's resident memory after this run
 	// (--agents; 0 when its /metrics does not say).
 	ServerRSSBytes int64 `json:"server_rss_bytes,omitempty"`
+	// KeyCacheHitPercent is the share of the server's key lookups answered
+	// from its cache during a whoami run (agentid_key_cache_total of its
+	// /metrics; absent when it does not say).
+	KeyCacheHitPercent *float64 `json:"key_cache_hit_percent,omitempty"`
 	// CPU is the server's CPU per request during this target's run, when
 	// the server runs on this host (Linux).
 	CPU *benchCPU `json:"cpu,omitempty"`
@@ -651,11 +655,21 @@ func (b *bench) run(ctx context.Context, target string) benchTarget {
 			probe = nil
 		}
 	}
+	var hits0, misses0 int64
+	if target == benchWhoami {
+		_, _, hits0, misses0 = b.serverMetrics(ctx)
+	}
 	var out benchTarget
 	if b.cfg.Rate > 0 {
 		out = b.runOpen(ctx, target)
 	} else {
 		out = b.runClosed(ctx, target)
+	}
+	if target == benchWhoami {
+		if _, _, hits, misses := b.serverMetrics(ctx); hits+misses > hits0+misses0 {
+			pct := 100 * float64(hits-hits0) / float64(hits+misses-hits0-misses0)
+			out.KeyCacheHitPercent = &pct
+		}
 	}
 	if probe != nil && out.Requests > 0 {
 		if use, err := probe.since(before); err == nil {
@@ -886,19 +900,27 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // serverMemory reads process_resident_memory_bytes and
 // go_memstats_heap_alloc_bytes from the server's /metrics, if it has them.
 func (b *bench) serverMemory(ctx context.Context) (rss, heap int64) {
+	rss, heap, _, _ = b.serverMetrics(ctx)
+	return rss, heap
+}
+
+// serverMetrics reads the server's /metrics, if it has them: its resident
+// memory and Go heap, and its key lookups answered from the cache or not
+// (agentid_key_cache_total).
+func (b *bench) serverMetrics(ctx context.Context) (rss, heap, keyHits, keyMisses int64) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.base+"/metrics", nil)
 	if err != nil {
-		return 0, 0
+		return 0, 0, 0, 0
 	}
 	resp, err := b.client.Do(req)
 	if err != nil {
-		return 0, 0
+		return 0, 0, 0, 0
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
-		return 0, 0
+		return 0, 0, 0, 0
 	}
 	sc := bufio.NewScanner(io.LimitReader(resp.Body, 4<<20))
 	for sc.Scan() {
@@ -915,9 +937,13 @@ func (b *bench) serverMemory(ctx context.Context) (rss, heap int64) {
 			rss = int64(f)
 		case "go_memstats_heap_alloc_bytes":
 			heap = int64(f)
+		case `agentid_key_cache_total{result="hit"}`:
+			keyHits = int64(f)
+		case `agentid_key_cache_total{result="miss"}`:
+			keyMisses = int64(f)
 		}
 	}
-	return rss, heap
+	return rss, heap, keyHits, keyMisses
 }
 
 // printBench writes the report as a table.
@@ -969,6 +995,9 @@ func printBench(w io.Writer, rep benchReport) {
 			fmt.Fprintf(w, ": %.0f requests per core-second (server alone: %.0f)", c.PerCore, c.ServerPerCore)
 			if t.Agents > 1 && t.CPUvsOneAgent > 0 {
 				fmt.Fprintf(w, "; over %d agents %.2f× the one-agent CPU of this run", t.Agents, t.CPUvsOneAgent)
+			}
+			if t.KeyCacheHitPercent != nil {
+				fmt.Fprintf(w, "; key cache hits %.1f%%", *t.KeyCacheHitPercent)
 			}
 			if t.ServerRSSBytes > 0 {
 				fmt.Fprintf(w, "; server RSS %.1f MiB after it", float64(t.ServerRSSBytes)/(1<<20))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -103,8 +104,28 @@ func (b *bench) runSpread(ctx context.Context, one benchTarget) (int64, benchTar
 	oneRSS, _ := b.serverMemory(ctx)
 	b.spread = len(b.agents)
 	defer func() { b.spread = 0 }()
-	b.next.Store(0)
 	b.presigned = nil
+	// One untimed request per agent first: the timed run measures agents
+	// the server has seen once, as in a service that has been up a while.
+	b.say("bench: one request from each of the %d agents before the run…", b.spread)
+	b.next.Store(0)
+	var warmErr atomic.Value
+	runWorkers(min(b.cfg.Concurrency, b.spread), func(*workerStats) {
+		for b.next.Load() < int64(b.spread) && ctx.Err() == nil {
+			status, err := b.do(ctx, benchWhoami)
+			if err == nil && status != http.StatusOK {
+				err = fmt.Errorf("status %d", status)
+			}
+			if err != nil {
+				warmErr.CompareAndSwap(nil, err)
+				return
+			}
+		}
+	})
+	if err, _ := warmErr.Load().(error); err != nil {
+		return oneRSS, benchTarget{}, fmt.Errorf("bench: a first request of the agents of --agents: %w", err)
+	}
+	b.next.Store(0)
 	if b.cfg.Presign > 0 {
 		b.say("bench: signing %d whoami requests of %d agents before the run…", b.cfg.Presign, b.spread)
 		if err := b.presign(b.cfg.Presign); err != nil {
