@@ -216,7 +216,7 @@ func (p *Proxy) newGate(r Rules, limits Limits) (*rules.Gate, error) {
 	if lim == nil || !reflect.DeepEqual(limits, p.limits) {
 		lim, where = nil, "memory"
 		if r.Agent.On() || r.Addr.On() {
-			lcfg := agentlimit.Config{Agent: r.Agent, Address: r.Addr, KeyHeader: r.KeyHeader, Services: r.Allow.Services, Logger: p.logger.With("component", "limits")}
+			lcfg := agentlimit.Config{Agent: r.Agent, Address: r.Addr, KeyHeader: r.KeyHeader, BucketsPerAgent: r.BucketsPer, Services: r.Allow.Services, Logger: p.logger.With("component", "limits")}
 			if len(r.Trusted) > 0 { // behind load balancers: their header names the client
 				lcfg.ClientAddr = agentlimit.ForwardedClientAddr(r.Trusted, r.AddrHeader)
 			}

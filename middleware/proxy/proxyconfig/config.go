@@ -137,6 +137,10 @@ type Limits struct {
 	Address string `yaml:"address"`
 	// KeyHeader splits an agent's budget by this covered header's value.
 	KeyHeader string `yaml:"key_header"`
+	// BucketsPerAgent caps the key_header budgets of one agent (default
+	// agentlimit.DefaultBucketsPerAgent): the header's values are hashed
+	// onto that many.
+	BucketsPerAgent int `yaml:"buckets_per_agent"`
 	// RedisPrefix is the key prefix of the buckets in Redis.
 	RedisPrefix string `yaml:"redis_prefix"`
 	// TrustedProxies are the load balancers whose ClientAddrHeader is

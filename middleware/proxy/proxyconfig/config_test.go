@@ -257,3 +257,19 @@ func TestEmbeddedMiddleware(t *testing.T) {
 		}
 	}
 }
+
+// TestBucketsPerAgentKey: limits.buckets_per_agent reaches the limiter's
+// knob and a negative value is named by file, line and key.
+func TestBucketsPerAgentKey(t *testing.T) {
+	c, err := Parse("proxy.yaml", []byte(base+"limits:\n  agent: 10/1m\n  key_header: Signed-Agent-Metadata\n  buckets_per_agent: 4\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.ValidateRules()
+	if err != nil || r.BucketsPer != 4 {
+		t.Errorf("rules %+v, %v: want 4 buckets per agent", r, err)
+	}
+	if err := parseAndValidate(t, base+"limits:\n  agent: 10/1m\n  buckets_per_agent: -1\n"); err == nil || !strings.Contains(err.Error(), "proxy.yaml:6: limits.buckets_per_agent: -1: want a positive number") {
+		t.Errorf("negative buckets: %v", err)
+	}
+}

@@ -42,6 +42,7 @@ type Rules struct {
 	DenyCards   []string
 	Agent, Addr agentlimit.Limit
 	KeyHeader   string
+	BucketsPer  int // limits.buckets_per_agent
 	RedisPrefix string
 	Trusted     []netip.Prefix
 	AddrHeader  string
@@ -236,6 +237,10 @@ func (c *Config) rules(v *validation, mode middleware.Mode) Rules {
 		v.fail("limits.address", "%v", err)
 	}
 	r.KeyHeader, r.RedisPrefix = strings.TrimSpace(l.KeyHeader), l.RedisPrefix
+	r.BucketsPer = l.BucketsPerAgent
+	if l.BucketsPerAgent < 0 {
+		v.fail("limits.buckets_per_agent", "%d: want a positive number (or 0 for the default, %d)", l.BucketsPerAgent, agentlimit.DefaultBucketsPerAgent)
+	}
 	if r.KeyHeader != "" && !isToken(r.KeyHeader) {
 		v.fail("limits.key_header", "%q is not a header name", r.KeyHeader)
 	}
