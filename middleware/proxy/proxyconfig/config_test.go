@@ -2,12 +2,17 @@ package proxyconfig
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentid/agentid/keyfetch"
+	"github.com/agentid/agentid/middleware"
 )
 
 // base is a valid configuration for the tests to add to.
@@ -271,5 +276,49 @@ func TestBucketsPerAgentKey(t *testing.T) {
 	}
 	if err := parseAndValidate(t, base+"limits:\n  agent: 10/1m\n  buckets_per_agent: -1\n"); err == nil || !strings.Contains(err.Error(), "proxy.yaml:6: limits.buckets_per_agent: -1: want a positive number") {
 		t.Errorf("negative buckets: %v", err)
+	}
+}
+
+// TestHostileFiles: a file crafted to cost (an alias bomb, deep nesting) is
+// refused quickly, and a value's echo in an error is bounded.
+func TestHostileFiles(t *testing.T) {
+	bomb := "a: &a [x, x, x, x, x, x, x, x, x, x]\n"
+	prev := "a"
+	for i := range 12 {
+		name := string(rune('b' + i))
+		bomb += name + ": &" + name + " [*" + prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev + "]\n"
+		prev = name
+	}
+	bomb += "authorities: *" + prev + "\n"
+	if _, err := Parse("proxy.yaml", []byte(bomb)); err == nil {
+		t.Error("alias bomb accepted")
+	}
+	deep := strings.Repeat("[", 10000) + strings.Repeat("]", 10000)
+	if _, err := Parse("proxy.yaml", []byte("authorities: "+deep+"\n")); err == nil {
+		t.Error("deep nesting accepted")
+	}
+	long := strings.Repeat("x", 100000)
+	for _, body := range []string{"mode: [" + long + "]\n", long + ": 1\n"} {
+		_, err := Parse("proxy.yaml", []byte(body))
+		if err == nil || len(err.Error()) > 1000 {
+			t.Errorf("a long value's or key's error is %d bytes", len(err.Error()))
+		}
+	}
+}
+
+// TestTrustHintsBounded: a client choosing a new Signature-Agent host for
+// every request gets at most maxTrustHints lines into the log.
+func TestTrustHintsBounded(t *testing.T) {
+	var buf strings.Builder
+	h := &trustHints{logger: slog.New(slog.NewTextHandler(&buf, nil)), key: "--trust", seen: map[string]bool{}}
+	for i := range 3 * maxTrustHints {
+		ue := &keyfetch.UntrustedError{Host: fmt.Sprintf("agent-%d.evil.example:8443", i), Reason: keyfetch.ReasonUntrustedHost, Patterns: []string{"*.evil.example"}}
+		h.observe(middleware.Result{Verdict: middleware.Invalid, Err: &middleware.Error{Code: middleware.CodeUntrustedAgent, Err: ue}})
+	}
+	if n := strings.Count(buf.String(), "\n"); n != maxTrustHints {
+		t.Errorf("%d lines, want %d", n, maxTrustHints)
+	}
+	if !strings.Contains(buf.String(), `hint="--trust *.evil.example matches agent-0.evil.example on the scheme's default port only, not :8443: write *.evil.example:* (any port) or agent-0.evil.example:8443"`) {
+		t.Errorf("log:\n%.400s", buf.String())
 	}
 }

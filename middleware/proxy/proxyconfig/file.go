@@ -124,7 +124,7 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string) {
 			}
 			f, ok := fieldByTag(v, k.Value)
 			if !ok {
-				d.fail(k, "", "unknown key %q%s; the keys%s are: %s", sub, didYouMean(k.Value, keyNames(v.Type())), under(path), strings.Join(keyNames(v.Type()), ", "))
+				d.fail(k, "", "unknown key %s%s; the keys%s are: %s", describe(&yaml.Node{Kind: yaml.ScalarNode, Value: sub}), didYouMean(k.Value, keyNames(v.Type())), under(path), strings.Join(keyNames(v.Type()), ", "))
 				continue
 			}
 			if seen[k.Value] {
@@ -236,6 +236,9 @@ func CloseTo(typed string, candidates []string) []string {
 	}
 	best, bestD := []string(nil), limit+1
 	for _, c := range candidates {
+		if n := len([]rune(typed)) - len([]rune(c)); n > limit || -n > limit {
+			continue // the distance is at least the difference in length
+		}
 		d := EditDistance(lower, norm(c))
 		switch {
 		case d < bestD:
