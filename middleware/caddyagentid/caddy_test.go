@@ -54,7 +54,7 @@ func TestMain(m *testing.M) {
 }
 
 // freePort returns a loopback port that was free a moment ago.
-func freePort(t *testing.T) string {
+func freePort(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
@@ -67,7 +67,7 @@ func freePort(t *testing.T) string {
 // startCaddy runs the built Caddy with site (site blocks) on loopback,
 // admin endpoint and automatic HTTPS off, until the test ends; it returns
 // once 127.0.0.1:port accepts connections.
-func startCaddy(t *testing.T, port, site string) {
+func startCaddy(t testing.TB, port, site string) {
 	t.Helper()
 	dir := t.TempDir()
 	conf := fmt.Sprintf("{\n\tadmin off\n\tauto_https off\n\tdefault_bind 127.0.0.1\n\tstorage file_system %s\n}\n\n%s", filepath.Join(dir, "data"), site)
@@ -113,7 +113,7 @@ func startCaddy(t *testing.T, port, site string) {
 
 // agentKeys serves key's directory, for every host (an agent's origin is
 // http://<uid>.localhost:PORT), and returns its port.
-func agentKeys(t *testing.T, key signer.PrivateKey) string {
+func agentKeys(t testing.TB, key signer.PrivateKey) string {
 	t.Helper()
 	body := `{"keys":[` + string(key.Public.JWK.MarshalPublic()) + `]}`
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -140,7 +140,7 @@ type seenRequest struct {
 	body            string
 }
 
-func newUpstream(t *testing.T) *upstream {
+func newUpstream(t testing.TB) *upstream {
 	u := &upstream{seen: map[string][]seenRequest{}}
 	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
