@@ -91,18 +91,43 @@ type Handler struct {
 	// across config reloads.
 	RedisURL string `json:"redis_url,omitempty"`
 	// Routes give path prefixes their own mode; the longest prefix wins.
-	Routes []proxyconfig.Route `json:"routes,omitempty"`
+	Routes []Route `json:"routes,omitempty"`
 	// Allow, if set, lists the only verified agents let through (403
 	// forbidden for others); Deny lists those refused with 403.
-	Allow *proxyconfig.Policy `json:"allow,omitempty"`
-	Deny  *proxyconfig.Policy `json:"deny,omitempty"`
+	Allow *Policy `json:"allow,omitempty"`
+	Deny  *Policy `json:"deny,omitempty"`
 	// Limits are the per-agent and per-address rate limits.
-	Limits *proxyconfig.Limits `json:"limits,omitempty"`
+	Limits *Limits `json:"limits,omitempty"`
 
 	proxy    *proxyconfig.Proxy
 	chain    http.Handler
 	services []signer.ServiceURL
 	release  func()
+}
+
+// Route is an entry of the proxy's routes: Prefix's mode.
+type Route struct {
+	Prefix string `json:"prefix"`
+	Mode   string `json:"mode"`
+}
+
+// Policy is the proxy's allow or deny list.
+type Policy struct {
+	Identities []string `json:"identities,omitempty"`
+	Hosts      []string `json:"hosts,omitempty"`
+	UIDs       []string `json:"uids,omitempty"`
+	Cards      []string `json:"cards,omitempty"`
+}
+
+// Limits are the proxy's limits (the keys of its limits block).
+type Limits struct {
+	Agent            string   `json:"agent,omitempty"`
+	Address          string   `json:"address,omitempty"`
+	KeyHeader        string   `json:"key_header,omitempty"`
+	BucketsPerAgent  int      `json:"buckets_per_agent,omitempty"`
+	RedisPrefix      string   `json:"redis_prefix,omitempty"`
+	TrustedProxies   []string `json:"trusted_proxies,omitempty"`
+	ClientAddrHeader string   `json:"client_addr_header,omitempty"`
 }
 
 // CaddyModule returns the Caddy module information.
@@ -155,16 +180,19 @@ func (h *Handler) config() (*proxyconfig.Config, error) {
 		cfg.RefusalStatus = h.RefusalStatus
 	}
 	if h.Routes != nil {
-		cfg.Routes = h.Routes
+		cfg.Routes = make([]proxyconfig.Route, len(h.Routes))
+		for i, r := range h.Routes {
+			cfg.Routes[i] = proxyconfig.Route(r)
+		}
 	}
 	if h.Allow != nil {
-		cfg.Allow = *h.Allow
+		cfg.Allow = proxyconfig.Policy(*h.Allow)
 	}
 	if h.Deny != nil {
-		cfg.Deny = *h.Deny
+		cfg.Deny = proxyconfig.Policy(*h.Deny)
 	}
 	if h.Limits != nil {
-		cfg.Limits = *h.Limits
+		cfg.Limits = proxyconfig.Limits(*h.Limits)
 	}
 	// What an embedded proxy does not do: no listener, no access log of
 	// its own (Caddy's log directive logs requests), no metrics server.

@@ -47,7 +47,7 @@ const subdirectives = "config_file, authorities, trust, allow_http, allow_privat
 //		route PREFIX required|optional|observe
 //		allow identities|hosts|uids VALUE…
 //		deny identities|hosts|uids|cards VALUE…
-//		limits agent|address|key_header|redis_prefix|trusted_proxies|client_addr_header VALUE…
+//		limits agent|address|key_header|buckets_per_agent|redis_prefix|trusted_proxies|client_addr_header VALUE…
 //	}
 //
 // authorities and trust are required (here or in config_file). List
@@ -117,7 +117,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 		case "route":
 			if err = n(2); err == nil {
-				h.Routes = append(h.Routes, proxyconfig.Route{Prefix: args[0], Mode: args[1]})
+				h.Routes = append(h.Routes, Route{Prefix: args[0], Mode: args[1]})
 			}
 		case "allow", "deny":
 			err = h.policy(d, sub, args)
@@ -152,7 +152,7 @@ func (h *Handler) policy(d *caddyfile.Dispenser, sub string, args []string) erro
 		p = &h.Deny
 	}
 	if *p == nil {
-		*p = new(proxyconfig.Policy)
+		*p = new(Policy)
 	}
 	switch args[0] {
 	case "identities":
@@ -172,10 +172,10 @@ func (h *Handler) policy(d *caddyfile.Dispenser, sub string, args []string) erro
 // limits reads one limits key and its value(s).
 func (h *Handler) limits(d *caddyfile.Dispenser, args []string) error {
 	if len(args) < 2 {
-		return d.Errf("agentid: limits wants a key (agent, address, key_header, redis_prefix, trusted_proxies or client_addr_header) and its value")
+		return d.Errf("agentid: limits wants a key (agent, address, key_header, buckets_per_agent, redis_prefix, trusted_proxies or client_addr_header) and its value")
 	}
 	if h.Limits == nil {
-		h.Limits = new(proxyconfig.Limits)
+		h.Limits = new(Limits)
 	}
 	l := h.Limits
 	one := map[string]*string{"agent": &l.Agent, "address": &l.Address, "key_header": &l.KeyHeader,
@@ -183,10 +183,16 @@ func (h *Handler) limits(d *caddyfile.Dispenser, args []string) error {
 	switch dst, ok := one[args[0]]; {
 	case ok && len(args) == 2:
 		*dst = args[1]
+	case args[0] == "buckets_per_agent" && len(args) == 2:
+		n, err := strconv.Atoi(args[1])
+		if err != nil {
+			return d.Errf("agentid: limits buckets_per_agent %q: want a whole number", args[1])
+		}
+		l.BucketsPerAgent = n
 	case args[0] == "trusted_proxies":
 		l.TrustedProxies = append(l.TrustedProxies, args[1:]...)
 	default:
-		return d.Errf("agentid: limits %s: want agent, address, key_header, redis_prefix or client_addr_header with one value, or trusted_proxies with several", args[0])
+		return d.Errf("agentid: limits %s: want agent, address, key_header, buckets_per_agent, redis_prefix or client_addr_header with one value, or trusted_proxies with several", args[0])
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package caddyagentid
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -34,6 +35,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		deny uids agent-0123*
 		deny cards purpose:ai-training
 		limits agent 100/1m
+		limits buckets_per_agent 16
 		limits trusted_proxies 10.0.0.0/8 192.168.0.1
 	}`)
 	var h Handler
@@ -52,10 +54,10 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		Profile:         "strict-01",
 		RefusalStatus:   403,
 		RedisURL:        "redis://127.0.0.1:6379/0",
-		Routes:          []proxyconfig.Route{{Prefix: "/public/", Mode: "optional"}, {Prefix: "/health", Mode: "observe"}},
-		Allow:           &proxyconfig.Policy{Hosts: []string{"*.agentid.example"}},
-		Deny:            &proxyconfig.Policy{UIDs: []string{"agent-0123*"}, Cards: []string{"purpose:ai-training"}},
-		Limits:          &proxyconfig.Limits{Agent: "100/1m", TrustedProxies: []string{"10.0.0.0/8", "192.168.0.1"}},
+		Routes:          []Route{{Prefix: "/public/", Mode: "optional"}, {Prefix: "/health", Mode: "observe"}},
+		Allow:           &Policy{Hosts: []string{"*.agentid.example"}},
+		Deny:            &Policy{UIDs: []string{"agent-0123*"}, Cards: []string{"purpose:ai-training"}},
+		Limits:          &Limits{Agent: "100/1m", BucketsPerAgent: 16, TrustedProxies: []string{"10.0.0.0/8", "192.168.0.1"}},
 	}
 	if !reflect.DeepEqual(h, want) {
 		t.Errorf("got %+v\nwant %+v", h, want)
@@ -79,6 +81,7 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		{"agentid {\n\tlimits agent\n}", "limits wants a key"},
 		{"agentid {\n\tlimits agent 1/1m 2/1m\n}", "limits agent: want"},
 		{"agentid {\n\tlimits bogus 1\n}", "limits bogus: want"},
+		{"agentid {\n\tlimits buckets_per_agent many\n}", `buckets_per_agent "many": want a whole number`},
 	} {
 		var h Handler
 		err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(tt.in))
@@ -107,10 +110,10 @@ func TestProvisionErrors(t *testing.T) {
 		{"bad mode", func(h *Handler) { h.Mode = "requierd" }, `mode: "requierd"`},
 		{"bad profile", func(h *Handler) { h.Profile = "strict" }, "profile"},
 		{"bad refusal status", func(h *Handler) { h.RefusalStatus = 500 }, "refusal_status"},
-		{"bad route mode", func(h *Handler) { h.Routes = []proxyconfig.Route{{Prefix: "/a/", Mode: "sometimes"}} }, "routes[0].mode"},
-		{"route prefix not normal", func(h *Handler) { h.Routes = []proxyconfig.Route{{Prefix: "/a/../b/", Mode: "optional"}} }, `route prefix "/a/../b/"`},
+		{"bad route mode", func(h *Handler) { h.Routes = []Route{{Prefix: "/a/", Mode: "sometimes"}} }, "routes[0].mode"},
+		{"route prefix not normal", func(h *Handler) { h.Routes = []Route{{Prefix: "/a/../b/", Mode: "optional"}} }, `route prefix "/a/../b/"`},
 		{"bad service", func(h *Handler) { h.AgentidServices = []string{"ftp://x"} }, "agentid_services"},
-		{"bad limit", func(h *Handler) { h.Limits = &proxyconfig.Limits{Agent: "lots"} }, "limits.agent"},
+		{"bad limit", func(h *Handler) { h.Limits = &Limits{Agent: "lots"} }, "limits.agent"},
 		{"bad redis url", func(h *Handler) { h.RedisURL = "mysql://x" }, "redis_url"},
 		{"config file's bad value", func(h *Handler) { *h = Handler{ConfigFile: file} }, file + ":4: mode"},
 		{"missing config file", func(h *Handler) { h.ConfigFile = file + ".missing" }, "proxy.yaml.missing"},
@@ -134,4 +137,29 @@ func TestProvisionErrors(t *testing.T) {
 		t.Fatalf("valid settings: %v", err)
 	}
 	h.Cleanup()
+}
+
+// TestJSONConfig: the JSON config's field names are the YAML keys, and
+// they reach the proxy's configuration.
+func TestJSONConfig(t *testing.T) {
+	var h Handler
+	err := json.Unmarshal([]byte(`{"authorities":["api.example.com"],"trust":["*.agentid.example"],"allow_http":true,
+		"routes":[{"prefix":"/public/","mode":"optional"}],"deny":{"cards":["purpose:ai-training"]},
+		"limits":{"agent":"10/1m","key_header":"X-Tenant","buckets_per_agent":8,"client_addr_header":"X-Forwarded-For"}}`), &h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := h.config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := proxyconfig.Default()
+	want.Upstream, want.AccessLog = "", "off"
+	want.Authorities, want.Trust.Hosts, want.Trust.AllowHTTP = []string{"api.example.com"}, []string{"*.agentid.example"}, true
+	want.Routes = []proxyconfig.Route{{Prefix: "/public/", Mode: "optional"}}
+	want.Deny.Cards = []string{"purpose:ai-training"}
+	want.Limits = proxyconfig.Limits{Agent: "10/1m", KeyHeader: "X-Tenant", BucketsPerAgent: 8, ClientAddrHeader: "X-Forwarded-For"}
+	if got, w := cfg.Effective(), want.Effective(); got != w {
+		t.Errorf("configuration:\n%s\nwant:\n%s", got, w)
+	}
 }
