@@ -40,20 +40,27 @@ func benchCLI(t *testing.T, args ...string) (string, string, error) {
 	return r.stdout, r.stderr, r.err
 }
 
+// benchJSON runs `idcli bench --json` against the server at base (dialed
+// at addr) whose database is dbURL, and returns its report and stderr.
+func benchJSON(t *testing.T, base, addr, dbURL string, args ...string) (benchReport, string) {
+	t.Helper()
+	out, errOut, err := benchCLI(t, append([]string{"--url", base, "--connect", addr, "--database-url", dbURL, "--json"}, args...)...)
+	if err != nil {
+		t.Fatalf("bench: %v\n%s", err, errOut)
+	}
+	var rep benchReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("report %q: %v", out, err)
+	}
+	return rep, errOut
+}
+
 func TestBenchAgainstRefserver(t *testing.T) {
 	for _, b := range dbtest.Backends() {
 		t.Run(b.Name, func(t *testing.T) {
 			dbURL := b.URL(t)
 			base, addr := benchServer(t, dbURL)
-			out, errOut, err := benchCLI(t, "--url", base, "--connect", addr, "--database-url", dbURL,
-				"--requests", "200", "--duration", "1m", "--concurrency", "8", "--target", "all", "--json")
-			if err != nil {
-				t.Fatalf("bench: %v\n%s", err, errOut)
-			}
-			var rep benchReport
-			if err := json.Unmarshal([]byte(out), &rep); err != nil {
-				t.Fatalf("report %q: %v", out, err)
-			}
+			rep, errOut := benchJSON(t, base, addr, dbURL, "--requests", "200", "--duration", "1m", "--concurrency", "8", "--target", "all")
 			if len(rep.Targets) != 3 {
 				t.Fatalf("targets = %d, want 3", len(rep.Targets))
 			}
@@ -399,15 +406,7 @@ func TestBenchAgents(t *testing.T) {
 		t.Run(b.Name, func(t *testing.T) {
 			dbURL := b.URL(t)
 			base, addr := benchServer(t, dbURL)
-			out, errOut, err := benchCLI(t, "--url", base, "--connect", addr, "--database-url", dbURL,
-				"--requests", "60", "--presign", "30", "--concurrency", "4", "--agents", "6", "--json")
-			if err != nil {
-				t.Fatalf("bench: %v\n%s", err, errOut)
-			}
-			var rep benchReport
-			if err := json.Unmarshal([]byte(out), &rep); err != nil {
-				t.Fatalf("report %q: %v", out, err)
-			}
+			rep, _ := benchJSON(t, base, addr, dbURL, "--requests", "60", "--presign", "30", "--concurrency", "4", "--agents", "6")
 			if len(rep.Targets) != 2 || rep.Targets[0].Target != "whoami" || rep.Targets[1].Target != "whoami" {
 				t.Fatalf("targets %+v, want whoami twice", rep.Targets)
 			}
