@@ -334,6 +334,14 @@ func TestCaddyModule(t *testing.T) {
 	other.Host = host
 	refused("signed for another host, sent to this one", other, "/api/other", http.StatusUnauthorized, "invalid_signature")
 
+	// An agent the deny list names: 403, whatever the route.
+	denied, _ := http.NewRequest("GET", "http://"+host+"/optional/denied", nil)
+	if err := signer.Sign(denied, key, signer.Options{SignatureAgent: "http://bot.denied.localhost:" + keyPort, Components: full}); err != nil {
+		t.Fatal(err)
+	}
+	denied.URL.Host, denied.Host = "127.0.0.1:"+port, host
+	refused("denied agent", denied, "/optional/denied", http.StatusForbidden, "forbidden")
+
 	// A signature over GET /api/a sent as GET /api/b: invalid.
 	tampered := signed("GET", host, "/api/a", "", full...)
 	tampered.URL.Path = "/api/b"
