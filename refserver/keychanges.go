@@ -115,8 +115,11 @@ type changeFeed struct {
 	maxWait time.Duration        // bound of one read
 
 	running atomic.Bool
-	lastUse atomic.Int64 // mono: last lookup that wanted the feed
-	synced  atomic.Int64 // mono: start of the last complete read; math.MinInt64 before one
+	closed  atomic.Bool   // Close was called: no reader runs again
+	done    chan struct{} // closed by Close
+	runMu   sync.Mutex    // held by the reader while it runs (Close waits on it)
+	lastUse atomic.Int64  // mono: last lookup that wanted the feed
+	synced  atomic.Int64  // mono: start of the last complete read; math.MinInt64 before one
 
 	mu        sync.Mutex    // serialises reads
 	last      uint64        // id of the last row read
@@ -127,7 +130,7 @@ type changeFeed struct {
 }
 
 func newChangeFeed(db *gorm.DB, log *slog.Logger, apply func([]KeyChange), purge func()) *changeFeed {
-	f := &changeFeed{db: db, log: log, mono: monoNow, apply: apply, purge: purge, maxWait: changeMaxStale}
+	f := &changeFeed{db: db, log: log, mono: monoNow, apply: apply, purge: purge, maxWait: changeMaxStale, done: make(chan struct{})}
 	f.synced.Store(math.MinInt64)
 	return f
 }
@@ -141,7 +144,7 @@ func (f *changeFeed) fresh() bool {
 		if now-time.Duration(f.lastUse.Load()) > changeInterval {
 			f.lastUse.Store(int64(now))
 		}
-		if !f.running.Load() && f.running.CompareAndSwap(false, true) {
+		if !f.running.Load() && !f.closed.Load() && f.running.CompareAndSwap(false, true) {
 			f.lastUse.Store(int64(now))
 			go f.run()
 		}
@@ -154,6 +157,11 @@ func (f *changeFeed) fresh() bool {
 // for changeIdleStop.
 func (f *changeFeed) run() {
 	defer f.running.Store(false)
+	f.runMu.Lock()
+	defer f.runMu.Unlock()
+	if f.closed.Load() {
+		return
+	}
 	t := time.NewTicker(changeInterval)
 	defer t.Stop()
 	for {
@@ -161,8 +169,23 @@ func (f *changeFeed) run() {
 		if f.mono()-time.Duration(f.lastUse.Load()) > changeIdleStop {
 			return
 		}
-		<-t.C
+		select {
+		case <-t.C:
+		case <-f.done:
+			return
+		}
 	}
+}
+
+// Close stops the background reader for good and waits for it to end
+// (lookups then read the database each time once the last read is 750 ms
+// old).
+func (f *changeFeed) Close() {
+	if f.closed.CompareAndSwap(false, true) {
+		close(f.done)
+	}
+	f.runMu.Lock()
+	defer f.runMu.Unlock()
 }
 
 // Sync reads the rows of the log past the last one read and applies them.
@@ -177,7 +200,7 @@ func (f *changeFeed) Sync(ctx context.Context) bool {
 	db := f.db.WithContext(ctx)
 	err := f.read(db)
 	if err != nil {
-		if !f.failing {
+		if !f.failing && !f.closed.Load() { // not the database closed after Close
 			f.failing = true
 			f.log.LogAttrs(ctx, slog.LevelWarn, "key change log unreadable: cached keys are not used (each lookup reads the database) until it is read again",
 				slog.String("cause", err.Error()))

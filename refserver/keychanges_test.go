@@ -451,3 +451,44 @@ func TestDeleteAgentsLogsChanges(t *testing.T) {
 		})
 	}
 }
+
+// TestServerCloseStopsTheReader: once Close is called the change log is
+// no longer read, and closing the database after it logs no failure.
+func TestServerCloseStopsTheReader(t *testing.T) {
+	t.Parallel()
+	db := dbtest.Open(t, dbtest.SQLiteURL(t))
+	var reads atomic.Int64
+	// Registered before the server exists: no reader runs yet.
+	if err := db.Callback().Query().After("gorm:query").Register("test:count_change_reads", func(tx *gorm.DB) {
+		if tx.Statement.Table == "key_changes" {
+			reads.Add(1)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	e := newTestEnvConfig(t, db, "", nil)
+	key := signertest.Key(181)
+	uid := e.register(key)
+	ks := e.srv.KeySource()
+	for reads.Load() < 2 { // the reader runs once a lookup wants it
+		if _, err := ks.Key(context.Background(), e.keySet(uid), key.KeyID()); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	e.srv.Close()
+	e.srv.Close() // twice is fine; Close waited for a read in flight
+	before := reads.Load()
+	sqlDB, _ := db.DB()
+	sqlDB.Close()
+	for range 3 {
+		ks.Key(context.Background(), e.keySet(uid), key.KeyID()) // does not start the reader again
+	}
+	time.Sleep(600 * time.Millisecond)
+	if got := reads.Load(); got != before {
+		t.Errorf("reads of the change log after Close: %d, want none", got-before)
+	}
+	if logs := e.logs.String(); strings.Contains(logs, "key change log unreadable") {
+		t.Errorf("the reader logged a failure after Close:\n%s", logs)
+	}
+}

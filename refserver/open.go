@@ -269,6 +269,9 @@ func (in *Instance) release() {
 		if in.stopReplay != nil {
 			in.stopReplay()
 		}
+		if in.Server != nil {
+			in.Server.Close()
+		}
 		if in.db != nil {
 			closeDB(in.db)
 		}

@@ -241,6 +241,17 @@ func (s *Server) parse(v *middleware.Verifier, r *http.Request, body []byte) *mi
 	return sr
 }
 
+// Close stops the server's background work, the reader of the change log
+// (see DBKeySource), and waits for it to end. Call it before closing the
+// database; the server keeps
+// answering, reading keys from the database at each lookup. Open's
+// Instance calls it.
+func (s *Server) Close() {
+	if s.keys.changes != nil {
+		s.keys.changes.Close()
+	}
+}
+
 // Handler returns the server's HTTP handler.
 func (s *Server) Handler() http.Handler { return s.handler }
 
