@@ -27,8 +27,9 @@ import (
 // row parses as a real key would (no private key exists for it). The
 // agents are inserted in uid order and public_jwks' secondary indexes
 // are dropped and built again afterwards (the same definitions, read from
-// pg_indexes), with foreign-key triggers off for the session; every row
-// is consistent by construction. It then ANALYZEs the tables.
+// pg_indexes), with foreign-key triggers and the statement timeout off
+// for the session; every row is consistent by construction. It then
+// ANALYZEs the tables.
 func seedFiller(t testing.TB, db *gorm.DB, seed string, n int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -66,6 +67,8 @@ func seedFiller(t testing.TB, db *gorm.DB, seed string, n int) {
 	}
 	exec(`SET session_replication_role = replica`)
 	defer exec(`SET session_replication_role = DEFAULT`)
+	exec(`SET statement_timeout = 0`) // the connection's default is the server's 10 s
+	defer exec(`RESET statement_timeout`)
 	exec(`CREATE TEMP TABLE filler_seed AS
 		SELECT 'agent-' || substr(md5($1 || ':' || g), 1, 24) AS uid FROM generate_series(0, $2 - 1) g`, seed, n)
 	defer exec(`DROP TABLE filler_seed`)
