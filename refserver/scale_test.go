@@ -5,6 +5,7 @@ import (
 	"crypto/md5"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -126,13 +127,14 @@ type capturedQuery struct {
 }
 
 // captureQueries records every statement db (and every session made from
-// it) runs through gorm's query, row, raw and delete callbacks.
+// it) runs through gorm's query, row, raw and delete callbacks, lookups
+// that found nothing included.
 func captureQueries(t testing.TB, db *gorm.DB) func() []capturedQuery {
 	t.Helper()
 	var mu sync.Mutex
 	var got []capturedQuery
 	record := func(tx *gorm.DB) {
-		if tx.Error != nil || tx.Statement.SQL.Len() == 0 {
+		if tx.Error != nil && !errors.Is(tx.Error, gorm.ErrRecordNotFound) || tx.Statement.SQL.Len() == 0 {
 			return
 		}
 		mu.Lock()
@@ -191,7 +193,8 @@ var grownTables = []string{"agents", "public_jwks", "key_changes", "directory_si
 // change-log rows, ANALYZEd, so the planner knows the tables are large)
 // through every request on the hot path — a directory of a known, an
 // unknown and a filler agent, a signed /whoami (the key lookup by kid),
-// /whoami with an unknown kid, and the change log's reads — records every
+// /whoami with an unknown kid, a registration, and the change log's
+// reads — records every
 // statement the server runs, and EXPLAINs each with its own arguments: no
 // plan may scan agents, public_jwks, key_changes or directory_signatures
 // sequentially, and each kind of lookup must have been seen.
@@ -248,6 +251,7 @@ func TestRequestPathQueriesUseIndexes(t *testing.T) {
 		{"directory keys by agent uid", `"public_jwks"`, `agent_uid = `},
 		{"directory signatures by agent uid", `"directory_signatures"`, `agent_uid = `},
 		{"unknown agent", `"agents"`, `uid = `},
+		{"registration's key lookup", `"public_jwks" WHERE kid = `, `LIMIT`},
 		{"change log end", `"key_changes"`, `MAX(id)`},
 		{"change log read", `"key_changes"`, `id > `},
 		{"change log prune", `DELETE FROM "key_changes"`, `created_at < `},
