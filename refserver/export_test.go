@@ -38,3 +38,10 @@ func (k *DBKeySource) SyncChanges(ctx context.Context) bool { return k.changes.S
 
 // SetMonoClock replaces the monotonic clock of the change log's bounds.
 func (k *DBKeySource) SetMonoClock(now func() time.Duration) { k.changes.mono = now }
+
+// SetChangeInterval sets how often the change log is read; call it before
+// the first lookup.
+func (k *DBKeySource) SetChangeInterval(d time.Duration) { k.changes.every = d }
+
+// ChangeReads returns how many complete reads of the change log were made.
+func (k *DBKeySource) ChangeReads() int64 { return k.changes.reads.Load() }

@@ -11,7 +11,11 @@ package refserver
 // indexed query per interval (changeInterval), whatever the number of
 // agents or keys it caches, and drops the keys and directories they name.
 // Cached keys then live until a change names them (or the bounded cache
-// evicts them).
+// evicts them). On PostgreSQL a writer also NOTIFYs changeChannel, and each
+// instance's reader holds one connection LISTENing on it, so a change is
+// usually read within milliseconds; a notification is only a hint (a lost
+// one, or a dropped listening connection, delays a reader to its next
+// interval), and nothing below depends on it.
 //
 // Rows must become visible in id order, or a reader that saw id 11 would
 // never see an id 10 committed later. SQLite has one writer at a time, so
@@ -30,6 +34,7 @@ package refserver
 
 import (
 	"context"
+	"database/sql/driver"
 	"errors"
 	"log/slog"
 	"math"
@@ -37,6 +42,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5/stdlib"
 	"gorm.io/gorm"
 )
 
@@ -86,8 +92,21 @@ func logChanges(tx *gorm.DB, rows []KeyChange) error {
 	if err := lockChangeLog(tx); err != nil {
 		return err
 	}
-	return tx.CreateInBatches(rows, 500).Error
+	if err := tx.CreateInBatches(rows, 500).Error; err != nil {
+		return err
+	}
+	if tx.Dialector.Name() == "postgres" {
+		// Delivered at commit: wakes every instance's reader early.
+		return tx.Exec("SELECT pg_notify(?, '')", changeChannel).Error
+	}
+	return nil
 }
+
+// changeChannel is the PostgreSQL notification channel on which writers
+// of the change log wake its readers. A notification is only a hint to
+// read now: a lost one delays a reader to its next interval, and the
+// freshness bound holds without any.
+const changeChannel = "agentid_key_changes"
 
 // lockChangeLog takes, on PostgreSQL, the transaction-scoped lock that
 // orders the writers of the change log.
@@ -115,6 +134,8 @@ type changeFeed struct {
 	maxWait time.Duration        // bound of one read
 
 	running atomic.Bool
+	reads   atomic.Int64  // complete reads (tests)
+	every   time.Duration // interval of the reads (changeInterval; tests change it)
 	closed  atomic.Bool   // Close was called: no reader runs again
 	done    chan struct{} // closed by Close
 	runMu   sync.Mutex    // held by the reader while it runs (Close waits on it)
@@ -130,7 +151,7 @@ type changeFeed struct {
 }
 
 func newChangeFeed(db *gorm.DB, log *slog.Logger, apply func([]KeyChange), purge func()) *changeFeed {
-	f := &changeFeed{db: db, log: log, mono: monoNow, apply: apply, purge: purge, maxWait: changeMaxStale, done: make(chan struct{})}
+	f := &changeFeed{db: db, log: log, mono: monoNow, apply: apply, purge: purge, maxWait: changeMaxStale, done: make(chan struct{}), every: changeInterval}
 	f.synced.Store(math.MinInt64)
 	return f
 }
@@ -162,7 +183,19 @@ func (f *changeFeed) run() {
 	if f.closed.Load() {
 		return
 	}
-	t := time.NewTicker(changeInterval)
+	wake := make(chan struct{}, 1)
+	if f.db.Dialector.Name() == "postgres" {
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f.listen(ctx, wake)
+		}()
+		defer wg.Wait()
+		defer cancel()
+	}
+	t := time.NewTicker(f.every)
 	defer t.Stop()
 	for {
 		f.Sync(context.Background())
@@ -171,10 +204,62 @@ func (f *changeFeed) run() {
 		}
 		select {
 		case <-t.C:
+		case <-wake:
 		case <-f.done:
 			return
 		}
 	}
+}
+
+// listen holds one PostgreSQL connection listening on changeChannel and
+// signals wake at each notification, until ctx is done; a lost
+// connection is replaced after a second.
+func (f *changeFeed) listen(ctx context.Context, wake chan<- struct{}) {
+	for {
+		if errors.Is(f.listenOnce(ctx, wake), errNotPgx) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+var errNotPgx = errors.New("refserver: the database connection is not pgx's")
+
+func (f *changeFeed) listenOnce(ctx context.Context, wake chan<- struct{}) error {
+	sqlDB, err := f.db.DB()
+	if err != nil {
+		return err
+	}
+	conn, err := sqlDB.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	return conn.Raw(func(dc any) error {
+		sc, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return errNotPgx
+		}
+		pc := sc.Conn()
+		// The connection leaves the pool for good (driver.ErrBadConn):
+		// it listens, and is closed when this returns.
+		if _, err := pc.Exec(ctx, "LISTEN "+changeChannel); err != nil {
+			return driver.ErrBadConn
+		}
+		for {
+			if _, err := pc.WaitForNotification(ctx); err != nil {
+				return driver.ErrBadConn
+			}
+			select {
+			case wake <- struct{}{}:
+			default:
+			}
+		}
+	})
 }
 
 // Close stops the background reader for good and waits for it to end
@@ -215,6 +300,7 @@ func (f *changeFeed) Sync(ctx context.Context) bool {
 		f.purge()
 	}
 	f.synced.Store(int64(start))
+	f.reads.Add(1)
 	// The first complete read prunes.
 	if !f.pruned || start-f.lastPrune >= changePruneEvery {
 		f.pruned, f.lastPrune = true, start

@@ -492,3 +492,86 @@ func TestServerCloseStopsTheReader(t *testing.T) {
 		t.Errorf("the reader logged a failure after Close:\n%s", logs)
 	}
 }
+
+// TestNotifyWakesReaders (PostgreSQL): a change wakes every instance's
+// reader of the change log at once through NOTIFY, without waiting for the
+// interval (set to an hour here). When B's listening connection is killed
+// the notification of the next change is lost: B still refuses the revoked
+// key on every request begun 1 s after the change (its cache is stale,
+// so it reads the database), and its listener reconnects for the changes
+// after.
+func TestNotifyWakesReaders(t *testing.T) {
+	t.Parallel()
+	url := dbtest.PostgresURL(t)
+	appName := "agentid_test_listen_" + dbtest.RandomHex(4)
+	dbA := dbtest.Migrated(t, url)
+	dbB := dbtest.Open(t, url+"&application_name="+appName)
+	a := newTestEnvConfig(t, dbA, "", nil)
+	b := newTestEnvConfig(t, dbB, a.base, nil)
+	kb := b.srv.KeySource()
+	kb.SetChangeInterval(time.Hour)
+	keys := []signer.PrivateKey{signertest.Key(191), signertest.Key(192), signertest.Key(193)}
+	uid := a.register(keys[0])
+	whoamiB := func(key signer.PrivateKey) (int, string) {
+		r := b.send(b.whoamiReq(http.MethodGet, uid, key))
+		if r.status == http.StatusOK {
+			return r.status, ""
+		}
+		return r.status, r.errorCode(t)
+	}
+	if st, code := whoamiB(keys[0]); st != http.StatusOK {
+		t.Fatalf("B: %d %s", st, code)
+	}
+	waitReads := func(what string, after int64) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); kb.ChangeReads() <= after; {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: B read the change log %d times in 10 s, want more than %d (no notification woke it)", what, kb.ChangeReads(), after)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	waitReads("B's first read", 0)
+
+	before := kb.ChangeReads()
+	if r := a.send(a.rotateReq(uid, keys[0], keys[1])); r.status != http.StatusOK {
+		t.Fatalf("rotate: %d %s", r.status, r.body)
+	}
+	waitReads("after a rotation through A", before)
+	if st, code := whoamiB(keys[0]); code != "revoked_key" {
+		t.Errorf("B once woken: %d %q, want revoked_key", st, code)
+	}
+
+	// Lose the next notification: kill B's connections (the listener's
+	// among them).
+	var n int64
+	if err := dbA.Raw("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = ?", appName).Scan(&n).Error; err != nil || n == 0 {
+		t.Fatalf("terminate B's connections: %d, %v", n, err)
+	}
+	if r := a.send(a.rotateReq(uid, keys[1], keys[2])); r.status != http.StatusOK {
+		t.Fatalf("rotate: %d %s", r.status, r.body)
+	}
+	changed := time.Now()
+	for {
+		began := time.Now()
+		st, code := whoamiB(keys[1])
+		if code == "revoked_key" {
+			break
+		}
+		if began.After(changed.Add(time.Second)) {
+			t.Fatalf("B, %v after a rotation whose notification was lost: %d %q, want revoked_key", began.Sub(changed).Round(time.Millisecond), st, code)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The listener is back within about a second; the next change wakes B.
+	time.Sleep(1500 * time.Millisecond)
+	before = kb.ChangeReads()
+	adb := refserver.NewAgentDB(dbA)
+	if _, _, err := adb.SetAgentDisabled(context.Background(), uid, true, "test"); err != nil {
+		t.Fatal(err)
+	}
+	waitReads("after the listener reconnected", before)
+	if st, code := whoamiB(keys[2]); code != "forbidden" {
+		t.Errorf("B after the agent was disabled: %d %q, want forbidden", st, code)
+	}
+}
