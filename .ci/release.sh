@@ -3,7 +3,7 @@
 # clones of HEAD (other paths, other times, the second with an empty build
 # cache and its own temporary directory), requires byte-identical
 # archives, SBOMs and SHA256SUMS, then installs the linux/amd64 archive as
-# README.md's "Install a release" block says — verify against SHA256SUMS,
+# the Install section of README.md says — verify against SHA256SUMS,
 # unpack, run — with no Go toolchain on PATH.
 #
 #   .ci/release.sh [OUT]    (OUT, default $TMPDIR/agentid-release, keeps dist/)
@@ -39,11 +39,11 @@ cp "$work/a/agentid/dist/"* "$out/"
 echo "release: two builds of $commit are byte-identical:"
 cat "$out/SHA256SUMS"
 
-# README.md's ```shell block "Install a release", run verbatim against
+# The ```shell block of README.md's "Install" section, run verbatim against
 # the files just built (served over loopback in place of the release
 # page) with no Go toolchain on PATH.
-mapfile -t lines < <(awk '/^```shell$/{on=1; next} /^```$/{on=0} on && NF && !/^#/' "$repo/README.md")
-[ "${#lines[@]}" -gt 0 ] || { echo "README.md has no \`\`\`shell install block" >&2; exit 1; }
+mapfile -t lines < <(awk '/^## /{sec=($0 == "## Install")} sec && /^```shell$/{on=1; next} on && /^```$/{on=0; sec=0} on && NF && !/^#/' "$repo/README.md")
+[ "${#lines[@]}" -gt 0 ] || { echo "README.md's Install section has no \`\`\`shell block" >&2; exit 1; }
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 python3 -m http.server "$port" --bind 127.0.0.1 --directory "$out" >"$work/http.log" 2>&1 &
 http_pid=$!

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/agentid/agentid/refserver"
+	"github.com/agentid/agentid/signer"
 )
 
 // Docker is not needed to run these tests: they check that the Dockerfile
@@ -139,5 +140,20 @@ func TestLicense(t *testing.T) {
 		if !strings.Contains(l, want) {
 			t.Errorf("LICENSE lacks %q", want)
 		}
+	}
+}
+
+// TestReadmeReleaseVersion wants README.md's install-from-a-release block
+// (run by .ci/release.sh against the files a release build writes) to
+// download this version's archive.
+func TestReadmeReleaseVersion(t *testing.T) {
+	t.Parallel()
+	readme := readRepoFile(t, "README.md")
+	m := regexp.MustCompile("(?m)^```shell\n(?:#.*\n)*v=(\\S+?);").FindStringSubmatch(readme)
+	if m == nil {
+		t.Fatal("README.md: no ```shell install block starting v=<version>;")
+	}
+	if m[1] != signer.Version {
+		t.Errorf("README.md installs release %s, want %s (signer.Version)", m[1], signer.Version)
 	}
 }
