@@ -77,8 +77,10 @@ func (s *scaleDB) uid(i int) string {
 func BenchmarkScaleAgents(b *testing.B) {
 	large := *scaleAgents
 	realAgents := 1 + *scaleRounds**scaleSigners // a warm-up agent, then the signers of each round
-	if large < scaleSmall || realAgents > scaleSmall {
-		b.Fatalf("-scale.agents must be at least %d and -scale.rounds × -scale.signers below %d", scaleSmall, scaleSmall)
+	if large < scaleSmall || realAgents > scaleSmall || *scaleSigners < 1 || *scaleRounds < 1 ||
+		!(*scaleRate >= 1) || *scaleDuration < time.Second {
+		b.Fatalf("want -scale.agents at least %d, -scale.rounds and -scale.signers at least 1 and their product below %d, -scale.rate at least 1 and -scale.duration at least 1s",
+			scaleSmall, scaleSmall)
 	}
 	keys := make([]signer.PrivateKey, realAgents)
 	for i := range keys {
