@@ -22,7 +22,7 @@ var (
 	scaleAgents   = flag.Int("scale.agents", 100_000, "BenchmarkScaleAgents: agents in the large database (the small one holds 1,000)")
 	scaleRate     = flag.Float64("scale.rate", 200, "BenchmarkScaleAgents: requests per second of each open-loop run (one per database, both at once)")
 	scaleDuration = flag.Duration("scale.duration", 5*time.Second, "BenchmarkScaleAgents: length of each open-loop run")
-	scaleRounds   = flag.Int("scale.rounds", 3, "BenchmarkScaleAgents: rounds (each runs every target on both databases)")
+	scaleRounds   = flag.Int("scale.rounds", 4, "BenchmarkScaleAgents: rounds (each runs every target on both databases; which leads alternates)")
 	scaleSigners  = flag.Int("scale.signers", 200, "BenchmarkScaleAgents: agents signing /whoami in each round (new ones every round)")
 )
 
@@ -56,7 +56,8 @@ func (s *scaleDB) uid(i int) string {
 // at their defaults; info-level request lines; metrics).
 //
 // Each round runs, on both databases at once (so the stalls of a shared
-// machine fall on both), an open loop of -scale.rate requests per second
+// machine fall on both; their schedules half an interval apart, which one
+// leads alternating by round), an open loop of -scale.rate requests per second
 // each for -scale.duration (latency measured from each request's
 // scheduled send time over 64 keep-alive loopback connections) of two
 // targets:
@@ -125,11 +126,17 @@ func BenchmarkScaleAgents(b *testing.B) {
 				}
 				b.StartTimer()
 				// Both loops run at once, so the stalls of a shared
-				// machine fall on both.
+				// machine fall on both, their schedules half an interval
+				// apart (else the later one's requests would always
+				// queue behind the other's); which leads alternates.
 				res := make([]openLoopResult, len(dbs))
 				var wg sync.WaitGroup
-				for i, s := range dbs {
-					wg.Go(func() { res[i] = openLoop(s.e, reqs[i], *scaleRate) })
+				for k := range dbs {
+					i := (k + round) % len(dbs)
+					wg.Go(func() {
+						time.Sleep(time.Duration(float64(k) * float64(time.Second) / *scaleRate / float64(len(dbs))))
+						res[i] = openLoop(dbs[i].e, reqs[i], *scaleRate)
+					})
 				}
 				wg.Wait()
 				for i, s := range dbs {
