@@ -120,6 +120,11 @@ const (
 	DefaultMaxNonceLength           = 256
 	DefaultMaxKeyIDLength           = 256
 	DefaultMaxHeaderBytes           = 8 << 10
+	// DefaultSignatureAgentCacheSize is the default of
+	// Config.SignatureAgentCacheSize: as many values as keyfetch caches key
+	// sets by default (keyfetch.DefaultMaxOrigins), so that every agent
+	// whose keys are cached also has its Signature-Agent value cached.
+	DefaultSignatureAgentCacheSize = 10_000
 )
 
 // Config configures a Verifier and the middleware. The zero value of each
@@ -207,6 +212,19 @@ type Config struct {
 	MaxNonceLength int
 	// MaxKeyIDLength bounds the keyid (keyid_too_long). If 0, 256.
 	MaxKeyIDLength int
+	// SignatureAgentCacheSize bounds the cache of parsed and resolved
+	// Signature-Agent values (least recently used evicted): an agent sends
+	// the same value on every request, so it is parsed once while cached.
+	// Size it at least to the number of agents that sign requests here
+	// (with keyfetch, its MaxOrigins), or every request of an agent whose
+	// value was evicted parses it again. An entry holds about 360 bytes
+	// for a one-member value of a 24-byte URL, at most about 1.1 KB (values
+	// longer than 512 bytes are never cached): the default of 10,000 holds
+	// about 3.6 MB, at most 11 MB when filled with the longest values
+	// (anyone can send a value; the cache is bounded either way).
+	// TestSignatureAgentCacheEntryBytes measures these figures.
+	// If 0, DefaultSignatureAgentCacheSize; negative: nothing is cached.
+	SignatureAgentCacheSize int
 
 	// Authorities are the authorities this verifier serves: "host" or
 	// "host:port" (a port-less entry means the scheme's default port), or

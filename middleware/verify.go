@@ -110,6 +110,7 @@ func (c Config) withDefaults() Config {
 	c.MaxSignatureAgentMembers = cmp.Or(c.MaxSignatureAgentMembers, DefaultMaxSignatureAgentMembers)
 	c.MaxNonceLength = cmp.Or(c.MaxNonceLength, DefaultMaxNonceLength)
 	c.MaxKeyIDLength = cmp.Or(c.MaxKeyIDLength, DefaultMaxKeyIDLength)
+	c.SignatureAgentCacheSize = cmp.Or(c.SignatureAgentCacheSize, DefaultSignatureAgentCacheSize)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -121,7 +122,10 @@ func NewVerifier(cfg Config) (*Verifier, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	v := &Verifier{cfg: cfg.withDefaults(), agents: lru.New[string, *agentField](agentCacheSize, 0, nil)}
+	v := &Verifier{cfg: cfg.withDefaults()}
+	if v.cfg.SignatureAgentCacheSize > 0 {
+		v.agents = lru.New[string, *agentField](v.cfg.SignatureAgentCacheSize, 0, nil)
+	}
 	v.authorities, _ = parseAuthorities(cfg.Authorities)
 	if len(v.authorities) == 0 && !cfg.AnyAuthority {
 		v.cfg.Logger.Warn("middleware: Config.Authorities is empty, so every signed request is refused with 421 misdirected_request; set it to the hosts this verifier serves (or AnyAuthority when something in front already pins the host)")
@@ -745,12 +749,8 @@ func resolveAgentField(vals []string, maxMembers, maxBytes int) *agentField {
 	return f
 }
 
-// agentCacheSize bounds the cache of resolved Signature-Agent values;
-// agentCacheMaxLen is the longest value cached.
-const (
-	agentCacheSize   = 1024
-	agentCacheMaxLen = 512
-)
+// agentCacheMaxLen is the longest Signature-Agent value cached.
+const agentCacheMaxLen = 512
 
 // resolveAgent resolves a Signature-Agent field through the verifier's
 // cache: an agent sends the same value on every request, so it is parsed
@@ -758,7 +758,7 @@ const (
 // (cheaply: the limits refuse them first).
 func (v *Verifier) resolveAgent(vals []string) *agentField {
 	cfg := &v.cfg
-	if len(vals) != 1 || len(vals[0]) > agentCacheMaxLen {
+	if v.agents == nil || len(vals) != 1 || len(vals[0]) > agentCacheMaxLen {
 		return resolveAgentField(vals, cfg.MaxSignatureAgentMembers, cfg.MaxHeaderBytes)
 	}
 	if f, ok := v.agents.Get(vals[0]); ok {
