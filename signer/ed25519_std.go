@@ -22,3 +22,11 @@ func verifyEd25519(k *PublicKey, msg, sig []byte) bool {
 	}
 	return ed25519.Verify(k.Key, msg, sig)
 }
+
+// DefaultExpandedKeyCacheSize is the size of the curve25519-voi backend's
+// cache of expanded keys; the standard library backend keeps none.
+const DefaultExpandedKeyCacheSize = 4096
+
+// SetExpandedKeyCacheSize sizes the curve25519-voi backend's cache of
+// expanded keys; with the standard library backend it does nothing.
+func SetExpandedKeyCacheSize(int) {}

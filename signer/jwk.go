@@ -45,6 +45,16 @@ type PublicKey struct {
 	ed *edPublicKey
 }
 
+// Unexpanded returns k without the Ed25519 backend's precomputed form of
+// Key (about 1.5 KB with curve25519-voi, nothing with the standard library
+// backend): what a cache holding many agents' keys keeps. It verifies as k
+// does; with curve25519-voi, through a bounded cache of the most used keys'
+// expanded forms (SetExpandedKeyCacheSize), else without precomputation.
+func (k PublicKey) Unexpanded() PublicKey {
+	k.ed = nil
+	return k
+}
+
 // PrivateKey is a validated Ed25519 private key with its public half. It
 // signs with Key when set; otherwise with Signer, a crypto.Signer holding
 // the key elsewhere (an HSM, a KMS; see NewSignerKey).
