@@ -49,7 +49,7 @@ func TestSignatureAgentCacheSize(t *testing.T) {
 	}
 	// A value longer than agentCacheMaxLen, or sent on two lines, is never cached.
 	long := []string{`sig1="https://` + strings.Repeat("a", agentCacheMaxLen) + `.example"`}
-	if v.resolveAgent(long) == v.resolveAgent(long) {
+	if first, second := v.resolveAgent(long), v.resolveAgent(long); first == second {
 		t.Fatal("a value longer than agentCacheMaxLen was cached")
 	}
 	none := newCacheVerifier(t, Config{SignatureAgentCacheSize: -1})
