@@ -42,29 +42,32 @@ func (s *Server) routes() http.Handler {
 
 	dir := r.MatcherFunc(s.onAgentHost).Subrouter()
 	s.handle(dir, signer.DirectoryPath, methods{
-		http.MethodGet:     withoutQuery(s.directory),
+		http.MethodGet:     ownForm(s.directory),
 		http.MethodOptions: s.directoryPreflight,
 	})
 	// The agent origin itself, the URL its agents send in Signature-Agent:
 	// a protocol-01 verifier fetches it as sent, so it serves the same key
 	// set.
 	s.handle(dir, "/", methods{
-		http.MethodGet:     withoutQuery(s.directory),
+		http.MethodGet:     ownForm(s.directory),
 		http.MethodOptions: s.directoryPreflight,
 	})
 	return r
 }
 
-// withoutQuery serves an agent's key directory only under the server's
-// own two forms: with a query (even a bare "?") it is 404 not_found, not
-// a redirect (verifiers do not follow redirects, and one that did would
-// still learn a new URL for the same keys). A verifier keys its caches,
-// deny lists and budgets by the key-set URL it was given; if any query
-// served the directory, each would be one more identity of the same agent.
-func withoutQuery(h handler) handler {
+// ownForm serves an agent's key directory only under the server's own two
+// forms, spelled as the server spells them: with a query (even a bare "?")
+// or with any percent-encoding in the path (".well-known%2Fhttp-…",
+// "%68ttp-…", which the router would decode to the same route) it is 404
+// not_found, not a redirect (verifiers do not follow redirects, and one
+// that did would still learn a new URL for the same keys). A verifier keys
+// its caches, deny lists and budgets by the key-set URL it was given; if
+// another spelling served the directory, each would be one more identity
+// of the same agent.
+func ownForm(h handler) handler {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		if r.URL.RawQuery != "" || r.URL.ForceQuery {
-			return middleware.Fail(CodeNotFound, "an agent's key directory has no query: it is served at %s and / only", signer.DirectoryPath)
+		if r.URL.RawQuery != "" || r.URL.ForceQuery || r.URL.RawPath != "" {
+			return middleware.Fail(CodeNotFound, "an agent's key directory has no query and no escapes: it is served at %s and / only", signer.DirectoryPath)
 		}
 		return h(w, r)
 	}

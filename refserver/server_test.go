@@ -424,19 +424,24 @@ func TestDirectory(t *testing.T) {
 			{"nested label", "http://x." + uid + "." + e.host + "/.well-known/http-message-signatures-directory", 421, "misdirected_request"},
 			{"wrong port", "http://" + uid + ".agentid.test:1/.well-known/http-message-signatures-directory", 421, "misdirected_request"},
 		}
-		// Only the server's own forms: a query (each one a new identity to a
-		// verifier) is not the directory.
-		for _, q := range []string{"?n=1", "?n=10", "?", "?keys", "/?n=1"} {
+		// Only the server's own forms: a query or an escape in the path (each
+		// one a new identity to a verifier) is not the directory.
+		for _, q := range []string{"?n=1", "?n=10", "?", "?keys", "/?n=1", "%2F", "%68"} {
 			u := e.directoryURL(uid) + q
-			if q[0] == '/' {
+			switch q {
+			case "/?n=1":
 				u = e.origin(uid) + q
+			case "%2F":
+				u = e.origin(uid) + "/.well-known%2Fhttp-message-signatures-directory"
+			case "%68":
+				u = e.origin(uid) + "/.well-known/%68ttp-message-signatures-directory"
 			}
 			checks = append(checks, struct {
 				name       string
 				url        string
 				wantStatus int
 				wantCode   string
-			}{"query " + q, u, 404, "not_found"})
+			}{"respelled " + q, u, 404, "not_found"})
 		}
 		for _, c := range checks {
 			r := e.send(e.request(http.MethodGet, c.url, nil))
