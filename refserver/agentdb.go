@@ -7,8 +7,10 @@ import (
 	"gorm.io/gorm/clause"
 )
 
-// deleteBatch is how many agents one statement of DeleteAgents removes.
-const deleteBatch = 500
+// uidBatch is how many agents one statement names (DeleteAgents, the key
+// counts of ListAgents): a list of bound values must stay far below the
+// drivers' limits (65,535 for PostgreSQL, 32,766 for SQLite).
+const uidBatch = 500
 
 // AgentDB is a server's database as a tool outside the server sees it (idcli
 // bench, which removes the agents it registered): the tool reaches the
@@ -57,8 +59,8 @@ func (a *AgentDB) HasAgent(ctx context.Context, uid string) (bool, error) {
 // the batches before it deleted.
 func (a *AgentDB) DeleteAgents(ctx context.Context, uids []string) (int, error) {
 	removed := 0
-	for start := 0; start < len(uids); start += deleteBatch {
-		batch := uids[start:min(start+deleteBatch, len(uids))]
+	for start := 0; start < len(uids); start += uidBatch {
+		batch := uids[start:min(start+uidBatch, len(uids))]
 		n := 0
 		err := a.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 			if err := tx.Where("agent_uid IN ?", batch).Delete(&DirectorySignature{}).Error; err != nil {

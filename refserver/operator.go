@@ -87,17 +87,20 @@ func (a *AgentDB) ListAgents(ctx context.Context, after string, limit int, disab
 	if len(rows) == 0 {
 		return out, nil
 	}
-	var counts []struct {
-		AgentUID string
-		N        int
-	}
-	if err := a.db.WithContext(ctx).Model(&PublicJWK{}).Select("agent_uid, count(*) AS n").
-		Where("agent_uid IN ? AND revoked_at IS NULL", uids).Group("agent_uid").Scan(&counts).Error; err != nil {
-		return nil, err
-	}
-	active := make(map[string]int, len(counts))
-	for _, c := range counts {
-		active[c.AgentUID] = c.N
+	active := make(map[string]int, len(rows))
+	for start := 0; start < len(uids); start += uidBatch {
+		var counts []struct {
+			AgentUID string
+			N        int
+		}
+		batch := uids[start:min(start+uidBatch, len(uids))]
+		if err := a.db.WithContext(ctx).Model(&PublicJWK{}).Select("agent_uid, count(*) AS n").
+			Where("agent_uid IN ? AND revoked_at IS NULL", batch).Group("agent_uid").Scan(&counts).Error; err != nil {
+			return nil, err
+		}
+		for _, c := range counts {
+			active[c.AgentUID] = c.N
+		}
 	}
 	for i := range out {
 		out[i].ActiveKeys = active[out[i].UID]

@@ -3,6 +3,7 @@ package refserver_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -258,4 +259,46 @@ func TestRegistrationModes(t *testing.T) {
 			t.Error("a token is stored in clear")
 		}
 	})
+}
+
+// TestListAgentsLargePage: a page of more agents than one statement may
+// name (idcli server agents list --limit allows 100,000; PostgreSQL takes
+// at most 65,535 bound values, SQLite 32,766) lists every agent with its
+// active keys: the key counts are read in batches.
+func TestListAgentsLargePage(t *testing.T) {
+	t.Parallel()
+	for _, backend := range dbtest.Backends() {
+		t.Run(backend.Name, func(t *testing.T) {
+			db := dbtest.Migrated(t, backend.URL(t))
+			const n = 1201 // more than two batches
+			now := time.Now().UTC()
+			agents := make([]refserver.Agent, n)
+			keys := make([]refserver.PublicJWK, 0, n)
+			for i := range agents {
+				uid := fmt.Sprintf("agent-%024x", i)
+				agents[i] = refserver.Agent{UID: uid, CreatedAt: now, UpdatedAt: now}
+				if i%2 == 0 { // every other agent has one active key
+					keys = append(keys, refserver.PublicJWK{Kid: fmt.Sprintf("kid-%d", i), AgentUID: uid, JWK: refserver.JSON(`{}`), CreatedAt: now})
+				}
+			}
+			if err := db.CreateInBatches(agents, 200).Error; err != nil {
+				t.Fatal(err)
+			}
+			if err := db.CreateInBatches(keys, 200).Error; err != nil {
+				t.Fatal(err)
+			}
+			list, err := refserver.NewAgentDB(db).ListAgents(context.Background(), "", n+10, false)
+			if err != nil {
+				t.Fatalf("ListAgents: %v", err)
+			}
+			if len(list) != n {
+				t.Fatalf("ListAgents listed %d agents, want %d", len(list), n)
+			}
+			for i, a := range list {
+				if want := 1 - i%2; a.UID != agents[i].UID || a.ActiveKeys != want {
+					t.Fatalf("agent %d = %s with %d active keys, want %s with %d", i, a.UID, a.ActiveKeys, agents[i].UID, want)
+				}
+			}
+		})
+	}
 }
