@@ -321,3 +321,63 @@ func TestTrustHintsBounded(t *testing.T) {
 		t.Errorf("log:\n%.400s", buf.String())
 	}
 }
+
+// TestValidationErrorsMaskSecrets: an upstream, agentid service or
+// registry refused for carrying credentials is named in the error without
+// its password.
+func TestValidationErrorsMaskSecrets(t *testing.T) {
+	c, err := Parse("proxy.yaml", []byte("upstream: http://u:up-s3cret@127.0.0.1:8000\nauthorities: [api.example.com]\n"+
+		"agentid_services: [\"https://x:svc-s3cret@svc.example\"]\n"+
+		"trust:\n  hosts: [a.example]\n  registries: [\"https://y:reg-s3cret@reg.example/list\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Validate()
+	if err == nil {
+		t.Fatal("credentials in upstream, agentid_services and registries were accepted")
+	}
+	for _, secret := range []string{"up-s3cret", "svc-s3cret", "reg-s3cret"} {
+		if strings.Contains(err.Error(), secret) {
+			t.Errorf("the error shows %q: %v", secret, err)
+		}
+	}
+	for _, key := range []string{"upstream", "agentid_services", "registries"} {
+		if !strings.Contains(err.Error(), key) {
+			t.Errorf("the error does not name %s: %v", key, err)
+		}
+	}
+}
+
+// TestReloadKeepsServices: agentid_services needs a restart, so a reload
+// checks uid rules against the services the proxy runs with: a file that
+// drops the services but keeps allow.uids is reloaded (the services stay),
+// and the change is reported as needing a restart.
+func TestReloadKeepsServices(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) }))
+	defer up.Close()
+	head := "upstream: " + up.URL + "\nauthorities: [api.example.com]\ntrust: {hosts: [\"*.svc.example\"]}\naccess_log: \"off\"\n"
+	uids := "allow: {uids: [\"agent-*\"]}\n"
+	c, err := Parse("proxy.yaml", []byte(head+"agentid_services: [\"https://svc.example\"]\n"+uids))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Build(context.Background(), c, Options{Reloadable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	next, err := Parse("proxy.yaml", []byte(head+uids))
+	if err != nil {
+		t.Fatal(err)
+	}
+	restart, err := p.Reload(next)
+	if err != nil {
+		t.Fatalf("reload without agentid_services, uid rules kept: %v", err)
+	}
+	if len(restart) != 1 || restart[0] != "agentid_services" {
+		t.Errorf("keys needing a restart: %v, want [agentid_services]", restart)
+	}
+	if got := p.Config().AgentidServices; len(got) != 1 {
+		t.Errorf("agentid_services after the reload: %v, want the running one", got)
+	}
+}

@@ -271,7 +271,7 @@ type validation struct {
 }
 
 func (v *validation) fail(path, format string, args ...any) {
-	where, msg := v.c.where(path), fmt.Sprintf(format, args...)
+	where, msg := v.c.where(path), v.c.maskSecrets(fmt.Sprintf(format, args...))
 	sep := ": "
 	switch {
 	case strings.HasPrefix(msg, "is ") || strings.HasPrefix(msg, "excludes "):
@@ -385,4 +385,17 @@ func isToken(s string) bool {
 		}
 	}
 	return true
+}
+
+// maskSecrets hides the password of every URL of c that may carry one
+// (upstream, redis_url, registries, agentid_services) wherever msg quotes
+// it: a value refused for its credentials must not print them.
+func (c *Config) maskSecrets(msg string) string {
+	urls := append([]string{c.Upstream, c.RedisURL}, c.Trust.Registries...)
+	for _, u := range append(urls, c.AgentidServices...) {
+		if m := maskURL(u); m != u && u != "" {
+			msg = strings.ReplaceAll(msg, u, m)
+		}
+	}
+	return msg
 }
