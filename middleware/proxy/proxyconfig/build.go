@@ -262,7 +262,11 @@ func (p *Proxy) Reload(c *Config) (needRestart []string, err error) {
 	if p.gate.Load() == nil {
 		return nil, errors.New("this proxy was built without rules and not Reloadable: nothing can be reloaded")
 	}
-	r, err := c.ValidateRules()
+	// The rules are checked against the services this proxy runs with
+	// (agentid_services needs a restart, like the X-Agent-Uid it drives).
+	rc := c.Clone()
+	rc.AgentidServices = p.cfg.AgentidServices
+	r, err := rc.ValidateRules()
 	if err != nil {
 		return nil, err
 	}
@@ -287,10 +291,8 @@ func (p *Proxy) Reload(c *Config) (needRestart []string, err error) {
 			needRestart = append(needRestart, k.Name)
 		}
 	}
-	prevLim, prevLimits, prevWhere := p.limiter, p.limits, p.where
-	g, err := p.newGate(r, next.Limits)
+	g, err := p.newGate(r, next.Limits) // sets p.limiter, p.limits and p.where only when it succeeds
 	if err != nil {
-		p.limiter, p.limits, p.where = prevLim, prevLimits, prevWhere
 		return nil, err
 	}
 	p.gate.Store(g)
