@@ -107,7 +107,14 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string) {
 		return // "key:" with no value leaves the default
 	}
 	if path != "" {
-		d.cfg.setOrigin(path, fmt.Sprintf("%s:%d", d.file, n.Line))
+		// Set directly, not through setOrigin: a file names each path once
+		// (twice is refused), parents before their entries, so there is
+		// nothing under path to drop, and a scan per node would make a
+		// long list quadratic.
+		if d.cfg.origins == nil {
+			d.cfg.origins = map[string]string{}
+		}
+		d.cfg.origins[path] = fmt.Sprintf("%s:%d", d.file, n.Line)
 	}
 	switch v.Kind() {
 	case reflect.Struct:
