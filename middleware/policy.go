@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"path"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/agentid/agentid/signer"
 )
@@ -85,9 +86,10 @@ func validHostPattern(h string) bool {
 }
 
 // Allows reports whether the verified agent a is on the list. A policy
-// that does not validate allows nobody. Each call reads the lists anew
-// (linear in their length); package rules compiles them into map lookups
-// for long lists.
+// that does not validate allows nobody. Each call validates and reads the
+// lists anew (linear in their length), which suits a one-off check; a
+// long-lived user, such as a handler deciding every request, compiles
+// them once with Compile, as Require does.
 func (p Policy) Allows(a Agent) bool {
 	svc, err := p.compile()
 	if err != nil || (a.ID == "" && a.DirectoryURL == "") {
@@ -113,6 +115,143 @@ func (p Policy) Allows(a Agent) bool {
 			if ok, _ := path.Match(pat, id.UID); ok {
 				return true
 			}
+		}
+	}
+	return false
+}
+
+// Compile validates p and returns its lists in the form each request is
+// decided on: identities, exact hosts, "*.suffix" hosts and uids without
+// wildcards are map lookups (one per label of the agent's host for the
+// suffixes), so a decision costs the same with ten names or ten thousand;
+// only uid patterns with wildcards are tried one by one. The lists are
+// read once: later changes to p's slices are not seen.
+func (p Policy) Compile() (*CompiledPolicy, error) {
+	svc, err := p.compile()
+	if err != nil {
+		return nil, err
+	}
+	c := &CompiledPolicy{services: svc}
+	for _, id := range p.Identities {
+		pid, _ := svc.ParseIdentity(id) // compile parsed it
+		setAdd(&c.identities, pid.Exact())
+	}
+	for _, h := range p.Hosts {
+		h = strings.TrimSpace(h)
+		c.hostPatterns = append(c.hostPatterns, h)
+		if !isASCII(h) {
+			// strings.EqualFold, which hostMatches compares with, folds
+			// some non-ASCII letters onto ASCII ones (U+017F ſ onto s,
+			// U+212A K onto k) that no lowercase key would find.
+			c.foldPatterns = append(c.foldPatterns, h)
+			continue
+		}
+		if s, ok := strings.CutPrefix(h, "*."); ok {
+			setAdd(&c.suffixes, strings.ToLower(s))
+		} else {
+			setAdd(&c.hosts, strings.ToLower(h))
+		}
+	}
+	for _, u := range p.UIDs {
+		if strings.ContainsAny(u, `*?[\`) {
+			c.uidPatterns = append(c.uidPatterns, u)
+		} else {
+			// Without a special character, path.Match is string equality.
+			setAdd(&c.uids, u)
+		}
+	}
+	return c, nil
+}
+
+// CompiledPolicy is a Policy compiled for per-request decisions
+// (Policy.Compile). It is safe for concurrent use.
+type CompiledPolicy struct {
+	services   Services
+	identities map[string]struct{} // PolicyIdentity.Exact
+	// hosts and suffixes ("*." cut) are the ASCII host patterns,
+	// lowercase; foldPatterns the others, as written; hostPatterns all of
+	// them, as written, for an agent host that is not ASCII.
+	hosts, suffixes            map[string]struct{}
+	foldPatterns, hostPatterns []string
+	uids                       map[string]struct{} // without wildcards
+	uidPatterns                []string            // with wildcards
+}
+
+func setAdd(m *map[string]struct{}, k string) {
+	if *m == nil {
+		*m = map[string]struct{}{}
+	}
+	(*m)[k] = struct{}{}
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
+// Allows reports whether the verified agent a is on the list: the answer
+// of Policy.Allows, without reading the lists again. A nil CompiledPolicy
+// allows nobody.
+func (c *CompiledPolicy) Allows(a Agent) bool {
+	if c == nil || (a.ID == "" && a.DirectoryURL == "") {
+		return false
+	}
+	id := c.services.Identity(a)
+	if c.identities != nil {
+		if exact := id.Exact(); exact != "" {
+			if _, ok := c.identities[exact]; ok {
+				return true
+			}
+		}
+	}
+	if id.Host != "" && c.hostPatterns != nil && c.hostAllowed(id.Host) {
+		return true
+	}
+	if id.UID != "" {
+		if _, ok := c.uids[id.UID]; ok {
+			return true
+		}
+		for _, pat := range c.uidPatterns {
+			if ok, _ := path.Match(pat, id.UID); ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// hostAllowed reports whether a host pattern matches host (lowercase, as
+// PolicyIdentity.Host).
+func (c *CompiledPolicy) hostAllowed(host string) bool {
+	if !isASCII(host) {
+		for _, h := range c.hostPatterns {
+			if hostMatches(h, host) {
+				return true
+			}
+		}
+		return false
+	}
+	if _, ok := c.hosts[host]; ok {
+		return true
+	}
+	if c.suffixes != nil {
+		// hostMatches' "*.suffix": suffix follows a dot that is not the
+		// host's first byte.
+		for i := 1; i < len(host); i++ {
+			if host[i] == '.' {
+				if _, ok := c.suffixes[host[i+1:]]; ok {
+					return true
+				}
+			}
+		}
+	}
+	for _, h := range c.foldPatterns {
+		if hostMatches(h, host) {
+			return true
 		}
 	}
 	return false
@@ -151,13 +290,19 @@ func hostMatches(pattern, host string) bool {
 // Observe modes let through — gets 403 forbidden. Put it inside the
 // verification middleware.
 func (p Policy) Require(next http.Handler) http.Handler {
+	c, _ := p.Compile() // nil, which allows nobody, for a policy that does not validate
+	return c.Require(next)
+}
+
+// Require is Policy.Require on the compiled lists.
+func (c *CompiledPolicy) Require(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		a, ok := AgentFrom(r.Context())
 		if !ok {
 			WriteError(w, Fail(CodeForbidden, "a verified agent is required"))
 			return
 		}
-		if !p.Allows(a) {
+		if !c.Allows(a) {
 			WriteError(w, Fail(CodeForbidden, "agent %s is not allowed here", signer.Truncate(a.ID)))
 			return
 		}
