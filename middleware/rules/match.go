@@ -2,7 +2,6 @@ package rules
 
 import (
 	"path"
-	"slices"
 	"strings"
 
 	"github.com/agentid/agentid/middleware"
@@ -21,7 +20,6 @@ import (
 // service is denied by its uid, whatever form names its key set.
 type matcher struct {
 	services    middleware.Services
-	serviceURLs []string // Policy.Services as given
 	deny        bool
 	ids         map[string]struct{} // allow: PolicyIdentity.Exact
 	denyHosts   map[string]struct{} // deny: hosts of origins
@@ -38,7 +36,7 @@ func compile(p middleware.Policy, deny bool) (*matcher, error) {
 		return nil, err
 	}
 	svc, _ := middleware.ParseServices(p.Services)
-	m := &matcher{services: svc, serviceURLs: p.Services, deny: deny, ids: map[string]struct{}{}, denyHosts: map[string]struct{}{}, denyPaths: map[string]struct{}{},
+	m := &matcher{services: svc, deny: deny, ids: map[string]struct{}{}, denyHosts: map[string]struct{}{}, denyPaths: map[string]struct{}{},
 		hosts: map[string]struct{}{}, suffixes: map[string]struct{}{}, uids: map[string]struct{}{}}
 	for _, id := range p.Identities {
 		pid, _ := svc.ParseIdentity(id) // Validate parsed it
@@ -71,15 +69,6 @@ func compile(p middleware.Policy, deny bool) (*matcher, error) {
 	}
 	m.empty = len(m.ids)+len(m.denyHosts)+len(m.denyPaths)+len(m.hosts)+len(m.suffixes)+len(m.uids)+len(m.uidPatterns) == 0
 	return m, nil
-}
-
-// identity returns a's policy identity under m's services: id (computed
-// under services) when they are the same list.
-func (m *matcher) identity(a middleware.Agent, id *middleware.PolicyIdentity, services []string) middleware.PolicyIdentity {
-	if id != nil && slices.Equal(m.serviceURLs, services) {
-		return *id
-	}
-	return m.services.Identity(a)
 }
 
 // matches reports whether agent a, whose policy identity is id, is on the

@@ -102,6 +102,10 @@ type Gate struct {
 	cfg         Config
 	routes      []Route // longest prefix first
 	allow, deny *matcher
+	// sameServices reports that both lists name the same services, so an
+	// agent's policy identity (which depends on them only) is computed
+	// once per decision for both.
+	sameServices bool
 	// denyNames and denyPurposes are DenyCards, lowercase.
 	denyNames, denyPurposes map[string]struct{}
 }
@@ -130,6 +134,7 @@ func New(cfg Config) (*Gate, error) {
 	if g.deny, err = compile(cfg.Deny, true); err != nil {
 		return nil, fmt.Errorf("rules: deny: %w", err)
 	}
+	g.sameServices = slices.Equal(cfg.Allow.Services, cfg.Deny.Services)
 	for _, c := range cfg.DenyCards {
 		kind, v, _ := strings.Cut(c, ":")
 		v = strings.ToLower(strings.TrimSpace(v))
@@ -206,14 +211,14 @@ func (g *Gate) Decide(r *http.Request, res *middleware.Result) Decision {
 		return Decision{Err: res.Err, Verification: true}
 	}
 	if res.Verdict == middleware.Verified {
-		id := g.deny.identity(res.Agent, nil, nil)
+		id := g.deny.services.Identity(res.Agent)
 		if g.deny.matches(id) {
 			return Decision{Err: middleware.Fail(middleware.CodeForbidden, "agent %s is not allowed here", signer.Truncate(res.Agent.ID))}
 		}
 		if g.cardDenied(res.Agent) {
 			return Decision{Err: middleware.Fail(middleware.CodeForbidden, "agent %s is not allowed here (its card)", signer.Truncate(res.Agent.ID))}
 		}
-		if !g.allow.empty && !g.allow.matches(g.allow.identity(res.Agent, &id, g.deny.serviceURLs)) {
+		if !g.allow.empty && !g.allow.matches(g.allowIdentity(res.Agent, id)) {
 			return Decision{Err: middleware.Fail(middleware.CodeForbidden, "agent %s is not allowed here", signer.Truncate(res.Agent.ID))}
 		}
 	}
@@ -223,6 +228,15 @@ func (g *Gate) Decide(r *http.Request, res *middleware.Result) Decision {
 		d.Err = d.Limit.Err()
 	}
 	return d
+}
+
+// allowIdentity returns a's policy identity under the allow list's
+// services, given denyID, a's identity under the deny list's.
+func (g *Gate) allowIdentity(a middleware.Agent, denyID middleware.PolicyIdentity) middleware.PolicyIdentity {
+	if g.sameServices {
+		return denyID
+	}
+	return g.allow.services.Identity(a)
 }
 
 // cardDenied reports whether a's card matches Config.DenyCards.
