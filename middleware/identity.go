@@ -133,13 +133,26 @@ func (p PolicyIdentity) Exact() string {
 // there at will), else, for an agent without a key set, "key " and the
 // thumbprint.
 func (p PolicyIdentity) Budget() string {
+	kind, name := p.budget()
+	return kind + name
+}
+
+// AppendBudget appends Budget's name to dst and returns the result, for a
+// caller that builds a longer key around it in one buffer.
+func (p PolicyIdentity) AppendBudget(dst []byte) []byte {
+	kind, name := p.budget()
+	return append(append(dst, kind...), name...)
+}
+
+// budget returns the two parts of Budget's name.
+func (p PolicyIdentity) budget() (kind, name string) {
 	switch {
 	case p.UID != "":
-		return "uid " + p.UID
+		return "uid ", p.UID
 	case p.Host != "":
-		return "host " + p.Host
+		return "host ", p.Host
 	}
-	return "key " + p.Thumbprint
+	return "key ", p.Thumbprint
 }
 
 // splitIdentity splits a normalised key-set URL (signer.KeySet.URL). The

@@ -182,19 +182,16 @@ type Decision struct {
 // and stores hash it to a fixed size.
 func (l *Limiter) Key(r *http.Request, res *middleware.Result) (key, policy string) {
 	if res != nil && res.Verdict == middleware.Verified {
-		switch id := l.services.Identity(res.Agent); { // "agent " + id.Budget(), in one allocation
-		case id.UID != "":
-			key = "agent uid " + id.UID
-		case id.Host != "":
-			key = "agent host " + id.Host
-		default:
-			key = "agent key " + id.Thumbprint
-		}
+		// One allocation for the whole name: the buffer stays on the
+		// stack unless a name outgrows it.
+		var buf [96]byte
+		b := l.services.Identity(res.Agent).AppendBudget(append(buf[:0], "agent "...))
 		if l.keyHeader != "" {
 			if v := r.Header.Get(l.keyHeader); v != "" && covers(res.Agent.Components, l.keyHeader) {
-				key += " #" + strconv.FormatUint(fnv64(v)%uint64(l.cfg.BucketsPerAgent), 10)
+				b = strconv.AppendUint(append(b, " #"...), fnv64(v)%uint64(l.cfg.BucketsPerAgent), 10)
 			}
 		}
+		key = string(b)
 		return key, PolicyAgent
 	}
 	return "addr " + l.cfg.ClientAddr(r), PolicyAddress
