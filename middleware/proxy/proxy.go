@@ -591,16 +591,16 @@ func (h *Handler) uid(id string) string { return serviceUID(id, h.services) }
 func (h *Handler) UID(id string) string { return h.uid(id) }
 
 // serviceUID returns the uid of an identity <scheme>://<uid>.<host> of one
-// of services, else "".
+// of services, or that origin's root URL, else "". It is stricter than
+// middleware.Services.UID, which the rules and budgets key on: the
+// scheme must be the service's and the identity an origin, as
+// X-Agent-Uid promises.
 func serviceUID(id string, services []signer.ServiceURL) string {
 	for _, s := range services {
-		rest, ok := strings.CutPrefix(id, s.Scheme+"://")
-		if !ok {
-			continue
-		}
-		label, host, ok := strings.Cut(rest, ".")
-		if ok && (host == s.Host || host == s.Host+"/") && signer.ValidUID(label) {
-			return label
+		if host, ok := strings.CutPrefix(id, s.Scheme+"://"); ok {
+			if uid := s.UIDOfHost(strings.TrimSuffix(host, "/")); uid != "" {
+				return uid
+			}
 		}
 	}
 	return ""
