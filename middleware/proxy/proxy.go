@@ -431,25 +431,25 @@ func (h *Handler) allowed(remoteAddr string) (string, bool) {
 // from the original request (refused in every mode), and signatures over
 // the body it never sees (among those the verifier would check, as signed
 // parsed them; invalid, passed in Observe mode). It returns nil when the
-// request may be verified.
+// request may be verified. Whether a refusal passes follows from which
+// check refused, never from the code its error carries.
 func (h *Handler) precheck(orig *http.Request, signed *middleware.Signed) *middleware.Result {
-	var err *middleware.Error
 	if names := agentHeaders(orig.Header); len(names) > 0 {
-		err = middleware.Fail(middleware.CodeForbidden,
+		// Refused even in Observe mode (which the rules use: an observe
+		// route lets an invalid request through): the client's X-Agent-*
+		// headers would reach the service.
+		err := middleware.Fail(middleware.CodeForbidden,
 			"the request carries %s: X-Agent-* headers are set only by the proxy in front of the service, and this forward-auth endpoint cannot remove them", signer.Truncate(strings.Join(names, ", ")))
-	} else if h.cfg.Verifier.Covers(signed, "content-digest") {
-		err = middleware.Fail(middleware.CodeInvalidSignatureInput,
+		return &middleware.Result{Request: orig, Verdict: middleware.Invalid, Err: err}
+	}
+	if h.cfg.Verifier.Covers(signed, "content-digest") {
+		// An invalid signature like any other: it passes, as invalid, in
+		// Observe mode only.
+		err := middleware.Fail(middleware.CodeInvalidSignatureInput,
 			"the signature covers content-digest, but a forward-auth endpoint never sees the request body: sign without content-digest, or verify where the body is seen (a reverse proxy or the service itself)")
+		return &middleware.Result{Request: orig, Verdict: middleware.Invalid, Err: err, Passed: h.cfg.Verifier.Mode() == middleware.Observe}
 	}
-	if err == nil {
-		return nil
-	}
-	// Even in Observe mode (which the rules use: an observe route lets an
-	// invalid request through), X-Agent-* headers of the client would
-	// reach the service: refused in every mode. A signature over the body
-	// only passes as invalid in Observe mode.
-	passed := h.cfg.Verifier.Mode() == middleware.Observe && err.Code != middleware.CodeForbidden
-	return &middleware.Result{Request: orig, Verdict: middleware.Invalid, Err: err, Passed: passed}
+	return nil
 }
 
 // refuse writes a forward-auth refusal: the verifier's JSON error body
