@@ -414,3 +414,26 @@ func TestQueryParamEncoding(t *testing.T) {
 		})
 	}
 }
+
+func TestIsToken(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		in   string
+		want bool
+	}{
+		{"GET", true},
+		{"X-Tenant", true},
+		{"!#$%&'*+-.^_`|~09azAZ", true},
+		{"", false},
+		{"X Tenant", false},
+		{"X-Tenant:", false}, // ":" and "/" are sf-token characters, not tchar
+		{"a/b", false},
+		{"caf\u00e9", false},
+		{"a\x00", false},
+		{"\"quoted\"", false},
+	} {
+		if got := signer.IsToken(tt.in); got != tt.want {
+			t.Errorf("IsToken(%q) = %v, want %v", tt.in, got, tt.want)
+		}
+	}
+}

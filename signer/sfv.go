@@ -224,6 +224,20 @@ var tokenChars = func() (t [256]bool) {
 
 func isTokenChar(c byte) bool { return tokenChars[c] }
 
+// IsToken reports whether s is an HTTP token (RFC 9110 §5.6.2: one or more
+// tchar), the form of a method or a field name.
+func IsToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := range len(s) {
+		if c := s[i]; !tokenChars[c] || c == ':' || c == '/' {
+			return false
+		}
+	}
+	return true
+}
+
 // fastScanner reads one field value. Every method either advances past what
 // it parsed and reports true, or reports false: the fast path then declines
 // and the caller falls back to httpsfv.

@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/agentid/agentid/signer"
 )
 
 // parseInterspersed parses the flags of fs wherever they appear in args and
@@ -165,28 +167,13 @@ var standardMethods = []string{
 // upper-cased ("get" → "GET"); any other method is kept as typed. A method
 // that is not an HTTP token is refused, with cmd prefixing the error.
 func normalizeMethod(cmd, m string) (string, error) {
-	if !isToken(m) {
+	if !signer.IsToken(m) {
 		return "", fmt.Errorf("%s: invalid method %q: want a method such as GET or POST", cmd, m)
 	}
 	if up := strings.ToUpper(m); slices.Contains(standardMethods, up) {
 		return up, nil
 	}
 	return m, nil
-}
-
-// isToken reports whether s is an HTTP token (RFC 9110 §5.6.2), such as a
-// method or a header name.
-func isToken(s string) bool {
-	return s != "" && strings.IndexFunc(s, func(r rune) bool { return !isTokenChar(r) }) < 0
-}
-
-// isTokenChar reports whether r may appear in an HTTP token (RFC 9110 §5.6.2).
-func isTokenChar(r rune) bool {
-	switch {
-	case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
-		return true
-	}
-	return r < 0x80 && strings.ContainsRune("!#$%&'*+-.^_`|~", r)
 }
 
 // legacyUsage and metadataUsage are the help of --legacy and --metadata.

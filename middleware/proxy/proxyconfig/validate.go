@@ -241,7 +241,7 @@ func (c *Config) rules(v *validation, mode middleware.Mode) Rules {
 	if l.BucketsPerAgent < 0 {
 		v.fail("limits.buckets_per_agent", "%d: want a positive number (or 0 for the default, %d)", l.BucketsPerAgent, agentlimit.DefaultBucketsPerAgent)
 	}
-	if r.KeyHeader != "" && !isToken(r.KeyHeader) {
+	if r.KeyHeader != "" && !signer.IsToken(r.KeyHeader) {
 		v.fail("limits.key_header", "%q is not a header name", r.KeyHeader)
 	}
 	for i, s := range l.TrustedProxies {
@@ -256,7 +256,7 @@ func (c *Config) rules(v *validation, mode middleware.Mode) Rules {
 	switch {
 	case r.AddrHeader != "" && len(l.TrustedProxies) == 0:
 		v.fail("limits.client_addr_header", "%q needs limits.trusted_proxies: the header is believed only from those addresses", r.AddrHeader)
-	case r.AddrHeader != "" && !isToken(r.AddrHeader):
+	case r.AddrHeader != "" && !signer.IsToken(r.AddrHeader):
 		v.fail("limits.client_addr_header", "%q is not a header name", r.AddrHeader)
 	}
 	return r
@@ -368,23 +368,6 @@ func checkRedisURL(s string) error {
 		}
 	}
 	return nil
-}
-
-// isToken reports whether s is an HTTP token (RFC 9110 §5.6.2), such as a
-// header name.
-func isToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for _, r := range s {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
-		case strings.ContainsRune("!#$%&'*+-.^_`|~", r):
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // maskSecrets hides the password of every URL of c that may carry one
