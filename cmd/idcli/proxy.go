@@ -28,7 +28,7 @@ const (
 	proxyReadHeaderTimeout = 10 * time.Second
 )
 
-const proxyUsage = "idcli proxy (--upstream URL | --forward-auth --front nginx|traefik|caddy [--forward-auth-from CIDR…]) --authority HOST… --trust PATTERN… [--agentid-service URL…] [--registry URL…] [--config FILE [--check]] [--listen ADDR] [--mode required|optional|observe] [--allow-http] [--allow-private] [--redis-url URL] [--metrics-listen ADDR] [--access-log stdout|stderr|off] [--refusal-status 401|403] [--profile deployed|strict-01] [--upstream-max-idle N] [--log-level info|debug|…]"
+const proxyUsage = "idcli proxy (--upstream URL | --forward-auth --front nginx|traefik|caddy [--forward-auth-from CIDR…]) --authority HOST… --trust PATTERN… [--agentid-service URL…] [--registry URL…] [--config FILE [--check]] [--listen ADDR] [--mode required|optional|observe] [--allow-http] [--allow-private] [--redis-url URL] [--metrics-listen ADDR] [--access-log stdout|stderr|off] [--refusal-status 401|403] [--profile deployed|strict-01] [--upstream-max-idle N] [--log-level info|debug|…] [--cache-key-sets N] [--cache-key-sets-on-probation N] [--cache-key-sets-per-site N|-1] [--cache-signature-agents N|-1] [--cache-expanded-keys N|-1]"
 
 // proxyFlags are the flags of `idcli proxy`. Each setting flag records
 // the values given; they go onto the configuration model
@@ -82,6 +82,11 @@ func (f *proxyFlags) register(fs *flag.FlagSet) {
 	add("refusal-status", "status of refused requests: 401, or 403 as web-bot-auth protocol-01 describes")
 	add("profile", "how Signature-Agent is read: deployed (every form deployed signers send) or strict-01 (web-bot-auth protocol-01 exactly: the member keyed by the label, covered, fetched as sent)")
 	add("log-level", "level of the operational log on stderr: debug (key fetches, each refusal), info, warn or error")
+	add("cache-key-sets", "admitted key sets kept (those a signature verified with); beyond, the least recently used are evicted, and their agents' next requests fetch them again (1 to 1000000)")
+	add("cache-key-sets-on-probation", "key sets kept that were fetched but have not verified a signature yet; they never evict an admitted one (1 to 1000000; default: as many as --cache-key-sets)")
+	add("cache-key-sets-per-site", "admitted key sets one site (a host, or the label under a *.suffix trusted) may hold, so that one agent cannot fill the cache (1 to 1000000, or -1 for no cap)")
+	add("cache-signature-agents", "parsed Signature-Agent values kept: at least the number of agents signing requests here, or their values are parsed again (about 0.4 to 1.1 KB each; -1: none)")
+	add("cache-expanded-keys", "expanded Ed25519 keys kept for the agents verifying most often (about 1.7 KB each; -1: none, about 10% more CPU per request)")
 	registerProxyConfig(fs, f)
 }
 

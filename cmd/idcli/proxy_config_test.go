@@ -379,8 +379,8 @@ func TestProxyEveryFlagIsAKey(t *testing.T) {
 			t.Errorf("key %s names flag --%s, which idcli proxy lacks", k.Name, k.Flag)
 		}
 	}
-	if n < 19 {
-		t.Errorf("walked %d setting flags, want at least 19", n)
+	if n < 24 {
+		t.Errorf("walked %d setting flags, want at least 24", n)
 	}
 }
 
@@ -393,11 +393,11 @@ func TestProxyCheck(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "proxy.yaml"), []byte("upstream: http://127.0.0.1:8000\nauthorities: [api.example.com]\ntrust: {hosts: [\"*.agentid.example\"]}\nredis_url: redis://:hunter2@127.0.0.1:1/0\nprofile: strict-01\nroutes:\n  - {prefix: /pub/, mode: optional}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r := runCLI(t.Context(), dir, nil, "proxy", "--config", "proxy.yaml", "--check", "--mode", "observe", "--listen", "127.0.0.1:1")
+	r := runCLI(t.Context(), dir, nil, "proxy", "--config", "proxy.yaml", "--check", "--mode", "observe", "--listen", "127.0.0.1:1", "--cache-key-sets", "20000")
 	if r.err != nil {
 		t.Fatalf("--check: %v\n%s", r.err, r.stderr)
 	}
-	for _, want := range []string{"mode: observe\n", "profile: strict-01\n", "redis_url: redis://:xxxxx@127.0.0.1:1/0\n", "listen: 127.0.0.1:1\n", "- prefix: /pub/\n", "upstream_max_idle: 256\n", "from proxy.yaml"} {
+	for _, want := range []string{"mode: observe\n", "profile: strict-01\n", "redis_url: redis://:xxxxx@127.0.0.1:1/0\n", "listen: 127.0.0.1:1\n", "- prefix: /pub/\n", "upstream_max_idle: 256\n", "cache:\n    key_sets: 20000\n", "    expanded_keys: 4096\n", "from proxy.yaml"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("--check printed\n%s\nwithout %q", r.stdout, want)
 		}

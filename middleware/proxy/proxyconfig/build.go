@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"reflect"
@@ -23,6 +24,7 @@ import (
 	"github.com/agentid/agentid/middleware/redisreplay"
 	"github.com/agentid/agentid/middleware/rules"
 	"github.com/agentid/agentid/middleware/status"
+	"github.com/agentid/agentid/signer"
 )
 
 // Options are what Build takes beyond the configuration.
@@ -116,6 +118,7 @@ func Build(ctx context.Context, cfg *Config, opts Options) (*Proxy, error) {
 		p.replay, replay, p.replayAt = s, s, "Redis "+s.Name()
 		p.closers = append(p.closers, func() { s.Close() })
 	}
+	setExpandedKeys(plan.ExpandedKeys)
 	kc := plan.Keys
 	kc.Logger = p.logger.With("component", "keyfetch")
 	p.keys = keyfetch.New(kc)
@@ -131,6 +134,8 @@ func Build(ctx context.Context, cfg *Config, opts Options) (*Proxy, error) {
 		Replay:        replay,
 		RefusalStatus: cfg.RefusalStatus,
 		Logger:        p.logger.With("component", "verifier"),
+
+		SignatureAgentCacheSize: plan.SignatureAgents,
 	}
 	hints := &trustHints{logger: p.logger.With("component", "verifier"), key: cfg.name("trust.hosts"), seen: map[string]bool{}}
 	vc.OnResult = hints.observe
@@ -208,6 +213,26 @@ func Build(ctx context.Context, cfg *Config, opts Options) (*Proxy, error) {
 	return p, nil
 }
 
+// expandedKeys is the size last given to signer.SetExpandedKeyCacheSize
+// by Build (at first the signer's default, which it sets itself).
+var expandedKeys = struct {
+	sync.Mutex
+	size int
+}{size: signer.DefaultExpandedKeyCacheSize}
+
+// setExpandedKeys sizes the process's cache of expanded Ed25519 keys
+// (cache.expanded_keys) when size is not its size already: setting it
+// empties it, and a server that builds a proxy on each reload of its
+// configuration would otherwise start cold each time.
+func setExpandedKeys(size int) {
+	expandedKeys.Lock()
+	defer expandedKeys.Unlock()
+	if size != expandedKeys.size {
+		signer.SetExpandedKeyCacheSize(size)
+		expandedKeys.size = size
+	}
+}
+
 // newGate builds the rules of r; limits is what r's limits were read
 // from: when it is what the current limiter was built from, that limiter
 // (and its buckets) is kept.
@@ -271,12 +296,17 @@ func (p *Proxy) Reload(c *Config) (needRestart []string, err error) {
 		return nil, err
 	}
 	old := p.cfg
-	next := old.Clone()
-	next.Mode, next.Routes, next.Allow, next.Deny, next.Limits = c.Mode, c.Routes, c.Allow.clone(), c.Deny.clone(), c.Limits
-	next.Limits.TrustedProxies = clone(c.Limits.TrustedProxies)
-	for _, k := range []string{"mode", "routes", "allow", "deny", "limits"} {
+	next, fresh := old.Clone(), c.Clone()
+	for _, k := range reloadable {
+		dst, _ := next.field(k)
+		src, _ := fresh.field(k)
+		dst.Set(src)
+		under := func(path string) bool {
+			return path == k || strings.HasPrefix(path, k+".") || strings.HasPrefix(path, k+"[")
+		}
+		maps.DeleteFunc(next.origins, func(path, _ string) bool { return under(path) })
 		for path, o := range c.origins {
-			if path == k || strings.HasPrefix(path, k+".") || strings.HasPrefix(path, k+"[") {
+			if under(path) {
 				next.origins[path] = o
 			}
 		}

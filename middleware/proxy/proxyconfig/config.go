@@ -22,10 +22,14 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/agentid/agentid/keyfetch"
+	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/middleware/proxy"
+	"github.com/agentid/agentid/signer"
 )
 
 // Defaults of the settings not given.
@@ -80,6 +84,8 @@ type Config struct {
 	LogLevel string `yaml:"log_level" flag:"log-level"`
 	// UpstreamMaxIdle is the number of idle upstream connections kept.
 	UpstreamMaxIdle int `yaml:"upstream_max_idle" flag:"upstream-max-idle"`
+	// Cache sizes the verifier's caches.
+	Cache Cache `yaml:"cache"`
 
 	// Routes give path prefixes their own mode (reloadable).
 	Routes []Route `yaml:"routes"`
@@ -111,6 +117,32 @@ type Trust struct {
 	// Registries are URLs of plain-text lists of Signature Agent Card
 	// URLs whose agents are trusted too.
 	Registries []string `yaml:"registries" flag:"registry"`
+}
+
+// Cache sizes the caches of the verifier and its key fetcher: each bounds
+// memory (and what requests naming ever new agents can push out) against
+// work redone for agents that no longer fit. 0 is the default (what
+// Default sets, written out); each needs a restart.
+type Cache struct {
+	// KeySets caps the admitted key sets held (keyfetch.Config.MaxOrigins):
+	// those a signature verified with. Default keyfetch.DefaultMaxOrigins.
+	KeySets int `yaml:"key_sets" flag:"cache-key-sets"`
+	// KeySetsOnProbation caps the key sets fetched but not yet admitted
+	// (keyfetch.Config.MaxProbation). If 0, as many as KeySets.
+	KeySetsOnProbation int `yaml:"key_sets_on_probation" flag:"cache-key-sets-on-probation"`
+	// KeySetsPerSite caps the admitted key sets charged to one site
+	// (keyfetch.Config.MaxSetsPerSite); -1: no cap. Default
+	// keyfetch.DefaultMaxSetsPerSite.
+	KeySetsPerSite int `yaml:"key_sets_per_site" flag:"cache-key-sets-per-site"`
+	// SignatureAgents caps the parsed Signature-Agent values held
+	// (middleware.Config.SignatureAgentCacheSize); -1: none. Default
+	// middleware.DefaultSignatureAgentCacheSize.
+	SignatureAgents int `yaml:"signature_agents" flag:"cache-signature-agents"`
+	// ExpandedKeys caps the expanded Ed25519 keys held
+	// (signer.SetExpandedKeyCacheSize); -1: none. The cache is the
+	// process's: the proxy built last sets it. Default
+	// signer.DefaultExpandedKeyCacheSize.
+	ExpandedKeys int `yaml:"expanded_keys" flag:"cache-expanded-keys"`
 }
 
 // Route gives the paths under Prefix their own mode.
@@ -161,6 +193,12 @@ func Default() *Config {
 		AccessLog:       DefaultAccessLog,
 		LogLevel:        DefaultLogLevel,
 		UpstreamMaxIdle: proxy.DefaultMaxIdleConnsPerHost,
+		Cache: Cache{
+			KeySets:         keyfetch.DefaultMaxOrigins,
+			KeySetsPerSite:  keyfetch.DefaultMaxSetsPerSite,
+			SignatureAgents: middleware.DefaultSignatureAgentCacheSize,
+			ExpandedKeys:    signer.DefaultExpandedKeyCacheSize,
+		},
 	}
 }
 
@@ -179,8 +217,9 @@ type Key struct {
 	Reloadable bool
 }
 
-// reloadable are the top-level keys Reload applies.
-var reloadable = map[string]bool{"mode": true, "routes": true, "allow": true, "deny": true, "limits": true}
+// reloadable are the top-level keys Reload applies: Keys marks the keys
+// under them Reloadable, and Reload copies them from the new file.
+var reloadable = []string{"mode", "routes", "allow", "deny", "limits"}
 
 // Keys lists every key, in file order, nested keys as "a.b".
 func Keys() []Key {
@@ -201,7 +240,7 @@ func Keys() []Key {
 				walk(f.Type, path+".", root)
 				continue
 			}
-			out = append(out, Key{Name: path, Flag: f.Tag.Get("flag"), Reloadable: reloadable[root]})
+			out = append(out, Key{Name: path, Flag: f.Tag.Get("flag"), Reloadable: slices.Contains(reloadable, root)})
 		}
 	}
 	walk(reflect.TypeFor[Config](), "", "")

@@ -134,8 +134,8 @@ func TestKeysHaveFlags(t *testing.T) {
 			t.Errorf("KeyOfFlag(%q) = %v, %v", k.Flag, got, ok)
 		}
 	}
-	if flags != 19 {
-		t.Errorf("%d keys with a flag, want 19", flags)
+	if flags != 24 {
+		t.Errorf("%d keys with a flag, want 24", flags)
 	}
 }
 

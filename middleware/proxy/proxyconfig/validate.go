@@ -29,8 +29,14 @@ type Plan struct {
 	Front       proxy.Front // "" without ForwardAuth
 	From        []netip.Prefix
 	Keys        keyfetch.Config
-	Level       slog.Level
-	Rules       Rules
+	// SignatureAgents is the verifier's SignatureAgentCacheSize
+	// (cache.signature_agents).
+	SignatureAgents int
+	// ExpandedKeys is the size for signer.SetExpandedKeyCacheSize
+	// (cache.expanded_keys; 0: none).
+	ExpandedKeys int
+	Level        slog.Level
+	Rules        Rules
 }
 
 // Rules are the reloadable part of a Plan: per-route modes, lists and
@@ -142,12 +148,11 @@ func (c *Config) validate(embedded bool) (*Plan, error) {
 	} else if err := (middleware.Config{Keys: middleware.NewStaticKeys(), Authorities: p.Authorities}).Validate(); err != nil {
 		v.fail("authorities", "%s", trim(err, "middleware: Config.Authorities: "))
 	}
-	p.Keys = keyfetch.Config{
-		TrustedHosts:         clone(c.Trust.Hosts),
-		AllowHTTP:            c.Trust.AllowHTTP,
-		AllowPrivateNetworks: c.Trust.AllowPrivate,
-		Registries:           clone(c.Trust.Registries),
-	}
+	c.validateCache(v, p)
+	p.Keys.TrustedHosts = clone(c.Trust.Hosts)
+	p.Keys.AllowHTTP = c.Trust.AllowHTTP
+	p.Keys.AllowPrivateNetworks = c.Trust.AllowPrivate
+	p.Keys.Registries = clone(c.Trust.Registries)
 	if len(c.Trust.Hosts) == 0 {
 		v.fail("trust.hosts", "is required: name the hosts whose agents you accept, such as '*.agentid.example'")
 	} else if err := p.Keys.Validate(); err != nil {
@@ -186,6 +191,43 @@ func (c *Config) validate(embedded bool) (*Plan, error) {
 		return nil, errors.Join(v.errs...)
 	}
 	return p, nil
+}
+
+// MaxCacheSize bounds each cache.* key: a larger value is more likely a
+// typo than a plan (a million parsed Signature-Agent values alone hold
+// about 1 GB).
+const MaxCacheSize = 1_000_000
+
+// validateCache checks the cache.* keys and puts them in p.
+func (c *Config) validateCache(v *validation, p *Plan) {
+	k := c.Cache
+	within := func(key string, n, low int, want string) bool {
+		if n < low || n > MaxCacheSize {
+			v.fail("cache."+key, "%d: want 1 to %d%s", n, MaxCacheSize, want)
+			return false
+		}
+		return true
+	}
+	if within("key_sets", k.KeySets, 0, fmt.Sprintf(" (0: the default, %d)", keyfetch.DefaultMaxOrigins)) {
+		p.Keys.MaxOrigins = k.KeySets
+	}
+	if within("key_sets_on_probation", k.KeySetsOnProbation, 0, " (0: as many as cache.key_sets)") {
+		p.Keys.MaxProbation = k.KeySetsOnProbation
+	}
+	if within("key_sets_per_site", k.KeySetsPerSite, -1, fmt.Sprintf(", or -1 for no cap (0: the default, %d)", keyfetch.DefaultMaxSetsPerSite)) {
+		p.Keys.MaxSetsPerSite = k.KeySetsPerSite
+	}
+	if within("signature_agents", k.SignatureAgents, -1, fmt.Sprintf(", or -1 to cache none (0: the default, %d)", middleware.DefaultSignatureAgentCacheSize)) {
+		p.SignatureAgents = k.SignatureAgents
+	}
+	if within("expanded_keys", k.ExpandedKeys, -1, fmt.Sprintf(", or -1 to cache none (0: the default, %d)", signer.DefaultExpandedKeyCacheSize)) {
+		switch p.ExpandedKeys = k.ExpandedKeys; p.ExpandedKeys {
+		case 0:
+			p.ExpandedKeys = signer.DefaultExpandedKeyCacheSize
+		case -1:
+			p.ExpandedKeys = 0
+		}
+	}
 }
 
 // ValidateRules checks the reloadable keys alone (mode, routes, allow,
@@ -276,7 +318,7 @@ func (v *validation) fail(path, format string, args ...any) {
 	switch {
 	case strings.HasPrefix(msg, "is ") || strings.HasPrefix(msg, "excludes "):
 		sep = " " // "authorities is required"
-	case strings.HasPrefix(where, "--") && msg != "" && strings.ContainsRune("\"0123456789", rune(msg[0])):
+	case strings.HasPrefix(where, "--") && msg != "" && strings.ContainsRune("\"-0123456789", rune(msg[0])):
 		sep = " " // --mode "strict": want …, as a command line reads
 	}
 	v.errs = append(v.errs, errors.New(where+sep+msg))

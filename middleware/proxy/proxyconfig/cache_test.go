@@ -1,0 +1,182 @@
+package proxyconfig
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/agentid/agentid/keyfetch"
+	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/signer"
+)
+
+// TestCacheKeys: the cache.* keys reach the key fetcher's admission
+// bounds and the verifier's cache sizes; 0 is the default and -1 "none"
+// (or "no cap") where the library has one; a value out of range is named
+// by file, line and key, or by its flag.
+func TestCacheKeys(t *testing.T) {
+	c, err := Parse("proxy.yaml", []byte(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.Validate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k := p.Keys; k.MaxOrigins != keyfetch.DefaultMaxOrigins || k.MaxProbation != 0 || k.MaxSetsPerSite != keyfetch.DefaultMaxSetsPerSite ||
+		p.SignatureAgents != middleware.DefaultSignatureAgentCacheSize || p.ExpandedKeys != signer.DefaultExpandedKeyCacheSize {
+		t.Errorf("defaults: keys %d/%d/%d, signature agents %d, expanded keys %d", k.MaxOrigins, k.MaxProbation, k.MaxSetsPerSite, p.SignatureAgents, p.ExpandedKeys)
+	}
+	for _, want := range []string{"cache:\n", "    key_sets: 10000\n", "    key_sets_on_probation: 0\n", "    key_sets_per_site: 16\n", "    signature_agents: 10000\n", "    expanded_keys: 4096\n"} {
+		if !strings.Contains(c.Effective(), want) {
+			t.Errorf("effective configuration lacks %q:\n%s", want, c.Effective())
+		}
+	}
+
+	for _, tc := range []struct {
+		name, cache string
+		check       func(*Plan) bool
+	}{
+		{"set", "{key_sets: 50000, key_sets_on_probation: 2000, key_sets_per_site: 4, signature_agents: 30000, expanded_keys: 100}", func(p *Plan) bool {
+			return p.Keys.MaxOrigins == 50000 && p.Keys.MaxProbation == 2000 && p.Keys.MaxSetsPerSite == 4 && p.SignatureAgents == 30000 && p.ExpandedKeys == 100
+		}},
+		{"none", "{key_sets_per_site: -1, signature_agents: -1, expanded_keys: -1}", func(p *Plan) bool {
+			return p.Keys.MaxSetsPerSite == -1 && p.SignatureAgents == -1 && p.ExpandedKeys == 0
+		}},
+		{"zero is the default", "{key_sets: 0, key_sets_per_site: 0, signature_agents: 0, expanded_keys: 0}", func(p *Plan) bool {
+			return p.Keys.MaxOrigins == 0 && p.Keys.MaxSetsPerSite == 0 && p.SignatureAgents == 0 && p.ExpandedKeys == signer.DefaultExpandedKeyCacheSize
+		}},
+		{"largest", "{key_sets: 1000000, key_sets_on_probation: 1000000, key_sets_per_site: 1000000, signature_agents: 1000000, expanded_keys: 1000000}", func(p *Plan) bool {
+			return p.Keys.MaxOrigins == MaxCacheSize && p.SignatureAgents == MaxCacheSize && p.ExpandedKeys == MaxCacheSize
+		}},
+	} {
+		c, err := Parse("proxy.yaml", []byte(base+"cache: "+tc.cache+"\n"))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		p, err := c.Validate()
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		if !tc.check(p) {
+			t.Errorf("%s: keys %+v, signature agents %d, expanded keys %d", tc.name, p.Keys, p.SignatureAgents, p.ExpandedKeys)
+		}
+	}
+
+	for _, tc := range []struct{ body, want string }{
+		{"cache:\n  key_sets: -1\n", "proxy.yaml:5: cache.key_sets: -1: want 1 to 1000000 (0: the default, 10000)"},
+		{"cache:\n  key_sets: 1000001\n", "proxy.yaml:5: cache.key_sets: 1000001: want 1 to 1000000 (0: the default, 10000)"},
+		{"cache:\n  key_sets_on_probation: -1\n", "proxy.yaml:5: cache.key_sets_on_probation: -1: want 1 to 1000000 (0: as many as cache.key_sets)"},
+		{"cache:\n  key_sets_per_site: -2\n", "proxy.yaml:5: cache.key_sets_per_site: -2: want 1 to 1000000, or -1 for no cap (0: the default, 16)"},
+		{"cache:\n  signature_agents: -5\n", "proxy.yaml:5: cache.signature_agents: -5: want 1 to 1000000, or -1 to cache none (0: the default, 10000)"},
+		{"cache:\n  expanded_keys: 5000000\n", "proxy.yaml:5: cache.expanded_keys: 5000000: want 1 to 1000000, or -1 to cache none (0: the default, 4096)"},
+		{"cache:\n  expanded_keys: lots\n", `proxy.yaml:5: cache.expanded_keys: want a whole number, got "lots"`},
+		{"cache:\n  key_set: 5\n", `proxy.yaml:5: unknown key "cache.key_set" (did you mean "key_sets"?); the keys of cache are: key_sets, key_sets_on_probation, key_sets_per_site, signature_agents, expanded_keys`},
+	} {
+		if err := parseAndValidate(t, base+tc.body); err == nil || err.Error() != tc.want {
+			t.Errorf("%q: error %v, want %s", tc.body, err, tc.want)
+		}
+	}
+
+	c = Default()
+	c.UseFlagNames()
+	if err := c.SetFlag("cache-signature-agents", []string{"-3"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Validate(); err == nil || !strings.Contains(err.Error(), "\n--cache-signature-agents -3: want 1 to 1000000, or -1 to cache none") {
+		t.Errorf("a bad flag: %v, want it named", err)
+	}
+}
+
+// TestCacheKeysNeedRestart: a reload leaves cache.* as they were and
+// names them, while limits.buckets_per_agent, under limits, is applied;
+// every reloadable key comes from the new file.
+func TestCacheKeysNeedRestart(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer up.Close()
+	head := "upstream: " + up.URL + "\nauthorities: [api.example.com]\ntrust: {hosts: [a.example]}\naccess_log: \"off\"\n"
+	first, err := Parse("proxy.yaml", []byte(head+"cache: {key_sets: 500}\nlimits: {agent: 10/1m, key_header: X-Tenant, buckets_per_agent: 8}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Build(context.Background(), first, Options{Reloadable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	next, err := Parse("proxy.yaml", []byte(head+"cache: {key_sets: 900, signature_agents: -1, expanded_keys: 4096}\n"+
+		"limits: {agent: 20/1m, key_header: X-Tenant, buckets_per_agent: 32}\nmode: optional\nroutes: [{prefix: /pub/, mode: observe}]\n"+
+		"allow: {hosts: [a.example]}\ndeny: {cards: [\"purpose:ai-training\"]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	restart, err := p.Reload(next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"cache.key_sets", "cache.signature_agents"}; !slices.Equal(restart, want) {
+		t.Errorf("keys needing a restart: %v, want %v", restart, want)
+	}
+	got := p.Config()
+	if got.Cache != first.Cache {
+		t.Errorf("cache after a reload: %+v, want %+v (as it was)", got.Cache, first.Cache)
+	}
+	for _, k := range reloadable {
+		a, _ := got.field(k)
+		b, _ := next.field(k)
+		if !reflect.DeepEqual(a.Interface(), b.Interface()) {
+			t.Errorf("%s after a reload: %+v, want the new file's %+v", k, a.Interface(), b.Interface())
+		}
+	}
+	if got.Limits.BucketsPerAgent != 32 {
+		t.Errorf("limits.buckets_per_agent after a reload: %d, want 32", got.Limits.BucketsPerAgent)
+	}
+	// An error in the reloaded rules names the new file's line, not the
+	// old one's.
+	bad, err := Parse("proxy.yaml", []byte(head+"\n\n\nlimits: {agent: 10/1m, buckets_per_agent: -2}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Reload(bad); err == nil || !strings.HasPrefix(err.Error(), "proxy.yaml:8: limits.buckets_per_agent: -2") {
+		t.Errorf("a bad reload: %v", err)
+	}
+}
+
+// TestExpandedKeysSet: Build sizes the process's cache of expanded keys,
+// and only when the size changes (setting it empties it).
+func TestExpandedKeysSet(t *testing.T) {
+	t.Cleanup(func() { setExpandedKeys(signer.DefaultExpandedKeyCacheSize) })
+	build := func(cache string) {
+		t.Helper()
+		c, err := Parse("proxy.yaml", []byte("authorities: [api.example.com]\ntrust: {hosts: [a.example]}\ncache: "+cache+"\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := Build(context.Background(), c, Options{Embedded: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Close()
+	}
+	for _, tc := range []struct {
+		cache string
+		want  int
+	}{
+		{"{expanded_keys: 100}", 100},
+		{"{expanded_keys: -1}", 0},
+		{"{}", signer.DefaultExpandedKeyCacheSize},
+	} {
+		build(tc.cache)
+		expandedKeys.Lock()
+		got := expandedKeys.size
+		expandedKeys.Unlock()
+		if got != tc.want {
+			t.Errorf("cache %s: the expanded-key cache holds %d, want %d", tc.cache, got, tc.want)
+		}
+	}
+}
