@@ -31,6 +31,7 @@
 package caddyagentid
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -98,6 +99,10 @@ type Handler struct {
 	Deny  *Policy `json:"deny,omitempty"`
 	// Limits are the per-agent and per-address rate limits.
 	Limits *Limits `json:"limits,omitempty"`
+	// Cache sizes the verifier's caches; a field left 0 keeps
+	// ConfigFile's value or the default. expanded_keys sizes a cache of
+	// the whole process: the handler provisioned last sets it.
+	Cache *Cache `json:"cache,omitempty"`
 
 	proxy    *proxyconfig.Proxy
 	chain    http.Handler
@@ -128,6 +133,15 @@ type Limits struct {
 	RedisPrefix      string   `json:"redis_prefix,omitempty"`
 	TrustedProxies   []string `json:"trusted_proxies,omitempty"`
 	ClientAddrHeader string   `json:"client_addr_header,omitempty"`
+}
+
+// Cache is the proxy's cache sizes (the keys of its cache block).
+type Cache struct {
+	KeySets            int `json:"key_sets,omitempty"`
+	KeySetsOnProbation int `json:"key_sets_on_probation,omitempty"`
+	KeySetsPerSite     int `json:"key_sets_per_site,omitempty"`
+	SignatureAgents    int `json:"signature_agents,omitempty"`
+	ExpandedKeys       int `json:"expanded_keys,omitempty"`
 }
 
 // CaddyModule returns the Caddy module information.
@@ -193,6 +207,14 @@ func (h *Handler) config() (*proxyconfig.Config, error) {
 	}
 	if h.Limits != nil {
 		cfg.Limits = proxyconfig.Limits(*h.Limits)
+	}
+	if h.Cache != nil { // 0 is the default: a field left 0 keeps the file's value
+		c := proxyconfig.Cache(*h.Cache)
+		cfg.Cache.KeySets = cmp.Or(c.KeySets, cfg.Cache.KeySets)
+		cfg.Cache.KeySetsOnProbation = cmp.Or(c.KeySetsOnProbation, cfg.Cache.KeySetsOnProbation)
+		cfg.Cache.KeySetsPerSite = cmp.Or(c.KeySetsPerSite, cfg.Cache.KeySetsPerSite)
+		cfg.Cache.SignatureAgents = cmp.Or(c.SignatureAgents, cfg.Cache.SignatureAgents)
+		cfg.Cache.ExpandedKeys = cmp.Or(c.ExpandedKeys, cfg.Cache.ExpandedKeys)
 	}
 	// What an embedded proxy does not do: no listener, no access log of
 	// its own (Caddy's log directive logs requests), no metrics server.

@@ -1,8 +1,11 @@
 package caddyagentid
 
 import (
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
@@ -26,11 +29,9 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 	return m, err
 }
 
-// subdirectives lists the Caddyfile's subdirectives, for errors.
-const subdirectives = "config_file, authorities, trust, allow_http, allow_private, registries, agentid_services, mode, profile, refusal_status, redis_url, route, allow, deny or limits"
-
 // UnmarshalCaddyfile reads the agentid directive, whose subdirectives are
-// the keys of idcli proxy's YAML file:
+// the fields of Handler (the keys of idcli proxy's YAML file) by their
+// JSON names:
 //
 //	agentid {
 //		config_file /etc/agentid/proxy.yaml
@@ -48,153 +49,151 @@ const subdirectives = "config_file, authorities, trust, allow_http, allow_privat
 //		allow identities|hosts|uids VALUE…
 //		deny identities|hosts|uids|cards VALUE…
 //		limits agent|address|key_header|buckets_per_agent|redis_prefix|trusted_proxies|client_addr_header VALUE…
+//		cache key_sets|key_sets_on_probation|key_sets_per_site|signature_agents|expanded_keys N
 //	}
 //
-// authorities and trust are required (here or in config_file). List
-// subdirectives may be repeated. Values are checked when the handler is
-// provisioned, by the same code as idcli proxy's.
+// A flag takes no value, a string or number one, a list one or more (and
+// may be repeated); route (one entry of routes) takes a prefix and a mode;
+// a block (allow, deny, limits, cache) takes the name of one of its keys
+// and that key's value(s). authorities and trust are required (here or in
+// config_file). Values are checked when the handler is provisioned, by
+// the same code as idcli proxy's.
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // the directive's name
 	if d.NextArg() {
 		return d.ArgErr()
 	}
+	hv := reflect.ValueOf(h).Elem()
 	for d.NextBlock(0) {
 		sub := d.Val()
 		args := d.RemainingArgs()
-		n := func(want int) error {
-			if len(args) != want {
-				return d.Errf("agentid: %s takes %d value(s), got %d", sub, want, len(args))
-			}
-			return nil
+		name := sub
+		if name == "route" {
+			name = "routes"
 		}
-		list := func(dst *[]string) error {
-			if len(args) == 0 {
-				return d.Errf("agentid: %s needs at least one value", sub)
-			}
-			*dst = append(*dst, args...)
-			return nil
+		f, ok := fieldByJSON(hv, name)
+		if !ok || sub == "routes" {
+			return d.Errf("agentid: unknown subdirective %q%s (want %s)", sub, didYouMean(sub, subdirectives()), orList(subdirectives()))
 		}
-		one := func(dst *string) error {
-			err := n(1)
-			if err == nil {
-				*dst = args[0]
-			}
-			return err
-		}
-		flag := func(dst *bool) error {
-			err := n(0)
-			*dst = err == nil
-			return err
-		}
-		var err error
-		switch sub {
-		case "config_file":
-			err = one(&h.ConfigFile)
-		case "authorities":
-			err = list(&h.Authorities)
-		case "trust":
-			err = list(&h.Trust)
-		case "allow_http":
-			err = flag(&h.AllowHTTP)
-		case "allow_private":
-			err = flag(&h.AllowPrivate)
-		case "registries":
-			err = list(&h.Registries)
-		case "agentid_services":
-			err = list(&h.AgentidServices)
-		case "mode":
-			err = one(&h.Mode)
-		case "profile":
-			err = one(&h.Profile)
-		case "redis_url":
-			err = one(&h.RedisURL)
-		case "refusal_status":
-			var s string
-			if err = one(&s); err == nil {
-				if h.RefusalStatus, err = strconv.Atoi(s); err != nil {
-					err = d.Errf("agentid: refusal_status %q: want 401 or 403", s)
-				}
-			}
-		case "route":
-			if err = n(2); err == nil {
-				h.Routes = append(h.Routes, Route{Prefix: args[0], Mode: args[1]})
-			}
-		case "allow", "deny":
-			err = h.policy(d, sub, args)
-		case "limits":
-			err = h.limits(d, args)
-		default:
-			err = d.Errf("agentid: unknown subdirective %q%s (want %s)", sub, didYouMean(sub), subdirectives)
-		}
-		if err != nil {
+		if err := setValue(d, sub, f, args); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// didYouMean suggests the subdirectives close to typed.
-func didYouMean(typed string) string {
-	near := proxyconfig.CloseTo(typed, strings.Split(strings.ReplaceAll(subdirectives, " or ", ", "), ", "))
+// subdirectives are the Caddyfile's subdirectives: the JSON names of
+// Handler's fields, in order, but "route" for routes (one entry each).
+var subdirectives = sync.OnceValue(func() []string {
+	out := keyNames(reflect.TypeFor[Handler]())
+	out[slices.Index(out, "routes")] = "route"
+	return out
+})
+
+// fieldByJSON returns the field of struct v named name in the JSON
+// config.
+func fieldByJSON(v reflect.Value, name string) (reflect.Value, bool) {
+	for i := range v.NumField() {
+		if jsonName(v.Type().Field(i)) == name && name != "" {
+			return v.Field(i), true
+		}
+	}
+	return reflect.Value{}, false
+}
+
+// jsonName is the name of f in the JSON config, "" if none.
+func jsonName(f reflect.StructField) string {
+	name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+	if !f.IsExported() || name == "-" {
+		return ""
+	}
+	return name
+}
+
+// keyNames are the JSON names of the fields of struct type t.
+func keyNames(t reflect.Type) []string {
+	var out []string
+	for i := range t.NumField() {
+		if n := jsonName(t.Field(i)); n != "" {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// setValue puts the Caddyfile values args of the subdirective (or block
+// key) name into v, by v's kind.
+func setValue(d *caddyfile.Dispenser, name string, v reflect.Value, args []string) error {
+	n := func(want int) error {
+		if len(args) != want {
+			return d.Errf("agentid: %s takes %d value(s), got %d", name, want, len(args))
+		}
+		return nil
+	}
+	switch v.Kind() {
+	case reflect.Bool:
+		if err := n(0); err != nil {
+			return err
+		}
+		v.SetBool(true)
+	case reflect.String:
+		if err := n(1); err != nil {
+			return err
+		}
+		v.SetString(args[0])
+	case reflect.Int:
+		if err := n(1); err != nil {
+			return err
+		}
+		i, err := strconv.Atoi(args[0])
+		if err != nil {
+			return d.Errf("agentid: %s %q: want a whole number", name, args[0])
+		}
+		v.SetInt(int64(i))
+	case reflect.Slice:
+		if v.Type().Elem() == reflect.TypeFor[Route]() {
+			if err := n(2); err != nil {
+				return err
+			}
+			v.Set(reflect.Append(v, reflect.ValueOf(Route{Prefix: args[0], Mode: args[1]})))
+			return nil
+		}
+		if len(args) == 0 {
+			return d.Errf("agentid: %s needs at least one value", name)
+		}
+		v.Set(reflect.AppendSlice(v, reflect.ValueOf(args)))
+	case reflect.Pointer: // a block: allow, deny, limits, cache
+		keys := keyNames(v.Type().Elem())
+		if len(args) < 2 {
+			return d.Errf("agentid: %s wants a key (%s) and its value", name, orList(keys))
+		}
+		if !slices.Contains(keys, args[0]) {
+			return d.Errf("agentid: %s %q: not a key of %s%s (want %s)", name, args[0], name, didYouMean(args[0], keys), orList(keys))
+		}
+		if v.IsNil() {
+			v.Set(reflect.New(v.Type().Elem()))
+		}
+		f, _ := fieldByJSON(v.Elem(), args[0])
+		return setValue(d, name+" "+args[0], f, args[1:])
+	}
+	return nil
+}
+
+// orList writes names as "a, b or c".
+func orList(names []string) string {
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
+// didYouMean suggests the names close to typed.
+func didYouMean(typed string, names []string) string {
+	near := proxyconfig.CloseTo(typed, names)
 	if len(near) == 0 {
 		return ""
 	}
 	return ": did you mean " + strings.Join(near, " or ") + "?"
-}
-
-// policy reads allow or deny: a list name and its values.
-func (h *Handler) policy(d *caddyfile.Dispenser, sub string, args []string) error {
-	if len(args) < 2 {
-		return d.Errf("agentid: %s wants identities, hosts, uids or cards, and at least one value", sub)
-	}
-	p := &h.Allow
-	if sub == "deny" {
-		p = &h.Deny
-	}
-	if *p == nil {
-		*p = new(Policy)
-	}
-	switch args[0] {
-	case "identities":
-		(*p).Identities = append((*p).Identities, args[1:]...)
-	case "hosts":
-		(*p).Hosts = append((*p).Hosts, args[1:]...)
-	case "uids":
-		(*p).UIDs = append((*p).UIDs, args[1:]...)
-	case "cards":
-		(*p).Cards = append((*p).Cards, args[1:]...)
-	default:
-		return d.Errf("agentid: %s %q: want identities, hosts, uids or cards", sub, args[0])
-	}
-	return nil
-}
-
-// limits reads one limits key and its value(s).
-func (h *Handler) limits(d *caddyfile.Dispenser, args []string) error {
-	if len(args) < 2 {
-		return d.Errf("agentid: limits wants a key (agent, address, key_header, buckets_per_agent, redis_prefix, trusted_proxies or client_addr_header) and its value")
-	}
-	if h.Limits == nil {
-		h.Limits = new(Limits)
-	}
-	l := h.Limits
-	one := map[string]*string{"agent": &l.Agent, "address": &l.Address, "key_header": &l.KeyHeader,
-		"redis_prefix": &l.RedisPrefix, "client_addr_header": &l.ClientAddrHeader}
-	switch dst, ok := one[args[0]]; {
-	case ok && len(args) == 2:
-		*dst = args[1]
-	case args[0] == "buckets_per_agent" && len(args) == 2:
-		n, err := strconv.Atoi(args[1])
-		if err != nil {
-			return d.Errf("agentid: limits buckets_per_agent %q: want a whole number", args[1])
-		}
-		l.BucketsPerAgent = n
-	case args[0] == "trusted_proxies":
-		l.TrustedProxies = append(l.TrustedProxies, args[1:]...)
-	default:
-		return d.Errf("agentid: limits %s: want agent, address, key_header, buckets_per_agent, redis_prefix or client_addr_header with one value, or trusted_proxies with several", args[0])
-	}
-	return nil
 }
 
 // Interface guard.

@@ -37,6 +37,8 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		limits agent 100/1m
 		limits buckets_per_agent 16
 		limits trusted_proxies 10.0.0.0/8 192.168.0.1
+		cache key_sets 20000
+		cache signature_agents -1
 	}`)
 	var h Handler
 	if err := h.UnmarshalCaddyfile(d); err != nil {
@@ -58,6 +60,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		Allow:           &Policy{Hosts: []string{"*.agentid.example"}},
 		Deny:            &Policy{UIDs: []string{"agent-0123*"}, Cards: []string{"purpose:ai-training"}},
 		Limits:          &Limits{Agent: "100/1m", BucketsPerAgent: 16, TrustedProxies: []string{"10.0.0.0/8", "192.168.0.1"}},
+		Cache:           &Cache{KeySets: 20000, SignatureAgents: -1},
 	}
 	if !reflect.DeepEqual(h, want) {
 		t.Errorf("got %+v\nwant %+v", h, want)
@@ -74,13 +77,20 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		{"agentid {\n\tmode required optional\n}", "mode takes 1 value(s), got 2"},
 		{"agentid {\n\ttrust\n}", "trust needs at least one value"},
 		{"agentid {\n\tallow_http yes\n}", "allow_http takes 0 value(s), got 1"},
-		{"agentid {\n\trefusal_status four\n}", `refusal_status "four": want 401 or 403`},
+		{"agentid {\n\trefusal_status four\n}", `refusal_status "four": want a whole number`},
 		{"agentid {\n\troute /x\n}", "route takes 2 value(s), got 1"},
-		{"agentid {\n\tallow host a.example\n}", `allow "host": want identities, hosts, uids or cards`},
-		{"agentid {\n\tdeny uids\n}", "deny wants identities, hosts, uids or cards, and at least one value"},
+		{"agentid {\n\tallow host a.example\n}", `allow "host": not a key of allow: did you mean hosts? (want identities, hosts, uids or cards)`},
+		{"agentid {\n\tdeny uids\n}", "deny wants a key (identities, hosts, uids or cards) and its value"},
 		{"agentid {\n\tlimits agent\n}", "limits wants a key"},
-		{"agentid {\n\tlimits agent 1/1m 2/1m\n}", "limits agent: want"},
-		{"agentid {\n\tlimits bogus 1\n}", "limits bogus: want"},
+		{"agentid {\n\tlimits agent 1/1m 2/1m\n}", "limits agent takes 1 value(s), got 2"},
+		{"agentid {\n\tlimits bogus 1\n}", `limits "bogus": not a key of limits (want agent, address, key_header, buckets_per_agent, redis_prefix, trusted_proxies or client_addr_header`},
+		{"agentid {\n\tlimits trusted_proxies\n}", "limits wants a key"},
+		{"agentid {\n\tcache key_set 5\n}", `cache "key_set": not a key of cache: did you mean key_sets? (want key_sets, key_sets_on_probation, key_sets_per_site, signature_agents or expanded_keys)`},
+		{"agentid {\n\tcache key_sets lots\n}", `cache key_sets "lots": want a whole number`},
+		{"agentid {\n\tcache expanded_keys 1 2\n}", "cache expanded_keys takes 1 value(s), got 2"},
+		{"agentid {\n\troutes /x optional\n}", `unknown subdirective "routes": did you mean route?`},
+		{"agentid {\n\t\"\" 1\n}", `unknown subdirective ""`},
+		{"agentid {\n\tproxy 1\n}", `unknown subdirective "proxy"`},
 		{"agentid {\n\tlimits buckets_per_agent many\n}", `buckets_per_agent "many": want a whole number`},
 	} {
 		var h Handler
@@ -115,6 +125,7 @@ func TestProvisionErrors(t *testing.T) {
 		{"bad service", func(h *Handler) { h.AgentidServices = []string{"ftp://x"} }, "agentid_services"},
 		{"bad limit", func(h *Handler) { h.Limits = &Limits{Agent: "lots"} }, "limits.agent"},
 		{"bad redis url", func(h *Handler) { h.RedisURL = "mysql://x" }, "redis_url"},
+		{"bad cache size", func(h *Handler) { h.Cache = &Cache{SignatureAgents: -2} }, "cache.signature_agents: -2: want 1 to 1000000"},
 		{"config file's bad value", func(h *Handler) { *h = Handler{ConfigFile: file} }, file + ":4: mode"},
 		{"missing config file", func(h *Handler) { h.ConfigFile = file + ".missing" }, "proxy.yaml.missing"},
 	} {
@@ -145,7 +156,8 @@ func TestJSONConfig(t *testing.T) {
 	var h Handler
 	err := json.Unmarshal([]byte(`{"authorities":["api.example.com"],"trust":["*.agentid.example"],"allow_http":true,
 		"routes":[{"prefix":"/public/","mode":"optional"}],"deny":{"cards":["purpose:ai-training"]},
-		"limits":{"agent":"10/1m","key_header":"X-Tenant","buckets_per_agent":8,"client_addr_header":"X-Forwarded-For"}}`), &h)
+		"limits":{"agent":"10/1m","key_header":"X-Tenant","buckets_per_agent":8,"client_addr_header":"X-Forwarded-For"},
+		"cache":{"key_sets":20000,"expanded_keys":-1}}`), &h)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +171,101 @@ func TestJSONConfig(t *testing.T) {
 	want.Routes = []proxyconfig.Route{{Prefix: "/public/", Mode: "optional"}}
 	want.Deny.Cards = []string{"purpose:ai-training"}
 	want.Limits = proxyconfig.Limits{Agent: "10/1m", KeyHeader: "X-Tenant", BucketsPerAgent: 8, ClientAddrHeader: "X-Forwarded-For"}
+	want.Cache.KeySets, want.Cache.ExpandedKeys = 20000, -1
 	if got, w := cfg.Effective(), want.Effective(); got != w {
 		t.Errorf("configuration:\n%s\nwant:\n%s", got, w)
+	}
+}
+
+// TestFieldsAreProxyKeys: Handler's fields (the JSON config, and through
+// UnmarshalCaddyfile the Caddyfile's subdirectives) are the keys of idcli
+// proxy's file, and each reaches the proxy's configuration: a key added to
+// proxyconfig and not here, or a field here that config does not carry
+// over, fails.
+func TestFieldsAreProxyKeys(t *testing.T) {
+	// The keys that mean nothing inside Caddy: its listener, upstream,
+	// role, access log, log level and connections are Caddy's own, and
+	// metrics and the status page are idcli proxy's.
+	notInCaddy := map[string]bool{"listen": true, "upstream": true, "forward_auth": true, "front": true, "forward_auth_from": true,
+		"metrics_listen": true, "access_log": true, "log_level": true, "upstream_max_idle": true}
+	// The trust block's keys are flat in Caddy.
+	caddyName := map[string]string{"trust.hosts": "trust", "trust.allow_http": "allow_http", "trust.allow_private": "allow_private", "trust.registries": "registries"}
+
+	// Every leaf of Handler by its JSON path, with a func giving it a
+	// value other than the default.
+	leaves := map[string]func(*Handler){}
+	sample := func(v reflect.Value) {
+		switch v.Kind() {
+		case reflect.String:
+			v.SetString("x")
+		case reflect.Bool:
+			v.SetBool(true)
+		case reflect.Int:
+			v.SetInt(7)
+		case reflect.Slice:
+			if v.Type().Elem() == reflect.TypeFor[Route]() {
+				v.Set(reflect.ValueOf([]Route{{Prefix: "/x/", Mode: "observe"}}))
+			} else {
+				v.Set(reflect.ValueOf([]string{"x"}))
+			}
+		default:
+			t.Fatalf("a field of kind %s", v.Kind())
+		}
+	}
+	ht := reflect.TypeFor[Handler]()
+	for i := range ht.NumField() {
+		f := ht.Field(i)
+		name := jsonName(f)
+		if name == "" || name == "config_file" {
+			continue
+		}
+		if f.Type.Kind() != reflect.Pointer {
+			leaves[name] = func(h *Handler) { sample(reflect.ValueOf(h).Elem().Field(i)) }
+			continue
+		}
+		for j := range f.Type.Elem().NumField() {
+			leaves[name+"."+jsonName(f.Type.Elem().Field(j))] = func(h *Handler) {
+				p := reflect.ValueOf(h).Elem().Field(i)
+				p.Set(reflect.New(f.Type.Elem()))
+				sample(p.Elem().Field(j))
+			}
+		}
+	}
+
+	matched := map[string]bool{}
+	for _, k := range proxyconfig.Keys() {
+		name := k.Name
+		if n, ok := caddyName[name]; ok {
+			name = n
+		}
+		_, has := leaves[name]
+		switch {
+		case notInCaddy[k.Name] && has:
+			t.Errorf("key %s does not apply in Caddy, yet Handler has %s", k.Name, name)
+		case !notInCaddy[k.Name] && !has:
+			t.Errorf("key %s of idcli proxy has no field %s in Handler (nor a subdirective)", k.Name, name)
+		}
+		matched[name] = true
+	}
+	empty, err := (&Handler{}).config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, set := range leaves {
+		if !matched[path] {
+			t.Errorf("Handler's %s is no key of idcli proxy", path)
+		}
+		var h Handler
+		set(&h)
+		cfg, err := h.config()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Effective() == empty.Effective() {
+			t.Errorf("Handler's %s does not reach the proxy's configuration", path)
+		}
+	}
+	if len(leaves) < 30 {
+		t.Errorf("walked %d fields of Handler, want at least 30", len(leaves))
 	}
 }
