@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -557,5 +558,58 @@ func TestReplayKeptAcrossReload(t *testing.T) {
 	defer fresh.Cleanup()
 	if status, code := serve(fresh, req.Clone(req.Context())); status != http.StatusOK {
 		t.Errorf("the same signature once no handler was left: %d %s, want it passed on (a new store)", status, code)
+	}
+}
+
+// TestPathRefusedBeforeVerification: a request whose path is not normal is
+// refused with 400 invalid_request, as idcli proxy refuses it, before any
+// verification work: its agent's key set is not fetched and the next
+// handler never runs, whatever the route's mode.
+func TestPathRefusedBeforeVerification(t *testing.T) {
+	key := signertest.Key(0x44)
+	var fetches atomic.Int32
+	body := `{"keys":[` + string(key.Public.JWK.MarshalPublic()) + `]}`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fetches.Add(1)
+		w.Header().Set("Content-Type", signer.DirectoryMediaType)
+		io.WriteString(w, body)
+	}))
+	defer srv.Close()
+	origin := "http://agent-0000000000000000000000ef.localhost:" + strings.TrimPrefix(srv.URL, "http://127.0.0.1:")
+	h := &caddyagentid.Handler{Authorities: []string{"api.example.com"}, Trust: []string{"*.localhost:*"}, AllowHTTP: true, AllowPrivate: true,
+		Routes: []caddyagentid.Route{{Prefix: "/pub/", Mode: "observe"}}}
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	defer cancel()
+	if err := h.Provision(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer h.Cleanup()
+	serve := func(path string) (status int, code string, reached bool) {
+		t.Helper()
+		req := httptest.NewRequest("GET", "http://api.example.com"+path, nil)
+		if err := signer.Sign(req, key, signer.Options{SignatureAgent: origin, Components: []string{"@method", "@authority", "@path"}}); err != nil {
+			t.Fatal(err)
+		}
+		w := httptest.NewRecorder()
+		err := h.ServeHTTP(w, req, caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+			reached = true
+			return nil
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w.Code, errorCode(w.Body.Bytes()), reached
+	}
+	for _, path := range []string{"/pub/../api/x", "/pub//x", "/pub/%2e%2e/api/x", "/api/x/."} {
+		if status, code, reached := serve(path); status != http.StatusBadRequest || code != "invalid_request" || reached {
+			t.Errorf("signed GET %s: %d %s (next handler reached: %v), want 400 invalid_request", path, status, code, reached)
+		}
+	}
+	if n := fetches.Load(); n != 0 {
+		t.Errorf("the agent's key set was fetched %d times for requests refused by their path, want 0", n)
+	}
+	// The same agent on a normal path is verified: its key set is fetched.
+	if _, _, reached := serve("/api/x"); !reached || fetches.Load() != 1 {
+		t.Errorf("signed GET /api/x: next handler reached %v, %d key-set fetches, want it reached after 1", reached, fetches.Load())
 	}
 }

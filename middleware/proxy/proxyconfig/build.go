@@ -342,9 +342,13 @@ func (p *Proxy) Handler() http.Handler {
 
 // Middleware verifies each request and applies the rules before next
 // (for an Embedded proxy): next sees the outcome with
-// middleware.ResultFrom; X-Agent-* headers are the caller's to set.
+// middleware.ResultFrom; X-Agent-* headers are the caller's to set. With
+// rules, a request whose path is not normal (middleware.CheckPath) is
+// refused with 400 invalid_request before any verification work, as the
+// proxy refuses it: no key set is fetched and no nonce spent for a request
+// that cannot pass.
 func (p *Proxy) Middleware(next http.Handler) http.Handler {
-	return p.verifier.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	verify := p.verifier.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if g := p.gate.Load(); g != nil {
 			var res *middleware.Result
 			if got, ok := middleware.ResultFrom(r.Context()); ok {
@@ -356,6 +360,15 @@ func (p *Proxy) Middleware(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	}))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p.gate.Load() != nil {
+			if err := middleware.CheckPath(r.URL); err != nil {
+				p.verifier.WriteError(w, err)
+				return
+			}
+		}
+		verify.ServeHTTP(w, r)
+	})
 }
 
 // uid is the uid of an agentid service's agent (agentid_services), for

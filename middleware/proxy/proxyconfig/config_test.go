@@ -253,7 +253,7 @@ func TestEmbeddedMiddleware(t *testing.T) {
 		t.Error("an embedded build has a proxy handler")
 	}
 	h := p.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("app")) }))
-	for path, want := range map[string]int{"/x": 401, "/pub/x": 200} {
+	for path, want := range map[string]int{"/x": 401, "/pub/x": 200, "/pub/../x": 400, "/pub//x": 400} {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest("GET", "http://api.example.com"+path, nil))
 		if rec.Code != want {
