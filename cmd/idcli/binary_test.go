@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/agentid/agentid/cmd/idcli/internal/clitest"
+	"github.com/agentid/agentid/middleware/proxy/proxyconfig"
 	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/refserver/dbtest"
 	"github.com/agentid/agentid/signer"
@@ -202,8 +203,8 @@ func TestCloseTo(t *testing.T) {
 		a, b string
 		want int
 	}{{"agnet", "agent", 1}, {"", "abc", 3}, {"kitten", "sitting", 3}, {"same", "same", 0}} {
-		if got := editDistance(tt.a, tt.b); got != tt.want {
-			t.Errorf("editDistance(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.want)
+		if got := proxyconfig.EditDistance(tt.a, tt.b); got != tt.want {
+			t.Errorf("proxyconfig.EditDistance(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.want)
 		}
 	}
 }

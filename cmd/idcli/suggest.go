@@ -122,9 +122,6 @@ func closeTo(typed string, candidates []string) []string {
 	return proxyconfig.CloseTo(typed, candidates)
 }
 
-// editDistance is the optimal string alignment distance between a and b.
-func editDistance(a, b string) int { return proxyconfig.EditDistance(a, b) }
-
 // commandAliases maps, per command group, words people type for a command
 // to the command they mean (relative to the group).
 var commandAliases = map[string]map[string]string{
