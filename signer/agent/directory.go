@@ -146,7 +146,13 @@ func directoryState(f *envfile.File) (created, expires time.Time, ok bool) {
 // RefreshDue reports whether a directory signature valid from created to
 // expires should be refreshed at now: once half its validity has passed.
 func RefreshDue(created, expires, now time.Time) bool {
-	return !now.Before(created.Add(expires.Sub(created) / 2))
+	return !now.Before(refreshAt(created, expires))
+}
+
+// refreshAt is when a directory signature valid from created to expires
+// falls due for a refresh (RefreshDue): half way through its validity.
+func refreshAt(created, expires time.Time) time.Time {
+	return created.Add(expires.Sub(created) / 2)
 }
 
 // RefreshOptions configure Refresh and RefreshIfDue.
@@ -171,6 +177,19 @@ type RefreshOptions struct {
 	Now func() time.Time
 }
 
+// loadOptions are the LoadOptions that locate o's credentials file.
+func (o RefreshOptions) loadOptions() LoadOptions {
+	return LoadOptions{Dir: o.Dir, Path: o.Path, Getenv: o.Getenv}.withDefaults()
+}
+
+// now reads o's clock.
+func (o RefreshOptions) now() time.Time {
+	if o.Now != nil {
+		return o.Now()
+	}
+	return time.Now()
+}
+
 // RefreshResult is what Refresh did.
 type RefreshResult struct {
 	DirectorySignature
@@ -183,7 +202,7 @@ type RefreshResult struct {
 // Client.RefreshDirectory), then records its validity in the credentials
 // file (AGENT_DIRECTORY_SIGNED_AT, AGENT_DIRECTORY_SIGNED_UNTIL).
 func Refresh(ctx context.Context, opts RefreshOptions) (RefreshResult, error) {
-	lo := LoadOptions{Dir: opts.Dir, Path: opts.Path, Getenv: opts.Getenv}.withDefaults()
+	lo := opts.loadOptions()
 	src, err := openSource(lo.Path, lo.Getenv)
 	if err != nil {
 		return RefreshResult{}, err
@@ -220,17 +239,13 @@ func refresh(ctx context.Context, opts RefreshOptions, src *source, path string)
 // service without directory signatures) is left as it is. Signed calls
 // run it first (`idcli agent curl`), so a directory in use stays signed.
 func RefreshIfDue(ctx context.Context, opts RefreshOptions) (RefreshResult, bool, error) {
-	lo := LoadOptions{Dir: opts.Dir, Path: opts.Path, Getenv: opts.Getenv}.withDefaults()
+	lo := opts.loadOptions()
 	src, err := openSource(lo.Path, lo.Getenv)
 	if err != nil {
 		return RefreshResult{}, false, err
 	}
 	created, expires, ok := directoryState(src.file)
-	now := time.Now
-	if opts.Now != nil {
-		now = opts.Now
-	}
-	if !ok || !RefreshDue(created, expires, now()) {
+	if !ok || !RefreshDue(created, expires, opts.now()) {
 		return RefreshResult{}, false, nil
 	}
 	res, err := refresh(ctx, opts, src, lo.Path)
@@ -276,10 +291,7 @@ func (t *RefreshTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 }
 
 func (t *RefreshTransport) refreshIfDue(ctx context.Context) {
-	now := time.Now
-	if t.Options.Now != nil {
-		now = t.Options.Now
-	}
+	now := t.Options.now
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !t.loaded {
@@ -306,8 +318,7 @@ func (t *RefreshTransport) refreshIfDue(ctx context.Context) {
 // readDue returns when the recorded signature is due for a refresh (zero
 // when none is recorded or the file cannot be read).
 func (t *RefreshTransport) readDue() time.Time {
-	lo := LoadOptions{Dir: t.Options.Dir, Path: t.Options.Path, Getenv: t.Options.Getenv}.withDefaults()
-	f, err := envfile.Read(lo.Path)
+	f, err := envfile.Read(t.Options.loadOptions().Path)
 	if err != nil {
 		return time.Time{}
 	}
@@ -315,5 +326,5 @@ func (t *RefreshTransport) readDue() time.Time {
 	if !ok {
 		return time.Time{}
 	}
-	return created.Add(expires.Sub(created) / 2)
+	return refreshAt(created, expires)
 }

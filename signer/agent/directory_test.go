@@ -61,17 +61,7 @@ func TestInitSignsDirectoryAndRefreshIfDue(t *testing.T) {
 	if got := readVar(t, path, agent.EnvDirectorySignedUntil); got != strconv.FormatInt(start.Add(agent.DefaultDirectoryValidity).Unix(), 10) {
 		t.Errorf("%s = %q", agent.EnvDirectorySignedUntil, got)
 	}
-	count := func() int {
-		svc.mu.Lock()
-		defer svc.mu.Unlock()
-		n := 0
-		for _, r := range svc.requests {
-			if strings.HasSuffix(r.URL.Path, "/directory-signatures") {
-				n++
-			}
-		}
-		return n
-	}
+	count := svc.directoryRefreshes
 	if n := count(); n != 1 {
 		t.Fatalf("%d refresh requests after Init, want 1", n)
 	}
@@ -124,30 +114,13 @@ func TestRefreshTransport(t *testing.T) {
 	t.Parallel()
 	svc := newFakeService(t)
 	dir := t.TempDir()
-	ctx := context.Background()
 	getenv := envOf(nil)
 	start := time.Now().Truncate(time.Second)
-	if res, err := agent.Init(ctx, agent.InitOptions{Dir: dir, Hostname: svc.URL(), Getenv: getenv, Now: func() time.Time { return start }}); err != nil || res.DirectoryError != nil {
-		t.Fatalf("Init: %v %v", err, res.DirectoryError)
-	}
-	creds, err := agent.Load(agent.LoadOptions{Dir: dir, Getenv: getenv})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, creds := initSigned(t, svc, dir, getenv, start)
 	var clock atomic.Int64
 	clock.Store(start.Unix())
 	now := func() time.Time { return time.Unix(clock.Load(), 0) }
-	refreshes := func() int {
-		svc.mu.Lock()
-		defer svc.mu.Unlock()
-		n := 0
-		for _, r := range svc.requests {
-			if strings.HasSuffix(r.URL.Path, "/directory-signatures") {
-				n++
-			}
-		}
-		return n
-	}
+	refreshes := svc.directoryRefreshes
 	var errs []error
 	tr := &agent.RefreshTransport{Base: creds.Transport(nil), Options: agent.RefreshOptions{Dir: dir, Getenv: getenv, Now: now},
 		OnError: func(err error) { errs = append(errs, err) }}
@@ -190,4 +163,58 @@ func TestRefreshTransport(t *testing.T) {
 	if len(errs) != 2 {
 		t.Errorf("%d errors reported after RetryAfter, want 2", len(errs))
 	}
+}
+
+// RefreshTransport falls due at the instant RefreshDue does (one formula):
+// not a second before half the validity, and at half exactly.
+func TestRefreshTransportDueWithRefreshDue(t *testing.T) {
+	t.Parallel()
+	svc := newFakeService(t)
+	dir := t.TempDir()
+	getenv := envOf(nil)
+	res, creds := initSigned(t, svc, dir, getenv, time.Now().Truncate(time.Second))
+	created, expires := res.Directory.Created, res.Directory.Expires
+	half := created.Add(expires.Sub(created) / 2)
+	var clock atomic.Int64
+	tr := &agent.RefreshTransport{Base: creds.Transport(nil),
+		Options: agent.RefreshOptions{Dir: dir, Getenv: getenv, Now: func() time.Time { return time.Unix(clock.Load(), 0) }}}
+	client := &http.Client{Transport: tr}
+	refreshes := svc.directoryRefreshes
+	for _, tt := range []struct {
+		name string
+		at   time.Time
+		want int // refreshes so far, Init's included
+	}{
+		{"a second before half", half.Add(-time.Second), 1},
+		{"at half", half, 2},
+	} {
+		clock.Store(tt.at.Unix())
+		resp, err := client.Get(svc.URL() + "/whoami")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		due := agent.RefreshDue(created, expires, tt.at)
+		if got := refreshes(); got != tt.want {
+			t.Errorf("%s: %d refreshes, want %d (RefreshDue = %v)", tt.name, got, tt.want, due)
+		}
+		if wantDue := tt.want == 2; due != wantDue {
+			t.Errorf("%s: RefreshDue = %v, want %v", tt.name, due, wantDue)
+		}
+	}
+}
+
+// initSigned makes an agent of svc in dir at start, its directory signed,
+// and loads its credentials.
+func initSigned(t *testing.T, svc *fakeService, dir string, getenv func(string) string, start time.Time) (agent.InitResult, agent.Credentials) {
+	t.Helper()
+	res, err := agent.Init(context.Background(), agent.InitOptions{Dir: dir, Hostname: svc.URL(), Getenv: getenv, Now: func() time.Time { return start }})
+	if err != nil || res.DirectoryError != nil {
+		t.Fatalf("Init: %v %v", err, res.DirectoryError)
+	}
+	creds, err := agent.Load(agent.LoadOptions{Dir: dir, Getenv: getenv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, creds
 }

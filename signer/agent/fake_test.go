@@ -47,6 +47,19 @@ func newFakeService(t *testing.T) *fakeService {
 
 func (f *fakeService) URL() string { return f.srv.URL }
 
+// directoryRefreshes counts the directory signature refreshes received.
+func (f *fakeService) directoryRefreshes() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, r := range f.requests {
+		if strings.HasSuffix(r.URL.Path, "/directory-signatures") {
+			n++
+		}
+	}
+	return n
+}
+
 // agentHost is "<scheme>://<uid>.<host:port>" for this service.
 func (f *fakeService) origin(uid string) string {
 	return strings.Replace(f.srv.URL, "://", "://"+uid+".", 1)
