@@ -74,7 +74,7 @@ func (s *Server) registerAgent(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	resp, err := s.proveAndRegister(r.WithContext(withInvite(r.Context(), invite)), body, pk, v, nil)
+	resp, err := s.proveAndRegister(r, body, pk, invite, v, nil)
 	if err != nil {
 		return err
 	}
@@ -88,9 +88,10 @@ func (s *Server) registerAgent(w http.ResponseWriter, r *http.Request) error {
 
 // proveAndRegister verifies that r (whose body the handler read) is
 // signed by pk (proof of possession, with verifier v and the optional
-// extra check, whose error is a refusal by v too), then registers pk. POST
-// /agents and the vestauth-compat POST /register share it.
-func (s *Server) proveAndRegister(r *http.Request, body []byte, pk signer.PublicKey, v *middleware.Verifier, extra func(middleware.Agent) *middleware.Error) (keyResponse, error) {
+// extra check, whose error is a refusal by v too), then registers pk,
+// spending invite (see registerKey). POST /agents and the vestauth-compat
+// POST /register share it.
+func (s *Server) proveAndRegister(r *http.Request, body []byte, pk signer.PublicKey, invite string, v *middleware.Verifier, extra func(middleware.Agent) *middleware.Error) (keyResponse, error) {
 	res := v.CheckSigned(s.parse(v, r, body), possessionKey{pk})
 	if err := refuse(v, res); err != nil {
 		return keyResponse{}, err
@@ -102,7 +103,7 @@ func (s *Server) proveAndRegister(r *http.Request, body []byte, pk signer.Public
 	}
 	ctx, cancel := s.dbContext(r.Context())
 	defer cancel()
-	uid, isNew, err := s.registerKey(ctx, pk)
+	uid, isNew, err := s.registerKey(ctx, pk, invite)
 	s.keys.forget(pk.JWK.Kid) // even on error: a failed commit may have committed
 	if err != nil {
 		return keyResponse{}, err
@@ -113,10 +114,13 @@ func (s *Server) proveAndRegister(r *http.Request, body []byte, pk signer.Public
 }
 
 // registerKey returns the agent holding pk, creating agent and key in one
-// transaction when the key is new. Concurrent registrations of one key
-// converge on the unique index on kid: the losers roll back (no orphan
-// agent) and find the winner's row.
-func (s *Server) registerKey(ctx context.Context, pk signer.PublicKey) (uid string, isNew bool, err error) {
+// transaction when the key is new. In registration mode token that
+// transaction also spends one use of the invitation token invite (the
+// Agentid-Invite header checkRegistrationMode returned), so a failed
+// registration spends nothing; an already registered key spends nothing
+// either. Concurrent registrations of one key converge on the unique index
+// on kid: the losers roll back (no orphan agent) and find the winner's row.
+func (s *Server) registerKey(ctx context.Context, pk signer.PublicKey, invite string) (uid string, isNew bool, err error) {
 	db := s.db.WithContext(ctx)
 	for attempt := 0; attempt < 4; attempt++ {
 		var existing PublicJWK
@@ -141,7 +145,7 @@ func (s *Server) registerKey(ctx context.Context, pk signer.PublicKey) (uid stri
 		err = db.Transaction(func(tx *gorm.DB) error {
 			now := s.cfg.Now().UTC()
 			if s.cfg.Registration == RegistrationToken {
-				if err := useInvite(tx, inviteOf(ctx), now); err != nil {
+				if err := useInvite(tx, invite, now); err != nil {
 					return err
 				}
 			}

@@ -65,7 +65,7 @@ func (s *Server) compatRegister(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	resp, err := s.proveAndRegister(r, body, pk, s.verify.compatRegister, func(a middleware.Agent) *middleware.Error {
+	resp, err := s.proveAndRegister(r, body, pk, "", s.verify.compatRegister, func(a middleware.Agent) *middleware.Error {
 		if a.Tag != signer.DefaultTag && a.Tag != NullTag {
 			return middleware.Fail(middleware.CodeInvalidSignatureInput,
 				"no signature has tag=%q (or vestauth's tag=%q)", signer.DefaultTag, NullTag)

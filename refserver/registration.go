@@ -1,7 +1,6 @@
 package refserver
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -61,22 +60,6 @@ func (s *Server) checkRegistrationMode(r *http.Request, v *middleware.Verifier) 
 		return vals[0], s.verify.registerInvite, nil
 	}
 	return "", v, nil
-}
-
-// inviteKey carries the invitation token of a registration to
-// registerKey's transaction.
-type inviteKey struct{}
-
-func withInvite(ctx context.Context, token string) context.Context {
-	if token == "" {
-		return ctx
-	}
-	return context.WithValue(ctx, inviteKey{}, token)
-}
-
-func inviteOf(ctx context.Context) string {
-	t, _ := ctx.Value(inviteKey{}).(string)
-	return t
 }
 
 func validRegistration(mode string) error {
