@@ -49,10 +49,16 @@ type DirectorySignature struct {
 // authority). Directory signatures are made and checked over it.
 // authority must be a host[:port] (ErrInvalidAuthority otherwise).
 func DirectoryResponse(scheme, authority string, body []byte) (*http.Response, error) {
+	cd, _ := ContentDigest(body, DirectoryDigestAlg)
+	return directoryResponse(scheme, authority, cd)
+}
+
+// directoryResponse is DirectoryResponse given the body's Content-Digest
+// field value cd.
+func directoryResponse(scheme, authority, cd string) (*http.Response, error) {
 	if _, err := ParseAuthority(scheme, authority); err != nil {
 		return nil, err
 	}
-	cd, _ := ContentDigest(body, DirectoryDigestAlg)
 	req := &http.Request{Method: http.MethodGet, Host: authority,
 		URL: &url.URL{Scheme: scheme, Host: authority, Path: DirectoryPath}, Header: http.Header{}}
 	return &http.Response{StatusCode: http.StatusOK, Request: req,
@@ -133,7 +139,18 @@ func ParseDirectorySignature(d DirectorySignature) (Signature, error) {
 // (DirectoryResponse): the base is built exactly as SignDirectory builds it.
 // It checks the signature only; the caller checks its parameters.
 func VerifyDirectory(sig *Signature, pk PublicKey, scheme, authority string, body []byte) error {
-	resp, err := DirectoryResponse(scheme, authority, body)
+	cd, _ := ContentDigest(body, DirectoryDigestAlg)
+	return VerifyDirectoryDigest(sig, pk, scheme, authority, cd)
+}
+
+// VerifyDirectoryDigest is VerifyDirectory for a caller that holds the
+// body's Content-Digest field value already, contentDigest =
+// ContentDigest(body, DirectoryDigestAlg): the body is not hashed again (a
+// server checking several signatures over the directory it serves hashes
+// it once). The signature covers that field, so a contentDigest that is
+// not the body's makes a signature over the body fail to verify.
+func VerifyDirectoryDigest(sig *Signature, pk PublicKey, scheme, authority, contentDigest string) error {
+	resp, err := directoryResponse(scheme, authority, contentDigest)
 	if err != nil {
 		return err
 	}

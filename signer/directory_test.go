@@ -62,6 +62,18 @@ func TestDirectorySignatureProtocol01E23(t *testing.T) {
 	if err := signer.VerifyDirectory(&sigs[0], key.Public, "https", v.Authority, []byte(v.Body)); err != nil {
 		t.Errorf("VerifyDirectory(vector) = %v", err)
 	}
+	// Given the vector's Content-Digest the body is not needed; given
+	// another body's, the signature does not verify.
+	if err := signer.VerifyDirectoryDigest(&sigs[0], key.Public, "https", v.Authority, v.Headers["Content-Digest"]); err != nil {
+		t.Errorf("VerifyDirectoryDigest(vector) = %v", err)
+	}
+	other, _ := signer.ContentDigest([]byte(v.Body+" "), signer.DirectoryDigestAlg)
+	if err := signer.VerifyDirectoryDigest(&sigs[0], key.Public, "https", v.Authority, other); err == nil {
+		t.Error("VerifyDirectoryDigest with another body's digest verified")
+	}
+	if err := signer.VerifyDirectoryDigest(&sigs[0], key.Public, "https", "bad/authority", v.Headers["Content-Digest"]); !errors.Is(err, signer.ErrInvalidAuthority) {
+		t.Errorf("VerifyDirectoryDigest with a bad authority = %v, want ErrInvalidAuthority", err)
+	}
 	ds, err := signer.SignDirectoryAs(key, &sigs[0], "https", v.Authority, []byte(v.Body))
 	if err != nil {
 		t.Fatal(err)
