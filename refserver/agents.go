@@ -37,29 +37,56 @@ func (s *Server) readJSONBody(w http.ResponseWriter, r *http.Request) ([]byte, e
 	return body, nil
 }
 
+// keyRequest is a body {"public_jwk":{…}} as readKeyBody read and
+// decoded it, once.
+type keyRequest struct {
+	pk   signer.PublicKey
+	body []byte // as read, for Content-Digest verification
+	// dirSigs is the member "directory_signatures" as sent (a rotation's;
+	// nil when absent), decoded by directorySignatures.
+	dirSigs json.RawMessage
+	// strayClose: the JSON object was followed by more than white space
+	// (a "]" or "}" gets past the decoder's More): a body that is not
+	// one JSON value, which a rotation refuses when it looks for
+	// directory_signatures.
+	strayClose bool
+}
+
 // readKeyBody checks the content type and size, reads the body once,
-// decodes {"public_jwk":{…}} and validates the JWK. It returns the key and
-// the body, for Content-Digest verification.
-func (s *Server) readKeyBody(w http.ResponseWriter, r *http.Request) (signer.PublicKey, []byte, error) {
+// decodes {"public_jwk":{…}} (and the rotation's directory_signatures,
+// kept as sent) and validates the JWK.
+func (s *Server) readKeyBody(w http.ResponseWriter, r *http.Request) (keyRequest, error) {
 	body, err := s.readJSONBody(w, r)
 	if err != nil {
-		return signer.PublicKey{}, nil, err
+		return keyRequest{}, err
 	}
 	var req struct {
-		PublicJWK json.RawMessage `json:"public_jwk"`
+		PublicJWK           json.RawMessage `json:"public_jwk"`
+		DirectorySignatures json.RawMessage `json:"directory_signatures"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(&req); err != nil || dec.More() {
-		return signer.PublicKey{}, nil, middleware.Fail(middleware.CodeInvalidRequest, `the body must be a JSON object {"public_jwk":{…}}`)
+		return keyRequest{}, middleware.Fail(middleware.CodeInvalidRequest, `the body must be a JSON object {"public_jwk":{…}}`)
 	}
 	if len(req.PublicJWK) == 0 || bytes.Equal(req.PublicJWK, []byte("null")) {
-		return signer.PublicKey{}, nil, middleware.Fail(middleware.CodeInvalidRequest, "public_jwk is required")
+		return keyRequest{}, middleware.Fail(middleware.CodeInvalidRequest, "public_jwk is required")
 	}
 	pk, err := signer.ParsePublicJWK(req.PublicJWK)
 	if err != nil {
-		return signer.PublicKey{}, nil, &middleware.Error{Code: CodeInvalidJWK, Message: strings.TrimPrefix(err.Error(), "signer: "), Err: err}
+		return keyRequest{}, &middleware.Error{Code: CodeInvalidJWK, Message: strings.TrimPrefix(err.Error(), "signer: "), Err: err}
 	}
-	return pk, body, nil
+	return keyRequest{pk: pk, body: body, dirSigs: req.DirectorySignatures,
+		strayClose: len(bytes.TrimRight(body[dec.InputOffset():], " \t\r\n")) > 0}, nil
+}
+
+// directorySignatures decodes the rotation's optional member
+// directory_signatures, refusing as decodeDirectorySignatures does.
+func (k *keyRequest) directorySignatures() ([]directorySignatureJSON, error) {
+	if k.strayClose {
+		return nil, errDirectorySignaturesShape
+	}
+	in, _, err := decodeDirectorySignatures(k.dirSigs)
+	return in, err
 }
 
 // registerAgent is POST /agents: register the body's public key, proven by a
@@ -70,11 +97,11 @@ func (s *Server) registerAgent(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	pk, body, err := s.readKeyBody(w, r)
+	kr, err := s.readKeyBody(w, r)
 	if err != nil {
 		return err
 	}
-	resp, err := s.proveAndRegister(r, body, pk, invite, v, nil)
+	resp, err := s.proveAndRegister(r, kr.body, kr.pk, invite, v, nil)
 	if err != nil {
 		return err
 	}
@@ -173,51 +200,91 @@ func (s *Server) registerKey(ctx context.Context, pk signer.PublicKey, invite st
 // new key in the body; then, in one transaction holding the agent row lock,
 // the new key is inserted and every other active key revoked.
 func (s *Server) rotateKeys(w http.ResponseWriter, r *http.Request) error {
-	uid := mux.Vars(r)["uid"]
-	if !signer.ValidUID(uid) {
-		return middleware.Fail(CodeAgentNotFound, "%q is not an agent uid (want agent-<24 hex>)", signer.Truncate(uid))
+	uid, err := pathUID(r)
+	if err != nil {
+		return err
 	}
-	pk, body, err := s.readKeyBody(w, r)
+	kr, err := s.readKeyBody(w, r)
 	if err != nil {
 		return err
 	}
 	// Both signatures are checked on one parse of the signature fields
 	// and the body read above.
-	sr := s.parse(s.verify.agentWrite, r, body)
-	res := s.verify.agentWrite.CheckSigned(sr, nil)
-	if err := refuse(s.verify.agentWrite, res); err != nil {
+	a, sr, err := s.checkAgentWrite(r, uid, kr.body, "rotate the keys of")
+	if err != nil {
 		return err
 	}
-	a := res.Agent
-	if a.UID != uid {
-		return middleware.Fail(middleware.CodeForbidden, "the signing agent %s may not rotate the keys of %s", a.SignatureAgent, uid)
-	}
 	proof := s.verify.rotationProof
-	if err := refuse(proof, proof.CheckSigned(sr, possessionKey{pk})); err != nil {
+	if err := refuse(proof, proof.CheckSigned(sr, possessionKey{kr.pk})); err != nil {
 		return err
 	}
 	// The directory after the rotation holds the new key alone; the
 	// signatures the agent made over it (if any) are checked now and
 	// stored with the rotation.
-	in, _, err := decodeDirectorySignatures(body)
+	in, err := kr.directorySignatures()
 	if err != nil {
 		return err
 	}
-	served, err := servedKey(pk)
+	served, err := servedKey(kr.pk)
 	if err != nil {
 		return err
 	}
-	keys := []signer.PublicKey{served}
-	sigs, err := s.checkDirectorySignatures(uid, keys, newDirEntry(keys).body, in)
+	sigs, err := s.checkDirectorySignatures(uid, []signer.PublicKey{served}, in)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := s.dbContext(r.Context())
 	defer cancel()
-	if err := s.rotateAgent(ctx, uid, a.KeyID, pk, sigs); err != nil {
+	if err := s.rotateAgent(ctx, uid, a.KeyID, kr.pk, sigs); err != nil {
 		return err
 	}
-	writeKeyResponse(w, http.StatusOK, s.keyResponse(uid, pk.JWK))
+	writeKeyResponse(w, http.StatusOK, s.keyResponse(uid, kr.pk.JWK))
+	return nil
+}
+
+// pathUID returns the {uid} of r's path (PUT /agents/{uid}/…), or 404
+// agent_not_found when it is not an agent uid.
+func pathUID(r *http.Request) (string, error) {
+	uid := mux.Vars(r)["uid"]
+	if !signer.ValidUID(uid) {
+		return "", middleware.Fail(CodeAgentNotFound, "%q is not an agent uid (want agent-<24 hex>)", signer.Truncate(uid))
+	}
+	return uid, nil
+}
+
+// checkAgentWrite checks the signature of a write to agent uid's own
+// record (PUT /agents/{uid}/keys and /directory-signatures), r's body
+// read as body: made with an active key of an agent of this service,
+// covering @method, @path and content-digest (verify.agentWrite), and by
+// uid itself; another agent is refused with 403 forbidden ("the signing
+// agent … may not <action> uid"). It returns the signing agent and the
+// parsed signature fields, on which a second signature of the request
+// is checked without reading them again.
+func (s *Server) checkAgentWrite(r *http.Request, uid string, body []byte, action string) (middleware.Agent, *middleware.Signed, error) {
+	v := s.verify.agentWrite
+	sr := s.parse(v, r, body)
+	res := v.CheckSigned(sr, nil)
+	if err := refuse(v, res); err != nil {
+		return middleware.Agent{}, nil, err
+	}
+	if a := res.Agent; a.UID != uid {
+		return middleware.Agent{}, nil, middleware.Fail(middleware.CodeForbidden, "the signing agent %s may not %s %s", a.SignatureAgent, action, uid)
+	}
+	return res.Agent, sr, nil
+}
+
+// lockAgent takes the row lock of agent uid within tx, so that the
+// writes to one agent (rotations, directory signatures) run one after the
+// other (SQLite: the immediate write transaction is the lock), or returns
+// 404 agent_not_found.
+func lockAgent(tx *gorm.DB, uid string) error {
+	var agent Agent
+	if err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("uid = ?", uid).Take(&agent).Error; err != nil {
+		if isNotFound(err) {
+			return middleware.Fail(CodeAgentNotFound, "agent %s is not registered", uid)
+		}
+		return err
+	}
 	return nil
 }
 
@@ -256,13 +323,7 @@ var errKeyRegistered = errors.New("refserver: new key already registered")
 func (s *Server) rotate(ctx context.Context, uid, signingKid string, pk signer.PublicKey, sigs []DirectorySignature) (revoked []string, err error) {
 	jwk := pk.JWK.MarshalPublic()
 	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		var agent Agent
-		// Row lock: concurrent rotations of one agent run one after the
-		// other (SQLite: the immediate write transaction is the lock).
-		if err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("uid = ?", uid).Take(&agent).Error; err != nil {
-			if isNotFound(err) {
-				return middleware.Fail(CodeAgentNotFound, "agent %s is not registered", uid)
-			}
+		if err := lockAgent(tx, uid); err != nil {
 			return err
 		}
 		var signing PublicJWK

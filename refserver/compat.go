@@ -45,7 +45,7 @@ func (s *Server) compatRoutes(api *mux.Router) {
 // application/json (a present one must still be application/json). The
 // header is not covered by vestauth's signatures, so setting it changes
 // nothing that was signed.
-func (s *Server) readCompatKeyBody(w http.ResponseWriter, r *http.Request) (signer.PublicKey, []byte, error) {
+func (s *Server) readCompatKeyBody(w http.ResponseWriter, r *http.Request) (keyRequest, error) {
 	if len(r.Header.Values("Content-Type")) == 0 {
 		r.Header.Set("Content-Type", "application/json")
 	}
@@ -61,11 +61,11 @@ func (s *Server) compatRegister(w http.ResponseWriter, r *http.Request) error {
 	if _, _, err := s.checkRegistrationMode(r, s.verify.compatRegister); err != nil {
 		return err
 	}
-	pk, body, err := s.readCompatKeyBody(w, r)
+	kr, err := s.readCompatKeyBody(w, r)
 	if err != nil {
 		return err
 	}
-	resp, err := s.proveAndRegister(r, body, pk, "", s.verify.compatRegister, func(a middleware.Agent) *middleware.Error {
+	resp, err := s.proveAndRegister(r, kr.body, kr.pk, "", s.verify.compatRegister, func(a middleware.Agent) *middleware.Error {
 		if a.Tag != signer.DefaultTag && a.Tag != NullTag {
 			return middleware.Fail(middleware.CodeInvalidSignatureInput,
 				"no signature has tag=%q (or vestauth's tag=%q)", signer.DefaultTag, NullTag)
@@ -90,12 +90,12 @@ func (s *Server) compatRegister(w http.ResponseWriter, r *http.Request) error {
 // current or revoked key) is refused with 409 key_in_use, and the
 // database is left unchanged.
 func (s *Server) compatRotate(w http.ResponseWriter, r *http.Request) error {
-	pk, body, err := s.readCompatKeyBody(w, r)
+	kr, err := s.readCompatKeyBody(w, r)
 	if err != nil {
 		return err
 	}
 	v := s.verify.compatRotate
-	res := v.CheckSigned(s.parse(v, r, body), nil)
+	res := v.CheckSigned(s.parse(v, r, kr.body), nil)
 	if err := refuse(v, res); err != nil {
 		return err
 	}
@@ -105,7 +105,7 @@ func (s *Server) compatRotate(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx, cancel := s.dbContext(r.Context())
 	defer cancel()
-	if err := s.rotateAgent(ctx, a.UID, a.KeyID, pk, nil); err != nil {
+	if err := s.rotateAgent(ctx, a.UID, a.KeyID, kr.pk, nil); err != nil {
 		if errors.Is(err, errKeyRegistered) {
 			err = &middleware.Error{Code: CodeKeyInUse,
 				Message: "this public key is already registered (to this or another agent); a vestauth rotation cannot prove possession of the new key, so it must be a key never registered before: generate a new key",
@@ -113,6 +113,6 @@ func (s *Server) compatRotate(w http.ResponseWriter, r *http.Request) error {
 		}
 		return err
 	}
-	writeKeyResponse(w, http.StatusOK, s.keyResponse(a.UID, pk.JWK))
+	writeKeyResponse(w, http.StatusOK, s.keyResponse(a.UID, kr.pk.JWK))
 	return nil
 }

@@ -1,7 +1,6 @@
 package refserver
 
 import (
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -12,9 +11,7 @@ import (
 
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/signer"
-	"github.com/gorilla/mux"
 	"gorm.io/gorm"
-	"gorm.io/gorm/clause"
 )
 
 // Bounds of the directory signatures an agent hands over.
@@ -47,18 +44,22 @@ type directorySignatureJSON struct {
 }
 
 // checkDirectorySignatures checks the directory signatures in of uid's
-// directory as it will be served, body with keys, each against that body
-// and the agent host, and returns them as rows to store. Every refusal is
-// 400 invalid_directory_signature naming the entry; nothing is stored
-// unless all pass. The work is bounded: at most MaxDirectorySignatures
-// entries of bounded size, one verification each.
-func (s *Server) checkDirectorySignatures(uid string, keys []signer.PublicKey, body []byte, in []directorySignatureJSON) ([]DirectorySignature, error) {
+// directory as it will be served with keys, each against that directory
+// (rendered once, its body hashed once) and the agent host, and returns
+// them as rows to store. Every refusal is 400 invalid_directory_signature
+// naming the entry; nothing is stored unless all pass. The work is
+// bounded: at most MaxDirectorySignatures entries of bounded size, one
+// verification each.
+func (s *Server) checkDirectorySignatures(uid string, keys []signer.PublicKey, in []directorySignatureJSON) ([]DirectorySignature, error) {
 	if len(in) > MaxDirectorySignatures || len(in) > len(keys) {
 		return nil, middleware.Fail(CodeInvalidDirectorySignature,
 			"%d directory signatures for a directory of %d keys: at most one per key (and %d in all)", len(in), len(keys), MaxDirectorySignatures)
 	}
+	if len(in) == 0 {
+		return nil, nil
+	}
 	authority := uid + "." + s.service.Host
-	digest := sha256.Sum256(body)
+	dir := newDirEntry(keys)
 	now := s.cfg.Now()
 	rows := make([]DirectorySignature, 0, len(in))
 	seen := make(map[string]bool, len(in))
@@ -105,14 +106,14 @@ func (s *Server) checkDirectorySignatures(uid string, keys []signer.PublicKey, b
 		case !expires.After(now):
 			return nil, fail("expired at %s", expires.UTC().Format(time.RFC3339))
 		}
-		if err := signer.VerifyDirectory(&sig, pk, s.service.Scheme, authority, body); err != nil {
+		if err := signer.VerifyDirectoryDigest(&sig, pk, s.service.Scheme, authority, dir.digest); err != nil {
 			return nil, fail("does not verify with key %s over the directory of %s as served: %s", pk.Thumbprint, authority, strings.TrimPrefix(err.Error(), "signer: "))
 		}
 		input, err := sig.SignatureParams()
 		if err != nil {
 			return nil, fail("%s", strings.TrimPrefix(err.Error(), "signer: "))
 		}
-		rows = append(rows, DirectorySignature{AgentUID: uid, Kid: pk.Thumbprint, BodyDigest: digest[:],
+		rows = append(rows, DirectorySignature{AgentUID: uid, Kid: pk.Thumbprint, BodyDigest: dir.sum[:],
 			Input: input, Value: value, CreatedAt: created.UTC(), ExpiresAt: expires.UTC()})
 	}
 	return rows, nil
@@ -157,15 +158,16 @@ type servedSignatures struct {
 	etag             string
 }
 
-// directoryHeaders renders rows (unexpired signatures of body) as the
+// headers renders rows (unexpired signatures of d's body) as the
 // Signature-Input and Signature fields of the directory response, one
-// member per signature labelled binding0, binding1…, and the ETag of body
-// with them (a new set of signatures is a new representation).
-func directoryHeaders(body []byte, rows []DirectorySignature) servedSignatures {
+// member per signature labelled binding0, binding1…, and the ETag of the
+// body with them (a new set of signatures is a new representation): the
+// SHA-256 of the body, each input and each value, the body's part resumed
+// from d rather than read again.
+func (d *dirEntry) headers(rows []DirectorySignature) servedSignatures {
 	var in, sv strings.Builder
 	var out servedSignatures
-	h := sha256.New()
-	h.Write(body)
+	h := d.hashAfterBody()
 	for i, r := range rows {
 		if i > 0 {
 			in.WriteString(", ")
@@ -181,26 +183,27 @@ func directoryHeaders(body []byte, rows []DirectorySignature) servedSignatures {
 		h.Write(r.Value)
 	}
 	out.input, out.signature = in.String(), sv.String()
-	sum := h.Sum(nil)
-	out.etag = `"` + base64.RawURLEncoding.EncodeToString(sum[:16]) + `"`
+	out.etag = etagOf(h.Sum(nil))
 	return out
 }
 
-// decodeDirectorySignatures reads the optional member
-// "directory_signatures" of a JSON request body; present reports whether
-// the body has it (an empty list included).
-func decodeDirectorySignatures(body []byte) (in []directorySignatureJSON, present bool, err error) {
-	var req struct {
-		DirectorySignatures *[]directorySignatureJSON `json:"directory_signatures"`
-	}
-	if err := json.Unmarshal(body, &req); err != nil {
-		return nil, false, middleware.Fail(middleware.CodeInvalidRequest,
-			`directory_signatures must be a list of {"signature_input":"(…);…","signature":"<base64>"}`)
-	}
-	if req.DirectorySignatures == nil {
+// errDirectorySignaturesShape refuses a body whose directory_signatures
+// (or the body itself) does not decode.
+var errDirectorySignaturesShape = middleware.Fail(middleware.CodeInvalidRequest,
+	`directory_signatures must be a list of {"signature_input":"(…);…","signature":"<base64>"}`)
+
+// decodeDirectorySignatures decodes raw, the optional member
+// "directory_signatures" of a JSON request body as sent (nil when the
+// body has none); present reports whether the body has it (an empty list
+// included; null is none).
+func decodeDirectorySignatures(raw json.RawMessage) (in []directorySignatureJSON, present bool, err error) {
+	if len(raw) == 0 || string(raw) == "null" {
 		return nil, false, nil
 	}
-	return *req.DirectorySignatures, true, nil
+	if err := json.Unmarshal(raw, &in); err != nil {
+		return nil, false, errDirectorySignaturesShape
+	}
+	return in, true, nil
 }
 
 // servedKey is pk as the directory serves it once stored: its public JWK
@@ -244,45 +247,42 @@ type directorySignatureState struct {
 // against it, and the stored set is replaced (an empty list leaves the
 // directory unsigned).
 func (s *Server) refreshDirectorySignatures(w http.ResponseWriter, r *http.Request) error {
-	uid := mux.Vars(r)["uid"]
-	if !signer.ValidUID(uid) {
-		return middleware.Fail(CodeAgentNotFound, "%q is not an agent uid (want agent-<24 hex>)", signer.Truncate(uid))
+	uid, err := pathUID(r)
+	if err != nil {
+		return err
 	}
 	body, err := s.readJSONBody(w, r)
 	if err != nil {
 		return err
 	}
-	in, present, err := decodeDirectorySignatures(body)
+	var req struct {
+		DirectorySignatures json.RawMessage `json:"directory_signatures"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		return errDirectorySignaturesShape
+	}
+	in, present, err := decodeDirectorySignatures(req.DirectorySignatures)
 	if err != nil {
 		return err
 	}
 	if !present {
 		return middleware.Fail(middleware.CodeInvalidRequest, `the body must be {"directory_signatures":[…]}`)
 	}
-	v := s.verify.agentWrite
-	res := v.CheckSigned(s.parse(v, r, body), nil)
-	if err := refuse(v, res); err != nil {
+	if _, _, err := s.checkAgentWrite(r, uid, body, "sign the directory of"); err != nil {
 		return err
-	}
-	if a := res.Agent; a.UID != uid {
-		return middleware.Fail(middleware.CodeForbidden, "the signing agent %s may not sign the directory of %s", a.SignatureAgent, uid)
 	}
 	ctx, cancel := s.dbContext(r.Context())
 	defer cancel()
 	var rows []DirectorySignature
 	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		var agent Agent
-		if err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("uid = ?", uid).Take(&agent).Error; err != nil {
-			if isNotFound(err) {
-				return middleware.Fail(CodeAgentNotFound, "agent %s is not registered", uid)
-			}
+		if err := lockAgent(tx, uid); err != nil {
 			return err
 		}
 		keys, err := activeKeys(tx, uid)
 		if err != nil {
 			return err
 		}
-		if rows, err = s.checkDirectorySignatures(uid, keys, newDirEntry(keys).body, in); err != nil {
+		if rows, err = s.checkDirectorySignatures(uid, keys, in); err != nil {
 			return err
 		}
 		return replaceDirectorySignatures(tx, uid, rows)

@@ -3,8 +3,10 @@ package refserver
 import (
 	"context"
 	"crypto/sha256"
+	"encoding"
 	"encoding/base64"
 	"errors"
+	"hash"
 	"net/http"
 	"strconv"
 	"strings"
@@ -37,9 +39,14 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) error {
 
 // dirEntry is a rendered key directory: the body, its ETag and
 // Content-Digest, and the agent's unexpired signatures over that body
-// (when it handed any over).
+// (when it handed any over). The body is hashed once, by newDirEntry:
+// the ETag, the Content-Digest, the body_digest its signatures are stored
+// and looked up under, the Content-Digest they are verified over and the
+// ETag of the signed directory all come from that one hash.
 type dirEntry struct {
 	body   []byte
+	sum    [sha256.Size]byte // SHA-256 of body
+	after  []byte            // the SHA-256 state after body (MarshalBinary), for the signed ETag
 	etag   string
 	digest string // Content-Digest of body
 	sigs   []DirectorySignature
@@ -102,7 +109,7 @@ func (d *dirEntry) unexpired(now time.Time) (servedSignatures, bool) {
 	if len(live) == 0 {
 		return servedSignatures{}, false
 	}
-	return directoryHeaders(d.body, live), true
+	return d.headers(live), true
 }
 
 // renderDirectory returns uid's directory from the cache or the database;
@@ -124,14 +131,13 @@ func (s *Server) renderDirectory(ctx context.Context, uid string) (dirEntry, err
 			return dirEntry{}, err
 		}
 		d := newDirEntry(keys)
-		sum := sha256.Sum256(d.body)
-		err = db.Where("agent_uid = ? AND body_digest = ? AND expires_at > ?", uid, sum[:], s.cfg.Now().UTC()).
+		err = db.Where("agent_uid = ? AND body_digest = ? AND expires_at > ?", uid, d.sum[:], s.cfg.Now().UTC()).
 			Order("id").Limit(MaxDirectorySignatures).Find(&d.sigs).Error
 		if err != nil {
 			return dirEntry{}, dbUnavailable(err)
 		}
 		if len(d.sigs) > 0 {
-			d.signed = directoryHeaders(d.body, d.sigs)
+			d.signed = d.headers(d.sigs)
 		}
 		if s.dirs != nil {
 			s.dirs.AddIfGeneration(uid, d, gen)
@@ -147,16 +153,39 @@ func (s *Server) renderDirectory(ctx context.Context, uid string) (dirEntry, err
 	}
 }
 
-// newDirEntry renders the directory of keys (no signatures).
+// newDirEntry renders the directory of keys (no signatures), hashing the
+// body once.
 func newDirEntry(keys []signer.PublicKey) dirEntry {
 	jwks := make([]signer.JWK, len(keys))
 	for i, k := range keys {
 		jwks[i] = k.JWK
 	}
-	b := signer.DirectoryBody(jwks)
-	sum := sha256.Sum256(b)
-	cd, _ := signer.ContentDigest(b, signer.DirectoryDigestAlg)
-	return dirEntry{body: b, etag: `"` + base64.RawURLEncoding.EncodeToString(sum[:16]) + `"`, digest: cd}
+	d := dirEntry{body: signer.DirectoryBody(jwks)}
+	h := sha256.New()
+	h.Write(d.body)
+	h.Sum(d.sum[:0])
+	d.after, _ = h.(encoding.BinaryMarshaler).MarshalBinary()
+	d.etag = etagOf(d.sum[:])
+	// signer.ContentDigest(body, signer.DirectoryDigestAlg) from the sum.
+	d.digest = signer.DirectoryDigestAlg + "=:" + base64.StdEncoding.EncodeToString(d.sum[:]) + ":"
+	return d
+}
+
+// etagOf is the ETag of a representation whose SHA-256 is sum.
+func etagOf(sum []byte) string {
+	return `"` + base64.RawURLEncoding.EncodeToString(sum[:16]) + `"`
+}
+
+// hashAfterBody returns a SHA-256 hash that has read d.body, resumed from
+// the state newDirEntry kept rather than by reading the body again.
+func (d *dirEntry) hashAfterBody() hash.Hash {
+	h := sha256.New()
+	if err := h.(encoding.BinaryUnmarshaler).UnmarshalBinary(d.after); err != nil {
+		// No kept state (a dirEntry not made by newDirEntry).
+		h.Reset()
+		h.Write(d.body)
+	}
+	return h
 }
 
 // directoryPreflight answers CORS preflight requests for the directory.

@@ -282,7 +282,12 @@ func (e *testEnv) register(key signer.PrivateKey) string {
 
 // rotateReq is PUT /agents/{uid}/keys: sig1 by cur, sig2 by next.
 func (e *testEnv) rotateReq(uid string, cur, next signer.PrivateKey) *http.Request {
-	req := e.request(http.MethodPut, e.base+"/agents/"+uid+"/keys", jwkBody(next.Public.JWK))
+	return e.rotateReqBody(uid, cur, next, jwkBody(next.Public.JWK))
+}
+
+// rotateReqBody is rotateReq with the body body.
+func (e *testEnv) rotateReqBody(uid string, cur, next signer.PrivateKey, body []byte) *http.Request {
+	req := e.request(http.MethodPut, e.base+"/agents/"+uid+"/keys", body)
 	e.sign(req, cur, signer.Options{Components: signer.WriteComponents, SignatureAgent: e.origin(uid)})
 	return e.sign(req, next, signer.Options{Label: "sig2", Tag: signer.KeyPossessionTag, Components: signer.WriteComponents})
 }
