@@ -45,11 +45,6 @@ type keyRequest struct {
 	// dirSigs is the member "directory_signatures" as sent (a rotation's;
 	// nil when absent), decoded by directorySignatures.
 	dirSigs json.RawMessage
-	// strayClose: the JSON object was followed by more than white space
-	// (a "]" or "}" gets past the decoder's More): a body that is not
-	// one JSON value, which a rotation refuses when it looks for
-	// directory_signatures.
-	strayClose bool
 }
 
 // readKeyBody checks the content type and size, reads the body once,
@@ -65,7 +60,9 @@ func (s *Server) readKeyBody(w http.ResponseWriter, r *http.Request) (keyRequest
 		DirectorySignatures json.RawMessage `json:"directory_signatures"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(&req); err != nil || dec.More() {
+	// One JSON value and nothing after it but white space (the decoder's
+	// More lets a stray "]" or "}" through).
+	if err := dec.Decode(&req); err != nil || len(bytes.TrimLeft(body[dec.InputOffset():], " \t\r\n")) > 0 {
 		return keyRequest{}, middleware.Fail(middleware.CodeInvalidRequest, `the body must be a JSON object {"public_jwk":{…}}`)
 	}
 	if len(req.PublicJWK) == 0 || bytes.Equal(req.PublicJWK, []byte("null")) {
@@ -75,16 +72,12 @@ func (s *Server) readKeyBody(w http.ResponseWriter, r *http.Request) (keyRequest
 	if err != nil {
 		return keyRequest{}, &middleware.Error{Code: CodeInvalidJWK, Message: strings.TrimPrefix(err.Error(), "signer: "), Err: err}
 	}
-	return keyRequest{pk: pk, body: body, dirSigs: req.DirectorySignatures,
-		strayClose: len(bytes.TrimRight(body[dec.InputOffset():], " \t\r\n")) > 0}, nil
+	return keyRequest{pk: pk, body: body, dirSigs: req.DirectorySignatures}, nil
 }
 
 // directorySignatures decodes the rotation's optional member
 // directory_signatures, refusing as decodeDirectorySignatures does.
 func (k *keyRequest) directorySignatures() ([]directorySignatureJSON, error) {
-	if k.strayClose {
-		return nil, errDirectorySignaturesShape
-	}
 	in, _, err := decodeDirectorySignatures(k.dirSigs)
 	return in, err
 }

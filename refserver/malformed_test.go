@@ -82,6 +82,8 @@ func TestMalformedRequests(t *testing.T) {
 			{"register truncated JSON", func() *http.Request { return post([]byte(`{"public_jwk":`), "application/json") }, 400, "invalid_request"},
 			{"register JSON array", func() *http.Request { return post([]byte(`[]`), "application/json") }, 400, "invalid_request"},
 			{"register trailing data", func() *http.Request { return post(append(freshBody, []byte(` {}`)...), "application/json") }, 400, "invalid_request"},
+			{"register stray }", func() *http.Request { return post(append(freshBody, '}'), "application/json") }, 400, "invalid_request"},
+			{"register stray ] after white space", func() *http.Request { return post(append(freshBody, " \n]"...), "application/json") }, 400, "invalid_request"},
 			{"register empty object", func() *http.Request { return post([]byte(`{}`), "application/json") }, 400, "invalid_request"},
 			{"register null jwk", func() *http.Request { return post([]byte(`{"public_jwk":null}`), "application/json") }, 400, "invalid_request"},
 			{"register empty body", func() *http.Request { return post([]byte{}, "application/json") }, 400, "invalid_request"},

@@ -39,17 +39,17 @@ func TestRotationParsesOnce(t *testing.T) {
 	}
 }
 
-// TestRotationBodyMembers: a rotation body is decoded once, and answers
-// as when directory_signatures was decoded from the whole body again: a
-// member that is not a list, or a stray "]" or "}" after the object
-// (which registration lets through), is 400 invalid_request once the
-// signatures verify, and rotates nothing; null is no signatures.
+// TestRotationBodyMembers: a rotation body is decoded once: a member
+// directory_signatures that is not a list is 400 invalid_request once the
+// signatures verify, a stray "]" or "}" after the object is 400
+// invalid_request as for registration (the body is not one JSON value),
+// and neither rotates anything; null is no signatures.
 func TestRotationBodyMembers(t *testing.T) {
 	e := newTestEnv(t, dbtest.Open(t, "sqlite::memory:"))
 	cur := signertest.Key(0x53)
 	reg := e.request(http.MethodPost, e.base+"/agents", append(jwkBody(cur.Public.JWK), '}'))
-	if r := e.send(e.sign(reg, cur, signer.Options{Components: signer.WriteComponents})); r.status != http.StatusCreated {
-		t.Fatalf("registration with a stray }: %d %s, want 201", r.status, r.body)
+	if r := e.send(e.sign(reg, cur, signer.Options{Components: signer.WriteComponents})); r.status != http.StatusBadRequest {
+		t.Fatalf("registration with a stray }: %d %s, want 400", r.status, r.body)
 	}
 	uid := e.register(cur)
 	next := signertest.Key(0x54)
@@ -58,17 +58,16 @@ func TestRotationBodyMembers(t *testing.T) {
 		return b
 	}
 	for _, tt := range []struct {
-		name string
-		body []byte
+		name, body, message string
 	}{
-		{"not a list", member(`5`)},
-		{"a list of numbers", member(`[1]`)},
-		{"stray }", append(jwkBody(next.Public.JWK), '}')},
-		{"stray ] after white space", append(jwkBody(next.Public.JWK), " \n]"...)},
+		{"not a list", string(member(`5`)), "directory_signatures must be a list"},
+		{"a list of numbers", string(member(`[1]`)), "directory_signatures must be a list"},
+		{"stray }", string(jwkBody(next.Public.JWK)) + "}", "must be a JSON object"},
+		{"stray ] after white space", string(jwkBody(next.Public.JWK)) + " \n]", "must be a JSON object"},
 	} {
-		r := e.send(e.rotateReqBody(uid, cur, next, tt.body))
-		if r.wantError(t, tt.name, http.StatusBadRequest, "invalid_request") && !strings.Contains(string(r.body), "directory_signatures must be a list") {
-			t.Errorf("%s: message %s, want the directory_signatures one", tt.name, r.body)
+		r := e.send(e.rotateReqBody(uid, cur, next, []byte(tt.body)))
+		if r.wantError(t, tt.name, http.StatusBadRequest, "invalid_request") && !strings.Contains(string(r.body), tt.message) {
+			t.Errorf("%s: message %s, want one saying %q", tt.name, r.body, tt.message)
 		}
 	}
 	if r := e.send(e.whoamiReq(http.MethodGet, uid, cur)); r.status != http.StatusOK {

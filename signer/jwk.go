@@ -180,7 +180,9 @@ func decodeJWKObject(data []byte) (map[string]json.RawMessage, error) {
 	if err := dec.Decode(&m); err != nil || m == nil {
 		return nil, &JWKError{Reason: "not a JSON object"}
 	}
-	if dec.More() {
+	// Only white space may follow (the decoder's More lets a stray "]"
+	// or "}" through).
+	if len(bytes.TrimLeft(data[dec.InputOffset():], " \t\r\n")) > 0 {
 		return nil, &JWKError{Reason: "trailing data after the JSON object"}
 	}
 	return m, nil

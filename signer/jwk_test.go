@@ -125,6 +125,8 @@ func TestParsePublicJWK(t *testing.T) {
 		{name: "null", in: `null`, member: ""},
 		{name: "empty", in: ` `, member: ""},
 		{name: "trailing data", in: `{"kty":"OKP","crv":"Ed25519","x":"` + vecX + `"} {}`, member: ""},
+		{name: "stray }", in: `{"kty":"OKP","crv":"Ed25519","x":"` + vecX + `"}}`, member: ""},
+		{name: "stray ] after white space", in: `{"kty":"OKP","crv":"Ed25519","x":"` + vecX + `"}` + " \n]", member: ""},
 		{name: "missing kty", members: map[string]any{"crv": "Ed25519", "x": vecX}, member: "kty"},
 		{name: "kty EC", members: map[string]any{"kty": "EC", "crv": "Ed25519", "x": vecX}, member: "kty"},
 		{name: "kty lowercase", members: map[string]any{"kty": "okp", "crv": "Ed25519", "x": vecX}, member: "kty"},
