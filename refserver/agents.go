@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
@@ -267,18 +268,29 @@ func (s *Server) checkAgentWrite(r *http.Request, uid string, body []byte, actio
 }
 
 // lockAgent takes the row lock of agent uid within tx, so that the
-// writes to one agent (rotations, directory signatures) run one after the
-// other (SQLite: the immediate write transaction is the lock), or returns
-// 404 agent_not_found.
-func lockAgent(tx *gorm.DB, uid string) error {
+// writes to one agent (rotations, directory signatures, an operator's
+// disable or revoke) run one after the other (SQLite: the immediate write
+// transaction is the lock), and returns the agent's row; ErrNoSuchAgent when
+// uid is not registered.
+func lockAgent(tx *gorm.DB, uid string) (Agent, error) {
 	var agent Agent
 	if err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("uid = ?", uid).Take(&agent).Error; err != nil {
 		if isNotFound(err) {
-			return middleware.Fail(CodeAgentNotFound, "agent %s is not registered", uid)
+			return Agent{}, fmt.Errorf("%w: %s", ErrNoSuchAgent, uid)
 		}
-		return err
+		return Agent{}, err
 	}
-	return nil
+	return agent, nil
+}
+
+// lockAgentWrite is lockAgent for a signed write to {uid}: an agent that is
+// not registered is 404 agent_not_found.
+func lockAgentWrite(tx *gorm.DB, uid string) error {
+	_, err := lockAgent(tx, uid)
+	if errors.Is(err, ErrNoSuchAgent) {
+		return middleware.Fail(CodeAgentNotFound, "agent %s is not registered", uid)
+	}
+	return err
 }
 
 // rotateAgent rotates uid to pk (see rotate), replacing the agent's
@@ -316,7 +328,7 @@ var errKeyRegistered = errors.New("refserver: new key already registered")
 func (s *Server) rotate(ctx context.Context, uid, signingKid string, pk signer.PublicKey, sigs []DirectorySignature) (revoked []string, err error) {
 	jwk := pk.JWK.MarshalPublic()
 	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if err := lockAgent(tx, uid); err != nil {
+		if err := lockAgentWrite(tx, uid); err != nil {
 			return err
 		}
 		var signing PublicJWK

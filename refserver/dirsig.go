@@ -275,7 +275,7 @@ func (s *Server) refreshDirectorySignatures(w http.ResponseWriter, r *http.Reque
 	defer cancel()
 	var rows []DirectorySignature
 	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if err := lockAgent(tx, uid); err != nil {
+		if err := lockAgentWrite(tx, uid); err != nil {
 			return err
 		}
 		keys, err := activeKeys(tx, uid)

@@ -19,7 +19,6 @@ import (
 
 	"github.com/agentid/agentid/signer"
 	"gorm.io/gorm"
-	"gorm.io/gorm/clause"
 )
 
 // Errors of the operator's AgentDB methods.
@@ -158,11 +157,8 @@ func (a *AgentDB) SetAgentDisabled(ctx context.Context, uid string, disabled boo
 	var info AgentInfo
 	changed := false
 	err := a.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		var row Agent
-		if err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("uid = ?", uid).Take(&row).Error; err != nil {
-			if isNotFound(err) {
-				return fmt.Errorf("%w: %s", ErrNoSuchAgent, uid)
-			}
+		row, err := lockAgent(tx, uid)
+		if err != nil {
 			return err
 		}
 		if (row.DisabledAt != nil) != disabled {
@@ -190,7 +186,6 @@ func (a *AgentDB) SetAgentDisabled(ctx context.Context, uid string, disabled boo
 				return err
 			}
 		}
-		var err error
 		info, err = showAgent(tx, uid)
 		return err
 	})
@@ -205,12 +200,8 @@ func (a *AgentDB) RevokeKey(ctx context.Context, uid, kid, actor string) (KeyInf
 	var info KeyInfo
 	changed := false
 	err := a.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		var agent Agent
 		// The agent's row lock, as a rotation takes it.
-		if err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("uid = ?", uid).Take(&agent).Error; err != nil {
-			if isNotFound(err) {
-				return fmt.Errorf("%w: %s", ErrNoSuchAgent, uid)
-			}
+		if _, err := lockAgent(tx, uid); err != nil {
 			return err
 		}
 		var key PublicJWK
