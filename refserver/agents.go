@@ -60,10 +60,8 @@ func (s *Server) readKeyBody(w http.ResponseWriter, r *http.Request) (keyRequest
 		PublicJWK           json.RawMessage `json:"public_jwk"`
 		DirectorySignatures json.RawMessage `json:"directory_signatures"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	// One JSON value and nothing after it but white space (the decoder's
-	// More lets a stray "]" or "}" through).
-	if err := dec.Decode(&req); err != nil || len(bytes.TrimLeft(body[dec.InputOffset():], " \t\r\n")) > 0 {
+	// One JSON value and nothing after it but white space.
+	if err := json.Unmarshal(body, &req); err != nil {
 		return keyRequest{}, middleware.Fail(middleware.CodeInvalidRequest, `the body must be a JSON object {"public_jwk":{…}}`)
 	}
 	if len(req.PublicJWK) == 0 || bytes.Equal(req.PublicJWK, []byte("null")) {
