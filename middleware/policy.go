@@ -86,38 +86,13 @@ func validHostPattern(h string) bool {
 }
 
 // Allows reports whether the verified agent a is on the list. A policy
-// that does not validate allows nobody. Each call validates and reads the
-// lists anew (linear in their length), which suits a one-off check; a
-// long-lived user, such as a handler deciding every request, compiles
-// them once with Compile, as Require does.
+// that does not validate allows nobody. Each call compiles the lists anew
+// (linear in their length), which suits a one-off check; a long-lived
+// user, such as a handler deciding every request, compiles them once with
+// Compile, as Require does.
 func (p Policy) Allows(a Agent) bool {
-	svc, err := p.compile()
-	if err != nil || (a.ID == "" && a.DirectoryURL == "") {
-		return false
-	}
-	id := svc.Identity(a)
-	if exact := id.Exact(); exact != "" {
-		for _, e := range p.Identities {
-			if pe, err := svc.ParseIdentity(e); err == nil && pe.Exact() == exact {
-				return true
-			}
-		}
-	}
-	if id.Host != "" {
-		for _, h := range p.Hosts {
-			if hostMatches(strings.TrimSpace(h), id.Host) {
-				return true
-			}
-		}
-	}
-	if id.UID != "" {
-		for _, pat := range p.UIDs {
-			if ok, _ := path.Match(pat, id.UID); ok {
-				return true
-			}
-		}
-	}
-	return false
+	c, _ := p.Compile() // nil, which allows nobody, for a policy that does not validate
+	return c.Allows(a)
 }
 
 // Compile validates p and returns its lists in the form each request is
