@@ -7,6 +7,7 @@
 //	v, ok := f.Get("HOSTNAME")
 //	f.Set("PORT", "3000")
 //	err = f.Write() // atomic, mode 0600
+//	err = envfile.Update(ctx, ".env", func(f *envfile.File) (bool, error) { … }) // under the file's lock
 package envfile
 
 import (
@@ -111,6 +112,18 @@ func (f *File) set(key, value, formatted string) {
 		}
 	}
 	f.lines = append(f.lines, l)
+}
+
+// Delete removes every line defining key; the other lines are kept as
+// they were. Deleting an absent key does nothing.
+func (f *File) Delete(key string) {
+	kept := f.lines[:0]
+	for _, l := range f.lines {
+		if l.key != key || key == "" {
+			kept = append(kept, l)
+		}
+	}
+	f.lines = kept
 }
 
 // Bytes returns the file content that Write would write.
