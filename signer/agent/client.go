@@ -29,10 +29,21 @@ type Registration struct {
 	DirectorySignedAt, DirectorySignedUntil time.Time
 }
 
+// DefaultTimeout bounds each request to the service (registration,
+// rotation, directory refresh) sent by a Client whose HTTPClient is nil,
+// and each refresh of a RefreshTransport whose Timeout is 0.
+const DefaultTimeout = 30 * time.Second
+
+// defaultHTTPClient sends the requests of a Client whose HTTPClient is nil:
+// unlike http.DefaultClient, its requests time out, so a service that
+// takes a request and never answers holds up nothing for good.
+var defaultHTTPClient = &http.Client{Timeout: DefaultTimeout}
+
 // Client registers agents with an agentid service and rotates their keys.
 // The zero value is ready to use; a Client is safe for concurrent use.
 type Client struct {
-	// HTTPClient sends the requests. If nil, http.DefaultClient.
+	// HTTPClient sends the requests. If nil, a client whose requests time
+	// out after DefaultTimeout (over http.DefaultTransport).
 	HTTPClient *http.Client
 	// Tag is the tag of the agent's own signature (sig1) of a rotation. If
 	// "", web-bot-auth.
@@ -54,14 +65,14 @@ type Client struct {
 	Invite string
 }
 
-// Register registers key with the service at serviceURL using
-// http.DefaultClient when client is nil. See Client.Register.
+// Register registers key with the service at serviceURL using a client
+// with DefaultTimeout when client is nil. See Client.Register.
 func Register(ctx context.Context, client *http.Client, serviceURL string, key signer.PrivateKey) (Registration, error) {
 	return (&Client{HTTPClient: client}).Register(ctx, serviceURL, key)
 }
 
 // RotateKey replaces uid's key current with next at the service at
-// serviceURL using http.DefaultClient when client is nil. See
+// serviceURL using a client with DefaultTimeout when client is nil. See
 // Client.RotateKey.
 func RotateKey(ctx context.Context, client *http.Client, serviceURL, uid string, current, next signer.PrivateKey) (Registration, error) {
 	return (&Client{HTTPClient: client}).RotateKey(ctx, serviceURL, uid, current, next)

@@ -169,7 +169,8 @@ type RefreshOptions struct {
 	// Validity is how long the signature is valid. If 0,
 	// DefaultDirectoryValidity.
 	Validity time.Duration
-	// HTTPClient sends the request. If nil, http.DefaultClient.
+	// HTTPClient sends the request. If nil, a client whose requests time
+	// out after DefaultTimeout.
 	HTTPClient *http.Client
 	// Getenv reads the process environment. If nil, os.Getenv.
 	Getenv func(string) string

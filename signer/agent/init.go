@@ -23,7 +23,8 @@ type InitOptions struct {
 	// AGENT_HOSTNAME (environment, then file), then DefaultHostname. Without
 	// a scheme, https:// is assumed.
 	Hostname string
-	// HTTPClient sends the registration. If nil, http.DefaultClient.
+	// HTTPClient sends the registration. If nil, a client whose requests
+	// time out after DefaultTimeout.
 	HTTPClient *http.Client
 	// Getenv reads the process environment. If nil, os.Getenv.
 	Getenv func(string) string
@@ -170,7 +171,8 @@ type RotateOptions struct {
 	Tag string
 	// Nonce is the nonce of the current key's signature. If "", random.
 	Nonce string
-	// HTTPClient sends the request. If nil, http.DefaultClient.
+	// HTTPClient sends the request. If nil, a client whose requests time
+	// out after DefaultTimeout.
 	HTTPClient *http.Client
 	// Getenv reads the process environment. If nil, os.Getenv.
 	Getenv func(string) string

@@ -172,7 +172,7 @@ func newJSONRequest(ctx context.Context, method, url string, body []byte) (*http
 // send runs req and decodes a success answer (one of ok) into agentResponse.
 func send(client *http.Client, req *http.Request, ok ...int) (agentResponse, int, error) {
 	if client == nil {
-		client = http.DefaultClient
+		client = defaultHTTPClient
 	}
 	resp, err := client.Do(req)
 	if err != nil {
