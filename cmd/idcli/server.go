@@ -47,7 +47,6 @@ func (f *serverFlags) register(fs *flag.FlagSet, withPortHost bool) {
 // serverSettings are the resolved PORT, HOSTNAME and DATABASE_URL.
 type serverSettings struct {
 	Port, Hostname, DatabaseURL string
-	envFile                     *envfile.File
 }
 
 // resolveServerSettings applies flags > process environment > ./.env > defaults.
@@ -58,7 +57,7 @@ func resolveServerSettings(env *cliEnv, f serverFlags, needHostname bool) (serve
 	if err != nil {
 		return serverSettings{}, err
 	}
-	s := serverSettings{envFile: ef}
+	var s serverSettings
 	lookup := func(flagValue, name string) string {
 		if flagValue != "" {
 			return flagValue
@@ -132,49 +131,6 @@ func localPort(hostname string) (string, bool) {
 		return "", false
 	}
 	return u.Port(), isLocalHost(strings.ToLower(u.Hostname()))
-}
-
-func newServerInitCmd(env *cliEnv) *ffcli.Command {
-	fs := newFlagSet("idcli server init", env)
-	var f serverFlags
-	f.register(fs, true)
-	asJSON := fs.Bool("json", false, "print the result as JSON")
-	return &ffcli.Command{
-		Name:       "init",
-		ShortUsage: "idcli server init [--port P] [--hostname URL] [--database-url URL] [--json]",
-		ShortHelp:  "write PORT, HOSTNAME and DATABASE_URL to ./.env",
-		LongHelp:   `With --json: {"path":".env","port":"3000","hostname":"http://localhost:3000","database_url":"…" (password redacted)}.`,
-		FlagSet:    fs,
-		Exec: func(ctx context.Context, args []string) error {
-			if len(args) > 0 {
-				return fmt.Errorf("server init takes no arguments (got %q)", args[0])
-			}
-			s, err := resolveServerSettings(env, f, true)
-			if err != nil {
-				return err
-			}
-			s.envFile.Set("PORT", s.Port)
-			s.envFile.Set("HOSTNAME", s.Hostname)
-			s.envFile.Set("DATABASE_URL", s.DatabaseURL)
-			if err := s.envFile.Write(); err != nil {
-				return err
-			}
-			if *asJSON {
-				return writeJSON(env.Stdout, serverInitJSON{Path: ".env", Port: s.Port, Hostname: s.Hostname,
-					DatabaseURL: refserver.RedactURL(s.DatabaseURL)}, false)
-			}
-			fmt.Fprintf(env.Stdout, "✔ ready (.env/HOSTNAME=%s)\n", s.Hostname)
-			return nil
-		},
-	}
-}
-
-// serverInitJSON is the --json output of `idcli server init`.
-type serverInitJSON struct {
-	Path        string `json:"path"`
-	Port        string `json:"port"`
-	Hostname    string `json:"hostname"`
-	DatabaseURL string `json:"database_url"`
 }
 
 // dbJSON is the --json output of the `idcli server db:*` commands.

@@ -52,8 +52,27 @@ func keyVars(uid string, key signer.PrivateKey) [][2]string {
 	return vars
 }
 
-// writeCreds sets vars in the credentials file (keeping every other line),
-// writes it atomically with mode 0600 and returns a git-ignore warning, if any.
+// credsLockWait bounds how long Init and Rotate wait for the credentials
+// file's lock: longer than an init holding it through its two requests
+// (DefaultTimeout each), short enough that a holder stuck for good is
+// reported rather than waited for.
+const credsLockWait = 3 * DefaultTimeout
+
+// lockCreds takes the lock of the credentials file at path
+// (envfile.Lock), waiting for it until ctx is done, at most credsLockWait.
+func lockCreds(ctx context.Context, path string) (unlock func(), err error) {
+	ctx, cancel := context.WithTimeout(ctx, credsLockWait)
+	defer cancel()
+	unlock, err = envfile.Lock(ctx, path)
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	return unlock, nil
+}
+
+// writeCreds sets vars in the credentials file f (keeping every other
+// line), writes it atomically with mode 0600 and returns a git-ignore
+// warning, if any. The caller holds the file's lock and read f under it.
 func writeCreds(ctx context.Context, f *envfile.File, path string, vars [][2]string) (string, error) {
 	for _, kv := range vars {
 		switch kv[0] {

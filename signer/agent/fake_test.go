@@ -25,6 +25,9 @@ type fakeService struct {
 	byKid    map[string]string           // kid → uid
 	n        int
 	requests []*http.Request // clones of every request received
+	// hold, if set, runs once a directory refresh has been handled and
+	// before its answer is sent (the service is slow to answer).
+	hold func()
 }
 
 func newFakeService(t *testing.T) *fakeService {
@@ -33,7 +36,7 @@ func newFakeService(t *testing.T) *fakeService {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /agents", f.register)
 	mux.HandleFunc("PUT /agents/{uid}/keys", f.rotate)
-	mux.HandleFunc("PUT /agents/{uid}/directory-signatures", f.refreshDirectory)
+	mux.HandleFunc("PUT /agents/{uid}/directory-signatures", f.heldRefresh)
 	mux.HandleFunc("/whoami", f.whoami)
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
@@ -242,6 +245,37 @@ func (f *fakeService) whoami(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.answer(w, http.StatusOK, uid, cur, nil)
+}
+
+// heldRefresh is refreshDirectory whose answer waits for hold, if set.
+func (f *fakeService) heldRefresh(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	hold := f.hold
+	f.hold = nil
+	f.mu.Unlock()
+	if hold == nil {
+		f.refreshDirectory(w, r)
+		return
+	}
+	rec := httptest.NewRecorder()
+	f.refreshDirectory(rec, r)
+	hold()
+	for k, v := range rec.Header() {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(rec.Code)
+	w.Write(rec.Body.Bytes())
+}
+
+// holdNextRefresh makes the next directory refresh wait, once handled,
+// for release before it answers; answered is closed when it has been
+// handled (the service stored the signature).
+func (f *fakeService) holdNextRefresh() (answered <-chan struct{}, release func()) {
+	a, r := make(chan struct{}), make(chan struct{})
+	f.mu.Lock()
+	f.hold = func() { close(a); <-r }
+	f.mu.Unlock()
+	return a, func() { close(r) }
 }
 
 // refreshDirectory is PUT /agents/{uid}/directory-signatures: the request

@@ -81,9 +81,16 @@ type InitResult struct {
 // key directory (Client.RefreshDirectory: the agent host is known only
 // from the registration's answer) and records the signature's validity
 // (AGENT_DIRECTORY_SIGNED_AT, AGENT_DIRECTORY_SIGNED_UNTIL); a failure
-// there is reported in DirectoryError, not as Init's error.
+// there is reported in DirectoryError, not as Init's error. Init holds the
+// credentials file's lock (envfile.Lock) from before it reads the file
+// until it has written it, waiting for it until ctx is done, at most 90 s.
 func Init(ctx context.Context, opts InitOptions) (InitResult, error) {
 	lo := LoadOptions{Dir: opts.Dir, Path: opts.Path, Getenv: opts.Getenv}.withDefaults()
+	unlock, err := lockCreds(ctx, lo.Path)
+	if err != nil {
+		return InitResult{}, err
+	}
+	defer unlock()
 	src, err := openSource(lo.Path, lo.Getenv)
 	if err != nil {
 		return InitResult{}, err
@@ -218,9 +225,19 @@ type RotateResult struct {
 // same components without signature-agent). On success it rewrites
 // AGENT_PUBLIC_JWK and AGENT_PRIVATE_JWK (and AGENT_UID, unchanged) in the
 // credentials file. The credentials file is checked to be writable before
-// the request, since the new private key exists nowhere else.
+// the request, since the new private key exists nowhere else. Rotate holds
+// the credentials file's lock (envfile.Lock) from before it reads the file
+// until it has written the new key, waiting for it until ctx is done (at
+// most 90 s): two rotations run one after the other, and a directory
+// refresh that signed with the old key finds the new one when it comes to
+// record its outcome and writes nothing (ErrCredentialsChanged).
 func Rotate(ctx context.Context, opts RotateOptions) (RotateResult, error) {
 	lo := LoadOptions{Dir: opts.Dir, Path: opts.Path, Getenv: opts.Getenv}.withDefaults()
+	unlock, err := lockCreds(ctx, lo.Path)
+	if err != nil {
+		return RotateResult{}, err
+	}
+	defer unlock()
 	src, err := openSource(lo.Path, lo.Getenv)
 	if err != nil {
 		return RotateResult{}, err
