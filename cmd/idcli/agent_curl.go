@@ -132,7 +132,6 @@ func (c curl) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	refreshDirectoryIfDue(ctx, c.env, agent.RefreshOptions{Key: tk.Signing()})
 	method := c.method
 	if method == "" {
 		method = http.MethodGet
@@ -176,8 +175,11 @@ func (c curl) run(ctx context.Context) error {
 	tr.Options.Components = c.components
 	tr.Options.Legacy = c.legacy
 	tr.Options.Metadata = c.metadata
+	// The directory signature is refreshed, when due, while the call runs.
+	rt := newCurlRefresh(c.env, tr, tk.Signing())
+	defer rt.finish()
 	// Go's client follows up to 10 redirects; tr signs every hop afresh.
-	client := &http.Client{Transport: tr}
+	client := &http.Client{Transport: rt}
 	resp, err := client.Do(req)
 	if err != nil {
 		return withHint(fmt.Errorf("agent curl: %w", err), refusedHint(err, c.url))

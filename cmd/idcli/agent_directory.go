@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
+	"sync/atomic"
 	"time"
 
+	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/agent"
 	"github.com/peterbourgon/ff/v3/ffcli"
 )
@@ -17,7 +20,9 @@ func newAgentDirectoryCmd(env *cliEnv) *ffcli.Command {
 		"The service holds no private key: the agent signs its own directory response\n"+
 			"(tag http-message-signatures-directory, keyid = thumbprint, covering\n"+
 			"\"@authority\";req and content-digest) and hands the signature over. init and\n"+
-			"rotate do it; agent curl refreshes it past half its validity.",
+			"rotate do it; agent curl refreshes it past half its validity, in the\n"+
+			"background of its call (waiting at most 2s after it), and after a failed\n"+
+			"refresh waits 1 min, doubling per failure, at most 1 h, before the next.",
 		newAgentDirectoryRefreshCmd(env))
 }
 
@@ -82,19 +87,60 @@ func newAgentDirectoryRefreshCmd(env *cliEnv) *ffcli.Command {
 	}
 }
 
-// refreshDirectoryIfDue refreshes the agent's directory signature before a
-// signed call when past half its validity (agent.RefreshIfDue). A failure
-// is a warning: the call goes on.
-func refreshDirectoryIfDue(ctx context.Context, env *cliEnv, opts agent.RefreshOptions) {
-	opts.Dir, opts.Getenv = env.Dir, env.Getenv
-	if opts.HTTPClient == nil {
-		opts.HTTPClient = &http.Client{Timeout: agentHTTPTimeout}
+// curlRefreshGrace is how long `idcli agent curl` waits, once its call is
+// done, for a directory refresh still running; past it the refresh is
+// abandoned and recorded as failed, so the next runs back off.
+const curlRefreshGrace = 2 * time.Second
+
+// curlRefresh is the agent.RefreshTransport of `idcli agent curl`: a due
+// directory refresh runs in the background of the call.
+type curlRefresh struct {
+	*agent.RefreshTransport
+	env       *cliEnv
+	abandoned atomic.Bool
+}
+
+// newCurlRefresh wraps tr (the signing transport) in a RefreshTransport
+// for the agent's credentials in env's folder, key held elsewhere when it
+// can sign.
+func newCurlRefresh(env *cliEnv, tr http.RoundTripper, key signer.PrivateKey) *curlRefresh {
+	c := &curlRefresh{env: env}
+	c.RefreshTransport = &agent.RefreshTransport{
+		Base: tr,
+		Options: agent.RefreshOptions{Key: key, Dir: env.Dir, Getenv: env.Getenv,
+			HTTPClient: &http.Client{Timeout: agentHTTPTimeout}},
+		Timeout:   agentHTTPTimeout,
+		OnError:   c.onError,
+		OnRefresh: c.onRefresh,
 	}
-	res, did, err := agent.RefreshIfDue(ctx, opts)
-	switch {
-	case err != nil:
-		fmt.Fprintf(env.Stderr, "warning: the agent's directory signature is due for a refresh, which failed: %v (run idcli agent directory refresh)\n", err)
-	case did:
-		fmt.Fprintf(env.Stderr, "• directory signature refreshed until %s\n", res.Expires.UTC().Format(time.RFC3339))
+	return c
+}
+
+func (c *curlRefresh) onError(err error) {
+	next := ""
+	var re *agent.RefreshError
+	if errors.As(err, &re) && re.Failures > 0 {
+		next = fmt.Sprintf("; the next try is put off until %s", re.RetryAt.UTC().Format(time.RFC3339))
+		err = re.Err
 	}
+	if c.abandoned.Load() {
+		fmt.Fprintf(c.env.Stderr, "warning: the agent's directory signature is due for a refresh, which the service had not answered %v after the call: abandoned%s (run idcli agent directory refresh)\n", curlRefreshGrace, next)
+		return
+	}
+	fmt.Fprintf(c.env.Stderr, "warning: the agent's directory signature is due for a refresh, which failed: %v%s (run idcli agent directory refresh)\n", err, next)
+}
+
+func (c *curlRefresh) onRefresh(res agent.RefreshResult) {
+	fmt.Fprintf(c.env.Stderr, "• directory signature refreshed until %s\n", res.Expires.UTC().Format(time.RFC3339))
+}
+
+// finish waits at most curlRefreshGrace for a refresh still running, then
+// abandons it (Close records it as failed).
+func (c *curlRefresh) finish() {
+	ctx, cancel := context.WithTimeout(context.Background(), curlRefreshGrace)
+	defer cancel()
+	if c.Wait(ctx) != nil {
+		c.abandoned.Store(true)
+	}
+	c.Close()
 }

@@ -12,9 +12,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/agentid/agentid/cmd/idcli/internal/clitest"
 	"github.com/agentid/agentid/signer"
@@ -23,8 +26,8 @@ import (
 
 // The tests of this file run the idcli binary against the reference server
 // behind a loopback proxy that, once armed, holds the service's answer to
-// a directory refresh (PUT /agents/{uid}/directory-signatures): a slow
-// service as the agent sees it.
+// a directory refresh (PUT /agents/{uid}/directory-signatures): a slow or
+// hanging service as the agent sees it.
 
 // refreshProxy forwards every request to a reference server, keeping the
 // Host header (the server's HOSTNAME is the proxy's URL).
@@ -32,7 +35,8 @@ type refreshProxy struct {
 	srv *httptest.Server
 	rp  *httputil.ReverseProxy
 
-	mode     atomic.Int32  // proxyPass or proxyHold
+	mode     atomic.Int32  // proxyPass, proxyHold or proxyHang
+	puts     atomic.Int32  // directory refreshes received
 	answered chan struct{} // proxyHold: closed once the server has answered the held refresh
 	release  chan struct{} // proxyHold: closed by the test to pass the answer on
 	gone     chan struct{} // closed when the test ends: every held request ends
@@ -41,6 +45,7 @@ type refreshProxy struct {
 const (
 	proxyPass = iota // forward everything
 	proxyHold        // forward the next refresh, hold its answer until release
+	proxyHang        // never forward nor answer a refresh
 )
 
 // startRefreshProxy starts a reference server (on databaseURL) whose
@@ -69,7 +74,10 @@ func (p *refreshProxy) serve(w http.ResponseWriter, r *http.Request) {
 		p.rp.ServeHTTP(w, r)
 		return
 	}
+	p.puts.Add(1)
 	switch {
+	case p.mode.Load() == proxyHang:
+		<-p.gone
 	case p.mode.CompareAndSwap(proxyHold, proxyPass):
 		rec := httptest.NewRecorder()
 		p.rp.ServeHTTP(rec, r)
@@ -172,6 +180,80 @@ func TestAgentRotationDuringRefreshKeepsNewKey(t *testing.T) {
 		var w whoamiBody
 		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &w) != nil || w.Kid != rot.Kid {
 			t.Errorf("signed /whoami after the race: %v; want 200 with kid %s", r, rot.Kid)
+		}
+	})
+}
+
+// makeDue rewrites the directory signature record of dir/.env as made two
+// hours ago and valid one hour: past half its validity, so the next signed
+// call refreshes it.
+func makeDue(t *testing.T, dir string) {
+	t.Helper()
+	path := filepath.Join(dir, ".env")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now().Add(-2 * time.Hour).Unix()
+	b = regexp.MustCompile(`AGENT_DIRECTORY_SIGNED_AT=[0-9]+`).ReplaceAll(b, []byte("AGENT_DIRECTORY_SIGNED_AT="+strconv.FormatInt(at, 10)))
+	b = regexp.MustCompile(`AGENT_DIRECTORY_SIGNED_UNTIL=[0-9]+`).ReplaceAll(b, []byte("AGENT_DIRECTORY_SIGNED_UNTIL="+strconv.FormatInt(at+3600, 10)))
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// `idcli agent curl` against a service that takes a directory refresh and
+// never answers: the call is made and answered while the refresh runs, the
+// process waits for the refresh a short while only and records the failed
+// attempt; the next run, within the backoff, does not try again. The first
+// run must end well before the 30 s a refresh may take (the bound below is
+// that limit, not a measurement: a run that waited for the refresh would
+// be killed by it).
+func TestAgentCurlHangingRefreshBacksOff(t *testing.T) {
+	clitest.EachDatabase(t, func(t *testing.T, databaseURL string) {
+		p := startRefreshProxy(t, databaseURL)
+		dir := t.TempDir()
+		if r := runBinary(t, dir, nil, "agent", "init", "--hostname", p.URL()); r.code != 0 {
+			t.Fatalf("agent init: %v", r)
+		}
+		uid := envVar(t, dir, "AGENT_UID")
+		makeDue(t, dir)
+		p.mode.Store(proxyHang)
+		before := p.puts.Load()
+
+		curl := func(name string) (string, string) {
+			t.Helper()
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+			defer cancel()
+			cmd, out, errb := binaryCmd(t, ctx, dir, "agent", "curl", p.URL()+"/whoami")
+			err := cmd.Run()
+			if ctx.Err() != nil {
+				t.Fatalf("%s: agent curl still running after 20 s (killed): it waited for the hanging refresh\nstderr: %s", name, errb)
+			}
+			var w whoamiBody
+			if err != nil || json.Unmarshal(out.Bytes(), &w) != nil || w.UID != uid {
+				t.Fatalf("%s: agent curl /whoami: %v\nstdout %s\nstderr %s", name, err, out, errb)
+			}
+			return out.String(), errb.String()
+		}
+		_, stderr := curl("first run")
+		t.Logf("first run: %s", stderr)
+		if got := p.puts.Load() - before; got != 1 {
+			t.Errorf("first run: %d directory refreshes sent, want 1", got)
+		}
+		if !strings.Contains(stderr, "warning:") || !strings.Contains(stderr, "refresh") {
+			t.Errorf("first run: stderr %q; want a warning that the refresh did not finish", stderr)
+		}
+		if got := envVar(t, dir, "AGENT_DIRECTORY_REFRESH_FAILURES"); got != "1" {
+			t.Errorf("AGENT_DIRECTORY_REFRESH_FAILURES = %q after the first run, want 1", got)
+		}
+
+		_, stderr = curl("second run")
+		if got := p.puts.Load() - before; got != 1 {
+			t.Errorf("second run: %d directory refreshes sent in all, want still 1 (backing off)", got)
+		}
+		if strings.Contains(stderr, "warning:") {
+			t.Errorf("second run: stderr %q; want no refresh attempted", stderr)
 		}
 	})
 }

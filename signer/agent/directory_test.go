@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -107,9 +108,10 @@ func TestInitSignsDirectoryAndRefreshIfDue(t *testing.T) {
 	}
 }
 
-// RefreshTransport refreshes before a call once the recorded signature is
-// past half its validity, once; a failed refresh is reported and not tried
-// again before RetryAfter; the calls go through either way.
+// RefreshTransport refreshes, in the background of a call, once the
+// recorded signature is past half its validity, once; a failed refresh is
+// reported and not tried again before RetryAfter; the calls go through
+// either way.
 func TestRefreshTransport(t *testing.T) {
 	t.Parallel()
 	svc := newFakeService(t)
@@ -121,9 +123,13 @@ func TestRefreshTransport(t *testing.T) {
 	clock.Store(start.Unix())
 	now := func() time.Time { return time.Unix(clock.Load(), 0) }
 	refreshes := svc.directoryRefreshes
+	var mu sync.Mutex
 	var errs []error
+	onError := func(err error) { mu.Lock(); errs = append(errs, err); mu.Unlock() }
+	nerrs := func() int { mu.Lock(); defer mu.Unlock(); return len(errs) }
 	tr := &agent.RefreshTransport{Base: creds.Transport(nil), Options: agent.RefreshOptions{Dir: dir, Getenv: getenv, Now: now},
-		OnError: func(err error) { errs = append(errs, err) }}
+		OnError: onError}
+	t.Cleanup(func() { tr.Close() })
 	client := &http.Client{Transport: tr}
 	call := func() {
 		t.Helper()
@@ -134,6 +140,11 @@ func TestRefreshTransport(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("whoami: %d", resp.StatusCode)
+		}
+		if rt, ok := client.Transport.(*agent.RefreshTransport); ok {
+			if err := rt.Wait(context.Background()); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	call()
@@ -150,18 +161,19 @@ func TestRefreshTransport(t *testing.T) {
 	// A refresh that fails: reported once, retried after RetryAfter.
 	bad := &agent.RefreshTransport{Base: creds.Transport(nil), RetryAfter: time.Hour,
 		Options: agent.RefreshOptions{Dir: dir, Getenv: getenv, Now: now, Hostname: "http://127.0.0.1:1"},
-		OnError: func(err error) { errs = append(errs, err) }}
+		OnError: onError}
+	t.Cleanup(func() { bad.Close() })
 	client.Transport = bad
 	clock.Add(int64(agent.DefaultDirectoryValidity / time.Second))
 	call()
 	call()
-	if len(errs) != 1 {
-		t.Errorf("%d errors reported, want 1: %v", len(errs), errs)
+	if n := nerrs(); n != 1 {
+		t.Errorf("%d errors reported, want 1: %v", n, errs)
 	}
 	clock.Add(3600)
 	call()
-	if len(errs) != 2 {
-		t.Errorf("%d errors reported after RetryAfter, want 2", len(errs))
+	if n := nerrs(); n != 2 {
+		t.Errorf("%d errors reported after RetryAfter, want 2", n)
 	}
 }
 
@@ -178,6 +190,7 @@ func TestRefreshTransportDueWithRefreshDue(t *testing.T) {
 	var clock atomic.Int64
 	tr := &agent.RefreshTransport{Base: creds.Transport(nil),
 		Options: agent.RefreshOptions{Dir: dir, Getenv: getenv, Now: func() time.Time { return time.Unix(clock.Load(), 0) }}}
+	t.Cleanup(func() { tr.Close() })
 	client := &http.Client{Transport: tr}
 	refreshes := svc.directoryRefreshes
 	for _, tt := range []struct {
@@ -194,6 +207,9 @@ func TestRefreshTransportDueWithRefreshDue(t *testing.T) {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
+		if err := tr.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
 		due := agent.RefreshDue(created, expires, tt.at)
 		if got := refreshes(); got != tt.want {
 			t.Errorf("%s: %d refreshes, want %d (RefreshDue = %v)", tt.name, got, tt.want, due)

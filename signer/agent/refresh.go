@@ -5,10 +5,28 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/envfile"
+)
+
+// Names of the credential variables recording failed directory refreshes:
+// how many failed in a row, and when the last one failed (Unix seconds).
+// A successful refresh removes them.
+const (
+	EnvDirectoryRefreshFailures = "AGENT_DIRECTORY_REFRESH_FAILURES"
+	EnvDirectoryRefreshFailedAt = "AGENT_DIRECTORY_REFRESH_FAILED_AT"
+)
+
+// RefreshBackoffMin and RefreshBackoffMax bound the wait RefreshIfDue
+// leaves after a failed refresh before it tries again: RefreshBackoffMin
+// after the first failure in a row, doubling with each further one, never
+// more than RefreshBackoffMax.
+const (
+	RefreshBackoffMin = time.Minute
+	RefreshBackoffMax = time.Hour
 )
 
 // recordWait bounds how long a refresh waits for the credentials file's
@@ -23,6 +41,28 @@ const recordWait = 2 * time.Second
 // or an init landed meanwhile). The refresh then writes nothing: the file
 // stays as the rotation left it.
 var ErrCredentialsChanged = errors.New("agent: the credentials file changed during the refresh")
+
+// RefreshError is a failed directory refresh (Refresh, RefreshIfDue),
+// with the backoff it recorded in the credentials file.
+type RefreshError struct {
+	// Err is why the refresh failed.
+	Err error
+	// Failures is how many refreshes in a row have failed, this one
+	// included; 0 when the failure could not be recorded.
+	Failures int
+	// RetryAt is the earliest time RefreshIfDue tries again; zero when
+	// the failure could not be recorded.
+	RetryAt time.Time
+}
+
+func (e *RefreshError) Error() string {
+	if e.Failures == 0 {
+		return e.Err.Error()
+	}
+	return fmt.Sprintf("%v (failed refresh %d in a row; the next is put off until %s)", e.Err, e.Failures, e.RetryAt.UTC().Format(time.RFC3339))
+}
+
+func (e *RefreshError) Unwrap() error { return e.Err }
 
 // RefreshOptions configure Refresh and RefreshIfDue.
 type RefreshOptions struct {
@@ -70,7 +110,10 @@ type RefreshResult struct {
 // Refresh signs the agent's key directory afresh and hands the signature
 // to the service (`idcli agent directory refresh`; see
 // Client.RefreshDirectory), then records its validity in the credentials
-// file (AGENT_DIRECTORY_SIGNED_AT, AGENT_DIRECTORY_SIGNED_UNTIL).
+// file (AGENT_DIRECTORY_SIGNED_AT, AGENT_DIRECTORY_SIGNED_UNTIL) and
+// clears any failures recorded. A failure is recorded instead
+// (AGENT_DIRECTORY_REFRESH_FAILURES, AGENT_DIRECTORY_REFRESH_FAILED_AT)
+// and returned as a *RefreshError, so that RefreshIfDue backs off.
 //
 // The request is made without the credentials file's lock; the outcome is
 // recorded under it (envfile.Update), in the file as it is then, and only
@@ -100,12 +143,14 @@ func refresh(ctx context.Context, opts RefreshOptions, src *source, path string)
 	cl := &Client{HTTPClient: opts.HTTPClient, Now: opts.Now, DirectoryValidity: opts.Validity}
 	ds, err := cl.RefreshDirectory(ctx, creds.Hostname, creds.UID, creds.Key)
 	if err != nil {
-		return RefreshResult{}, err
+		return RefreshResult{}, recordFailure(ctx, opts.now(), path, creds, err)
 	}
 	err = record(ctx, path, creds, func(f *envfile.File) {
 		for _, kv := range directoryVars(ds.Created, ds.Expires) {
 			f.Set(kv[0], kv[1])
 		}
+		f.Delete(EnvDirectoryRefreshFailures)
+		f.Delete(EnvDirectoryRefreshFailedAt)
 	})
 	if errors.Is(err, ErrCredentialsChanged) {
 		return RefreshResult{}, err
@@ -114,6 +159,23 @@ func refresh(ctx context.Context, opts RefreshOptions, src *source, path string)
 		return RefreshResult{}, fmt.Errorf("agent: the directory signature was handed over but not recorded: %w", err)
 	}
 	return RefreshResult{DirectorySignature: ds, Path: path}, nil
+}
+
+// recordFailure records a failed refresh in the credentials file and
+// returns it as a *RefreshError.
+func recordFailure(ctx context.Context, now time.Time, path string, creds Credentials, cause error) error {
+	re := &RefreshError{Err: cause}
+	err := record(ctx, path, creds, func(f *envfile.File) {
+		n, _, _ := backoffState(f, now)
+		n++
+		f.Set(EnvDirectoryRefreshFailures, strconv.Itoa(n))
+		f.Set(EnvDirectoryRefreshFailedAt, strconv.FormatInt(now.Unix(), 10))
+		re.Failures, re.RetryAt = n, now.Add(refreshBackoff(n))
+	})
+	if err != nil {
+		re.Err = fmt.Errorf("%w (not recorded: %w)", cause, err)
+	}
+	return re
 }
 
 // record edits the credentials file at path under its lock, waiting for
@@ -163,20 +225,67 @@ func checkSameAgent(f *envfile.File, path string, creds Credentials) error {
 	return fmt.Errorf("%w: %s now holds key %s, not %s which signed the refresh (a rotation landed meanwhile?); nothing was written", ErrCredentialsChanged, path, got, want)
 }
 
+// refreshBackoff is the wait after the n-th failed refresh in a row:
+// RefreshBackoffMin doubled n-1 times, at most RefreshBackoffMax.
+func refreshBackoff(n int) time.Duration {
+	d := RefreshBackoffMin
+	for i := 1; i < n && d < RefreshBackoffMax; i++ {
+		d *= 2
+	}
+	return min(d, RefreshBackoffMax)
+}
+
+// backoffState reads the failed refreshes recorded in f: how many in a
+// row and when the next may be tried. ok is false when none is recorded,
+// the record is not a positive count and a Unix time, or it failed after
+// now (a clock set back, an edited file): such a record is ignored, so it
+// can never put the refresh off for longer than RefreshBackoffMax.
+func backoffState(f *envfile.File, now time.Time) (failures int, retryAt time.Time, ok bool) {
+	a, _ := f.Get(EnvDirectoryRefreshFailures)
+	b, _ := f.Get(EnvDirectoryRefreshFailedAt)
+	n, err1 := strconv.Atoi(a)
+	at, err2 := strconv.ParseInt(b, 10, 64)
+	if err1 != nil || err2 != nil || n < 1 {
+		return 0, time.Time{}, false
+	}
+	failed := time.Unix(at, 0)
+	if failed.After(now) {
+		return 0, time.Time{}, false
+	}
+	return n, failed.Add(refreshBackoff(n)), true
+}
+
+// dueAt returns when the directory signature recorded in f falls due for
+// a refresh: half way through its validity, or once the backoff after
+// failed refreshes has passed, whichever is later. ok is false when no
+// signature is recorded (never due).
+func dueAt(f *envfile.File, now time.Time) (time.Time, bool) {
+	created, expires, ok := directoryState(f)
+	if !ok {
+		return time.Time{}, false
+	}
+	due := refreshAt(created, expires)
+	if _, retry, ok := backoffState(f, now); ok && retry.After(due) {
+		due = retry
+	}
+	return due, true
+}
+
 // RefreshIfDue refreshes the agent's directory signature (as Refresh does)
 // when the one recorded in the credentials file has passed half its
-// validity. It does nothing, and reports false, when none is recorded: an
-// agent whose directory was never signed (made by vestauth, or by a
-// service without directory signatures) is left as it is. Signed calls
-// run it first (`idcli agent curl`), so a directory in use stays signed.
+// validity, unless a failed refresh was recorded less than its backoff ago
+// (RefreshBackoffMin, doubling per failure in a row, at most
+// RefreshBackoffMax). It does nothing, and reports false, when none is
+// recorded: an agent whose directory was never signed (made by vestauth,
+// or by a service without directory signatures) is left as it is.
 func RefreshIfDue(ctx context.Context, opts RefreshOptions) (RefreshResult, bool, error) {
 	lo := opts.loadOptions()
 	src, err := openSource(lo.Path, lo.Getenv)
 	if err != nil {
 		return RefreshResult{}, false, err
 	}
-	created, expires, ok := directoryState(src.file)
-	if !ok || !RefreshDue(created, expires, opts.now()) {
+	now := opts.now()
+	if due, ok := dueAt(src.file, now); !ok || now.Before(due) {
 		return RefreshResult{}, false, nil
 	}
 	res, err := refresh(ctx, opts, src, lo.Path)
