@@ -48,8 +48,10 @@ func init() { maxRSABits.Store(DefaultMaxRSABits) }
 // SetMaxRSABits sets the largest RSA modulus ParseKeySetJWK accepts, for
 // every key parsed afterwards in this process: between DefaultMaxRSABits
 // (the default) and LimitRSABits. Raising it lets a trusted key set make
-// each verification cost up to 8 times as much (an RSA check grows with
-// the square of the modulus length). It is safe for concurrent use.
+// each verification cost several times as much (PublicKey.VerifyCost): a
+// verifier that bounds the price of one request's checks (the
+// middleware's Config.MaxVerifyCost) refuses such keys until its bound is
+// raised too. It is safe for concurrent use.
 func SetMaxRSABits(bits int) error {
 	if bits < DefaultMaxRSABits || bits > LimitRSABits {
 		return fmt.Errorf("signer: SetMaxRSABits(%d): the bound must be between %d and %d", bits, DefaultMaxRSABits, LimitRSABits)
