@@ -2,6 +2,7 @@ package middleware_test
 
 import (
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -292,4 +293,70 @@ func FuzzVerifyRequest(f *testing.F) {
 			t.Fatalf("refused with %d %s: %v", e.Status(), e.Code, err)
 		}
 	})
+}
+
+// hostileKeys are a key of every algorithm and RSA size the verifier
+// accepts by default (rsa-v1_5-sha256 is not accepted), for forged
+// signatures: only the length of an RSA modulus matters to a check that
+// fails, so those without a private key are made of a fixed pattern.
+func hostileKeys(tb testing.TB) []ksSigner {
+	tb.Helper()
+	return []ksSigner{
+		ksEd25519(tb, 0x44, ""),
+		ksECDSA(tb, ""),
+		ksRSA(tb, ""), // 2048 bits
+		ksRSAPublic(tb, 3072, "rsa-3072"),
+		ksRSA4096(tb, "rsa-4096"),
+	}
+}
+
+// twoForged is a request to a verifier's key source of agent carrying two
+// signatures by s whose bytes do not verify, each a whole check's work
+// (forge); they differ in label and nonce.
+func twoForged(tb testing.TB, s ksSigner, agent string, now time.Time) *http.Request {
+	tb.Helper()
+	r := httptest.NewRequest(http.MethodGet, "https://api.example.com/v1/things", nil)
+	f := forge(s)
+	var in, sv, sa []string
+	for j := range 2 {
+		label := fmt.Sprintf("s%d", j)
+		one := r.Clone(r.Context())
+		ksSign(tb, one, f, label, `"@authority"`, s.pub.Thumbprint, now)
+		in = append(in, one.Header.Get("Signature-Input"))
+		sv = append(sv, one.Header.Get("Signature"))
+		sa = append(sa, label+`="`+agent+`"`)
+	}
+	r.Header.Set("Signature-Input", strings.Join(in, ", "))
+	r.Header.Set("Signature", strings.Join(sv, ", "))
+	r.Header.Set("Signature-Agent", strings.Join(sa, ", "))
+	return r
+}
+
+// BenchmarkHostileAlgorithms: two forged signatures by a key of each
+// accepted algorithm and RSA size, against a cached key (a key set the
+// verifier trusts publishes it), each timed against one valid Ed25519
+// verification in the same run: x-valid (and cpu-x-valid, the thread's
+// CPU time) is the ratio, at most 10 by Config.MaxVerifyCost's default.
+// checks/op is the number of signature checks the verifier ran.
+func BenchmarkHostileAlgorithms(b *testing.B) {
+	for _, s := range hostileKeys(b) {
+		b.Run(s.name, func(b *testing.B) {
+			keys := middleware.NewStaticKeys()
+			keys.Add(benchOrigin, s.pub)
+			counter := &checkCounter{}
+			v, err := middleware.NewVerifier(middleware.Config{Keys: keys, Authorities: testAuthorities, Now: func() time.Time { return benchNow }, Logger: slog.New(counter)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			forged := twoForged(b, s, benchOrigin, benchNow)
+			prepare, valid := validSide(b)
+			b.ReportAllocs()
+			signertest.PairedPrepared(b, ratioBlock, "valid", "2-forged", prepare, valid, func(int) {
+				if _, err := v.Verify(forged); codeOf(err) != string(middleware.CodeInvalidSignature) {
+					b.Fatalf("two forged %s signatures: %v, want invalid_signature", s.name, err)
+				}
+			})
+			b.ReportMetric(float64(counter.failed.Load())/float64(b.N), "checks/op")
+		})
+	}
 }

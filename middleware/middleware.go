@@ -120,6 +120,12 @@ const (
 	DefaultMaxNonceLength           = 256
 	DefaultMaxKeyIDLength           = 256
 	DefaultMaxHeaderBytes           = 8 << 10
+	// DefaultMaxVerifyCost is the default of Config.MaxVerifyCost: one
+	// check of an RSA key of up to signer.DefaultMaxRSABits bits fits it,
+	// and no two such checks do. A request then costs at most ten Ed25519
+	// verifications' worth of signature checks, whatever algorithms and
+	// key sizes a trusted host publishes.
+	DefaultMaxVerifyCost = 10
 	// DefaultSignatureAgentCacheSize is the default of
 	// Config.SignatureAgentCacheSize: as many values as keyfetch caches key
 	// sets by default (keyfetch.DefaultMaxOrigins), so that every agent
@@ -212,6 +218,20 @@ type Config struct {
 	MaxNonceLength int
 	// MaxKeyIDLength bounds the keyid (keyid_too_long). If 0, 256.
 	MaxKeyIDLength int
+	// MaxVerifyCost bounds the signature checks of one request by their
+	// price, in units of one Ed25519 verification
+	// (signer.PublicKey.VerifyCost); the count bound (two checks per
+	// request, whatever their price) applies as well. The candidates are
+	// tried in order while their checks fit; the first signature's error
+	// then stands. A key whose one check costs more than MaxVerifyCost is
+	// refused (unsupported_algorithm) without being used, and the next
+	// signature is tried. If 0,
+	// DefaultMaxVerifyCost, which fits one check of an RSA key of
+	// signer.DefaultMaxRSABits bits; after signer.SetMaxRSABits raises the
+	// bound, raise this too (to the VerifyCost of the largest key), or such
+	// keys are refused. Raising it raises, in proportion, what a request
+	// with forged signatures can cost.
+	MaxVerifyCost int
 	// SignatureAgentCacheSize bounds the cache of parsed and resolved
 	// Signature-Agent values (least recently used evicted): an agent sends
 	// the same value on every request, so it is parsed once while cached.

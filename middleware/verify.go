@@ -38,7 +38,7 @@ func (c Config) Validate() error {
 	if c.MaxBodyBytes < 0 {
 		return errors.New("middleware: Config.MaxBodyBytes must not be negative")
 	}
-	for _, n := range []int{c.MaxHeaderBytes, c.MaxSignatures, c.MaxComponents, c.MaxSignatureAgentMembers, c.MaxNonceLength, c.MaxKeyIDLength} {
+	for _, n := range []int{c.MaxHeaderBytes, c.MaxSignatures, c.MaxComponents, c.MaxSignatureAgentMembers, c.MaxNonceLength, c.MaxKeyIDLength, c.MaxVerifyCost} {
 		if n < 0 {
 			return errors.New("middleware: Config limits must not be negative")
 		}
@@ -110,6 +110,7 @@ func (c Config) withDefaults() Config {
 	c.MaxSignatureAgentMembers = cmp.Or(c.MaxSignatureAgentMembers, DefaultMaxSignatureAgentMembers)
 	c.MaxNonceLength = cmp.Or(c.MaxNonceLength, DefaultMaxNonceLength)
 	c.MaxKeyIDLength = cmp.Or(c.MaxKeyIDLength, DefaultMaxKeyIDLength)
+	c.MaxVerifyCost = cmp.Or(c.MaxVerifyCost, DefaultMaxVerifyCost)
 	c.SignatureAgentCacheSize = cmp.Or(c.SignatureAgentCacheSize, DefaultSignatureAgentCacheSize)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -337,7 +338,7 @@ func (v *Verifier) verifySignatures(r *http.Request, sigs []signer.Signature, st
 	// The work budget is per verification: a caller that checks one
 	// request twice (a rotation: the current key, then the new one) gets
 	// the bound twice, not a shared one the first check could exhaust.
-	st.fetches, st.checks = 0, 0
+	st.budget = budget{}
 	// sigs holds only the signatures with the tag when any has it.
 	cands := sigs
 	if sigs[0].Params.Tag != cfg.Tag && (!cfg.AnyTag || len(sigs) != 1) {
@@ -372,19 +373,6 @@ func (v *Verifier) verifySignatures(r *http.Request, sigs []signer.Signature, st
 	return first
 }
 
-// Work bounds per request: the candidates after these are not tried.
-const (
-	// maxFetches is the number of key lookups per request that may fetch
-	// (a KeySource that is not a KeyCache counts every lookup).
-	maxFetches = 1
-	// maxChecks is the number of signature verifications per request.
-	maxChecks = 2
-)
-
-// errBudget ends the candidates of a request: trying the next one would
-// exceed maxFetches or maxChecks. The first candidate's error stands.
-var errBudget = &Error{Code: CodeInvalidSignature, Message: "no further signature is tried"}
-
 // signerError maps a failure to parse the signature fields or to build the
 // signature base to its code.
 func signerError(err error) *Error {
@@ -410,8 +398,7 @@ func signerError(err error) *Error {
 // Signature-Agent, the body read for Content-Digest and the outcome of
 // comparing them.
 type requestState struct {
-	fetches    int // key lookups that could fetch, this verification
-	checks     int // signature verifications, this verification
+	budget     budget // the work of this verification
 	agent      *agentField
 	agentDone  bool
 	body       []byte
@@ -503,14 +490,13 @@ func (v *Verifier) candidate(r *http.Request, sig *signer.Signature, st *request
 	// keyid must be the key's thumbprint. A lookup that may fetch counts
 	// against the request's budget, and no key is looked up for a
 	// signature that could not be checked.
-	if st.checks >= maxChecks {
+	if !st.budget.canCheck(cfg.MaxVerifyCost) {
 		return errBudget
 	}
 	if kc, ok := keys.(KeyCache); !ok || !kc.KeyCached(set, p.KeyID) {
-		if st.fetches >= maxFetches {
+		if !st.budget.fetch() {
 			return errBudget
 		}
-		st.fetches++
 	}
 	pk, kerr := keys.Key(r.Context(), set, p.KeyID)
 	if kerr != nil {
@@ -528,8 +514,11 @@ func (v *Verifier) candidate(r *http.Request, sig *signer.Signature, st *request
 		return Fail(CodeUnsupportedAlgorithm, "key %q is for %s, which is not accepted", signer.Truncate(p.KeyID), alg)
 	}
 
-	// 7. The signature over the rebuilt base.
-	st.checks++
+	// 7. The signature over the rebuilt base, if its price fits what is
+	// left of the request's budget.
+	if err := st.budget.check(&pk, p.KeyID, cfg.MaxVerifyCost); err != nil {
+		return err
+	}
 	if pk.Verify(alg, base, sig.Value) != nil {
 		v.logBaseMismatch(r, sig, base)
 		return Fail(CodeInvalidSignature, "the signature does not verify with key %q", signer.Truncate(p.KeyID))
