@@ -3,6 +3,8 @@ package keyfetch_test
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/agentid/agentid/keyfetch"
 	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/signertest"
 )
 
 // BenchmarkKeyCacheHit measures Key for a cached key set and keyid, with the
@@ -170,5 +173,66 @@ func BenchmarkParseRegistry(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// BenchmarkKeySetParse times parsing the largest key set a trusted host
+// can serve (DefaultMaxKeys keys, or as many as DefaultMaxBodyBytes holds)
+// of each key type against one Ed25519 verification in the same run
+// (x-ed25519, cpu-x-ed25519): the work a fetch adds beyond its I/O, at
+// most once per request. An RSA key costs a base64 decoding and a
+// thumbprint, no arithmetic, whatever its length; an Ed25519 key is
+// expanded for the backend when parsed.
+func BenchmarkKeySetParse(b *testing.B) {
+	ed := signertest.Key(40)
+	msg := []byte("a signature base of a hundred bytes or so, as a default-profile request has: @authority and params")
+	sig := ed25519.Sign(ed.Key, msg)
+	rsaJWK := func(bits, i int) string {
+		n := bytes.Repeat([]byte{0xa5, byte(i)}, bits/16)
+		n[0] |= 0x80
+		n[len(n)-1] |= 1
+		return `{"kty":"RSA","e":"AQAB","n":"` + base64.RawURLEncoding.EncodeToString(n) + `"}`
+	}
+	for _, c := range []struct {
+		name string
+		bits int // 0: Ed25519
+	}{{"ed25519", 0}, {"rsa-2048", 2048}, {"rsa-4096", 4096}, {"rsa-8192", 8192}} {
+		b.Run(c.name, func(b *testing.B) {
+			if c.bits > signer.DefaultMaxRSABits {
+				if err := signer.SetMaxRSABits(c.bits); err != nil {
+					b.Fatal(err)
+				}
+				defer signer.SetMaxRSABits(signer.DefaultMaxRSABits)
+			}
+			var jwks []string
+			size := len(`{"keys":[]}`)
+			for i := 0; len(jwks) < keyfetch.DefaultMaxKeys; i++ {
+				j := signertest.Key(byte(i)).Public.JWK.MarshalPublic()
+				if c.bits > 0 {
+					j = []byte(rsaJWK(c.bits, i))
+				}
+				if size+len(j)+1 > keyfetch.DefaultMaxBodyBytes {
+					break
+				}
+				size += len(j) + 1
+				jwks = append(jwks, string(j))
+			}
+			body := []byte(`{"keys":[` + strings.Join(jwks, ",") + `]}`)
+			b.ReportAllocs()
+			signertest.Paired(b, 1, "ed25519", "parse",
+				func(int) {
+					if ed.Public.Verify(signer.AlgEd25519, msg, sig) != nil {
+						b.Fatal("the baseline did not verify")
+					}
+				},
+				func(int) {
+					keys, problems, err := keyfetch.ParseKeySet(body, keyfetch.DefaultMaxKeys)
+					if err != nil || len(keys) != len(jwks) {
+						b.Fatalf("parsed %d of %d keys: %v %v", len(keys), len(jwks), err, problems)
+					}
+				})
+			b.ReportMetric(float64(len(jwks)), "keys")
+			b.ReportMetric(float64(len(body)), "body-bytes")
+		})
 	}
 }

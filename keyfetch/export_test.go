@@ -17,3 +17,8 @@ func (f *Fetcher) Waiters(set signer.KeySet) int {
 func (f *Fetcher) ParseRegistry(body []byte) (entries, problems []string, err error) {
 	return f.parseRegistry(body)
 }
+
+// ParseKeySet exposes the key-set parser to benchmarks.
+func ParseKeySet(body []byte, maxKeys int) (keys []signer.PublicKey, problems []string, err error) {
+	return parseKeySet(body, maxKeys, "key set")
+}
