@@ -24,6 +24,14 @@ package refserver
 // lock before it inserts, held until its commit, so the writers of the
 // log commit one after another in id order.
 //
+// Rows are dated and pruned by the database's clock alone: created_at is
+// the database's CURRENT_TIMESTAMP when the row is written, and a prune
+// deletes the rows older than changeRetention by the database's clock
+// again. The clocks of the machines that write and prune (server
+// instances, an operator's `idcli server keys revoke`) never enter it, so
+// one an hour or more off cannot date a fresh row as old, or prune rows
+// that readers have not read yet.
+//
 // Fail safe: a cached verdict is used only while the last complete read
 // of the log began less than changeMaxStale (750 ms) ago. When the log
 // cannot be read (a dropped connection, a slow database), lookups read the
@@ -36,8 +44,10 @@ import (
 	"context"
 	"database/sql/driver"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -92,7 +102,7 @@ func logChanges(tx *gorm.DB, rows []KeyChange) error {
 	if err := lockChangeLog(tx); err != nil {
 		return err
 	}
-	if err := tx.CreateInBatches(rows, 500).Error; err != nil {
+	if err := insertChanges(tx, rows); err != nil {
 		return err
 	}
 	if tx.Dialector.Name() == "postgres" {
@@ -100,6 +110,47 @@ func logChanges(tx *gorm.DB, rows []KeyChange) error {
 		return tx.Exec("SELECT pg_notify(?, '')", changeChannel).Error
 	}
 	return nil
+}
+
+// changeBatch is how many rows of the change log one INSERT writes (four
+// bound values each, far below the drivers' limits).
+const changeBatch = 500
+
+// insertChanges writes rows (their Kid, AgentUID, Change and Actor) within
+// tx, each dated by the database's clock; the rows' ID and CreatedAt are
+// not read.
+func insertChanges(tx *gorm.DB, rows []KeyChange) error {
+	for len(rows) > 0 {
+		batch := rows[:min(len(rows), changeBatch)]
+		rows = rows[len(batch):]
+		var q strings.Builder
+		q.WriteString(`INSERT INTO "key_changes" ("kid", "agent_uid", "change", "actor", "created_at") VALUES `)
+		vars := make([]any, 0, 4*len(batch))
+		for i, r := range batch {
+			if i > 0 {
+				q.WriteString(", ")
+			}
+			q.WriteString("(?, ?, ?, ?, CURRENT_TIMESTAMP)")
+			vars = append(vars, r.Kid, r.AgentUID, r.Change, r.Actor)
+		}
+		if err := tx.Exec(q.String(), vars...).Error; err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// changeCutoff is the SQL expression, for db's dialect, of the oldest
+// created_at a prune keeps: the database's clock less changeRetention.
+// (SQLite's CURRENT_TIMESTAMP and datetime() are both UTC text
+// "YYYY-MM-DD HH:MM:SS", which compares as the time it names with rows
+// gorm wrote in its own, longer, UTC form.)
+func changeCutoff(db *gorm.DB) string {
+	secs := int64(changeRetention / time.Second)
+	if db.Dialector.Name() == "postgres" {
+		return fmt.Sprintf("CURRENT_TIMESTAMP - INTERVAL '%d seconds'", secs)
+	}
+	return fmt.Sprintf("datetime('now', '-%d seconds')", secs)
 }
 
 // changeChannel is the PostgreSQL notification channel on which writers
@@ -305,7 +356,7 @@ func (f *changeFeed) Sync(ctx context.Context) bool {
 	if !f.pruned || start-f.lastPrune >= changePruneEvery {
 		f.pruned, f.lastPrune = true, start
 		// Best effort: a failed prune is tried again next time.
-		db.Where("created_at < ?", time.Now().Add(-changeRetention).UTC()).Delete(&KeyChange{})
+		db.Where("created_at < " + changeCutoff(db)).Delete(&KeyChange{})
 	}
 	return true
 }

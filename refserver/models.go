@@ -30,6 +30,8 @@ func (Agent) TableName() string { return "agents" }
 // KeyChange is one row of the change log (table key_changes): a change to
 // a key or an agent that every server instance must see, in commit order
 // (see keychanges.go). Kid is "" for a change to an agent without keys.
+// CreatedAt is the database's clock when the row was written (never an
+// application's: rows are written by logChanges, not by gorm's Create).
 type KeyChange struct {
 	ID        uint64    `gorm:"primaryKey"`
 	Kid       string    `gorm:"column:kid;size:64;not null"`
