@@ -132,61 +132,6 @@ func (s *Server) proveAndRegister(r *http.Request, body []byte, pk signer.Public
 	return resp, nil
 }
 
-// registerKey returns the agent holding pk, creating agent and key in one
-// transaction when the key is new. In registration mode token that
-// transaction also spends one use of the invitation token invite (the
-// Agentid-Invite header checkRegistrationMode returned), so a failed
-// registration spends nothing; an already registered key spends nothing
-// either. Concurrent registrations of one key converge on the unique index
-// on kid: the losers roll back (no orphan agent) and find the winner's row.
-func (s *Server) registerKey(ctx context.Context, pk signer.PublicKey, invite string) (uid string, isNew bool, err error) {
-	db := s.db.WithContext(ctx)
-	for attempt := 0; attempt < 4; attempt++ {
-		var existing PublicJWK
-		err := db.Where("kid = ?", pk.JWK.Kid).Take(&existing).Error
-		switch {
-		case err == nil:
-			if existing.RevokedAt != nil {
-				return "", false, middleware.Fail(CodeKeyConflict, "this key was revoked and cannot be registered again; generate a new key")
-			}
-			if err := s.checkNotDisabled(db, existing.AgentUID); err != nil {
-				return "", false, err
-			}
-			return existing.AgentUID, false, nil
-		case !isNotFound(err):
-			return "", false, dbUnavailable(err)
-		}
-		uid, err := signer.NewUID(nil)
-		if err != nil {
-			return "", false, err
-		}
-		jwk := pk.JWK.MarshalPublic()
-		err = db.Transaction(func(tx *gorm.DB) error {
-			now := s.cfg.Now().UTC()
-			if s.cfg.Registration == RegistrationToken {
-				if err := useInvite(tx, invite, now); err != nil {
-					return err
-				}
-			}
-			if err := tx.Create(&Agent{UID: uid, CreatedAt: now, UpdatedAt: now}).Error; err != nil {
-				return err
-			}
-			return tx.Create(&PublicJWK{Kid: pk.JWK.Kid, AgentUID: uid, JWK: JSON(jwk), CreatedAt: now}).Error
-		})
-		if err == nil {
-			return uid, true, nil
-		}
-		if me := (*middleware.Error)(nil); errors.As(err, &me) {
-			return "", false, me
-		}
-		if !errors.Is(err, gorm.ErrDuplicatedKey) {
-			return "", false, dbUnavailable(err)
-		}
-		// Lost a race on the kid (or, astronomically unlikely, on the uid): look again.
-	}
-	return "", false, dbUnavailable(errors.New("refserver: registration kept conflicting"))
-}
-
 // rotateKeys is PUT /agents/{uid}/keys: sig1 by the agent's current key
 // (Signature-Agent naming {uid}), sig2 (tag agentid-key-possession) by the
 // new key in the body; then, in one transaction holding the agent row lock,
@@ -395,18 +340,5 @@ func (s *Server) whoami(w http.ResponseWriter, r *http.Request) error {
 		return middleware.Fail(middleware.CodeUntrustedAgent, "the signature agent is not an agent of this service")
 	}
 	writeAppended(w, http.StatusOK, func(b []byte) []byte { return appendWhoami(b, s.service, a.UID, a.JWK) })
-	return nil
-}
-
-// checkNotDisabled refuses, with 403 forbidden, to answer for the agent
-// uid when an operator has disabled it.
-func (s *Server) checkNotDisabled(db *gorm.DB, uid string) error {
-	var n int64
-	if err := db.Model(&Agent{}).Where("uid = ? AND disabled_at IS NOT NULL", uid).Count(&n).Error; err != nil {
-		return dbUnavailable(err)
-	}
-	if n > 0 {
-		return middleware.Fail(middleware.CodeForbidden, "agent %s has been disabled by the operator of this service", uid)
-	}
 	return nil
 }

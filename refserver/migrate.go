@@ -39,6 +39,7 @@ var migrations = []Migration{
 	{ID: "20261127160000", Name: "CreateKeyChangesTable", Migrate: createKeyChangesTable},
 	{ID: "20261127160100", Name: "AddAgentsDisabledAt", Migrate: addAgentsDisabledAt},
 	{ID: "20261127160200", Name: "CreateInviteTokensTable", Migrate: createInviteTokensTable},
+	{ID: "20261201120000", Name: "AddAgentsInviteTokenID", Migrate: addAgentsInviteTokenID},
 }
 
 // Migrations returns the schema migrations in order.
@@ -216,6 +217,23 @@ func createInviteTokensTable(tx *gorm.DB) error {
 		return nil
 	}
 	return tx.Migrator().CreateTable(&migrationV1InviteToken{})
+}
+
+// migrationV3Agent is agents as changed by 20261201120000:
+// invite_token_id is the invitation token the agent was created with
+// (registration mode token), NULL for an agent created without one.
+type migrationV3Agent struct {
+	migrationV2Agent
+	InviteTokenID *uint64 `gorm:"column:invite_token_id"`
+}
+
+func (migrationV3Agent) TableName() string { return "agents" }
+
+func addAgentsInviteTokenID(tx *gorm.DB) error {
+	if tx.Migrator().HasColumn(&migrationV3Agent{}, "invite_token_id") {
+		return nil
+	}
+	return tx.Migrator().AddColumn(&migrationV3Agent{}, "InviteTokenID")
 }
 
 // Migrate applies the pending migrations in order, in one transaction (both

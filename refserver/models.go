@@ -22,6 +22,9 @@ type Agent struct {
 	// DisabledAt is set while an operator has disabled the agent: its
 	// directory answers 404 and its signatures are refused.
 	DisabledAt *time.Time `gorm:"column:disabled_at"`
+	// InviteTokenID is the invitation token the agent was created with
+	// (registration mode token); nil when it was created without one.
+	InviteTokenID *uint64 `gorm:"column:invite_token_id"`
 }
 
 // TableName implements gorm's tabler.

@@ -336,20 +336,3 @@ func (a *AgentDB) RevokeInvite(ctx context.Context, id uint64) (InviteInfo, bool
 	})
 	return info, changed, err
 }
-
-// useInvite spends one use of the invitation token within tx (the
-// transaction that creates the agent, so a failed registration spends
-// nothing), or returns 403 forbidden when token is unknown, used up,
-// expired or revoked.
-func useInvite(tx *gorm.DB, token string, now time.Time) error {
-	res := tx.Model(&InviteToken{}).
-		Where("hash = ? AND uses_left > 0 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)", inviteHash(token), now.UTC()).
-		Updates(map[string]any{"uses_left": gorm.Expr("uses_left - 1"), "used": gorm.Expr("used + 1")})
-	if res.Error != nil {
-		return res.Error
-	}
-	if res.RowsAffected == 0 {
-		return errInviteRefused
-	}
-	return nil
-}

@@ -231,12 +231,16 @@ func TestRegistrationModes(t *testing.T) {
 		if n := countRows(t, db, &refserver.Agent{}); n != 3 {
 			t.Errorf("agents = %d, want 3", n)
 		}
-		// A registered key registers again (no new agent, no use spent).
-		if r := tok.send(inviteReq(existing, token, true)); r.status != http.StatusOK {
+		// A registered key registers again with a usable token (no new
+		// agent, no use spent); a used-up token is refused whatever the
+		// key (TestInvitationRuleWhateverTheKey).
+		spare, _, _ := adb.CreateInvite(ctx, "spare", 1, 0)
+		if r := tok.send(inviteReq(existing, spare, true)); r.status != http.StatusOK {
 			t.Errorf("token: an already registered key: %d %s, want 200", r.status, r.body)
 		}
+		tok.send(inviteReq(existing, token, true)).wantError(t, "token: an already registered key with a used-up token", http.StatusForbidden, "forbidden")
 		list, err := adb.ListInvites(ctx)
-		if err != nil || len(list) != 1 || list[0].UsesLeft != 0 || list[0].Used != 2 {
+		if err != nil || len(list) != 2 || list[1].UsesLeft != 0 || list[1].Used != 2 || list[0].UsesLeft != 1 {
 			t.Errorf("invites after use: %+v %v, want 0 uses left, 2 used", list, err)
 		}
 

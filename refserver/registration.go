@@ -1,12 +1,16 @@
 package refserver
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/signer"
+	"gorm.io/gorm"
 )
 
 // Registration modes of Config.Registration.
@@ -26,10 +30,84 @@ const (
 // inviteComponent is the Agentid-Invite header as a covered component.
 var inviteComponent = strings.ToLower(signer.InviteHeader)
 
+// The invitation rule of registration mode token, enforced here only.
+// Every registration request (POST /agents), whether its key is new or
+// already registered, carries one Agentid-Invite header, covered by its
+// signature (checkRegistrationMode, the registerInvite verifier), and the
+// token it names must be known, not revoked and not expired, and either
+// have a use left or be the token that created the agent of the already
+// registered key (that agent retrying its own registration: an answer
+// lost, `idcli agent init` run again). Anything else (an unknown or
+// respelled token, an expired or revoked one, one used up by other
+// registrations) is refused with one answer, errInviteRefused, whatever
+// the key. A registration that creates an agent spends one use, in the
+// transaction that creates it, and records the token on the agent
+// (Agent.InviteTokenID); one that answers for a registered key spends
+// none. Modes open and closed read no token.
+
 // errInviteRefused answers a registration whose invitation token is not
 // good (unknown, used up, expired or revoked: the client is not told which).
 var errInviteRefused = middleware.Fail(middleware.CodeForbidden,
 	"registration on this service needs an invitation token, and the one in %s is not valid (unknown, used up, expired or revoked); ask the operator for a new one", signer.InviteHeader)
+
+// inviteUsable reports whether the invitation token t is neither revoked
+// nor expired at now.
+func inviteUsable(t InviteToken, now time.Time) bool {
+	return t.RevokedAt == nil && (t.ExpiresAt == nil || t.ExpiresAt.After(now))
+}
+
+// findInvite returns the invitation token row of token, or
+// errInviteRefused when none has its digest.
+func findInvite(db *gorm.DB, token string) (InviteToken, error) {
+	var row InviteToken
+	if err := db.Where("hash = ?", inviteHash(token)).Take(&row).Error; err != nil {
+		if isNotFound(err) {
+			return InviteToken{}, errInviteRefused
+		}
+		return InviteToken{}, err
+	}
+	return row, nil
+}
+
+// spendInvite spends one use of token within tx (the transaction that
+// creates the agent, so a failed registration spends nothing) and returns
+// its id, or errInviteRefused when it is unknown, used up, expired or
+// revoked. The update re-checks the use left, so concurrent registrations
+// never spend more uses than the token has.
+func spendInvite(tx *gorm.DB, token string, now time.Time) (uint64, error) {
+	row, err := findInvite(tx, token)
+	if err != nil {
+		return 0, err
+	}
+	if !inviteUsable(row, now) || row.UsesLeft <= 0 {
+		return 0, errInviteRefused
+	}
+	res := tx.Model(&InviteToken{}).
+		Where("id = ? AND uses_left > 0 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)", row.ID, now.UTC()).
+		Updates(map[string]any{"uses_left": gorm.Expr("uses_left - 1"), "used": gorm.Expr("used + 1")})
+	if res.Error != nil {
+		return 0, res.Error
+	}
+	if res.RowsAffected == 0 {
+		return 0, errInviteRefused
+	}
+	return row.ID, nil
+}
+
+// admitInvite checks token for a registration of a key already held by
+// agent, which spends nothing: the token must be usable and have a use
+// left, or be the one agent was created with.
+func admitInvite(db *gorm.DB, token string, agent Agent, now time.Time) error {
+	row, err := findInvite(db, token)
+	if err != nil {
+		return err
+	}
+	own := agent.InviteTokenID != nil && *agent.InviteTokenID == row.ID
+	if !inviteUsable(row, now) || (row.UsesLeft <= 0 && !own) {
+		return errInviteRefused
+	}
+	return nil
+}
 
 // checkRegistrationMode refuses a registration request the mode forbids,
 // before its body is read or its signature verified, and returns the
@@ -68,4 +146,96 @@ func validRegistration(mode string) error {
 		return nil
 	}
 	return fmt.Errorf("refserver: registration mode %q: want %s, %s or %s", mode, RegistrationOpen, RegistrationClosed, RegistrationToken)
+}
+
+// registerKey returns the agent holding pk, creating agent and key in one
+// transaction when the key is new. In registration mode token, invite
+// (the Agentid-Invite header checkRegistrationMode returned) must pass the
+// invitation rule above: the transaction that creates an agent spends one
+// use of it, so a failed registration spends nothing; an already
+// registered key spends nothing either. Concurrent registrations of one
+// key converge on the unique index on kid: the losers roll back (no orphan
+// agent) and find the winner's row.
+func (s *Server) registerKey(ctx context.Context, pk signer.PublicKey, invite string) (uid string, isNew bool, err error) {
+	db := s.db.WithContext(ctx)
+	for attempt := 0; attempt < 4; attempt++ {
+		var existing PublicJWK
+		err := db.Where("kid = ?", pk.JWK.Kid).Take(&existing).Error
+		switch {
+		case err == nil:
+			if existing.RevokedAt != nil {
+				return "", false, middleware.Fail(CodeKeyConflict, "this key was revoked and cannot be registered again; generate a new key")
+			}
+			switch err := s.admitRegistered(db, existing.AgentUID, invite); {
+			case errors.Is(err, errAgentGone):
+				continue // deleted meanwhile, with its keys: look again
+			case err != nil:
+				return "", false, err
+			}
+			return existing.AgentUID, false, nil
+		case !isNotFound(err):
+			return "", false, dbUnavailable(err)
+		}
+		uid, err := signer.NewUID(nil)
+		if err != nil {
+			return "", false, err
+		}
+		jwk := pk.JWK.MarshalPublic()
+		err = db.Transaction(func(tx *gorm.DB) error {
+			now := s.cfg.Now().UTC()
+			agent := Agent{UID: uid, CreatedAt: now, UpdatedAt: now}
+			if s.cfg.Registration == RegistrationToken {
+				id, err := spendInvite(tx, invite, now)
+				if err != nil {
+					return err
+				}
+				agent.InviteTokenID = &id
+			}
+			if err := tx.Create(&agent).Error; err != nil {
+				return err
+			}
+			return tx.Create(&PublicJWK{Kid: pk.JWK.Kid, AgentUID: uid, JWK: JSON(jwk), CreatedAt: now}).Error
+		})
+		if err == nil {
+			return uid, true, nil
+		}
+		if me := (*middleware.Error)(nil); errors.As(err, &me) {
+			return "", false, me
+		}
+		if !errors.Is(err, gorm.ErrDuplicatedKey) {
+			return "", false, dbUnavailable(err)
+		}
+		// Lost a race on the kid (or, astronomically unlikely, on the uid): look again.
+	}
+	return "", false, dbUnavailable(errors.New("refserver: registration kept conflicting"))
+}
+
+// errAgentGone marks a registration that found its key's agent deleted
+// between reading the key and the agent.
+var errAgentGone = errors.New("refserver: the key's agent was deleted meanwhile")
+
+// admitRegistered decides a registration of a key the agent uid already
+// holds: in registration mode token, invite must pass the invitation rule
+// (admitInvite); an agent its operator disabled is refused with 403
+// forbidden; errAgentGone when uid no longer exists.
+func (s *Server) admitRegistered(db *gorm.DB, uid, invite string) error {
+	var agent Agent
+	if err := db.Where("uid = ?", uid).Take(&agent).Error; err != nil {
+		if isNotFound(err) {
+			return errAgentGone
+		}
+		return dbUnavailable(err)
+	}
+	if s.cfg.Registration == RegistrationToken {
+		if err := admitInvite(db, invite, agent, s.cfg.Now()); err != nil {
+			if me := (*middleware.Error)(nil); errors.As(err, &me) {
+				return me
+			}
+			return dbUnavailable(err)
+		}
+	}
+	if agent.DisabledAt != nil {
+		return middleware.Fail(middleware.CodeForbidden, "agent %s has been disabled by the operator of this service", uid)
+	}
+	return nil
 }

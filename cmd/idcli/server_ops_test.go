@@ -221,9 +221,16 @@ func testServerRegistrationModes(t *testing.T, dbURL string) {
 	if strings.Contains(cr.stderr, token) {
 		t.Errorf("the token reached the log line: %s", cr.stderr)
 	}
-	r = initAgent(tok.base, "--invite", token)
+	agentDir := t.TempDir()
+	r = runCLI(ctx, agentDir, nil, "agent", "init", "--hostname", tok.base, "--invite", token)
 	if r.err != nil || !strings.Contains(r.stdout, "✔ agent created") {
 		t.Fatalf("agent init --invite: %v\n%s", r.err, r.stdout)
+	}
+	// The agent registering its key again with the token that created it
+	// (now used up) is answered; another key with that token is refused.
+	r = runCLI(ctx, agentDir, nil, "agent", "init", "--hostname", tok.base, "--invite", token)
+	if r.err != nil || !strings.Contains(r.stdout, "• agent exists") {
+		t.Errorf("agent init again with its own used-up token: %v\n%s", r.err, r.stdout)
 	}
 	r = initAgent(tok.base, "--invite", token)
 	if r.err == nil || !strings.Contains(r.err.Error(), "not valid") {
