@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"mime"
 	"net/http"
 	"strings"
@@ -172,7 +173,7 @@ func (s *Server) rotateKeys(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx, cancel := s.dbContext(r.Context())
 	defer cancel()
-	if err := s.rotateAgent(ctx, uid, a.KeyID, kr.pk, sigs); err != nil {
+	if err := s.rotateAgent(ctx, uid, a.KeyID, kr.pk, true, sigs); err != nil {
 		return err
 	}
 	writeKeyResponse(w, http.StatusOK, s.keyResponse(uid, kr.pk.JWK))
@@ -238,14 +239,15 @@ func lockAgentWrite(tx *gorm.DB, uid string) error {
 
 // rotateAgent rotates uid to pk (see rotate), replacing the agent's
 // directory signatures with sigs (signatures over the directory holding
-// pk alone; nil leaves the directory unsigned), and, whatever the outcome (a
+// pk alone; nil leaves the directory unsigned), pk proven when the
+// request proved possession of it (sig2), and, whatever the outcome (a
 // failed commit may still have committed), makes this instance forget what
 // it holds of the keys the rotation adds or revokes and of uid's directory:
 // cached entries, and lookups in flight, whose answers were read before
 // the rotation. PUT /agents/{uid}/keys and the vestauth-compat POST
 // /rotate share it.
-func (s *Server) rotateAgent(ctx context.Context, uid, signingKid string, pk signer.PublicKey, sigs []DirectorySignature) error {
-	revoked, err := s.rotate(ctx, uid, signingKid, pk, sigs)
+func (s *Server) rotateAgent(ctx context.Context, uid, signingKid string, pk signer.PublicKey, proven bool, sigs []DirectorySignature) error {
+	revoked, err := s.rotate(ctx, uid, signingKid, pk, proven, sigs)
 	s.keys.forget(append(revoked, pk.JWK.Kid)...)
 	s.forgetDirectory(uid)
 	return err
@@ -266,9 +268,11 @@ var errKeyRegistered = errors.New("refserver: new key already registered")
 
 // rotate inserts pk as uid's key and revokes the others, and replaces
 // uid's directory signatures with sigs (those over the old directory can
-// no longer be served), in one transaction holding the agent row lock. It returns the kids it revokes
-// (or would have, had the commit failed) with any error.
-func (s *Server) rotate(ctx context.Context, uid, signingKid string, pk signer.PublicKey, sigs []DirectorySignature) (revoked []string, err error) {
+// no longer be served), in one transaction holding the agent row lock.
+// pk is stored as proven (PublicJWK.ProvenAt) only when proven is set. It
+// returns the kids it revokes (or would have, had the commit failed) with
+// any error.
+func (s *Server) rotate(ctx context.Context, uid, signingKid string, pk signer.PublicKey, proven bool, sigs []DirectorySignature) (revoked []string, err error) {
 	jwk := pk.JWK.MarshalPublic()
 	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		if err := lockAgentWrite(tx, uid); err != nil {
@@ -292,7 +296,11 @@ func (s *Server) rotate(ctx context.Context, uid, signingKid string, pk signer.P
 			return errKeyRegistered
 		}
 		now := s.cfg.Now().UTC()
-		if err := tx.Create(&PublicJWK{Kid: pk.JWK.Kid, AgentUID: uid, JWK: JSON(jwk), CreatedAt: now}).Error; err != nil {
+		key := PublicJWK{Kid: pk.JWK.Kid, AgentUID: uid, JWK: JSON(jwk), CreatedAt: now}
+		if proven {
+			key.ProvenAt = &now
+		}
+		if err := tx.Create(&key).Error; err != nil {
 			return err
 		}
 		// The row lock keeps the agent's active keys as read here until
@@ -339,6 +347,26 @@ func (s *Server) whoami(w http.ResponseWriter, r *http.Request) error {
 	if a.UID == "" { // the DB key source accepts only agent-<hex> origins
 		return middleware.Fail(middleware.CodeUntrustedAgent, "the signature agent is not an agent of this service")
 	}
+	if s.keys.mayBeUnproven(a.KeyID) {
+		s.proveKey(r.Context(), a.UID, a.KeyID)
+	}
 	writeAppended(w, http.StatusOK, func(b []byte) []byte { return appendWhoami(b, s.service, a.UID, a.JWK) })
 	return nil
+}
+
+// proveKey records that a request signed by uid's key kid verified, which
+// proves possession of a key a vestauth-compat rotation attached (a key
+// already proven is left as it is), and drops this instance's cached
+// entry of kid, so that its next lookup reads it proven. Best effort: a
+// database failure leaves the key unproven until the next such request.
+func (s *Server) proveKey(ctx context.Context, uid, kid string) {
+	ctx, cancel := s.dbContext(ctx)
+	defer cancel()
+	err := s.db.WithContext(ctx).Model(&PublicJWK{}).
+		Where("kid = ? AND agent_uid = ? AND revoked_at IS NULL AND proven_at IS NULL", kid, uid).
+		Update("proven_at", s.cfg.Now().UTC()).Error
+	if err != nil {
+		s.log.LogAttrs(ctx, slog.LevelWarn, "could not record a key's proof of possession", slog.String("uid", uid), slog.String("kid", kid), slog.String("cause", err.Error()))
+	}
+	s.keys.forget(kid)
 }

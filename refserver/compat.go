@@ -85,10 +85,12 @@ func (s *Server) compatRegister(w http.ResponseWriter, r *http.Request) error {
 // CompatRotateMaxWindow; the body's public_jwk then replaces the agent's
 // keys exactly as PUT /agents/{uid}/keys does (rotateAgent). There is no
 // proof of possession of the new key: vestauth sends none. So that an
-// unproven key can never be attached to an agent that does not hold it, a
-// key already registered anywhere (another agent's, or this agent's own
-// current or revoked key) is refused with 409 key_in_use, and the
-// database is left unchanged.
+// agent cannot take a key another agent holds, a key already registered
+// anywhere (another agent's, or this agent's own current or revoked key)
+// is refused with 409 key_in_use, and the database is left unchanged; a
+// new key is stored unproven (PublicJWK.ProvenAt nil), so that its
+// holder's registration takes it to a new agent rather than answering
+// with this one (registerKey).
 func (s *Server) compatRotate(w http.ResponseWriter, r *http.Request) error {
 	kr, err := s.readCompatKeyBody(w, r)
 	if err != nil {
@@ -105,7 +107,7 @@ func (s *Server) compatRotate(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx, cancel := s.dbContext(r.Context())
 	defer cancel()
-	if err := s.rotateAgent(ctx, a.UID, a.KeyID, kr.pk, nil); err != nil {
+	if err := s.rotateAgent(ctx, a.UID, a.KeyID, kr.pk, false, nil); err != nil {
 		if errors.Is(err, errKeyRegistered) {
 			err = &middleware.Error{Code: CodeKeyInUse,
 				Message: "this public key is already registered (to this or another agent); a vestauth rotation cannot prove possession of the new key, so it must be a key never registered before: generate a new key",

@@ -18,7 +18,7 @@ func (k *DBKeySource) WaitKeyLookup(kid string) {
 // /agents/{uid}/keys does once both signatures are verified. Tests only:
 // it rotates without looking up any key.
 func (s *Server) RotateAgent(ctx context.Context, uid, signingKid string, pk signer.PublicKey) error {
-	return s.rotateAgent(ctx, uid, signingKid, pk, nil)
+	return s.rotateAgent(ctx, uid, signingKid, pk, true, nil)
 }
 
 // InstrumentGorm is instrumentGorm, for its test.

@@ -89,6 +89,7 @@ const (
 	changeDisable = "disable" // an operator disabled the agent
 	changeEnable  = "enable"  // an operator enabled the agent again
 	changeDelete  = "delete"  // the agent and its keys were deleted
+	changeClaim   = "claim"   // the key's holder took an unproven key from the agent
 )
 
 // logChanges writes rows to the change log within tx, the transaction

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentid/agentid/middleware"
@@ -80,6 +81,15 @@ type DBKeySource struct {
 	onAgent func(uid string)             // called for each agent the change log names
 	observe func(hit bool)               // nil: not counted
 	group   singleflight.Group           // by kid: lookups of one kid share one query
+	// unproven holds the kids of the active keys whose possession was
+	// never proven that lookups found (at most maxUnknownKeys, least
+	// recently used dropped first), whether or not their verdict was
+	// cached: a request they verify proves them (Server.proveKey). An
+	// entry is only a hint: a key proven or moved meanwhile is left as
+	// it is. sawUnproven is set at the first such lookup: until then a
+	// verified request reads nothing more.
+	unproven    *lru.Cache[string, struct{}]
+	sawUnproven atomic.Bool
 }
 
 // keyEntry is a cached lookup: the owner and key of a kid, and whether it
@@ -116,7 +126,7 @@ type keySourceConfig struct {
 
 func newDBKeySource(c keySourceConfig) *DBKeySource {
 	k := &DBKeySource{db: c.db, service: c.service, timeout: c.timeout, observe: c.observe,
-		originPrefix: c.service.Scheme + "://"}
+		originPrefix: c.service.Scheme + "://", unproven: lru.New[string, struct{}](maxUnknownKeys, 0, nil)}
 	if c.unknownTTL > 0 {
 		if c.size <= 0 {
 			c.size = DefaultKeyCacheSize
@@ -290,6 +300,7 @@ type keyRow struct {
 	JWK        JSON       `gorm:"column:jwk"`
 	Kid        string     `gorm:"column:kid"`
 	RevokedAt  *time.Time `gorm:"column:revoked_at"`
+	ProvenAt   *time.Time `gorm:"column:proven_at"`
 	DisabledAt *time.Time `gorm:"column:disabled_at"`
 }
 
@@ -299,7 +310,7 @@ func (k *DBKeySource) query(ctx context.Context, kid string) (keyEntry, bool, er
 	defer cancel()
 	var row keyRow
 	err := k.db.WithContext(ctx).Table("public_jwks").
-		Select("public_jwks.agent_uid, public_jwks.jwk, public_jwks.kid, public_jwks.revoked_at, agents.disabled_at").
+		Select("public_jwks.agent_uid, public_jwks.jwk, public_jwks.kid, public_jwks.revoked_at, public_jwks.proven_at, agents.disabled_at").
 		Joins("JOIN agents ON agents.uid = public_jwks.agent_uid").
 		Where("public_jwks.kid = ?", kid).Take(&row).Error
 	if isNotFound(err) {
@@ -309,12 +320,27 @@ func (k *DBKeySource) query(ctx context.Context, kid string) (keyEntry, bool, er
 		return keyEntry{}, false, dbUnavailable(fmt.Errorf("refserver: key lookup: %w", err))
 	}
 	e := keyEntry{uid: row.AgentUID, revoked: row.RevokedAt != nil, disabled: row.DisabledAt != nil}
+	if row.ProvenAt == nil && !e.revoked {
+		k.unproven.Add(kid, struct{}{})
+		k.sawUnproven.Store(true)
+	}
 	if !e.revoked && !e.disabled {
 		if e.pk, err = (PublicJWK{Kid: row.Kid, JWK: row.JWK}).PublicKey(); err != nil {
 			return keyEntry{}, false, err
 		}
 	}
 	return e, true, nil
+}
+
+// mayBeUnproven reports whether kid, which just verified a request, was
+// an unproven key when a lookup of this instance last read it (see
+// unproven); until a lookup has met one, it reads nothing.
+func (k *DBKeySource) mayBeUnproven(kid string) bool {
+	if !k.sawUnproven.Load() {
+		return false
+	}
+	_, ok := k.unproven.Get(kid)
+	return ok
 }
 
 // forget drops what this instance knows of kids, whose rows a registration
@@ -328,6 +354,7 @@ func (k *DBKeySource) forget(kids ...string) {
 			k.cache.Remove(kid) // bumps the generation a lookup in flight caches under
 			k.unknown.Remove(kid)
 		}
+		k.unproven.Remove(kid)
 		k.group.Forget(kid)
 	}
 }

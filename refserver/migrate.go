@@ -40,6 +40,7 @@ var migrations = []Migration{
 	{ID: "20261127160100", Name: "AddAgentsDisabledAt", Migrate: addAgentsDisabledAt},
 	{ID: "20261127160200", Name: "CreateInviteTokensTable", Migrate: createInviteTokensTable},
 	{ID: "20261201120000", Name: "AddAgentsInviteTokenID", Migrate: addAgentsInviteTokenID},
+	{ID: "20261201120100", Name: "AddPublicJwksProvenAt", Migrate: addPublicJwksProvenAt},
 }
 
 // Migrations returns the schema migrations in order.
@@ -234,6 +235,31 @@ func addAgentsInviteTokenID(tx *gorm.DB) error {
 		return nil
 	}
 	return tx.Migrator().AddColumn(&migrationV3Agent{}, "InviteTokenID")
+}
+
+// migrationV2PublicJWK is public_jwks as changed by 20261201120100:
+// proven_at is when possession of the key was first proven to the server,
+// NULL for a key a vestauth-compat rotation attached and nothing has proven
+// since.
+type migrationV2PublicJWK struct {
+	migrationV1PublicJWK
+	ProvenAt *time.Time `gorm:"column:proven_at"`
+}
+
+func (migrationV2PublicJWK) TableName() string { return "public_jwks" }
+
+// addPublicJwksProvenAt adds proven_at and dates the keys already stored
+// as proven when they were created: which of them a vestauth-compat
+// rotation attached was not recorded, and counting them unproven would
+// give a new agent to every agent registering its key again.
+func addPublicJwksProvenAt(tx *gorm.DB) error {
+	if tx.Migrator().HasColumn(&migrationV2PublicJWK{}, "proven_at") {
+		return nil
+	}
+	if err := tx.Migrator().AddColumn(&migrationV2PublicJWK{}, "ProvenAt"); err != nil {
+		return err
+	}
+	return tx.Exec("UPDATE public_jwks SET proven_at = created_at WHERE proven_at IS NULL").Error
 }
 
 // Migrate applies the pending migrations in order, in one transaction (both

@@ -173,3 +173,45 @@ func TestImportDirection(t *testing.T) {
 		}
 	}
 }
+
+// TestProvenAtMigration: 20261201120100 adds public_jwks.proven_at and
+// dates the keys already stored as proven when they were created (which
+// of them a vestauth-compat rotation attached was never recorded), so
+// registering an existing agent's key again still answers that agent.
+func TestProvenAtMigration(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		if err := refserver.Migrate(ctx, db, nil); err != nil {
+			t.Fatal(err)
+		}
+		// Back to the schema before 20261201120100, with an agent and a key.
+		if err := db.Migrator().DropColumn(&refserver.PublicJWK{}, "proven_at"); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Exec("DELETE FROM "+refserver.MigrationsTable+" WHERE id = ?", "20261201120100").Error; err != nil {
+			t.Fatal(err)
+		}
+		created := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+		if err := db.Exec("INSERT INTO agents (uid, created_at, updated_at) VALUES (?, ?, ?)", "agent-000000000000000000000001", created, created).Error; err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Exec("INSERT INTO public_jwks (kid, agent_uid, jwk, created_at) VALUES (?, ?, ?, ?)", "k1", "agent-000000000000000000000001", "{}", created).Error; err != nil {
+			t.Fatal(err)
+		}
+		var out strings.Builder
+		if err := refserver.Migrate(ctx, db, &out); err != nil {
+			t.Fatalf("Migrate: %v", err)
+		}
+		if !strings.Contains(out.String(), "20261201120100 AddPublicJwksProvenAt: migrated") {
+			t.Errorf("Migrate printed %q, want 20261201120100 applied", out.String())
+		}
+		var key refserver.PublicJWK
+		if err := db.Where("kid = ?", "k1").Take(&key).Error; err != nil {
+			t.Fatal(err)
+		}
+		if key.ProvenAt == nil || !key.ProvenAt.Equal(created) {
+			t.Errorf("proven_at of a key stored before the migration = %v, want its created_at %v", key.ProvenAt, created)
+		}
+	})
+}

@@ -67,7 +67,10 @@ func (InviteToken) TableName() string { return "invite_tokens" }
 
 // PublicJWK is one public key of an agent (table public_jwks). Kid is the
 // RFC 7638 thumbprint, unique across all agents. RevokedAt is nil while the
-// key is active.
+// key is active. ProvenAt is when possession of the key was first proven
+// to the server (a registration, a native rotation's sig2, a verified
+// /whoami); nil for a key a vestauth-compat rotation attached, which its
+// holder's registration takes to a new agent (see claimKey).
 type PublicJWK struct {
 	ID        uint64     `gorm:"primaryKey"`
 	Kid       string     `gorm:"column:kid;size:64;not null;uniqueIndex"`
@@ -75,6 +78,7 @@ type PublicJWK struct {
 	JWK       JSON       `gorm:"column:jwk;not null"`
 	CreatedAt time.Time  `gorm:"not null"`
 	RevokedAt *time.Time `gorm:"column:revoked_at"`
+	ProvenAt  *time.Time `gorm:"column:proven_at"`
 }
 
 // TableName implements gorm's tabler.

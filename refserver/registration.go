@@ -153,19 +153,24 @@ func validRegistration(mode string) error {
 // (the Agentid-Invite header checkRegistrationMode returned) must pass the
 // invitation rule above: the transaction that creates an agent spends one
 // use of it, so a failed registration spends nothing; an already
-// registered key spends nothing either. Concurrent registrations of one
-// key converge on the unique index on kid: the losers roll back (no orphan
-// agent) and find the winner's row.
+// registered key spends nothing either. A key that only a vestauth-compat
+// rotation attached (never proven) is not registered: the registration,
+// which proves it, creates an agent for it as for a new key, and the key
+// leaves the agent that rotated to it (claimKey). Concurrent registrations
+// of one key converge on the unique index on kid: the losers roll back (no
+// orphan agent) and find the winner's row.
 func (s *Server) registerKey(ctx context.Context, pk signer.PublicKey, invite string) (uid string, isNew bool, err error) {
 	db := s.db.WithContext(ctx)
 	for attempt := 0; attempt < 4; attempt++ {
 		var existing PublicJWK
 		err := db.Where("kid = ?", pk.JWK.Kid).Take(&existing).Error
+		squatter := "" // the agent an unproven key leaves
 		switch {
+		case err == nil && existing.RevokedAt != nil:
+			return "", false, middleware.Fail(CodeKeyConflict, "this key was revoked and cannot be registered again; generate a new key")
+		case err == nil && existing.ProvenAt == nil:
+			squatter = existing.AgentUID
 		case err == nil:
-			if existing.RevokedAt != nil {
-				return "", false, middleware.Fail(CodeKeyConflict, "this key was revoked and cannot be registered again; generate a new key")
-			}
 			switch err := s.admitRegistered(db, existing.AgentUID, invite); {
 			case errors.Is(err, errAgentGone):
 				continue // deleted meanwhile, with its keys: look again
@@ -194,20 +199,63 @@ func (s *Server) registerKey(ctx context.Context, pk signer.PublicKey, invite st
 			if err := tx.Create(&agent).Error; err != nil {
 				return err
 			}
-			return tx.Create(&PublicJWK{Kid: pk.JWK.Kid, AgentUID: uid, JWK: JSON(jwk), CreatedAt: now}).Error
+			if squatter != "" {
+				return claimKey(tx, pk.JWK.Kid, squatter, uid, now)
+			}
+			return tx.Create(&PublicJWK{Kid: pk.JWK.Kid, AgentUID: uid, JWK: JSON(jwk), CreatedAt: now, ProvenAt: &now}).Error
 		})
+		if squatter != "" {
+			s.forgetDirectory(squatter) // even on error: a failed commit may have committed
+		}
 		if err == nil {
 			return uid, true, nil
 		}
 		if me := (*middleware.Error)(nil); errors.As(err, &me) {
 			return "", false, me
 		}
-		if !errors.Is(err, gorm.ErrDuplicatedKey) {
+		if !errors.Is(err, gorm.ErrDuplicatedKey) && !errors.Is(err, errKeyChanged) {
 			return "", false, dbUnavailable(err)
 		}
-		// Lost a race on the kid (or, astronomically unlikely, on the uid): look again.
+		// Lost a race on the kid (or, astronomically unlikely, on the uid),
+		// or the unproven key changed meanwhile: look again.
 	}
 	return "", false, dbUnavailable(errors.New("refserver: registration kept conflicting"))
+}
+
+// errKeyChanged marks a claim of an unproven key that found it changed
+// (proven, revoked or moved) between reading it and locking its agent.
+var errKeyChanged = errors.New("refserver: the key changed meanwhile")
+
+// claimKey moves the key kid, which a vestauth-compat rotation attached to
+// agent from and nothing has proven since, to the agent uid that a
+// registration proving it creates in tx, now. The key leaves from (whose
+// directory no longer lists it, and whose directory signatures, over a
+// directory that changed, are dropped) under from's row lock, and the
+// change log names it, so every instance drops what it caches of the key
+// and of from's directory. It returns errKeyChanged when the key is no
+// longer from's unproven active key.
+func claimKey(tx *gorm.DB, kid, from, uid string, now time.Time) error {
+	if _, err := lockAgent(tx, from); err != nil {
+		if errors.Is(err, ErrNoSuchAgent) {
+			return errKeyChanged
+		}
+		return err
+	}
+	res := tx.Model(&PublicJWK{}).Where("kid = ? AND agent_uid = ? AND revoked_at IS NULL AND proven_at IS NULL", kid, from).
+		Updates(map[string]any{"agent_uid": uid, "created_at": now, "proven_at": now})
+	if res.Error != nil {
+		return res.Error
+	}
+	if res.RowsAffected == 0 {
+		return errKeyChanged
+	}
+	if err := replaceDirectorySignatures(tx, from, nil); err != nil {
+		return err
+	}
+	if err := tx.Model(&Agent{}).Where("uid = ?", from).Update("updated_at", now).Error; err != nil {
+		return err
+	}
+	return logChanges(tx, []KeyChange{{Kid: kid, AgentUID: from, Change: changeClaim, Actor: "registration by the key's holder"}})
 }
 
 // errAgentGone marks a registration that found its key's agent deleted
