@@ -154,7 +154,7 @@ func TestKeyCacheAcrossInstances(t *testing.T) {
 		syncB()
 		whoami("B refuses k3 after a stale period whose changes were pruned", b, k3, "revoked_key")
 
-		m := scrape(t, b)
+		m := scrape(t, regB)
 		if got := m[`agentid_key_cache_total{result="hit"}`]; got < 8 {
 			t.Errorf("B key cache hits = %v, want at least 8", got)
 		}

@@ -66,9 +66,12 @@ type Options struct {
 	// RegisterLimit, if set, limits POST /agents per client address (see
 	// Config.RegisterLimit). If nil, registration is not limited.
 	RegisterLimit *ratelimit.Config
-	// Metrics serves Prometheus metrics at GET /metrics (see
-	// Config.Metrics).
-	Metrics bool
+	// MetricsListen, if set, is the TCP address ("127.0.0.1:9090",
+	// "127.0.0.1:0") on which Open counts and serves Prometheus metrics
+	// (see Config.Metrics): GET /metrics there, and nothing else. The
+	// public listener (Addr, Listener) never serves them. If "", nothing
+	// is counted or served. A listen failure wraps ErrMetricsListen.
+	MetricsListen string
 	// StatusPage serves the status page at GET /status on the service host
 	// (see Config.Status). Off by default: the page lists agents' identities
 	// with their request counts to anyone who reaches the service host.
@@ -100,9 +103,14 @@ type Instance struct {
 	URL string
 	// Addr is the address the listener is bound to.
 	Addr net.Addr
+	// MetricsAddr is the address the metrics listener is bound to
+	// (Options.MetricsListen); nil without one.
+	MetricsAddr net.Addr
 
 	hs              *http.Server
 	ln              net.Listener
+	ms              *http.Server // serves /metrics on mln; nil without
+	mln             net.Listener
 	db              *gorm.DB
 	stopReplay      func()
 	shutdownTimeout time.Duration
@@ -176,7 +184,11 @@ func Open(ctx context.Context, o Options) (_ *Instance, err error) {
 	}
 
 	cfg := Config{DB: in.db, Hostname: in.URL, Version: o.Version, Logger: logger, VestauthCompat: o.VestauthCompat, Registration: o.Registration}
-	if o.Metrics {
+	if o.MetricsListen != "" {
+		if in.mln, err = net.Listen("tcp", o.MetricsListen); err != nil {
+			return nil, fmt.Errorf("%w on %s: %w", ErrMetricsListen, o.MetricsListen, err)
+		}
+		in.MetricsAddr = in.mln.Addr()
 		cfg.Metrics = metrics.NewRegistry()
 	}
 	if o.StatusPage {
@@ -209,8 +221,23 @@ func Open(ctx context.Context, o Options) (_ *Instance, err error) {
 	if cfg.VestauthCompat {
 		logger.Warn("vestauth compatibility on: POST /register and POST /rotate are served; /rotate accepts any unused signature of the agent's current key for this host (see docs/migrating-from-vestauth.md)")
 	}
-	in.hs = &http.Server{
-		Handler:           in.Server.Handler(),
+	in.hs = newHTTPServer(in.Server.Handler(), logger)
+	if cfg.Metrics != nil {
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", cfg.Metrics.Handler())
+		in.ms = newHTTPServer(mux, logger)
+	}
+	return in, nil
+}
+
+// ErrMetricsListen marks a failure of Open to listen on
+// Options.MetricsListen.
+var ErrMetricsListen = errors.New("refserver: listen for metrics")
+
+// newHTTPServer is the http.Server of a listener of Open, serving h.
+func newHTTPServer(h http.Handler, logger *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,
@@ -218,7 +245,15 @@ func Open(ctx context.Context, o Options) (_ *Instance, err error) {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
-	return in, nil
+}
+
+// servers returns the instance's servers and their listeners: the public
+// one, then the metrics one if any.
+func (in *Instance) servers() ([]*http.Server, []net.Listener) {
+	if in.ms == nil {
+		return []*http.Server{in.hs}, []net.Listener{in.ln}
+	}
+	return []*http.Server{in.hs, in.ms}, []net.Listener{in.ln, in.mln}
 }
 
 // Serve serves until ctx is done, then shuts down gracefully: it stops
@@ -226,10 +261,21 @@ func Open(ctx context.Context, o Options) (_ *Instance, err error) {
 // releases the database. It returns nil after a clean shutdown, or the
 // error that stopped serving.
 func (in *Instance) Serve(ctx context.Context) error {
-	served := make(chan error, 1)
-	go func() { served <- in.hs.Serve(in.ln) }()
+	servers, listeners := in.servers()
+	served := make(chan error, len(servers))
+	for i, hs := range servers {
+		go func() { served <- hs.Serve(listeners[i]) }()
+	}
 	select {
 	case err := <-served:
+		// One stopped (Close was called, or its listener failed): stop
+		// the others too.
+		for _, hs := range servers {
+			hs.Close()
+		}
+		for range len(servers) - 1 {
+			<-served
+		}
 		in.release()
 		if errors.Is(err, http.ErrServerClosed) {
 			return nil // Close was called
@@ -239,8 +285,13 @@ func (in *Instance) Serve(ctx context.Context) error {
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), in.shutdownTimeout)
 	defer cancel()
-	err := in.hs.Shutdown(sctx)
-	<-served
+	var err error
+	for _, hs := range servers {
+		err = errors.Join(err, hs.Shutdown(sctx))
+	}
+	for range servers {
+		<-served
+	}
 	in.release()
 	if err != nil {
 		return fmt.Errorf("refserver: shutdown: %w", err)
@@ -255,16 +306,22 @@ func (in *Instance) Close() error {
 	if in.hs != nil {
 		err = in.hs.Close()
 	}
+	if in.ms != nil {
+		err = errors.Join(err, in.ms.Close())
+	}
 	in.release()
 	return err
 }
 
-// release closes the listener, stops the replay store and closes the
+// release closes the listeners, stops the replay store and closes the
 // database, once.
 func (in *Instance) release() {
 	in.closeOnce.Do(func() {
 		if in.ln != nil {
 			in.ln.Close()
+		}
+		if in.mln != nil {
+			in.mln.Close()
 		}
 		if in.stopReplay != nil {
 			in.stopReplay()

@@ -88,20 +88,20 @@ func TestOpenServesAndShutsDown(t *testing.T) {
 func TestOpenSettings(t *testing.T) {
 	t.Parallel()
 	// An in-memory database is always migrated; Hostname, Listener,
-	// Metrics, a shared replay store and Configure are honoured.
+	// MetricsListen, a shared replay store and Configure are honoured.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	configured := false
 	in, err := refserver.Open(context.Background(), refserver.Options{
-		DatabaseURL: "sqlite::memory:",
-		Hostname:    "http://agentid.test",
-		Listener:    ln,
-		Metrics:     true,
-		ReplayStore: refserver.ReplayDatabase,
-		Version:     "9.9.9",
-		Configure:   func(c *refserver.Config) { configured = c.Metrics != nil && c.Replay != nil },
+		DatabaseURL:   "sqlite::memory:",
+		Hostname:      "http://agentid.test",
+		Listener:      ln,
+		MetricsListen: "127.0.0.1:0",
+		ReplayStore:   refserver.ReplayDatabase,
+		Version:       "9.9.9",
+		Configure:     func(c *refserver.Config) { configured = c.Metrics != nil && c.Replay != nil },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -111,15 +111,23 @@ func TestOpenSettings(t *testing.T) {
 		t.Errorf("URL %q, Addr %v, configured %v; want the given hostname and listener", in.URL, in.Addr, configured)
 	}
 	go in.Serve(context.Background())
-	req, _ := http.NewRequest(http.MethodGet, "http://"+ln.Addr().String()+"/metrics", nil)
-	req.Host = "agentid.test"
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	if in.MetricsAddr == nil {
+		t.Fatal("MetricsAddr is nil with MetricsListen set")
 	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Errorf("GET /metrics = %d, want 200 with Metrics on", resp.StatusCode)
+	for _, tc := range []struct {
+		addr string
+		want int
+	}{{in.MetricsAddr.String(), http.StatusOK}, {ln.Addr().String(), http.StatusNotFound}} {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+tc.addr+"/metrics", nil)
+		req.Host = "agentid.test"
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("GET /metrics on %s = %d, want %d", tc.addr, resp.StatusCode, tc.want)
+		}
 	}
 	if err := in.Close(); err != nil {
 		t.Errorf("Close = %v", err)

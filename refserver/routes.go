@@ -33,9 +33,6 @@ func (s *Server) routes() http.Handler {
 	if s.cfg.VestauthCompat {
 		s.compatRoutes(api)
 	}
-	if m := s.cfg.Metrics; m != nil {
-		s.handle(api, "/metrics", methods{http.MethodGet: plain(m.Handler())})
-	}
 	if p := s.cfg.Status; p != nil {
 		s.handle(api, "/status", methods{http.MethodGet: plain(p)})
 	}

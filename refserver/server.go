@@ -67,16 +67,17 @@ type Config struct {
 	KeyCacheSize int
 	// Metrics, if set, counts requests by route, method and status,
 	// verification outcomes, key-cache hits and misses and database
-	// statement latency (it registers gorm callbacks on DB), and serves
-	// them at GET /metrics on the service host. If nil, nothing is counted
-	// and /metrics is 404.
+	// statement latency (it registers gorm callbacks on DB). The server
+	// never serves them itself: serve Metrics.Handler() on an address of
+	// its own, kept off the public one (Open does with
+	// Options.MetricsListen). If nil, nothing is counted. GET /metrics on
+	// the service host is 404 either way.
 	Metrics *metrics.Registry
 	// Status, if set, is fed every verification outcome of the server's
-	// verifiers and served at GET /status on the service host, beside
-	// /metrics: verdicts per minute, top agents (their identities and
-	// request counts), refusal reasons, to anyone who reaches the service
-	// host. If nil, /status is 404. Open sets it only with
-	// Options.StatusPage.
+	// verifiers and served at GET /status on the service host:
+	// verdicts per minute, top agents (their identities and request
+	// counts), refusal reasons, to anyone who reaches the service host. If
+	// nil, /status is 404. Open sets it only with Options.StatusPage.
 	Status *status.Page
 	// RegisterLimit, if set, limits POST /agents per client address (429
 	// rate_limited with Retry-After), checked before the body is read or

@@ -56,12 +56,13 @@ func TestStatusPageWiring(t *testing.T) {
 	})
 }
 
-// TestOpenStatusPage: Open serves /metrics with Metrics and /status only
-// with StatusPage: the default Options keep the status page, which names
-// agents, off the service host.
+// TestOpenStatusPage: Open serves /status on the service host only with
+// StatusPage, and /metrics there never (MetricsListen serves them on an
+// address of their own): the default Options keep the status page, which
+// names agents, off the service host.
 func TestOpenStatusPage(t *testing.T) {
 	t.Parallel()
-	for _, o := range []refserver.Options{{Metrics: true}, {Metrics: true, StatusPage: true}, {StatusPage: true}, {}} {
+	for _, o := range []refserver.Options{{MetricsListen: "127.0.0.1:0"}, {MetricsListen: "127.0.0.1:0", StatusPage: true}, {StatusPage: true}, {}} {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
@@ -72,7 +73,7 @@ func TestOpenStatusPage(t *testing.T) {
 			t.Fatal(err)
 		}
 		go in.Serve(context.Background())
-		for path, on := range map[string]bool{"/status": o.StatusPage, "/metrics": o.Metrics} {
+		for path, on := range map[string]bool{"/status": o.StatusPage, "/metrics": false} {
 			want := 404
 			if on {
 				want = 200
@@ -86,7 +87,7 @@ func TestOpenStatusPage(t *testing.T) {
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode != want {
-				t.Errorf("Metrics %v, StatusPage %v: GET %s = %d, want %d", o.Metrics, o.StatusPage, path, resp.StatusCode, want)
+				t.Errorf("MetricsListen %q, StatusPage %v: GET %s = %d, want %d", o.MetricsListen, o.StatusPage, path, resp.StatusCode, want)
 			}
 			if path == "/status" && on && !strings.Contains(string(b), "agentid server status") {
 				t.Errorf("GET /status: the page is not titled for the server:\n%s", b)

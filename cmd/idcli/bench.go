@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -83,6 +82,11 @@ type benchConfig struct {
 	Progress io.Writer
 	// ProgressEvery is the interval of the progress lines; 0 means 1 s.
 	ProgressEvery time.Duration
+	// MetricsURL, if set, is the server's Prometheus metrics (served on
+	// its --metrics-listen address, e.g. http://127.0.0.1:9090/metrics),
+	// read before and after runs for the key-cache hit rate and memory. If
+	// "", those figures are left out.
+	MetricsURL string
 	// DB, if not nil, is the server's database: the agents the run
 	// registers (the bench agent and those of the register target) are
 	// removed from it at the end. If nil, they are kept.
@@ -194,12 +198,13 @@ func newBenchCmd(env *cliEnv) *ffcli.Command {
 	presign := fs.Int("presign", 0, "sign this many whoami requests before the timed phase (each with its own nonce), so signing cost stays out of the measured loop; 0 signs inside the loop")
 	legacy := fs.Bool("legacy", false, legacyUsage)
 	agents := fs.Int("agents", 1, "spread /whoami over N agents (the bench agent and N-1 more, registered before the run): whoami runs signed by one agent, then round-robin over the N, and reports the CPU ratio")
+	metricsURL := fs.String("metrics-url", "", "the URL of the server's metrics, on its own metrics address (e.g. http://127.0.0.1:9090/metrics), for the key-cache hit rate and memory figures (default: none)")
 	keepAgents := fs.Bool("keep-agents", false, "leave the agents the run registers in the server's database (needed when bench cannot reach that database)")
 	var dbFlags serverFlags
 	dbFlags.register(fs, false)
 	return &ffcli.Command{
 		Name:       "bench",
-		ShortUsage: "idcli bench [--url URL] [--connect HOST:PORT] [--duration 10s] [--requests N] [--concurrency 64] [--rate R] [--timeout 10s] [--target whoami|register|directory|all] [--env-file PATH] [--legacy] [--presign N] [--agents N] [--database-url URL] [--keep-agents] [--json]",
+		ShortUsage: "idcli bench [--url URL] [--connect HOST:PORT] [--duration 10s] [--requests N] [--concurrency 64] [--rate R] [--timeout 10s] [--target whoami|register|directory|all] [--env-file PATH] [--legacy] [--presign N] [--agents N] [--metrics-url URL] [--database-url URL] [--keep-agents] [--json]",
 		ShortHelp:  "load-test a running agentid server",
 		LongHelp: "Registers a bench agent (or signs as the agent of --env-file), then sends signed\n" +
 			"requests with a fresh nonce each (replay protection stays on): GET /whoami signed\n" +
@@ -232,7 +237,7 @@ func newBenchCmd(env *cliEnv) *ffcli.Command {
 				return fmt.Errorf("bench: --agents %d: want 1 to %d", *agents, maxBenchAgents)
 			}
 			cfg := benchConfig{URL: *rawURL, Connect: *connect, Duration: *duration, Requests: *requests,
-				Concurrency: *concurrency, Timeout: *timeout, Presign: *presign, Rate: *rate, Legacy: *legacy, Agents: *agents}
+				Concurrency: *concurrency, Timeout: *timeout, Presign: *presign, Rate: *rate, Legacy: *legacy, Agents: *agents, MetricsURL: *metricsURL}
 			if *envFile != "" {
 				creds, err := agent.Load(agent.LoadOptions{Path: env.path(*envFile), Getenv: noEnv})
 				if err != nil {
@@ -896,55 +901,6 @@ func percentile(sorted []time.Duration, num, den int) time.Duration {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-// serverMemory reads process_resident_memory_bytes and
-// go_memstats_heap_alloc_bytes from the server's /metrics, if it has them.
-func (b *bench) serverMemory(ctx context.Context) (rss, heap int64) {
-	rss, heap, _, _ = b.serverMetrics(ctx)
-	return rss, heap
-}
-
-// serverMetrics reads the server's /metrics, if it has them: its resident
-// memory and Go heap, and its key lookups answered from the cache or not
-// (agentid_key_cache_total).
-func (b *bench) serverMetrics(ctx context.Context) (rss, heap, keyHits, keyMisses int64) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.base+"/metrics", nil)
-	if err != nil {
-		return 0, 0, 0, 0
-	}
-	resp, err := b.client.Do(req)
-	if err != nil {
-		return 0, 0, 0, 0
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
-		return 0, 0, 0, 0
-	}
-	sc := bufio.NewScanner(io.LimitReader(resp.Body, 4<<20))
-	for sc.Scan() {
-		name, val, ok := strings.Cut(sc.Text(), " ")
-		if !ok {
-			continue
-		}
-		f, err := strconv.ParseFloat(val, 64)
-		if err != nil {
-			continue
-		}
-		switch name {
-		case "process_resident_memory_bytes":
-			rss = int64(f)
-		case "go_memstats_heap_alloc_bytes":
-			heap = int64(f)
-		case `agentid_key_cache_total{result="hit"}`:
-			keyHits = int64(f)
-		case `agentid_key_cache_total{result="miss"}`:
-			keyMisses = int64(f)
-		}
-	}
-	return rss, heap, keyHits, keyMisses
-}
 
 // printBench writes the report as a table.
 func printBench(w io.Writer, rep benchReport) {

@@ -23,9 +23,11 @@ type ServerOptions struct {
 	Hostname string
 	// Host is the host of the default Hostname. If "", localhost.
 	Host string
-	// ReplayStore and VestauthCompat are as in refserver.Options.
+	// ReplayStore, VestauthCompat and MetricsListen are as in
+	// refserver.Options.
 	ReplayStore    string
 	VestauthCompat bool
+	MetricsListen  string
 	// Configure, if set, adjusts the server's refserver.Config.
 	Configure func(*refserver.Config)
 }
@@ -41,6 +43,9 @@ type Server struct {
 	Client *http.Client
 	// Instance is the running server.
 	Instance *refserver.Instance
+	// MetricsURL is http://<metrics address>/metrics with
+	// ServerOptions.MetricsListen, else "".
+	MetricsURL string
 }
 
 // StartServer opens a reference server with refserver.Open on a free
@@ -71,6 +76,7 @@ func StartServer(t testing.TB, o ServerOptions) *Server {
 		Migrate:         true,
 		ReplayStore:     o.ReplayStore,
 		VestauthCompat:  o.VestauthCompat,
+		MetricsListen:   o.MetricsListen,
 		Configure:       o.Configure,
 		ShutdownTimeout: 5 * time.Second,
 	})
@@ -81,6 +87,9 @@ func StartServer(t testing.TB, o ServerOptions) *Server {
 	served := make(chan error, 1)
 	go func() { served <- in.Serve(ctx) }()
 	s := &Server{URL: in.URL, Addr: addr, Client: DialingClient(addr), Instance: in}
+	if in.MetricsAddr != nil {
+		s.MetricsURL = "http://" + in.MetricsAddr.String() + "/metrics"
+	}
 	t.Cleanup(func() {
 		s.Client.CloseIdleConnections()
 		cancel()
