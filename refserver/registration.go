@@ -164,12 +164,12 @@ func (s *Server) registerKey(ctx context.Context, pk signer.PublicKey, invite st
 	for attempt := 0; attempt < 4; attempt++ {
 		var existing PublicJWK
 		err := db.Where("kid = ?", pk.JWK.Kid).Take(&existing).Error
-		squatter := "" // the agent an unproven key leaves
+		from := "" // the agent an unproven key leaves (it rotated to the key without proving it)
 		switch {
 		case err == nil && existing.RevokedAt != nil:
 			return "", false, middleware.Fail(CodeKeyConflict, "this key was revoked and cannot be registered again; generate a new key")
 		case err == nil && existing.ProvenAt == nil:
-			squatter = existing.AgentUID
+			from = existing.AgentUID
 		case err == nil:
 			switch err := s.admitRegistered(db, existing.AgentUID, invite); {
 			case errors.Is(err, errAgentGone):
@@ -199,13 +199,13 @@ func (s *Server) registerKey(ctx context.Context, pk signer.PublicKey, invite st
 			if err := tx.Create(&agent).Error; err != nil {
 				return err
 			}
-			if squatter != "" {
-				return claimKey(tx, pk.JWK.Kid, squatter, uid, now)
+			if from != "" {
+				return claimKey(tx, pk.JWK.Kid, from, uid, now)
 			}
 			return tx.Create(&PublicJWK{Kid: pk.JWK.Kid, AgentUID: uid, JWK: JSON(jwk), CreatedAt: now, ProvenAt: &now}).Error
 		})
-		if squatter != "" {
-			s.forgetDirectory(squatter) // even on error: a failed commit may have committed
+		if from != "" {
+			s.forgetDirectory(from) // even on error: a failed commit may have committed
 		}
 		if err == nil {
 			return uid, true, nil
