@@ -70,8 +70,15 @@ func freePort(t testing.TB) string {
 // once 127.0.0.1:port accepts connections.
 func startCaddy(t testing.TB, port, site string) {
 	t.Helper()
+	startCaddyWith(t, port, "", site)
+}
+
+// startCaddyWith is startCaddy with more global options (lines of the
+// global options block).
+func startCaddyWith(t testing.TB, port, global, site string) {
+	t.Helper()
 	dir := t.TempDir()
-	conf := fmt.Sprintf("{\n\tadmin off\n\tauto_https off\n\tdefault_bind 127.0.0.1\n\tstorage file_system %s\n}\n\n%s", filepath.Join(dir, "data"), site)
+	conf := fmt.Sprintf("{\n\tadmin off\n\tauto_https off\n\tdefault_bind 127.0.0.1\n\tstorage file_system %s\n%s}\n\n%s", filepath.Join(dir, "data"), global, site)
 	file := filepath.Join(dir, "Caddyfile")
 	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)

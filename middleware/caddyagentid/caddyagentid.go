@@ -26,6 +26,13 @@
 // drop them). A refused request gets the verifier's JSON error and
 // Accept-Signature, and the next handler never runs.
 //
+// A matcher on the directive (agentid @api {…}) selects the requests that
+// are verified; the client's X-Agent-* headers are removed from every
+// request all the same, by http.handlers.agentid_strip (StripHandler),
+// which the Caddyfile runs before the matched handler. A JSON config
+// whose agentid route has a "match" puts an unmatched agentid_strip route
+// before it.
+//
 // Build Caddy with it from this module's cmd/caddy (a plain go build), or
 // with xcaddy --with github.com/agentid/agentid/middleware/caddyagentid.
 package caddyagentid
@@ -34,7 +41,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 
@@ -298,11 +304,7 @@ func (h *Handler) pass(w http.ResponseWriter, vr *http.Request) {
 	res, _ := middleware.ResultFrom(vr.Context())
 	r := st.r.WithContext(vr.Context())
 	r.Body = vr.Body
-	dropConnectionTokens(r.Header)
-	proxy.StripAgentHeaders(r.Trailer) // declared, or read with the body
-	if r.Body != nil && r.Body != http.NoBody {
-		r.Body = &trailerStripper{ReadCloser: r.Body, r: r}
-	}
+	stripClient(r)
 	proxy.SetAgentHeaders(r.Header, &res, h.services)
 	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
 		setPlaceholders(repl, &res, r.Header.Get(proxy.HeaderUID))
@@ -322,50 +324,6 @@ func verifiedRequest(r *http.Request) *http.Request {
 	c := *r
 	c.URL, c.RequestURI = orig.URL, orig.RequestURI
 	return &c
-}
-
-// trailerStripper removes the X-Agent-* trailers of r when its body has
-// been read to the end, which is when net/http fills in r.Trailer and
-// reverse_proxy copies them to the upstream request.
-type trailerStripper struct {
-	io.ReadCloser
-	r *http.Request
-}
-
-func (b *trailerStripper) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if err == io.EOF {
-		proxy.StripAgentHeaders(b.r.Trailer)
-	}
-	return n, err
-}
-
-// dropConnectionTokens removes from Connection the tokens naming X-Agent-*
-// headers: reverse_proxy deletes the headers Connection names after this
-// handler ran, so a client's "Connection: X-Agent-Uid" would otherwise
-// remove the identity this handler sets.
-func dropConnectionTokens(h http.Header) {
-	values, ok := h["Connection"]
-	if !ok {
-		return
-	}
-	kept := values[:0:0]
-	for _, v := range values {
-		var tokens []string
-		for t := range strings.SplitSeq(v, ",") {
-			if t = strings.TrimSpace(t); t != "" && !proxy.IsAgentHeader(t) {
-				tokens = append(tokens, t)
-			}
-		}
-		if len(tokens) > 0 {
-			kept = append(kept, strings.Join(tokens, ", "))
-		}
-	}
-	if len(kept) == 0 {
-		delete(h, "Connection")
-		return
-	}
-	h["Connection"] = kept
 }
 
 // setPlaceholders makes the outcome available to the rest of the site as

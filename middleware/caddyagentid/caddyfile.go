@@ -1,12 +1,15 @@
 package caddyagentid
 
 import (
+	"encoding/json"
 	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -15,7 +18,7 @@ import (
 )
 
 func init() {
-	httpcaddyfile.RegisterHandlerDirective("agentid", parseCaddyfile)
+	httpcaddyfile.RegisterDirective("agentid", parseCaddyfile)
 	// Among the authentication handlers, before basic_auth and
 	// forward_auth: after request_body (its size limit applies to the
 	// body the verifier reads for Content-Digest) and after the rewrites
@@ -23,10 +26,39 @@ func init() {
 	httpcaddyfile.RegisterDirectiveOrder("agentid", httpcaddyfile.Before, "basic_auth")
 }
 
-func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+// parseCaddyfile reads the agentid directive into its route. Without a
+// matcher the route is the handler alone. With one (agentid @api {…},
+// agentid /api/* {…}) the matcher decides which requests are verified,
+// but not whether the client's X-Agent-* headers reach the service: the
+// route is then a subroute that runs agentid_strip (StripHandler) on
+// every request and the handler on those the matcher selects, so a
+// request the matcher skips goes on without the client's X-Agent-*
+// headers and trailers instead of carrying them to the service as if the
+// module had set them.
+func parseCaddyfile(h httpcaddyfile.Helper) ([]httpcaddyfile.ConfigValue, error) {
+	if !h.Next() {
+		return nil, h.ArgErr()
+	}
+	matcherSet, err := h.ExtractMatcherSet()
+	if err != nil {
+		return nil, err
+	}
 	m := new(Handler)
-	err := m.UnmarshalCaddyfile(h.Dispenser)
-	return m, err
+	if err := m.UnmarshalCaddyfile(h.Dispenser); err != nil {
+		return nil, err
+	}
+	if matcherSet == nil {
+		return h.NewRoute(nil, m), nil
+	}
+	var warnings []caddyconfig.Warning
+	sub := &caddyhttp.Subroute{Routes: caddyhttp.RouteList{
+		{HandlersRaw: []json.RawMessage{caddyconfig.JSONModuleObject(StripHandler{}, "handler", "agentid_strip", &warnings)}},
+		{MatcherSetsRaw: []caddy.ModuleMap{matcherSet}, HandlersRaw: []json.RawMessage{caddyconfig.JSONModuleObject(m, "handler", "agentid", &warnings)}},
+	}}
+	if len(warnings) > 0 {
+		return nil, h.Errf("agentid: %s", warnings[0].Message)
+	}
+	return h.NewRoute(nil, sub), nil
 }
 
 // UnmarshalCaddyfile reads the agentid directive, whose subdirectives are

@@ -11,6 +11,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 
 	"github.com/agentid/agentid/middleware/proxy/proxyconfig"
 )
@@ -268,4 +269,63 @@ func TestFieldsAreProxyKeys(t *testing.T) {
 	if len(leaves) < 30 {
 		t.Errorf("walked %d fields of Handler, want at least 30", len(leaves))
 	}
+}
+
+// TestAdaptMatcher: the Caddyfile adapter turns agentid with a matcher
+// into one unmatched route whose subroute runs agentid_strip on every
+// request and the handler on those the matcher selects, so the matcher
+// cannot let a client's X-Agent-* headers through; without a matcher the
+// route is the handler alone, as before.
+func TestAdaptMatcher(t *testing.T) {
+	const block = "{\n\t\tauthorities app.example.com\n\t\ttrust *.agentid.example\n\t}"
+	stripThenMatched := func(match string) string {
+		return `[{"handle":[{"handler":"subroute","routes":[{"handle":[{"handler":"agentid_strip"}]},` +
+			`{"handle":[{"authorities":["app.example.com"],"handler":"agentid","trust":["*.agentid.example"]}],"match":[` + match + `]}]}]}]`
+	}
+	for _, tt := range []struct{ name, site, want string }{
+		{"no matcher", "agentid " + block,
+			`[{"handle":[{"authorities":["app.example.com"],"handler":"agentid","trust":["*.agentid.example"]}]}]`},
+		{"named matcher", "@api path /api/*\n\tagentid @api " + block, stripThenMatched(`{"path":["/api/*"]}`)},
+		{"path matcher", "agentid /api/* " + block, stripThenMatched(`{"path":["/api/*"]}`)},
+		{"header matcher", "@bots header User-Agent *bot*\n\tagentid @bots " + block, stripThenMatched(`{"header":{"User-Agent":["*bot*"]}}`)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got := adaptRoutes(t, ":8080 {\n\t"+tt.site+"\n}\n")
+			if got != tt.want {
+				t.Errorf("routes:\n%s\nwant:\n%s", got, tt.want)
+			}
+		})
+	}
+}
+
+// adaptRoutes adapts the Caddyfile conf and returns the JSON routes of
+// its one server.
+func adaptRoutes(t *testing.T, conf string) string {
+	t.Helper()
+	out, warnings, err := caddyfile.Adapter{ServerType: httpcaddyfile.ServerType{}}.Adapt([]byte(conf), nil)
+	if err != nil {
+		t.Fatalf("adapt: %v", err)
+	}
+	if len(warnings) > 0 {
+		t.Fatalf("adapt warnings: %v", warnings)
+	}
+	var cfg struct {
+		Apps struct {
+			HTTP struct {
+				Servers map[string]struct {
+					Routes json.RawMessage `json:"routes"`
+				} `json:"servers"`
+			} `json:"http"`
+		} `json:"apps"`
+	}
+	if err := json.Unmarshal(out, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Apps.HTTP.Servers) != 1 {
+		t.Fatalf("adapted config has %d servers, want 1:\n%s", len(cfg.Apps.HTTP.Servers), out)
+	}
+	for _, s := range cfg.Apps.HTTP.Servers {
+		return string(s.Routes)
+	}
+	return ""
 }
