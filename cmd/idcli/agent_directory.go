@@ -52,7 +52,7 @@ func newAgentDirectoryRefreshCmd(env *cliEnv) *ffcli.Command {
 		LongHelp:   `With --json: {"uid","keyid","well_known_url","created","expires","path"}.`,
 		FlagSet:    fs,
 		Exec: func(ctx context.Context, args []string) error {
-			if _, err := parseInterspersed(fs, args); err != nil {
+			if _, err := env.parseInterspersed(fs, args, -1); err != nil {
 				return err
 			}
 			if *validity <= 0 {

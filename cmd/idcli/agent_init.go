@@ -47,7 +47,7 @@ func newAgentInitCmd(env *cliEnv) *ffcli.Command {
 		LongHelp:   "With --json: " + agentJSONShape + `, plus "is_new" (false when the key was already registered) and "hostname".`,
 		FlagSet:    fs,
 		Exec: func(ctx context.Context, args []string) error {
-			if _, err := parseInterspersed(fs, args); err != nil {
+			if _, err := env.parseInterspersed(fs, args, -1); err != nil {
 				return err
 			}
 			tk, err := env.openTokenKey(*p11URI, true)

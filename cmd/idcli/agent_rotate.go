@@ -27,7 +27,7 @@ func newAgentRotateCmd(env *cliEnv) *ffcli.Command {
 		ShortHelp:  "replace this agent's key (the uid stays) and rewrite .env",
 		FlagSet:    fs,
 		Exec: func(ctx context.Context, args []string) error {
-			if _, err := parseInterspersed(fs, args); err != nil {
+			if _, err := env.parseInterspersed(fs, args, -1); err != nil {
 				return err
 			}
 			cur, next, finish, err := env.rotateTokenKeys(*p11URI)

@@ -41,7 +41,7 @@ func TestParseInterspersed(t *testing.T) {
 			x := fs.String("X", "", "")
 			var h stringsFlag
 			fs.Var(&h, "H", "")
-			pos, err := parseInterspersed(fs, tt.args)
+			pos, err := (&cliEnv{}).parseInterspersed(fs, tt.args, -1)
 			if err != nil {
 				t.Fatal(err)
 			}

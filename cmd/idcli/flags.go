@@ -17,39 +17,110 @@ import (
 	"github.com/agentid/agentid/signer"
 )
 
-// parseInterspersed parses the flags of fs wherever they appear in args and
-// returns the positional arguments in order. ffcli (like package flag) stops
-// at the first positional argument, but users type
-// `idcli agent curl URL -X POST`. Everything after "--" is positional.
+// parseInterspersed parses the flags of fs wherever they appear in args,
+// what ffcli left after the command's leading flags, and returns the
+// positional arguments in order. ffcli (like package flag) stops at the
+// first positional argument, but users type `idcli agent curl URL -X POST`.
+// n is the number of positional arguments the command takes (-1: any).
+//
+// An argument may begin with "-": a key id is base64url, so about one in 64
+// does (`idcli server keys revoke UID -KID`). A word that begins with "-"
+// is a flag when it names one of fs (or is -h, --help); a word that names
+// none is an argument when the command takes that many (n), and otherwise
+// an unknown flag, so that a mistyped flag stays an error. Everything after
+// "--" is an argument, whether this parser or ffcli (before the first
+// argument) met it; a flag's value may be "--".
 //
 // -h or --help returns flag.ErrHelp without printing: ffcli prints the
 // command's usage once when Exec returns it.
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+func (env *cliEnv) parseInterspersed(fs *flag.FlagSet, args []string, n int) ([]string, error) {
 	usage := fs.Usage
 	fs.Usage = func() {}
 	defer func() { fs.Usage = usage }()
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
+	if env.terminated(fs, args) {
+		return args, nil
+	}
+	var pos, dashed []string
+	for len(args) > 0 {
+		a := args[0]
+		if a == "--" {
+			pos = append(pos, args[1:]...)
+			break
+		}
+		f, named := flagNamed(fs, a)
+		if !named {
+			if len(a) > 1 && a[0] == '-' {
+				dashed = append(dashed, a)
+			}
+			pos = append(pos, a)
+			args = args[1:]
+			continue
+		}
+		k := 1 // the flag, and its value when it is the next word
+		if f != nil && !isBoolFlag(f) && !strings.Contains(a, "=") && len(args) > 1 {
+			k = 2
+		}
+		if err := fs.Parse(args[:k]); err != nil {
 			return nil, err
 		}
-		rest := fs.Args()
-		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
-			return append(pos, rest...), nil
-		}
-		if len(rest) == 0 {
-			return pos, nil
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
+		args = args[k:]
 	}
+	if len(dashed) > 0 && (n < 0 || len(pos) > n) {
+		// Some are mistyped flags: report the one most like a flag of
+		// fs, else the last ("UID -KID --jsn", "UID --jsn -KID").
+		typo := dashed[len(dashed)-1]
+		for _, d := range dashed {
+			if name, _, _ := strings.Cut(strings.TrimLeft(d, "-"), "="); suggestFlag(name, fs) != "" {
+				typo = d
+				break
+			}
+		}
+		if err := fs.Parse([]string{typo}); err != nil {
+			return nil, err
+		}
+	}
+	return pos, nil
+}
+
+// flagNamed returns the flag of fs that word (-name, --name, -name=value)
+// names, and whether it names one: -h and --help name the help, which
+// package flag answers without a flag of that name. A word that does not
+// begin with "-" names none.
+func flagNamed(fs *flag.FlagSet, word string) (*flag.Flag, bool) {
+	if len(word) < 2 || word[0] != '-' {
+		return nil, false
+	}
+	name := strings.TrimPrefix(strings.TrimPrefix(word, "-"), "-")
+	name, _, _ = strings.Cut(name, "=")
+	if f := fs.Lookup(name); f != nil {
+		return f, true
+	}
+	return nil, name == "h" || name == "help"
+}
+
+// terminated reports whether ffcli, parsing the command's leading flags,
+// stopped at "--": args, what it left, then follow a "--" of the command
+// line (env.args) that was not a flag's value. Package flag drops that
+// "--", so args alone cannot tell.
+func (env *cliEnv) terminated(fs *flag.FlagSet, args []string) bool {
+	raw := env.args
+	k := len(raw) - len(args)
+	if k < 1 || !slices.Equal(raw[k:], args) || raw[k-1] != "--" {
+		return false
+	}
+	if k >= 2 && !strings.Contains(raw[k-2], "=") {
+		if f, _ := flagNamed(fs, raw[k-2]); f != nil && !isBoolFlag(f) {
+			return false // "--db --": the value of --db
+		}
+	}
+	return true
 }
 
 // positional is parseInterspersed for a command that takes exactly n
 // positional arguments: with any other number it prints "usage: " and
 // usage to stderr and fails with the error want.
 func (env *cliEnv) positional(fs *flag.FlagSet, args []string, n int, usage, want string) ([]string, error) {
-	pos, err := parseInterspersed(fs, args)
+	pos, err := env.parseInterspersed(fs, args, n)
 	if err != nil {
 		return nil, err
 	}

@@ -26,6 +26,10 @@ type cliEnv struct {
 	// Dir is the working directory where .env files are read and written.
 	Dir string
 
+	// args is the command line run was given: parseInterspersed reads
+	// from it whether ffcli stopped at "--".
+	args []string
+
 	// usage collects what the flag sets print (help text, flag errors)
 	// until run knows whether it is help (stdout) or an error (stderr).
 	usage bytes.Buffer
@@ -98,6 +102,7 @@ func groupExec(path string, subs []*ffcli.Command) func(context.Context, []strin
 func run(ctx context.Context, args []string, env *cliEnv) error {
 	env.usage.Reset()
 	env.lastFlagSet = nil
+	env.args = args
 	err := runCommand(ctx, args, env)
 	if err != nil && !errors.Is(err, flag.ErrHelp) {
 		// A bad flag: one line naming it as typed, instead of package
@@ -134,8 +139,11 @@ func newRootCmd(env *cliEnv) *ffcli.Command {
 		Name:       "idcli",
 		ShortUsage: "idcli [--version] <agent|server|demo|proxy|bench|tool|directory|version|completion> [flags] [args]",
 		ShortHelp:  "agentid: identity for software agents",
-		LongHelp:   "Run idcli COMMAND --help for the flags and arguments of a command.",
-		FlagSet:    fs,
+		LongHelp: "Run idcli COMMAND --help for the flags and arguments of a command. Flags may come\n" +
+			"before or after the arguments. An argument may begin with - (a key id does, one in\n" +
+			"64): idcli server keys revoke UID -KID reads -KID as the KID; after --, every word\n" +
+			"is an argument (idcli server keys revoke -- UID -KID).",
+		FlagSet: fs,
 		Subcommands: []*ffcli.Command{
 			newGroupCmd(env, "idcli agent",
 				"idcli agent <init|headers|rotate|curl|directory> [flags]",

@@ -64,7 +64,7 @@ func newOpsCmd(env *cliEnv, c opsCmd) *ffcli.Command {
 		LongHelp:   c.longHelp,
 		FlagSet:    fs,
 		Exec: func(ctx context.Context, args []string) error {
-			pos, err := parseInterspersed(fs, args)
+			pos, err := env.parseInterspersed(fs, args, c.nargs)
 			if err != nil {
 				return err
 			}
@@ -245,8 +245,11 @@ func newServerKeysCmd(env *cliEnv) *ffcli.Command {
 	return newGroupCmd(env, "idcli server keys", "idcli server keys <revoke> [flags]",
 		"revoke agents' keys", "",
 		newOpsCmd(env, opsCmd{path: "keys revoke", args: "UID KID", nargs: 2,
-			help:     "revoke an agent's key: every instance refuses it within 1 s (the agent keeps its other keys)",
-			longHelp: `With --json: {"uid","key":{"kid","created_at","revoked_at"},"changed":true|false,"active_keys":N}.`,
+			help: "revoke an agent's key: every instance refuses it within 1 s (the agent keeps its other keys)",
+			longHelp: "A KID may begin with - (one key id in 64 does): idcli server keys revoke UID -KID\n" +
+				"revokes it, and so does idcli server keys revoke -- UID -KID (after --, every word\n" +
+				"is an argument); flags may come before or after.\n" +
+				`With --json: {"uid","key":{"kid","created_at","revoked_at"},"changed":true|false,"active_keys":N}.`,
 			run: func(ctx context.Context, o *ops, args []string) error {
 				uid, kid := args[0], args[1]
 				if err := checkUIDArg(uid); err != nil {
