@@ -75,9 +75,9 @@ func (v *Verifier) strictKeySet(r *http.Request, sig *signer.Signature) (signer.
 	sa, err := signer.ParseSignatureAgentLimited(vals, cfg.MaxSignatureAgentMembers, cfg.MaxHeaderBytes)
 	switch {
 	case errors.Is(err, signer.ErrFieldTooLarge) || errors.Is(err, signer.ErrTooManyAgents):
-		return signer.KeySet{}, false, &Error{Code: CodeSignatureAgentTooLarge, Message: trimPrefix(err), Err: err}
+		return signer.KeySet{}, false, &Error{Code: CodeSignatureAgentTooLarge, Message: ClientMessage(err), Err: err}
 	case err != nil:
-		return signer.KeySet{}, false, &Error{Code: CodeInvalidSignatureAgent, Message: trimPrefix(err), Err: err}
+		return signer.KeySet{}, false, &Error{Code: CodeInvalidSignatureAgent, Message: ClientMessage(err), Err: err}
 	case sa.Item() && strings.HasPrefix(strings.TrimLeft(vals[0], " "), `"`):
 		return signer.KeySet{}, false, strictFail(CodeInvalidSignatureAgent, ErrLegacyStringField,
 			`Signature-Agent is a string; protocol-01 requires a dictionary member keyed by the signature's label (%s="https://…")`, sig.Label)
@@ -110,7 +110,7 @@ func (v *Verifier) strictKeySet(r *http.Request, sig *signer.Signature) (signer.
 	}
 	ks, err := signer.ParseDirectKeySetURL(m.Value)
 	if err != nil {
-		return signer.KeySet{}, false, &Error{Code: CodeInvalidSignatureAgent, Message: trimPrefix(err), Err: err}
+		return signer.KeySet{}, false, &Error{Code: CodeInvalidSignatureAgent, Message: ClientMessage(err), Err: err}
 	}
 	return ks, true, nil
 }

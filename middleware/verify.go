@@ -376,7 +376,7 @@ func (v *Verifier) verifySignatures(r *http.Request, sigs []signer.Signature, st
 // signerError maps a failure to parse the signature fields or to build the
 // signature base to its code.
 func signerError(err error) *Error {
-	msg := trimPrefix(err)
+	msg := ClientMessage(err)
 	switch {
 	case errors.Is(err, signer.ErrFieldTooLarge):
 		return &Error{Code: CodeSignatureTooLarge, Message: msg, Err: err}
@@ -723,16 +723,16 @@ func resolveAgentField(vals []string, maxMembers, maxBytes int) *agentField {
 	sa, err := signer.ParseSignatureAgentLimited(vals, maxMembers, maxBytes)
 	switch {
 	case errors.Is(err, signer.ErrFieldTooLarge) || errors.Is(err, signer.ErrTooManyAgents):
-		return &agentField{err: &Error{Code: CodeSignatureAgentTooLarge, Message: trimPrefix(err), Err: err}}
+		return &agentField{err: &Error{Code: CodeSignatureAgentTooLarge, Message: ClientMessage(err), Err: err}}
 	case err != nil:
-		return &agentField{err: &Error{Code: CodeInvalidSignatureAgent, Message: trimPrefix(err), Err: err}}
+		return &agentField{err: &Error{Code: CodeInvalidSignatureAgent, Message: ClientMessage(err), Err: err}}
 	}
 	ms := sa.Members()
 	f := &agentField{keys: make([]string, len(ms)), sets: make([]signer.KeySet, len(ms)), errs: make([]*Error, len(ms))}
 	for i, m := range ms {
 		f.keys[i] = m.Key
 		if f.sets[i], err = m.KeySet(); err != nil {
-			f.errs[i] = &Error{Code: CodeInvalidSignatureAgent, Message: trimPrefix(err), Err: err}
+			f.errs[i] = &Error{Code: CodeInvalidSignatureAgent, Message: ClientMessage(err), Err: err}
 		}
 	}
 	return f
@@ -778,11 +778,6 @@ func keyError(err error, set signer.KeySet, keyID string) *Error {
 		return e
 	}
 	return &Error{Code: CodeKeyFetchFailed, Message: fmt.Sprintf("the key set of %s could not be fetched", where), Err: err}
-}
-
-// trimPrefix drops the "signer: " package prefixes for client messages.
-func trimPrefix(err error) string {
-	return strings.ReplaceAll(err.Error(), "signer: ", "")
 }
 
 // covers reports whether sig covers the required component c: the same

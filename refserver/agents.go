@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
-	"strings"
 
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/signer"
@@ -70,7 +69,7 @@ func (s *Server) readKeyBody(w http.ResponseWriter, r *http.Request) (keyRequest
 	}
 	pk, err := signer.ParsePublicJWK(req.PublicJWK)
 	if err != nil {
-		return keyRequest{}, &middleware.Error{Code: CodeInvalidJWK, Message: strings.TrimPrefix(err.Error(), "signer: "), Err: err}
+		return keyRequest{}, &middleware.Error{Code: CodeInvalidJWK, Message: middleware.ClientMessage(err), Err: err}
 	}
 	return keyRequest{pk: pk, body: body, dirSigs: req.DirectorySignatures}, nil
 }

@@ -76,7 +76,7 @@ func (s *Server) checkDirectorySignatures(uid string, keys []signer.PublicKey, i
 		}
 		sig, err := signer.ParseDirectorySignature(signer.DirectorySignature{Input: d.Input, Value: value})
 		if err != nil {
-			return nil, fail("signature_input: %s", strings.TrimPrefix(err.Error(), "signer: "))
+			return nil, fail("signature_input: %s", middleware.ClientMessage(err))
 		}
 		p := sig.Params
 		switch {
@@ -107,11 +107,11 @@ func (s *Server) checkDirectorySignatures(uid string, keys []signer.PublicKey, i
 			return nil, fail("expired at %s", expires.UTC().Format(time.RFC3339))
 		}
 		if err := signer.VerifyDirectoryDigest(&sig, pk, s.service.Scheme, authority, dir.digest); err != nil {
-			return nil, fail("does not verify with key %s over the directory of %s as served: %s", pk.Thumbprint, authority, strings.TrimPrefix(err.Error(), "signer: "))
+			return nil, fail("does not verify with key %s over the directory of %s as served: %s", pk.Thumbprint, authority, middleware.ClientMessage(err))
 		}
 		input, err := sig.SignatureParams()
 		if err != nil {
-			return nil, fail("%s", strings.TrimPrefix(err.Error(), "signer: "))
+			return nil, fail("%s", middleware.ClientMessage(err))
 		}
 		rows = append(rows, DirectorySignature{AgentUID: uid, Kid: pk.Thumbprint, BodyDigest: dir.sum[:],
 			Input: input, Value: value, CreatedAt: created.UTC(), ExpiresAt: expires.UTC()})

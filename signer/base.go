@@ -115,7 +115,7 @@ func SignatureBase(r *http.Request, signatureParams string) ([]byte, error) {
 	if err != nil || len(ms) != 1 || !ms[0].inner {
 		return nil, fmt.Errorf("%w: signature params do not parse as one inner list", ErrInvalidSignatureInput)
 	}
-	sig, err := signatureFromMember(&ms[0], 0)
+	sig, err := signatureFromMember(&ms[0], 0, false)
 	if err != nil {
 		return nil, err
 	}
@@ -193,7 +193,7 @@ func ParseSignaturesLimited(signatureInput, signature []string, lim Limits) ([]S
 		if selected > 0 && !hasTag(&in[i], lim.Tag) {
 			continue
 		}
-		s, err := signatureFromMember(&in[i], lim.MaxComponents)
+		s, err := signatureFromMember(&in[i], lim.MaxComponents, true)
 		if err != nil {
 			return nil, err
 		}
@@ -229,27 +229,30 @@ func findMember(ms []member, key string) *member {
 
 // signatureFromMember validates one Signature-Input member: an inner list
 // of component identifiers, each once, with the signature parameters.
-func signatureFromMember(m *member, maxComponents int) (Signature, error) {
+// named says whether the member's key is a label the sender wrote (a
+// Signature-Input header) rather than one made up here to parse an inner
+// list given alone ("sig", "dir"): errors name the label only then.
+func signatureFromMember(m *member, maxComponents int, named bool) (Signature, error) {
 	label := m.key
 	if !m.inner {
 		return Signature{}, fmt.Errorf("%w: Signature-Input %s is not an inner list", ErrInvalidSignatureInput, label)
 	}
 	if maxComponents > 0 && len(m.items) > maxComponents {
-		return Signature{}, fmt.Errorf("%w: %s: %w: %d, more than %d", ErrInvalidSignatureInput, label, ErrTooManyComponents, len(m.items), maxComponents)
+		return Signature{}, fmt.Errorf("%w: %s%w: %d, more than %d", ErrInvalidSignatureInput, labelAt(label, named), ErrTooManyComponents, len(m.items), maxComponents)
 	}
 	s := Signature{Label: label, params: m.params, Components: make([]Component, 0, len(m.items))}
 	for _, it := range m.items {
 		if it.val.kind != kindString {
-			return Signature{}, fmt.Errorf("%w: %s: %w: identifier is not a string", ErrInvalidSignatureInput, label, ErrInvalidComponent)
+			return Signature{}, fmt.Errorf("%w: %s%w: identifier is not a string", ErrInvalidSignatureInput, labelAt(label, named), ErrInvalidComponent)
 		}
 		c, err := newComponent(it.val.s, it.params)
 		if err != nil {
-			return Signature{}, fmt.Errorf("%w: %s: %w", ErrInvalidSignatureInput, label, err)
+			return Signature{}, fmt.Errorf("%w: %s%w", ErrInvalidSignatureInput, labelAt(label, named), err)
 		}
 		s.Components = append(s.Components, c)
 	}
 	if err := checkDuplicates(s.Components); err != nil {
-		return Signature{}, fmt.Errorf("%w: %s: %w", ErrInvalidSignatureInput, label, err)
+		return Signature{}, fmt.Errorf("%w: %s%w", ErrInvalidSignatureInput, labelAt(label, named), err)
 	}
 	for _, p := range m.params {
 		v := p.val
@@ -278,10 +281,19 @@ func signatureFromMember(m *member, maxComponents int) (Signature, error) {
 			}
 		}
 		if bad {
-			return Signature{}, fmt.Errorf("%w: %s: parameter %s has the wrong type", ErrInvalidSignatureInput, label, p.key)
+			return Signature{}, fmt.Errorf("%w: %sparameter %s has the wrong type", ErrInvalidSignatureInput, labelAt(label, named), p.key)
 		}
 	}
 	return s, nil
+}
+
+// labelAt is how errors name a signature's label: "sig1: ", or "" for a
+// label made up by the parser (see signatureFromMember).
+func labelAt(label string, named bool) string {
+	if !named {
+		return ""
+	}
+	return label + ": "
 }
 
 // checkDuplicates refuses a component listed twice.

@@ -126,7 +126,7 @@ func ParseDirectorySignature(d DirectorySignature) (Signature, error) {
 	if err != nil || len(ms) != 1 || !ms[0].inner {
 		return Signature{}, fmt.Errorf("%w: the input is not one inner list", ErrInvalidSignatureInput)
 	}
-	s, err := signatureFromMember(&ms[0], 8)
+	s, err := signatureFromMember(&ms[0], 8, false)
 	if err != nil {
 		return Signature{}, err
 	}

@@ -127,7 +127,7 @@ func (c *curlRefresh) onError(err error) {
 		fmt.Fprintf(c.env.Stderr, "warning: the agent's directory signature is due for a refresh, which the service had not answered %v after the call: abandoned%s (run idcli agent directory refresh)\n", curlRefreshGrace, next)
 		return
 	}
-	fmt.Fprintf(c.env.Stderr, "warning: the agent's directory signature is due for a refresh, which failed: %v%s (run idcli agent directory refresh)\n", err, next)
+	fmt.Fprintf(c.env.Stderr, "warning: the agent's directory signature is due for a refresh, which failed: %v%s (run idcli agent directory refresh)\n", serverWords(err), next)
 }
 
 func (c *curlRefresh) onRefresh(res agent.RefreshResult) {

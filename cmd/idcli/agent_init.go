@@ -68,7 +68,7 @@ func newAgentInitCmd(env *cliEnv) *ffcli.Command {
 			}
 			name := envDisplay(env, res.Path)
 			if res.DirectoryError != nil {
-				fmt.Fprintf(env.Stderr, "warning: the agent's key directory is served unsigned: %v (run idcli agent directory refresh)\n", res.DirectoryError)
+				fmt.Fprintf(env.Stderr, "warning: the agent's key directory is served unsigned: %v (run idcli agent directory refresh)\n", serverWords(res.DirectoryError))
 			}
 			if *asJSON {
 				if res.Warning != "" {

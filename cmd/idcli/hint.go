@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/signer/agent"
 	"github.com/agentid/agentid/signer/envfile"
 )
@@ -28,6 +29,29 @@ func withHint(err error, hint string) error {
 	}
 	return &hintError{err: err, hint: hint}
 }
+
+// serverWords returns err as the user reads it when it carries a
+// service's refusal (*agent.ServerError): the service's answer, without
+// the package prefixes of the errors around it ("agent: server answered
+// 403 forbidden: …" is "server answered 403 forbidden: …"), as a client
+// message is (middleware.ClientMessage). Any other error is returned as
+// it is.
+func serverWords(err error) error {
+	var se *agent.ServerError
+	if err == nil || !errors.As(err, &se) {
+		return err
+	}
+	return &wordedError{text: middleware.ClientMessage(err), err: err}
+}
+
+// wordedError is err with the text the user reads.
+type wordedError struct {
+	text string
+	err  error
+}
+
+func (e *wordedError) Error() string { return e.text }
+func (e *wordedError) Unwrap() error { return e.err }
 
 // refusedHint returns a hint for err when it is a refused connection (no
 // process listens at the address): it names the address dialed, taken

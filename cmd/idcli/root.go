@@ -103,7 +103,7 @@ func run(ctx context.Context, args []string, env *cliEnv) error {
 	env.usage.Reset()
 	env.lastFlagSet = nil
 	env.args = args
-	err := runCommand(ctx, args, env)
+	err := serverWords(runCommand(ctx, args, env))
 	if err != nil && !errors.Is(err, flag.ErrHelp) {
 		// A bad flag: one line naming it as typed, instead of package
 		// flag's message, the usage and the error again.
