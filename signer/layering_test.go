@@ -19,8 +19,9 @@ const module = "github.com/agentid/agentid"
 //	signer ← keyfetch ← middleware ← refserver ← cmd
 //
 // and besides:
-//   - leaf packages (the one bounded cache, the .env parser) import nothing
-//     of the module, so that every layer may use them;
+//   - leaf packages (the one bounded cache, the .env parser, the URL
+//     redaction) import nothing of the module, so that every layer may
+//     use them;
 //   - signer does not import signer/agent (the agent client is above it);
 //   - only refserver links an ORM, a database driver or database/sql:
 //     below it they have no business, and cmd (its tests too) reaches the
@@ -28,7 +29,7 @@ const module = "github.com/agentid/agentid"
 //     links none, so idcli proxy, which counts with it, links none.
 
 // leaves are the packages that import nothing of the module.
-var leaves = []string{"signer/lru", "signer/envfile"}
+var leaves = []string{"signer/lru", "signer/envfile", "signer/redact"}
 
 // layers lists, for each part of the module, the module packages its
 // non-test files may import (a prefix covers subpackages); leaves may be
