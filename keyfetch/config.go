@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/redact"
 )
 
 // Defaults applied by New to zero Config fields.
@@ -330,7 +331,7 @@ func (c Config) withDefaults() (settings, error) {
 	probe := &Fetcher{cfg: s}
 	for _, r := range c.Registries {
 		if err := probe.TrustURL(r); err != nil {
-			errs = append(errs, fmt.Errorf("Registries entry %q: the registry itself must be trusted: %s", signer.Truncate(r), strings.TrimPrefix(err.Error(), "keyfetch: ")))
+			errs = append(errs, fmt.Errorf("Registries entry %q: the registry itself must be trusted: %s", signer.Truncate(redact.URL(r)), strings.TrimPrefix(err.Error(), "keyfetch: ")))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -9,11 +9,13 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/redact"
 )
 
 // Media types accepted beside signer.DirectoryMediaType.
@@ -33,7 +35,7 @@ const (
 // policy).
 type FetchError struct {
 	// URL is the URL whose fetch failed: the key-set URL, or the jwks_uri
-	// a card named.
+	// a card named. Error shows it as redact.URL writes it.
 	URL string
 	// StatusCode is the HTTP status received, or 0 if no response arrived.
 	StatusCode int
@@ -42,7 +44,7 @@ type FetchError struct {
 }
 
 func (e *FetchError) Error() string {
-	return fmt.Sprintf("keyfetch: fetch %s: %v", e.URL, e.Err)
+	return fmt.Sprintf("keyfetch: fetch %s: %v", redact.URL(e.URL), e.Err)
 }
 
 // Unwrap returns the cause, so errors.Is(err, context.DeadlineExceeded) and
@@ -132,7 +134,14 @@ func (f *Fetcher) fetchDoc(ctx context.Context, d docRequest) (*response, error)
 	if err := check(rawURL); err != nil {
 		return nil, err
 	}
-	fail := func(status int, err error) error { return &FetchError{URL: rawURL, StatusCode: status, Err: err} }
+	fail := func(status int, err error) error {
+		// net/http's errors repeat the URL without its password only:
+		// the cause shows it as the error does.
+		if ue := (*url.Error)(nil); errors.As(err, &ue) {
+			ue.URL = redact.URL(ue.URL)
+		}
+		return &FetchError{URL: rawURL, StatusCode: status, Err: err}
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
 	if err != nil {
 		return nil, fail(0, err)

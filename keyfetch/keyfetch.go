@@ -170,6 +170,7 @@ import (
 
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/lru"
+	"github.com/agentid/agentid/signer/redact"
 )
 
 // Fetcher resolves (key set, keyid) to a public key by fetching the key
@@ -342,7 +343,7 @@ func (f *Fetcher) checkURL(rawURL string) (checkedURL, error) {
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil || u.Opaque != "" || u.User != nil || u.Fragment != "" || u.Host == "" {
-		return checkedURL{}, untrusted("%q is not an absolute http(s) URL without user information or fragment", signer.Truncate(rawURL))
+		return checkedURL{}, untrusted("%q is not an absolute http(s) URL without user information or fragment", signer.Truncate(redact.URL(rawURL)))
 	}
 	t := checkedURL{u: u, scheme: "https", defaultPort: "443"}
 	switch scheme := strings.ToLower(u.Scheme); {
@@ -350,24 +351,24 @@ func (f *Fetcher) checkURL(rawURL string) (checkedURL, error) {
 	case scheme == "http" && f.cfg.AllowHTTP:
 		t.scheme, t.defaultPort = "http", "80"
 	case scheme == "http":
-		return checkedURL{}, &UntrustedError{URL: rawURL, Host: u.Host, HTTP: true, Reason: ReasonHTTPRefused, reason: fmt.Sprintf("http scheme refused (AllowHTTP is off) for %q", signer.Truncate(rawURL))}
+		return checkedURL{}, &UntrustedError{URL: rawURL, Host: u.Host, HTTP: true, Reason: ReasonHTTPRefused, reason: fmt.Sprintf("http scheme refused (AllowHTTP is off) for %q", signer.Truncate(redact.URL(rawURL)))}
 	default:
 		return checkedURL{}, untrusted("scheme %q refused", signer.Truncate(u.Scheme))
 	}
 	if strings.HasSuffix(u.Host, ":") {
-		return checkedURL{}, untrusted("%q has an empty port", signer.Truncate(rawURL))
+		return checkedURL{}, untrusted("%q has an empty port", signer.Truncate(redact.URL(rawURL)))
 	}
 	t.host = strings.ToLower(u.Hostname())
 	a, ipErr := netip.ParseAddr(t.host)
 	t.isIP = ipErr == nil
 	if t.isIP && a.Zone() != "" {
-		return checkedURL{}, untrusted("%q: zoned addresses are refused", signer.Truncate(rawURL))
+		return checkedURL{}, untrusted("%q: zoned addresses are refused", signer.Truncate(redact.URL(rawURL)))
 	}
 	if !t.isIP && !signer.ValidHostname(t.host) {
-		return checkedURL{}, untrusted("%q has an invalid host name", signer.Truncate(rawURL))
+		return checkedURL{}, untrusted("%q has an invalid host name", signer.Truncate(redact.URL(rawURL)))
 	}
 	if t.isIP != strings.HasPrefix(u.Host, "[") && a.Is6() {
-		return checkedURL{}, untrusted("%q: IPv6 must be bracketed", signer.Truncate(rawURL))
+		return checkedURL{}, untrusted("%q: IPv6 must be bracketed", signer.Truncate(redact.URL(rawURL)))
 	}
 	t.port = cmp.Or(u.Port(), t.defaultPort)
 	return t, nil

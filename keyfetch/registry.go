@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/redact"
 )
 
 // RegistryMediaType is the media type of a registry list: plain text.
@@ -230,7 +231,7 @@ func (f *Fetcher) refreshList(ctx context.Context, l *registryList) error {
 	l.checked, l.problems = f.cfg.Now(), nil
 	l.err = f.fetchList(ctx, l)
 	if l.err != nil {
-		f.cfg.Logger.Warn("keyfetch: registry list refused: the last good list stays in force", "registry", l.url, "err", l.err)
+		f.cfg.Logger.Warn("keyfetch: registry list refused: the last good list stays in force", "registry", redact.URL(l.url), "err", l.err)
 	}
 	f.fetchCards(ctx, l)
 	listed := make(map[string]bool, len(l.entries))
@@ -260,7 +261,7 @@ func (f *Fetcher) fetchList(ctx context.Context, l *registryList) error {
 	r, err := f.fetchDoc(tctx, d)
 	switch {
 	case err != nil:
-		return fmt.Errorf("keyfetch: registry %s: %w", l.url, err)
+		return fmt.Errorf("keyfetch: registry %s: %w", redact.URL(l.url), err)
 	case r.notFound:
 		return &FetchError{URL: l.url, StatusCode: r.status, Err: fmt.Errorf("registry: status %d", r.status)}
 	case r.notModified:
@@ -411,7 +412,7 @@ feed:
 			if len(l.problems) < maxProblems {
 				l.problems = append(l.problems, strings.TrimPrefix(res.err.Error(), "keyfetch: "))
 			}
-			f.cfg.Logger.Debug("keyfetch: registry card not fetched", "registry", l.url, "card", u, "err", res.err)
+			f.cfg.Logger.Debug("keyfetch: registry card not fetched", "registry", redact.URL(l.url), "card", u, "err", res.err)
 		}
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
+
+	"github.com/agentid/agentid/signer/redact"
 )
 
 // Database connection defaults applied by OpenDB.
@@ -154,35 +156,12 @@ func postgresDSN(databaseURL string) (string, error) {
 	return u.String(), nil
 }
 
-// RedactURL returns databaseURL for messages and logs, with the password
-// of its user info, the value of every query parameter and any fragment
-// replaced by "xxxxx". Every parameter value is hidden, not only known
-// secret names: a connection URL can carry a password, a client key
-// passphrase or a token under any name. Parameter names, scheme, host,
-// port, path and user name are kept. An unparsable URL is "<unparsable url>".
-func RedactURL(databaseURL string) string {
-	u, err := url.Parse(databaseURL)
-	if err != nil {
-		return "<unparsable url>"
-	}
-	if u.RawQuery != "" {
-		params := strings.Split(u.RawQuery, "&")
-		for i, p := range params {
-			if name, _, ok := strings.Cut(p, "="); ok {
-				params[i] = name + "=" + redacted
-			}
-		}
-		u.RawQuery = strings.Join(params, "&")
-	}
-	if u.Fragment != "" {
-		u.Fragment, u.RawFragment = redacted, ""
-	}
-	return u.Redacted()
-}
-
-// redacted stands in for a hidden value; it is what url.URL.Redacted puts
-// in place of a password.
-const redacted = "xxxxx"
+// RedactURL returns databaseURL for messages and logs, as redact.URL
+// writes every URL the module prints: its user information, the value of
+// every query parameter (a connection URL can carry a password, a client
+// key passphrase or an encryption key under any name) and its fragment
+// read "xxxxx"; scheme, host, port, path and parameter names are kept.
+func RedactURL(databaseURL string) string { return redact.URL(databaseURL) }
 
 // pingDB checks within ctx that db answers.
 func pingDB(ctx context.Context, db *gorm.DB) error {

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/url"
 	"strings"
+
+	"github.com/agentid/agentid/signer/redact"
 )
 
 // The protocol's vocabulary: every package that needs one of these names
@@ -103,7 +105,7 @@ type ServiceURL struct {
 // valid host[:port] (ValidAuthority). Errors wrap ErrInvalidServiceURL.
 func ParseServiceURL(s string) (ServiceURL, error) {
 	bad := func(why string) (ServiceURL, error) {
-		return ServiceURL{}, fmt.Errorf("%w %q: %s", ErrInvalidServiceURL, Truncate(s), why)
+		return ServiceURL{}, fmt.Errorf("%w %q: %s", ErrInvalidServiceURL, Truncate(redact.URL(s)), why)
 	}
 	raw := strings.TrimSpace(s)
 	if raw == "" {

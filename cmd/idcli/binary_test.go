@@ -350,7 +350,7 @@ func TestBinaryJSONOutputs(t *testing.T) {
 		dir := t.TempDir()
 		var si serverInitJSON
 		decode(t, runBinary(t, dir, nil, "server", "init", "--json", "--port", "4321", "--database-url", "postgres://u:secret@db.example/agentid"), &si)
-		if si.Path != ".env" || si.Port != "4321" || si.Hostname != "http://localhost:4321" || si.DatabaseURL != "postgres://u:xxxxx@db.example/agentid" {
+		if si.Path != ".env" || si.Port != "4321" || si.Hostname != "http://localhost:4321" || si.DatabaseURL != "postgres://xxxxx@db.example/agentid" {
 			t.Errorf("server init --json = %+v", si)
 		}
 		if b, err := os.ReadFile(filepath.Join(dir, ".env")); err != nil || !strings.Contains(string(b), "PORT=4321") {

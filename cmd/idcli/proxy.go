@@ -16,6 +16,7 @@ import (
 	"github.com/peterbourgon/ff/v3/ffcli"
 
 	"github.com/agentid/agentid/middleware/proxy/proxyconfig"
+	"github.com/agentid/agentid/signer/redact"
 )
 
 // Defaults of `idcli proxy`.
@@ -264,7 +265,7 @@ func proxyListenError(flagName, addr string, err error) error {
 func printProxyBanner(env *cliEnv, cfg *proxyconfig.Config, addr string) {
 	target := "(forward-auth behind " + strings.ToLower(cfg.Front) + ": answers auth subrequests with 200 or " + strconv.Itoa(cfg.RefusalStatus) + ")"
 	if !cfg.ForwardAuth {
-		target = "→ upstream " + cfg.Upstream
+		target = "→ upstream " + redact.URL(cfg.Upstream)
 	}
 	fmt.Fprintf(env.Stderr, "idcli proxy listening on http://%s %s\n", addr, target)
 }

@@ -397,7 +397,7 @@ func TestProxyCheck(t *testing.T) {
 	if r.err != nil {
 		t.Fatalf("--check: %v\n%s", r.err, r.stderr)
 	}
-	for _, want := range []string{"mode: observe\n", "profile: strict-01\n", "redis_url: redis://:xxxxx@127.0.0.1:1/0\n", "listen: 127.0.0.1:1\n", "- prefix: /pub/\n", "upstream_max_idle: 256\n", "cache:\n    key_sets: 20000\n", "    expanded_keys: 4096\n", "from proxy.yaml"} {
+	for _, want := range []string{"mode: observe\n", "profile: strict-01\n", "redis_url: redis://xxxxx@127.0.0.1:1/0\n", "listen: 127.0.0.1:1\n", "- prefix: /pub/\n", "upstream_max_idle: 256\n", "cache:\n    key_sets: 20000\n", "    expanded_keys: 4096\n", "from proxy.yaml"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("--check printed\n%s\nwithout %q", r.stdout, want)
 		}
@@ -456,7 +456,7 @@ func TestProxyRedisDownIsOneLine(t *testing.T) {
 	r := runBinary(t, t.TempDir(), nil, "proxy", "--forward-auth", "--front", "nginx", "--trust", "a.example", "--authority", "a.example",
 		"--listen", "127.0.0.1:0", "--redis-url", "redis://:hunter2@127.0.0.1:1/0")
 	lines := strings.Split(strings.TrimRight(r.stderr, "\n"), "\n")
-	if r.code == 0 || len(lines) != 1 || !strings.HasPrefix(lines[0], "idcli: --redis-url: redis://:xxxxx@127.0.0.1:1/0: Redis does not answer") {
+	if r.code == 0 || len(lines) != 1 || !strings.HasPrefix(lines[0], "idcli: --redis-url: redis://xxxxx@127.0.0.1:1/0: Redis does not answer") {
 		t.Errorf("want one line naming --redis-url:\n%s", r)
 	}
 	if strings.Contains(r.stderr+r.stdout, "hunter2") {

@@ -21,7 +21,7 @@ func newServerInitCmd(env *cliEnv) *ffcli.Command {
 		Name:       "init",
 		ShortUsage: "idcli server init [--port P] [--hostname URL] [--database-url URL] [--json]",
 		ShortHelp:  "write PORT, HOSTNAME and DATABASE_URL to ./.env",
-		LongHelp:   `With --json: {"path":".env","port":"3000","hostname":"http://localhost:3000","database_url":"…" (password redacted)}.`,
+		LongHelp:   `With --json: {"path":".env","port":"3000","hostname":"http://localhost:3000","database_url":"…" (its user information and parameter values redacted)}.`,
 		FlagSet:    fs,
 		Exec: func(ctx context.Context, args []string) error {
 			if len(args) > 0 {

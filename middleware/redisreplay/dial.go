@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/agentid/agentid/signer/redact"
 )
 
 // DialTimeout bounds the first contact with Redis in Dial.
@@ -18,7 +20,7 @@ const DialTimeout = 5 * time.Second
 // after Redis answered a PING (within DialTimeout). spec is a redis:// or
 // rediss:// URL (one server), or a comma-separated list of host:port
 // addresses: one address is a single server, several are the masters of a
-// Redis Cluster. Name describes it without its password; Close releases
+// Redis Cluster. Name describes it without its secrets; Close releases
 // the client.
 func Dial(ctx context.Context, spec string) (*Store, error) {
 	client, name, err := dialClient(spec)
@@ -41,7 +43,7 @@ func Dial(ctx context.Context, spec string) (*Store, error) {
 }
 
 // Name describes the Redis a Dial-made store uses ("" for a Store made with
-// New): its URL without the password, or its address list.
+// New): its URL as redact.URL writes it, or its address list.
 func (s *Store) Name() string { return s.name }
 
 // Client returns the client Dial made (nil for a Store made with New), for
@@ -66,9 +68,9 @@ func dialClient(spec string) (redis.UniversalClient, string, error) {
 		}
 		opts, err := redis.ParseURL(spec)
 		if err != nil {
-			return nil, "", fmt.Errorf("redisreplay: %s: %v", u.Redacted(), err)
+			return nil, "", fmt.Errorf("redisreplay: %s: %v", redact.URL(spec), err)
 		}
-		return redis.NewClient(opts), u.Redacted(), nil
+		return redis.NewClient(opts), redact.URL(spec), nil
 	}
 	var addrs []string
 	for _, a := range strings.Split(spec, ",") {

@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/redact"
 )
 
 // ServerError is an error answer of the service, carrying the fields of its
@@ -180,12 +181,12 @@ func send(client *http.Client, req *http.Request, ok ...int) (agentResponse, int
 		if errors.Is(err, syscall.ECONNREFUSED) {
 			hint = fmt.Sprintf(" (is the service running at %s://%s? pass --hostname or set %s)", req.URL.Scheme, req.URL.Host, EnvHostname)
 		}
-		return agentResponse{}, 0, fmt.Errorf("agent: %s %s: %w%s", req.Method, req.URL.Redacted(), err, hint)
+		return agentResponse{}, 0, fmt.Errorf("agent: %s %s: %w%s", req.Method, redact.URL(req.URL.String()), err, hint)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
 	if err != nil {
-		return agentResponse{}, resp.StatusCode, fmt.Errorf("agent: %s %s: read answer: %w", req.Method, req.URL.Redacted(), err)
+		return agentResponse{}, resp.StatusCode, fmt.Errorf("agent: %s %s: read answer: %w", req.Method, redact.URL(req.URL.String()), err)
 	}
 	good := false
 	for _, s := range ok {
@@ -199,10 +200,10 @@ func send(client *http.Client, req *http.Request, ok ...int) (agentResponse, int
 		return agentResponse{}, resp.StatusCode, serverError(req, resp, body)
 	}
 	if err := json.Unmarshal(body, &ar); err != nil {
-		return agentResponse{}, resp.StatusCode, fmt.Errorf("agent: %s %s: answer is not the expected JSON: %w", req.Method, req.URL.Redacted(), err)
+		return agentResponse{}, resp.StatusCode, fmt.Errorf("agent: %s %s: answer is not the expected JSON: %w", req.Method, redact.URL(req.URL.String()), err)
 	}
 	if !signer.ValidUID(ar.UID) {
-		return agentResponse{}, resp.StatusCode, fmt.Errorf("agent: %s %s: answer has invalid uid %q", req.Method, req.URL.Redacted(), signer.Truncate(ar.UID))
+		return agentResponse{}, resp.StatusCode, fmt.Errorf("agent: %s %s: answer has invalid uid %q", req.Method, redact.URL(req.URL.String()), signer.Truncate(ar.UID))
 	}
 	return ar, resp.StatusCode, nil
 }

@@ -416,7 +416,7 @@ func (p *Proxy) Summary() []string {
 		local += "; private addresses allowed"
 	}
 	if len(c.AgentidServices) > 0 {
-		local += "; X-Agent-Uid for agents of " + strings.Join(c.AgentidServices, ", ")
+		local += "; X-Agent-Uid for agents of " + strings.Join(c.Masked().AgentidServices, ", ")
 	}
 	if pl.Front != "" {
 		from := "loopback"

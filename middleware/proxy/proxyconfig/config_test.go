@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentid/agentid/keyfetch"
 	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/signer"
 )
 
 // base is a valid configuration for the tests to add to.
@@ -43,7 +44,7 @@ func TestErrorShapes(t *testing.T) {
 		{"excludes", base + "forward_auth: true\n", `proxy.yaml:1: upstream excludes forward_auth`},
 		{"front without forward_auth", base + "front: nginx\n", `proxy.yaml:4: front is for forward_auth`},
 		{"forward_auth_from entry", "forward_auth: true\nfront: nginx\nforward_auth_from: [10.0.0.1, nginx]\nauthorities: [a.example]\ntrust: {hosts: [a.example]}\n", `proxy.yaml:3: forward_auth_from[1]: "nginx": want an address or CIDR`},
-		{"redis url", base + "redis_url: http://:hunter2@redis.example\n", `proxy.yaml:4: redis_url: http://:xxxxx@redis.example: want redis://`},
+		{"redis url", base + "redis_url: http://:hunter2@redis.example\n", `proxy.yaml:4: redis_url: http://xxxxx@redis.example: want redis://`},
 		{"missing trust", "upstream: http://127.0.0.1:8000\nauthorities: [a.example]\n", `trust.hosts is required`},
 		{"not yaml", base + "routes: [\n", `proxy.yaml:4: did not find expected node content`},
 	} {
@@ -139,8 +140,8 @@ func TestKeysHaveFlags(t *testing.T) {
 	}
 }
 
-// TestEffectiveMasksSecrets: --check's output hides passwords and parses
-// back to the same settings.
+// TestEffectiveMasksSecrets: --check's output hides the user information
+// of URLs and parses back to the same settings.
 func TestEffectiveMasksSecrets(t *testing.T) {
 	_, err := Parse("proxy.yaml", []byte(base+"redis_url: redis://user:hunter2@127.0.0.1:6379/0\ntrust:\n  hosts: [a.example]\n  registries: [\"https://u:s3cret@reg.example/list\"]\n"))
 	if err == nil || strings.Contains(err.Error(), "hunter2") || strings.Contains(err.Error(), "s3cret") {
@@ -156,7 +157,7 @@ func TestEffectiveMasksSecrets(t *testing.T) {
 			t.Errorf("effective configuration shows %q:\n%s", secret, out)
 		}
 	}
-	if !strings.Contains(out, "redis://user:xxxxx@127.0.0.1:6379/0") {
+	if !strings.Contains(out, "redis://xxxxx@127.0.0.1:6379/0") {
 		t.Errorf("effective configuration:\n%s", out)
 	}
 	back, err := Parse("effective", []byte(out))
@@ -339,6 +340,15 @@ func TestValidationErrorsMaskSecrets(t *testing.T) {
 	for _, secret := range []string{"up-s3cret", "svc-s3cret", "reg-s3cret"} {
 		if strings.Contains(err.Error(), secret) {
 			t.Errorf("the error shows %q: %v", secret, err)
+		}
+	}
+	// A message of another package quoting a URL cut to signer.MaxQuoted
+	// bytes, or escaped by %q, is masked too.
+	long := "https://reg.example/list?token=reg-s3cret-" + strings.Repeat("x", signer.MaxQuoted) + "\"q"
+	c.Trust.Registries = []string{long}
+	for _, msg := range []string{fmt.Sprintf("entry %q: refused", signer.Truncate(long)), fmt.Sprintf("entry %q: refused", long), "entry " + long} {
+		if got := c.maskSecrets(msg); strings.Contains(got, "s3cret") || !strings.Contains(got, "token=xxxxx") {
+			t.Errorf("maskSecrets(%q) = %q", msg, got)
 		}
 	}
 	for _, key := range []string{"upstream", "agentid_services", "registries"} {

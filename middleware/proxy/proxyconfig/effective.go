@@ -1,48 +1,25 @@
 package proxyconfig
 
 import (
-	"net/url"
-	"strings"
-
 	"gopkg.in/yaml.v3"
+
+	"github.com/agentid/agentid/signer/redact"
 )
 
-// Masked returns a copy of c whose secrets are hidden: the password (and
-// user) of every URL, such as redis://:PASSWORD@host:6379, reads "xxxxx".
+// Masked returns a copy of c whose secrets are hidden: every URL (upstream,
+// redis_url, trust.registries, agentid_services) as redact.URL writes it,
+// its user information, query values and fragment reading "xxxxx".
 func (c *Config) Masked() *Config {
 	d := c.Clone()
-	d.RedisURL = maskURL(d.RedisURL)
+	d.Upstream = redact.URL(d.Upstream)
+	d.RedisURL = redact.URL(d.RedisURL)
 	for i, s := range d.Trust.Registries {
-		d.Trust.Registries[i] = maskURL(s)
+		d.Trust.Registries[i] = redact.URL(s)
 	}
 	for i, s := range d.AgentidServices {
-		d.AgentidServices[i] = maskURL(s)
+		d.AgentidServices[i] = redact.URL(s)
 	}
-	d.Upstream = maskURL(d.Upstream)
 	return d
-}
-
-// maskURL hides the userinfo of s when it is a URL with one. A string that
-// does not parse but holds an '@' is hidden whole up to it.
-func maskURL(s string) string {
-	if !strings.Contains(s, "@") {
-		return s
-	}
-	u, err := url.Parse(s)
-	if err != nil || u.User == nil {
-		at := strings.LastIndexByte(s, '@')
-		scheme := ""
-		if i := strings.Index(s, "://"); i >= 0 && i < at {
-			scheme = s[:i+3]
-		}
-		return scheme + "xxxxx" + s[at:]
-	}
-	if _, has := u.User.Password(); has {
-		u.User = url.UserPassword(u.User.Username(), "xxxxx")
-	} else {
-		u.User = url.User("xxxxx")
-	}
-	return u.String()
 }
 
 // Effective returns the configuration in force as YAML, every key written

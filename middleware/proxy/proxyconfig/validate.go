@@ -18,6 +18,7 @@ import (
 	"github.com/agentid/agentid/middleware/proxy"
 	"github.com/agentid/agentid/middleware/rules"
 	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/redact"
 )
 
 // Plan is a validated Config's values, parsed.
@@ -95,7 +96,7 @@ func (c *Config) validate(embedded bool) (*Plan, error) {
 			if !strings.Contains(c.Upstream, "://") && !strings.HasPrefix(c.Upstream, "/") {
 				hint = " (did you mean http://" + c.Upstream + "?)" // the upstream is a service next door
 			}
-			v.fail("upstream", "%q: want an http:// or https:// URL such as http://127.0.0.1:8000%s", c.Upstream, hint)
+			v.fail("upstream", "%q: want an http:// or https:// URL such as http://127.0.0.1:8000%s", redact.URL(c.Upstream), hint)
 		} else {
 			p.Upstream = u
 		}
@@ -400,7 +401,7 @@ func checkRedisURL(s string) error {
 			return errors.New("not a URL: want redis://[:PASSWORD@]HOST:PORT[/DB]")
 		}
 		if u.Scheme != "redis" && u.Scheme != "rediss" || u.Host == "" {
-			return fmt.Errorf("%s: want redis://[:PASSWORD@]HOST:PORT[/DB] or rediss://…", u.Redacted())
+			return fmt.Errorf("%s: want redis://[:PASSWORD@]HOST:PORT[/DB] or rediss://…", redact.URL(s))
 		}
 		return nil
 	}
@@ -412,14 +413,23 @@ func checkRedisURL(s string) error {
 	return nil
 }
 
-// maskSecrets hides the password of every URL of c that may carry one
+// maskSecrets hides the secrets of every URL of c that may carry one
 // (upstream, redis_url, registries, agentid_services) wherever msg quotes
-// it: a value refused for its credentials must not print them.
+// it, whole or cut (signer.Truncate) and with or without Go's quoting: a
+// value refused for its credentials must not print them. The messages of
+// this package quote redact.URL of a URL already; this catches those of
+// the packages it calls.
 func (c *Config) maskSecrets(msg string) string {
 	urls := append([]string{c.Upstream, c.RedisURL}, c.Trust.Registries...)
 	for _, u := range append(urls, c.AgentidServices...) {
-		if m := maskURL(u); m != u && u != "" {
-			msg = strings.ReplaceAll(msg, u, m)
+		m := redact.URL(u)
+		if m == u {
+			continue
+		}
+		for _, form := range []string{u, signer.Truncate(u)} {
+			q := strconv.Quote(form)
+			msg = strings.ReplaceAll(msg, q[1:len(q)-1], m)
+			msg = strings.ReplaceAll(msg, form, m)
 		}
 	}
 	return msg
