@@ -140,8 +140,12 @@ func newProxyCmd(env *cliEnv) *ffcli.Command {
 			"Every flag is also a key of the --config YAML file (flags win); the file\n" +
 			"adds per-route modes, allow and deny lists and rate limits. --check\n" +
 			"validates it all, prints the effective configuration (secrets masked) and\n" +
-			"exits. SIGHUP rereads the file's mode, routes, lists and limits: requests\n" +
-			"in flight finish under the old ones; a bad file keeps them and logs why.\n" +
+			"exits. SIGHUP rereads the file and applies its mode, routes, lists and\n" +
+			"limits (requests in flight finish under the old ones), or refuses it as a\n" +
+			"whole and logs why: a file that would not start, does not end with a\n" +
+			"newline (cut short while written), leaves out a key the file in force\n" +
+			"sets (clear one with an explicit [] or \"\"), or changes a key that needs a\n" +
+			"restart.\n" +
 			"\n" +
 			"Runs until SIGINT/SIGTERM, then finishes the requests in flight.",
 		FlagSet: fs,

@@ -61,6 +61,9 @@ func checkProxyConfig(env *cliEnv, cfg *proxyconfig.Config) error {
 	if _, err := cfg.Validate(); err != nil {
 		return err
 	}
+	if err := cfg.CheckComplete(); err != nil {
+		return err // --check answers for a reload too
+	}
 	src := "flags and defaults"
 	if cfg.File() != "" {
 		src = envDisplay(env, cfg.File()) + ", flags and defaults"
@@ -71,8 +74,8 @@ func checkProxyConfig(env *cliEnv, cfg *proxyconfig.Config) error {
 }
 
 // reloadOnHangup rereads --config on each SIGHUP until ctx ends (or stop
-// is called) and applies its rules, lists and limits; a file that does not
-// load keeps the rules in force, and the log says why. Flags given on the
+// is called) and applies its rules, lists and limits; a file refused keeps
+// the configuration in force, and the log says why. Flags given on the
 // command line still win.
 func reloadOnHangup(ctx context.Context, env *cliEnv, f proxyFlags, p *proxyconfig.Proxy) (stop func()) {
 	hup := make(chan os.Signal, 1)
@@ -96,18 +99,18 @@ func reloadOnHangup(ctx context.Context, env *cliEnv, f proxyFlags, p *proxyconf
 	}
 }
 
-// reloadProxyConfig rereads the file once and applies it.
+// reloadProxyConfig rereads the file once and applies it, or logs why it
+// was refused (proxyconfig.Proxy.Reload: a file that would not start, that
+// looks cut short, that leaves out a key the file in force sets, or that
+// changes a key needing a restart), keeping the configuration in force.
 func reloadProxyConfig(env *cliEnv, f proxyFlags, p *proxyconfig.Proxy) {
 	log := p.Logger()
 	cfg, err := f.resolve(env)
 	if err == nil {
-		var restart []string
-		if restart, err = p.Reload(cfg); err == nil && len(restart) > 0 {
-			log.Warn("reload: these keys take effect only on restart and were left as they were", "file", f.config, "keys", strings.Join(restart, ", "))
-		}
+		err = p.Reload(cfg)
 	}
 	if err != nil {
-		log.Error("reload: the file was refused; the rules in force are kept", "file", f.config, "error", oneLine(err))
+		log.Error("reload: the file was refused; the configuration in force is kept", "file", f.config, "error", oneLine(err))
 		return
 	}
 	summary := p.Summary()

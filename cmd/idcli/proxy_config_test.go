@@ -341,13 +341,11 @@ func TestProxyConfigDocExample(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the documented example: %v", err)
 	}
-	if _, err := c.Validate(); err != nil {
+	plan, err := c.Validate()
+	if err != nil {
 		t.Fatalf("the documented example: %v", err)
 	}
-	r, err := c.ValidateRules()
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := plan.Rules
 	if c.Upstream != "http://127.0.0.1:8000" || c.Mode != "required" || len(c.Trust.Hosts) != 2 || c.MetricsListen != "127.0.0.1:9090" ||
 		len(r.Routes) != 3 || len(r.Allow.Hosts) != 1 || len(r.Deny.Hosts) != 1 ||
 		r.Agent.Quota != 600 || r.Agent.Window != time.Minute || r.Addr.Quota != 60 || r.KeyHeader != "Signed-Agent-Metadata" ||

@@ -239,7 +239,7 @@ func TestProxyReloadUnderLoad(t *testing.T) {
 	}
 
 	// A bad file: refused, named, and the rules in force kept.
-	write("mode: optional\nroutes:\n  - {prefix: /b/, mode: requierd}\n")
+	write("mode: optional\nroutes:\n  - {prefix: /b/, mode: requierd}\ndeny:\n  identities: [\"" + origin + "\"]\n")
 	cmd.Process.Signal(syscall.SIGHUP)
 	waitLog(regexp.MustCompile(`reload: the file was refused.*proxy\.yaml:10: routes\[0\]\.mode: \\"requierd\\"`))
 	mark["unsigned /b/x"] = probes[1].n.Load()

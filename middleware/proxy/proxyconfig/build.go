@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"net/http"
 	"os"
 	"reflect"
@@ -273,62 +272,6 @@ func (p *Proxy) newGate(r Rules, limits Limits) (*rules.Gate, error) {
 	}
 	p.limiter, p.limits, p.where = lim, limits, where
 	return g, nil
-}
-
-// Reload applies the reloadable keys of c (mode, routes, allow, deny,
-// limits) atomically: requests already deciding finish under the old
-// rules, later ones get the new. A bad c changes nothing and its error
-// names each bad key. Other keys need a restart: the keys c changes among
-// them are returned (and left as they were). Limits left as they were keep
-// their buckets. Reload needs a Proxy built Reloadable or with rules.
-func (p *Proxy) Reload(c *Config) (needRestart []string, err error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.gate.Load() == nil {
-		return nil, errors.New("this proxy was built without rules and not Reloadable: nothing can be reloaded")
-	}
-	// The rules are checked against the services this proxy runs with
-	// (agentid_services needs a restart, like the X-Agent-Uid it drives).
-	rc := c.Clone()
-	rc.AgentidServices = p.cfg.AgentidServices
-	r, err := rc.ValidateRules()
-	if err != nil {
-		return nil, err
-	}
-	old := p.cfg
-	next, fresh := old.Clone(), c.Clone()
-	for _, k := range reloadable {
-		dst, _ := next.field(k)
-		src, _ := fresh.field(k)
-		dst.Set(src)
-		under := func(path string) bool {
-			return path == k || strings.HasPrefix(path, k+".") || strings.HasPrefix(path, k+"[")
-		}
-		maps.DeleteFunc(next.origins, func(path, _ string) bool { return under(path) })
-		for path, o := range c.origins {
-			if under(path) {
-				next.origins[path] = o
-			}
-		}
-	}
-	for _, k := range Keys() {
-		if k.Reloadable {
-			continue
-		}
-		a, _ := old.field(k.Name)
-		b, _ := c.field(k.Name)
-		if !reflect.DeepEqual(a.Interface(), b.Interface()) {
-			needRestart = append(needRestart, k.Name)
-		}
-	}
-	g, err := p.newGate(r, next.Limits) // sets p.limiter, p.limits and p.where only when it succeeds
-	if err != nil {
-		return nil, err
-	}
-	p.gate.Store(g)
-	p.cfg = next
-	p.plan.Rules, p.plan.Mode = r, r.Mode
-	return needRestart, nil
 }
 
 // Handler is the reverse proxy or forward-auth endpoint (nil when built

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
-	"slices"
 	"strings"
 	"testing"
 
@@ -93,9 +92,10 @@ func TestCacheKeys(t *testing.T) {
 	}
 }
 
-// TestCacheKeysNeedRestart: a reload leaves cache.* as they were and
-// names them, while limits.buckets_per_agent, under limits, is applied;
-// every reloadable key comes from the new file.
+// TestCacheKeysNeedRestart: a reload that changes cache.* is refused as a
+// whole, naming them; with cache.* as they are, limits.buckets_per_agent,
+// under limits, is applied, and every reloadable key comes from the new
+// file.
 func TestCacheKeysNeedRestart(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	defer up.Close()
@@ -109,23 +109,29 @@ func TestCacheKeysNeedRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	next, err := Parse("proxy.yaml", []byte(head+"cache: {key_sets: 900, signature_agents: -1, expanded_keys: 4096}\n"+
-		"limits: {agent: 20/1m, key_header: X-Tenant, buckets_per_agent: 32}\nmode: optional\nroutes: [{prefix: /pub/, mode: observe}]\n"+
-		"allow: {hosts: [a.example]}\ndeny: {cards: [\"purpose:ai-training\"]}\n"))
-	if err != nil {
-		t.Fatal(err)
+	rules := "limits: {agent: 20/1m, key_header: X-Tenant, buckets_per_agent: 32}\nmode: optional\nroutes: [{prefix: /pub/, mode: observe}]\n" +
+		"allow: {hosts: [a.example]}\ndeny: {cards: [\"purpose:ai-training\"]}\n"
+	parse := func(body string) *Config {
+		t.Helper()
+		c, err := Parse("proxy.yaml", []byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
 	}
-	restart, err := p.Reload(next)
-	if err != nil {
-		t.Fatal(err)
+	err = p.Reload(parse(head + "cache: {key_sets: 900, signature_agents: -1, expanded_keys: 4096}\n" + rules))
+	if err == nil || !strings.Contains(err.Error(), "take effect only on a restart: cache.key_sets, cache.signature_agents:") {
+		t.Errorf("a reload changing cache.*: %v, want refused naming cache.key_sets and cache.signature_agents", err)
 	}
-	if want := []string{"cache.key_sets", "cache.signature_agents"}; !slices.Equal(restart, want) {
-		t.Errorf("keys needing a restart: %v, want %v", restart, want)
+	if got := p.Config(); got.Cache != first.Cache || !reflect.DeepEqual(got.Limits, first.Limits) || got.Mode != first.Mode {
+		t.Errorf("after a refused reload: cache %+v, limits %+v, mode %s; want those in force", got.Cache, got.Limits, got.Mode)
+	}
+
+	next := parse(head + "cache: {key_sets: 500}\n" + rules)
+	if err := p.Reload(next); err != nil {
+		t.Fatal(err)
 	}
 	got := p.Config()
-	if got.Cache != first.Cache {
-		t.Errorf("cache after a reload: %+v, want %+v (as it was)", got.Cache, first.Cache)
-	}
 	for _, k := range reloadable {
 		a, _ := got.field(k)
 		b, _ := next.field(k)
@@ -138,11 +144,8 @@ func TestCacheKeysNeedRestart(t *testing.T) {
 	}
 	// An error in the reloaded rules names the new file's line, not the
 	// old one's.
-	bad, err := Parse("proxy.yaml", []byte(head+"\n\n\nlimits: {agent: 10/1m, buckets_per_agent: -2}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.Reload(bad); err == nil || !strings.HasPrefix(err.Error(), "proxy.yaml:8: limits.buckets_per_agent: -2") {
+	bad := parse(head + "cache: {key_sets: 500}\n\n\n" + strings.Replace(rules, "buckets_per_agent: 32", "buckets_per_agent: -2", 1))
+	if err := p.Reload(bad); err == nil || !strings.HasPrefix(err.Error(), "proxy.yaml:8: limits.buckets_per_agent: -2") {
 		t.Errorf("a bad reload: %v", err)
 	}
 }

@@ -99,8 +99,11 @@ type Config struct {
 	// origins maps a key path ("routes[1].mode") to where its value came
 	// from: "FILE:LINE" or "--flag". Keys set in Go have none.
 	origins map[string]string
-	// file is the file the configuration was read from, "" if none.
-	file string
+	// file is the file the configuration was read from, "" if none;
+	// display is how errors name it.
+	file, display string
+	// unterminated: the file does not end with a newline (CheckComplete).
+	unterminated bool
 	// flagNames names keys that came from nowhere by their flag.
 	flagNames bool
 }
@@ -213,7 +216,8 @@ type Key struct {
 	// Flag is the flag of `idcli proxy` that sets it, "" for keys only a
 	// file sets (routes, lists, limits).
 	Flag string
-	// Reloadable keys take effect on Reload; the others need a restart.
+	// Reloadable keys take effect on Reload; the others need a restart
+	// (Reload refuses a configuration that changes one).
 	Reloadable bool
 }
 

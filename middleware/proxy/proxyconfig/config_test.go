@@ -188,8 +188,8 @@ func TestLoadLimits(t *testing.T) {
 }
 
 // TestReloadSwapsRules: Reload changes the mode and routes of a running
-// proxy; a bad configuration changes nothing; non-reloadable keys are
-// reported and kept.
+// proxy; a bad configuration, or one changing a key that needs a
+// restart, changes nothing.
 func TestReloadSwapsRules(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) }))
 	defer up.Close()
@@ -215,12 +215,15 @@ func TestReloadSwapsRules(t *testing.T) {
 	if s := status("/x"); s != 200 {
 		t.Fatalf("unsigned in optional mode: %d", s)
 	}
-	restart, err := p.Reload(parse(head + "mode: required\nroutes: [{prefix: /pub/, mode: optional}]\nlisten: \":9999\"\n"))
-	if err != nil {
-		t.Fatal(err)
+	err = p.Reload(parse(head + "mode: required\nroutes: [{prefix: /pub/, mode: optional}]\nlisten: \":9999\"\n"))
+	if err == nil || !strings.Contains(err.Error(), "changes keys that take effect only on a restart: listen:") {
+		t.Errorf("a reload changing listen: %v, want refused naming listen", err)
 	}
-	if len(restart) != 1 || restart[0] != "listen" {
-		t.Errorf("keys needing a restart: %v, want [listen]", restart)
+	if s := status("/x"); s != 200 {
+		t.Errorf("unsigned after a reload refused for listen: %d, want 200 (nothing of it applied)", s)
+	}
+	if err := p.Reload(parse(head + "mode: required\nroutes: [{prefix: /pub/, mode: optional}]\n")); err != nil {
+		t.Fatal(err)
 	}
 	if s := status("/x"); s != 401 {
 		t.Errorf("unsigned after reload to required: %d, want 401", s)
@@ -228,7 +231,7 @@ func TestReloadSwapsRules(t *testing.T) {
 	if s := status("/pub/a"); s != 200 {
 		t.Errorf("unsigned on an optional route: %d, want 200", s)
 	}
-	if _, err := p.Reload(parse(head + "mode: optional\nroutes: [{prefix: pub, mode: optional}]\n")); err == nil || !strings.Contains(err.Error(), "proxy.yaml:6: routes[0].prefix") {
+	if err := p.Reload(parse(head + "mode: optional\nroutes: [{prefix: pub, mode: optional}]\n")); err == nil || !strings.Contains(err.Error(), "proxy.yaml:6: routes[0].prefix") {
 		t.Errorf("bad reload: %v", err)
 	}
 	if s := status("/x"); s != 401 {
@@ -270,9 +273,9 @@ func TestBucketsPerAgentKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := c.ValidateRules()
-	if err != nil || r.BucketsPer != 4 {
-		t.Errorf("rules %+v, %v: want 4 buckets per agent", r, err)
+	plan, err := c.Validate()
+	if err != nil || plan.Rules.BucketsPer != 4 {
+		t.Errorf("plan %+v, %v: want 4 buckets per agent", plan, err)
 	}
 	if err := parseAndValidate(t, base+"limits:\n  agent: 10/1m\n  buckets_per_agent: -1\n"); err == nil || !strings.Contains(err.Error(), "proxy.yaml:6: limits.buckets_per_agent: -1: want a positive number") {
 		t.Errorf("negative buckets: %v", err)
@@ -358,10 +361,9 @@ func TestValidationErrorsMaskSecrets(t *testing.T) {
 	}
 }
 
-// TestReloadKeepsServices: agentid_services needs a restart, so a reload
-// checks uid rules against the services the proxy runs with: a file that
-// drops the services but keeps allow.uids is reloaded (the services stay),
-// and the change is reported as needing a restart.
+// TestReloadKeepsServices: agentid_services needs a restart, and the
+// uid rules read it: a file that drops the services but keeps allow.uids,
+// or names other services, is refused, and the services in force stay.
 func TestReloadKeepsServices(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) }))
 	defer up.Close()
@@ -376,18 +378,16 @@ func TestReloadKeepsServices(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	next, err := Parse("proxy.yaml", []byte(head+uids))
-	if err != nil {
-		t.Fatal(err)
-	}
-	restart, err := p.Reload(next)
-	if err != nil {
-		t.Fatalf("reload without agentid_services, uid rules kept: %v", err)
-	}
-	if len(restart) != 1 || restart[0] != "agentid_services" {
-		t.Errorf("keys needing a restart: %v, want [agentid_services]", restart)
-	}
-	if got := p.Config().AgentidServices; len(got) != 1 {
-		t.Errorf("agentid_services after the reload: %v, want the running one", got)
+	for _, body := range []string{head + uids, head + "agentid_services: [\"https://other.svc.example\"]\n" + uids} {
+		next, err := Parse("proxy.yaml", []byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Reload(next); err == nil || !strings.Contains(err.Error(), "agentid_services") {
+			t.Errorf("reload of\n%s: %v, want refused naming agentid_services", body, err)
+		}
+		if got := p.Config().AgentidServices; len(got) != 1 || got[0] != "https://svc.example" {
+			t.Errorf("agentid_services after a refused reload: %v, want the running one", got)
+		}
 	}
 }

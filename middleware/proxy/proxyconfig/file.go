@@ -62,7 +62,8 @@ func unwrapPath(err error) error {
 // name:LINE and the key; several are joined, one per line.
 func Parse(name string, data []byte) (*Config, error) {
 	c := Default()
-	c.file = name
+	c.file, c.display = name, name
+	c.unterminated = len(data) > 0 && data[len(data)-1] != '\n'
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		msg := strings.TrimPrefix(err.Error(), "yaml: ")

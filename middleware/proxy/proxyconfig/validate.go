@@ -231,18 +231,6 @@ func (c *Config) validateCache(v *validation, p *Plan) {
 	}
 }
 
-// ValidateRules checks the reloadable keys alone (mode, routes, allow,
-// deny, limits) and returns them parsed.
-func (c *Config) ValidateRules() (Rules, error) {
-	v := &validation{c: c}
-	m, err := ParseMode(c.Mode)
-	if err != nil {
-		v.fail("mode", "%q: %v", c.Mode, err)
-	}
-	r := c.rules(v, m)
-	return r, errors.Join(v.errs...)
-}
-
 func (c *Config) rules(v *validation, mode middleware.Mode) Rules {
 	r := Rules{Mode: mode, DenyCards: clone(c.Deny.Cards)}
 	seen := map[string]int{}
