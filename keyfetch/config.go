@@ -181,10 +181,14 @@ type Config struct {
 	// verified signature tagged DirectorySignatureTag covering both
 	// `"@authority";req` and `content-digest` (with a Content-Digest that
 	// matches the body): a fetch failure, and the last good set keeps
-	// serving. A signature over the authority alone vouches for the host,
-	// not for the keys, so it does not count. If false, unsigned responses
-	// are accepted. Either way a response whose directory signature is
-	// present but does not verify is refused.
+	// serving, without the keys the refused response no longer lists. A
+	// response that delivers no key needs no signature (it grants
+	// nothing): the cached keys are dropped. A set is used no longer than
+	// its signatures (their earliest expires, plus Skew). A signature over
+	// the authority alone vouches for the host, not for the keys, so it
+	// does not count. If false, unsigned responses are accepted. Either way
+	// a response whose directory signature is present but does not verify
+	// is refused.
 	RequireSignedDirectories bool
 
 	// Skew is the clock skew allowed when checking the created and expires

@@ -232,6 +232,11 @@ type outcome struct {
 	authenticated bool     // a verified directory signature covers the keys' body (content-digest)
 	signedBy      []string // thumbprints of the keys whose directory signatures verified
 	card          *Card    // what a Signature Agent Card says of its agent (a 200 card)
+
+	// signedUntil is, with RequireSignedDirectories, when the directory
+	// signatures that vouch for the keys expire (the earliest, plus
+	// Skew): the set is not used past it. Zero otherwise.
+	signedUntil time.Time
 }
 
 // resolve fetches the key set set: its URL, and for a card that names its

@@ -62,6 +62,18 @@
 // signature (ErrUnsignedDirectory otherwise); without it, unsigned and
 // authority-only responses are accepted.
 //
+// Under RequireSignedDirectories an unsigned answer can take keys away,
+// never add one. One that delivers no key (an empty set: the agent's only
+// key revoked, or the agent disabled) is taken as it is: it grants
+// nothing, and whoever serves the directory can already take the keys
+// away by failing until MaxStale has passed, so taking it only makes a
+// withdrawal prompt. One that lists keys is refused (the last good set
+// keeps serving), but the keys of the last good set it no longer lists,
+// with the same kid, stop verifying at once. A set is used no longer than
+// the signatures that vouched for it: not past their earliest expires
+// (plus Skew), whatever its max-age, the stale window or a 304 that would
+// renew it.
+//
 // # Trust
 //
 // Every URL is checked against the trust policy before any network I/O:
@@ -135,9 +147,11 @@
 // past its expiry; it is replaced by the next successful fetch and never
 // evicted because a fetch failed (when more than MaxOrigins key sets are
 // cached, entries with nothing left to serve go first). Only a 200 delivers
-// keys. A 404 or 410 on the first fetch is an authoritative empty set
-// (signer.ErrUnknownKey); after a set was served it is a failed refresh,
-// and the last good set keeps serving.
+// keys, and a 200 with no key is how a directory withdraws them all at the
+// next refresh. A 404 or 410 on the first fetch is an authoritative empty
+// set (signer.ErrUnknownKey); after a set was served it is a failed
+// refresh (what an outage or a misrouted request looks like), and the last
+// good set keeps serving.
 //
 // Admission: a key set is cached on probation (MaxProbation) until it is
 // admitted, when the verifier reports a verified signature by one of its
@@ -223,9 +237,11 @@ func keyOf(set signer.KeySet) cacheKey { return cacheKey{kind: set.Kind, url: se
 // entry is one key set's cache state. Entries are never mutated after being
 // stored; writers store a modified copy under Fetcher.mu.
 type entry struct {
-	url  string
-	has  bool               // a fetch succeeded: the fields below hold a set
-	list []signer.PublicKey // keys in document order
+	url       string
+	has       bool               // a fetch succeeded: the fields below hold a set
+	admitted  bool               // verified once: held in entries, not probation
+	overQuota bool               // admission refused (its site was full); retried after a refresh
+	list      []signer.PublicKey // keys in document order
 	// byThumb (RFC 7638 thumbprint → index in list) and byID (kid, else
 	// thumbprint → index) are built only for sets of more than
 	// indexedKeys keys; smaller ones, nearly all, are searched in order,
@@ -241,10 +257,13 @@ type entry struct {
 	err        error     // last fetch failure, nil after a success
 	errUntil   time.Time // err is returned without fetching until then
 	forcedAt   time.Time // last refresh forced by an unknown keyid
-	admitted   bool      // verified once: held in entries, not probation
 	site       uint64    // the site an admitted set is charged to (its siteOf's hash)
-	overQuota  bool      // admission refused (its site was full); retried after a refresh
 	card       *Card     // a Signature Agent Card's description (KindCard)
+
+	// signedUntil caps freshUntil and staleUntil (RequireSignedDirectories):
+	// the directory signatures vouching for the keys expire then. Zero: no
+	// cap.
+	signedUntil time.Time
 }
 
 // New returns a Fetcher for cfg. It panics if cfg is invalid; call
@@ -775,8 +794,16 @@ func (f *Fetcher) fetchAndStore(ctx context.Context, set signer.KeySet) (*entry,
 		if c.MaxStale > 0 {
 			ne.staleUntil = ne.freshUntil.Add(c.MaxStale)
 		}
+		if u := ne.signedUntil; !u.IsZero() {
+			ne.freshUntil, ne.staleUntil = minTime(ne.freshUntil, u), minTime(ne.staleUntil, u)
+		}
 	}
 	switch {
+	case ferr == nil && o.kept && cur != nil && cur.has && cur.notFound == 0 && !cur.signedUntil.IsZero() && !now.Before(cur.signedUntil):
+		// A 304 says the body is unchanged, not that its signatures
+		// still hold: past their expiry it renews nothing.
+		ferr = &FetchError{URL: set.URL, StatusCode: http.StatusNotModified,
+			Err: fmt.Errorf("%w: status 304 for a key set whose directory signatures expired at %s, and RequireSignedDirectories is set", ErrUnsignedDirectory, cur.signedUntil.UTC().Format(time.RFC3339))}
 	case ferr == nil && o.kept && cur != nil && cur.has && cur.notFound == 0:
 		keep()
 		if o.doc.etag != "" {
@@ -809,6 +836,7 @@ func (f *Fetcher) fetchAndStore(ctx context.Context, set signer.KeySet) (*entry,
 		if o.jwks != nil {
 			ne.jwksETag = o.jwks.etag
 		}
+		ne.signedUntil = o.signedUntil
 		setTTL(o.ttl)
 		ne.admitted = ne.admitted || o.authenticated
 		ne.card = o.card
@@ -822,12 +850,47 @@ func (f *Fetcher) fetchAndStore(ctx context.Context, set signer.KeySet) (*entry,
 	}
 	if ferr != nil {
 		keep()
+		if errors.Is(ferr, ErrUnsignedDirectory) && o != nil && !o.kept && ne.has && ne.notFound == 0 {
+			// An unsigned answer cannot add a key, but it can take one
+			// away: the last good set serves without the keys it no
+			// longer lists.
+			ne.keepListed(o.keys)
+		}
 		ne.err = ferr
 		ne.errUntil = now.Add(max(c.NegativeTTL, 0))
 		c.Logger.Warn("keyfetch: key set fetch failed", "url", set.URL, "err", ferr)
 	}
 	f.storeLocked(k, ne, now)
 	return ne, nil
+}
+
+// keepListed drops from e's set the keys that listed does not hold as
+// they are (the same kid and thumbprint). e is a copy being built, not
+// yet stored.
+func (e *entry) keepListed(listed []signer.PublicKey) {
+	kept := make([]signer.PublicKey, 0, len(e.list))
+	for _, k := range e.list {
+		for _, l := range listed {
+			if l.Thumbprint == k.Thumbprint && l.JWK.Kid == k.JWK.Kid {
+				kept = append(kept, k)
+				break
+			}
+		}
+	}
+	if len(kept) == len(e.list) {
+		return
+	}
+	e.list, e.byThumb, e.byID = kept, nil, nil
+	if len(kept) > indexedKeys {
+		e.byThumb, e.byID = index(kept)
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // index builds the lookup maps of a key set: by thumbprint (the first key

@@ -40,9 +40,10 @@ const contentDigest = `"content-digest"`
 // signatureCheck is the outcome of checking one response's directory
 // signatures.
 type signatureCheck struct {
-	present bool     // the response carries at least one
-	body    bool     // one that verified covers content-digest, which matches the body
-	by      []string // thumbprints of the keys whose signatures verified
+	present bool      // the response carries at least one
+	body    bool      // one that verified covers content-digest, which matches the body
+	by      []string  // thumbprints of the keys whose signatures verified
+	expires time.Time // the earliest expires of those that verified
 }
 
 // checkDirectorySignatures verifies every signature of r tagged
@@ -119,6 +120,9 @@ func (f *Fetcher) checkDirectorySignatures(r *response, keys []signer.PublicKey)
 			sc.body = true
 		}
 		sc.by = append(sc.by, pk.Thumbprint)
+		if sc.expires.IsZero() || expires.Before(sc.expires) {
+			sc.expires = expires
+		}
 	}
 	return sc, nil
 }
@@ -147,7 +151,10 @@ func findThumbprint(keys []signer.PublicKey, tp string) (signer.PublicKey, bool)
 // delivered o's keys: the one holding the keys (keysResp) and, for a card
 // naming a jwks_uri, the card's own response when it is signed. With
 // RequireSignedDirectories, keysResp must carry a verified one that covers
-// its body.
+// its body, unless it delivers no key: an empty set grants nothing, so it
+// is taken unsigned (the agent's keys are dropped at once, as a revocation
+// or an operator's disable asks). The keys it vouches for are then good
+// until its signatures expire (o.signedUntil).
 func (f *Fetcher) signatures(o *outcome, keysResp *response) error {
 	sc, err := f.checkDirectorySignatures(keysResp, o.keys)
 	o.signed, o.signedBy = sc.present, sc.by
@@ -162,7 +169,17 @@ func (f *Fetcher) signatures(o *outcome, keysResp *response) error {
 		}
 	}
 	switch {
-	case !f.cfg.RequireSignedDirectories || sc.body:
+	case !f.cfg.RequireSignedDirectories:
+	case sc.body:
+		// A response replayed after its earliest signature expired
+		// would be refused (checkDirectorySignatures): the cached keys
+		// are vouched for no longer than that.
+		o.signedUntil = sc.expires.Add(max(f.cfg.Skew, 0))
+	case len(o.keys) == 0:
+		// Whoever serves the directory can always take its keys away
+		// (a 404 or an outage does it once MaxStale has passed); an
+		// answer without a key only does it sooner, and never lets a
+		// signature verify that would not otherwise.
 	case sc.present:
 		return &FetchError{URL: keysResp.url, StatusCode: keysResp.status, Err: fmt.Errorf("%w: its directory signature covers %s but not %s, so it does not vouch for the keys, and RequireSignedDirectories is set", ErrUnsignedDirectory, authorityReq, contentDigest)}
 	default:
