@@ -227,13 +227,21 @@ func lockAgent(tx *gorm.DB, uid string) (Agent, error) {
 }
 
 // lockAgentWrite is lockAgent for a signed write to {uid}: an agent that is
-// not registered is 404 agent_not_found.
+// not registered is 404 agent_not_found, one its operator disabled 403
+// forbidden. The signature was checked before the lock, so an agent
+// disabled meanwhile is refused here, under the lock the operator's
+// disable takes too.
 func lockAgentWrite(tx *gorm.DB, uid string) error {
-	_, err := lockAgent(tx, uid)
-	if errors.Is(err, ErrNoSuchAgent) {
+	agent, err := lockAgent(tx, uid)
+	switch {
+	case errors.Is(err, ErrNoSuchAgent):
 		return middleware.Fail(CodeAgentNotFound, "agent %s is not registered", uid)
+	case err != nil:
+		return err
+	case agent.DisabledAt != nil:
+		return errDisabled(uid)
 	}
-	return err
+	return nil
 }
 
 // rotateAgent rotates uid to pk (see rotate), replacing the agent's
@@ -368,4 +376,10 @@ func (s *Server) proveKey(ctx context.Context, uid, kid string) {
 		s.log.LogAttrs(ctx, slog.LevelWarn, "could not record a key's proof of possession", slog.String("uid", uid), slog.String("kid", kid), slog.String("cause", err.Error()))
 	}
 	s.keys.forget(kid)
+}
+
+// errDisabled refuses to act for the agent uid, which an operator has
+// disabled: 403 forbidden.
+func errDisabled(uid string) *middleware.Error {
+	return middleware.Fail(middleware.CodeForbidden, "agent %s has been disabled by the operator of this service", uid)
 }

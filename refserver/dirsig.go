@@ -278,7 +278,7 @@ func (s *Server) refreshDirectorySignatures(w http.ResponseWriter, r *http.Reque
 		if err := lockAgentWrite(tx, uid); err != nil {
 			return err
 		}
-		keys, err := activeKeys(tx, uid)
+		keys, err := directoryKeys(tx, uid)
 		if err != nil {
 			return err
 		}

@@ -54,12 +54,12 @@ type dirEntry struct {
 }
 
 // directory is GET/HEAD /.well-known/http-message-signatures-directory on
-// <uid>.<service host>: the agent's active keys, with the signatures the
-// agent made over this very response (Signature, Signature-Input, and the
-// Content-Digest they cover), those not yet expired only. Rendered
-// directories are reused for KeyCacheTTL (clients may cache them for 60 s
-// anyway); a rotation or a refresh of the signatures through this
-// instance drops its copy at once.
+// <uid>.<service host>: the agent's active keys (none while it is
+// disabled), with the signatures the agent made over this very response
+// (Signature, Signature-Input, and the Content-Digest they cover), those
+// not yet expired only. Rendered directories are reused for KeyCacheTTL
+// (clients may cache them for 60 s anyway); a rotation or a refresh of the
+// signatures through this instance drops its copy at once.
 func (s *Server) directory(w http.ResponseWriter, r *http.Request) error {
 	_, uid := s.classify(r)
 	d, err := s.renderDirectory(r.Context(), uid)
@@ -126,7 +126,7 @@ func (s *Server) renderDirectory(ctx context.Context, uid string) (dirEntry, err
 		qctx, cancel := s.dbContext(context.WithoutCancel(ctx))
 		defer cancel()
 		db := s.db.WithContext(qctx)
-		keys, err := activeKeys(db, uid)
+		keys, err := directoryKeys(db, uid)
 		if err != nil {
 			return dirEntry{}, err
 		}
@@ -212,11 +212,15 @@ func etagMatches(headers []string, etag string) bool {
 	return false
 }
 
-// activeKeys returns uid's active public keys (oldest first), or 404
-// agent_not_found when the agent does not exist.
-func activeKeys(db *gorm.DB, uid string) ([]signer.PublicKey, error) {
+// directoryKeys returns the keys uid's directory lists: its active public
+// keys (oldest first), none while an operator has disabled it, or 404
+// agent_not_found when the agent does not exist. A disabled agent's
+// directory is an empty key set, as when its only key is revoked, and
+// not a 404: a verifier keeps a key set it has through a 404, which is
+// what an outage looks like, but drops it on an empty one, so disabling an
+// agent reaches third parties as promptly as a revocation does.
+func directoryKeys(db *gorm.DB, uid string) ([]signer.PublicKey, error) {
 	var rows []PublicJWK
-	// A disabled agent's directory is 404, as an unknown agent's.
 	err := db.Where("agent_uid = ? AND revoked_at IS NULL", uid).
 		Where("EXISTS (SELECT 1 FROM agents WHERE agents.uid = public_jwks.agent_uid AND agents.disabled_at IS NULL)").
 		Order("created_at, id").Find(&rows).Error
@@ -225,7 +229,7 @@ func activeKeys(db *gorm.DB, uid string) ([]signer.PublicKey, error) {
 	}
 	if len(rows) == 0 {
 		var n int64
-		if err := db.Model(&Agent{}).Where("uid = ? AND disabled_at IS NULL", uid).Count(&n).Error; err != nil {
+		if err := db.Model(&Agent{}).Where("uid = ?", uid).Count(&n).Error; err != nil {
 			return nil, dbUnavailable(err)
 		}
 		if n == 0 {

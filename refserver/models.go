@@ -20,7 +20,7 @@ type Agent struct {
 	CreatedAt time.Time `gorm:"not null"`
 	UpdatedAt time.Time `gorm:"not null"`
 	// DisabledAt is set while an operator has disabled the agent: its
-	// directory answers 404 and its signatures are refused.
+	// directory lists no key and its signatures are refused.
 	DisabledAt *time.Time `gorm:"column:disabled_at"`
 	// InviteTokenID is the invitation token the agent was created with
 	// (registration mode token); nil when it was created without one.

@@ -151,8 +151,9 @@ func showAgent(db *gorm.DB, uid string) (AgentInfo, error) {
 // actor (who or what made the change, as the change log records it). It
 // returns the agent as it is after the change, and whether anything
 // changed (false when it already was so). A disabled agent's directory
-// answers 404 and its signatures are refused with 403 forbidden by every
-// instance within 1 s.
+// lists no key (an empty set, as when its only key is revoked, so that
+// third-party verifiers drop its keys within their cache lifetime) and its
+// signatures are refused with 403 forbidden by every instance within 1 s.
 func (a *AgentDB) SetAgentDisabled(ctx context.Context, uid string, disabled bool, actor string) (AgentInfo, bool, error) {
 	var info AgentInfo
 	changed := false

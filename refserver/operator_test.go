@@ -20,8 +20,9 @@ import (
 // TestOperatorChangesAcrossInstances: an operator's disable, enable and
 // revoke through the database (AgentDB, as idcli server agents|keys does)
 // reach two instances once each reads the change log: a disabled agent's
-// requests are 403 forbidden and its directory 404, a revoked key is
-// revoked_key; each instance logs the change it applies, naming who made it.
+// requests are 403 forbidden and its directory an empty key set, a revoked
+// key is revoked_key; each instance logs the change it applies, naming who
+// made it.
 func TestOperatorChangesAcrossInstances(t *testing.T) {
 	t.Parallel()
 	for _, backend := range dbtest.Backends() {
@@ -79,7 +80,14 @@ func TestOperatorChangesAcrossInstances(t *testing.T) {
 				t.Errorf("disable again: changed %v err %v, want no change", changed, err)
 			}
 			syncAll()
-			check("disabled", k2, 403, "forbidden", 404)
+			check("disabled", k2, 403, "forbidden", 200)
+			for i, e := range envs {
+				// An empty key set, not a 404: third parties drop the keys
+				// they cached (a 404 reads as an outage to them).
+				if d := e.send(e.request(http.MethodGet, e.directoryURL(uid), nil)); strings.TrimSpace(string(d.body)) != `{"keys":[]}` {
+					t.Errorf("instance %d: disabled agent's directory = %s, want {\"keys\":[]}", i, d.body)
+				}
+			}
 			if r := a.send(a.registerReq(k2)); r.status != http.StatusForbidden {
 				t.Errorf("registering a disabled agent's key: %d %s, want 403", r.status, r.body)
 			}
@@ -305,4 +313,50 @@ func TestListAgentsLargePage(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSignedWritesOfAgentDisabledMeanwhile: an instance that has not read
+// the change log yet still verifies a just-disabled agent's signature from
+// its cache, but the write itself, under the agent's row lock that the
+// operator's disable takes too, is refused with 403 forbidden: no rotation
+// and no new directory signatures for a disabled agent, even in that
+// window.
+func TestSignedWritesOfAgentDisabledMeanwhile(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		e := newTestEnvConfig(t, db, "", refserver.ManualKeySync)
+		e.srv.KeySource().SetMonoClock((&monoClock{}).Now) // its cache stays trusted
+		ctx := context.Background()
+		if !e.srv.KeySource().SyncChanges(ctx) {
+			t.Fatal("SyncChanges failed")
+		}
+		key := signertest.Key(145)
+		uid := e.register(key)
+		if r := e.send(e.whoamiReq(http.MethodGet, uid, key)); r.status != http.StatusOK {
+			t.Fatalf("whoami: %d %s", r.status, r.body)
+		}
+		if _, _, err := refserver.NewAgentDB(db).SetAgentDisabled(ctx, uid, true, "test"); err != nil {
+			t.Fatal(err)
+		}
+		if r := e.send(e.whoamiReq(http.MethodGet, uid, key)); r.status != http.StatusOK {
+			t.Fatalf("whoami before the log is read: %d %s, want 200 (cached: the window this test is about)", r.status, r.body)
+		}
+		now := time.Now()
+		sig := e.signDir(uid, key, []signer.JWK{key.Public.JWK}, now, time.Hour)
+		for what, req := range map[string]*http.Request{
+			"rotation":             e.rotateReq(uid, key, signertest.Key(146)),
+			"directory signatures": e.refreshReq(uid, key, []dirSig{sig}, now),
+		} {
+			if r := e.send(req); r.status != http.StatusForbidden || r.errorCode(t) != "forbidden" {
+				t.Errorf("%s by the disabled agent: %d %s, want 403 forbidden", what, r.status, r.body)
+			}
+		}
+		info, err := refserver.NewAgentDB(db).ShowAgent(ctx, uid)
+		if err != nil || len(info.Keys) != 1 {
+			t.Errorf("agent after the refused writes: %+v %v, want its one key", info, err)
+		}
+		if n := countRows(t, db, &refserver.DirectorySignature{}, "agent_uid = ?", uid); n != 0 {
+			t.Errorf("%d directory signatures stored, want none", n)
+		}
+	})
 }

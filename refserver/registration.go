@@ -283,7 +283,7 @@ func (s *Server) admitRegistered(db *gorm.DB, uid, invite string) error {
 		}
 	}
 	if agent.DisabledAt != nil {
-		return middleware.Fail(middleware.CodeForbidden, "agent %s has been disabled by the operator of this service", uid)
+		return errDisabled(uid)
 	}
 	return nil
 }

@@ -185,11 +185,11 @@ func newServerAgentsCmd(env *cliEnv) *ffcli.Command {
 				return nil
 			}}),
 		newOpsCmd(env, opsCmd{path: "agents disable", args: "UID", nargs: 1,
-			help:     "disable an agent: its directory answers 404 and its requests are refused (403) by every instance within 1 s",
+			help:     "disable an agent: every instance refuses its requests (403) within 1 s; its directory lists no key, so third parties drop its keys within the directory's max-age (60 s)",
 			longHelp: `With --json: {"agent":{…as agents show},"changed":true|false}.`,
 			run:      func(ctx context.Context, o *ops, args []string) error { return o.setDisabled(ctx, args[0], true) }}),
 		newOpsCmd(env, opsCmd{path: "agents enable", args: "UID", nargs: 1,
-			help:     "enable a disabled agent again (every instance within 1 s)",
+			help:     "enable a disabled agent again (every instance within 1 s, third parties within 60 s)",
 			longHelp: `With --json: {"agent":{…as agents show},"changed":true|false}.`,
 			run:      func(ctx context.Context, o *ops, args []string) error { return o.setDisabled(ctx, args[0], false) }}),
 	)
@@ -237,7 +237,7 @@ func (o *ops) setDisabled(ctx context.Context, uid string, disabled bool) error 
 		fmt.Fprintf(o.env.Stdout, "• agent %s already %s\n", uid, word)
 		return nil
 	}
-	fmt.Fprintf(o.env.Stdout, "✔ agent %s %s (every instance within 1 s)\n", uid, word)
+	fmt.Fprintf(o.env.Stdout, "✔ agent %s %s (every instance within 1 s, third parties within 60 s)\n", uid, word)
 	return nil
 }
 
@@ -278,7 +278,7 @@ func newServerKeysCmd(env *cliEnv) *ffcli.Command {
 					fmt.Fprintf(o.env.Stdout, "• key %s of %s already revoked\n", kid, uid)
 					return nil
 				}
-				fmt.Fprintf(o.env.Stdout, "✔ key %s of %s revoked (every instance within 1 s)\n", kid, uid)
+				fmt.Fprintf(o.env.Stdout, "✔ key %s of %s revoked (every instance within 1 s, third parties within 60 s)\n", kid, uid)
 				if a.ActiveKeys == 0 {
 					fmt.Fprintf(o.env.Stdout, "• %s has no active key left: it can neither sign nor rotate; it needs a new registration\n", uid)
 				}
