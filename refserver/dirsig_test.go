@@ -3,6 +3,7 @@ package refserver_test
 import (
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -324,5 +325,70 @@ func TestDirectorySignaturesTwoInstances(t *testing.T) {
 		}
 		clock.Advance(refserver.MaxKeyCacheTTL)
 		b.verifyServed(t, uid, b.send(b.request(http.MethodGet, b.directoryURL(uid), nil)), key)
+	})
+}
+
+// TestDirectoryMaxAgeNeverOutlivesSignatures: a signed directory's
+// Cache-Control max-age never reaches past the earliest served
+// signature's expires (0 within the last second), so no cache holds the
+// signed response after its signature has expired; at every URL and
+// method of the directory (the agent origin, HEAD) and on a 304, whose
+// Cache-Control renews a cached copy as much as a 200 does. Far from the
+// expiry, and unsigned, it is 60 s.
+func TestDirectoryMaxAgeNeverOutlivesSignatures(t *testing.T) {
+	t.Parallel()
+	eachClockedEnv(t, func(t *testing.T, e *testEnv, clock *signertest.Clock) {
+		key := signertest.Key(0x11)
+		uid := e.register(key)
+		// answers returns the directory's answers: GET and HEAD at both
+		// URLs, and conditional GETs naming the current ETag and "*".
+		answers := func() map[string]response {
+			t.Helper()
+			out := map[string]response{}
+			for _, u := range []string{e.directoryURL(uid), e.origin(uid) + "/"} {
+				for _, m := range []string{http.MethodGet, http.MethodHead} {
+					out[m+" "+u] = e.send(e.request(m, u, nil))
+				}
+				for _, inm := range []string{out["GET "+u].header.Get("ETag"), "*"} {
+					req := e.request(http.MethodGet, u, nil)
+					req.Header.Set("If-None-Match", inm)
+					r := e.send(req)
+					if r.status != http.StatusNotModified {
+						t.Errorf("GET %s If-None-Match %s: %d, want 304", u, inm, r.status)
+					}
+					out["GET "+u+" If-None-Match "+inm] = r
+				}
+			}
+			return out
+		}
+		want := func(step, cacheControl string) {
+			t.Helper()
+			for what, r := range answers() {
+				if got := r.header.Get("Cache-Control"); got != cacheControl {
+					t.Errorf("%s: %s: Cache-Control %q, want %q", step, what, got, cacheControl)
+				}
+			}
+		}
+		want("unsigned", "max-age=60")
+
+		now := clock.Now()
+		expires := now.Add(45 * time.Second).Truncate(time.Second) // as a signature states it
+		sig := e.signDir(uid, key, []signer.JWK{key.Public.JWK}, now, expires.Sub(now))
+		if r := e.send(e.refreshReq(uid, key, []dirSig{sig}, now)); r.status != http.StatusOK {
+			t.Fatalf("refresh: %d %s", r.status, r.body)
+		}
+		for _, left := range []time.Duration{40 * time.Second, 10 * time.Second, 1500 * time.Millisecond, time.Second, 999 * time.Millisecond, time.Millisecond} {
+			clock.Advance(expires.Add(-left).Sub(clock.Now()))
+			want(fmt.Sprintf("signature expiring in %v", left), fmt.Sprintf("max-age=%d", int(left/time.Second)))
+		}
+		clock.Advance(time.Millisecond)
+		want("signature expired (served unsigned)", "max-age=60")
+
+		now = clock.Now()
+		sig = e.signDir(uid, key, []signer.JWK{key.Public.JWK}, now, 24*time.Hour)
+		if r := e.send(e.refreshReq(uid, key, []dirSig{sig}, now)); r.status != http.StatusOK {
+			t.Fatalf("refresh: %d %s", r.status, r.body)
+		}
+		want("signature valid for a day", "max-age=60")
 	})
 }

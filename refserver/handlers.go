@@ -53,13 +53,24 @@ type dirEntry struct {
 	signed servedSignatures // sigs as header values
 }
 
+// directoryMaxAge is how long a client may cache a key directory (an
+// unsigned one, or one whose signatures outlive it), and
+// directoryCacheControl says so.
+const (
+	directoryMaxAge       = 60 * time.Second
+	directoryCacheControl = "max-age=60"
+)
+
 // directory is GET/HEAD /.well-known/http-message-signatures-directory on
 // <uid>.<service host>: the agent's active keys (none while it is
 // disabled), with the signatures the agent made over this very response
 // (Signature, Signature-Input, and the Content-Digest they cover), those
-// not yet expired only. Rendered directories are reused for KeyCacheTTL
-// (clients may cache them for 60 s anyway); a rotation or a refresh of the
-// signatures through this instance drops its copy at once.
+// not yet expired only. Clients may cache it for directoryMaxAge, never
+// past the earliest expires of the signatures served (max-age counts the
+// whole seconds left before it, 0 in the last one), so no cache keeps a
+// signed answer after its signature has expired. Rendered directories are
+// reused for KeyCacheTTL; a rotation or a refresh of the signatures
+// through this instance drops its copy at once.
 func (s *Server) directory(w http.ResponseWriter, r *http.Request) error {
 	_, uid := s.classify(r)
 	d, err := s.renderDirectory(r.Context(), uid)
@@ -67,13 +78,19 @@ func (s *Server) directory(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	h := w.Header()
-	h.Set("Cache-Control", "max-age=60")
-	etag := d.etag
-	if sig, ok := d.unexpired(s.cfg.Now()); ok {
+	cacheControl, etag := directoryCacheControl, d.etag
+	now := s.cfg.Now()
+	if sig, ok := d.unexpired(now); ok {
 		etag = sig.etag
 		h.Set("Signature-Input", sig.input)
 		h.Set("Signature", sig.signature)
+		if left := sig.expires.Sub(now); left < directoryMaxAge {
+			cacheControl = "max-age=" + strconv.FormatInt(int64(left/time.Second), 10)
+		}
 	}
+	// A 304 renews a cached copy as a 200 would: it carries the same
+	// Cache-Control.
+	h.Set("Cache-Control", cacheControl)
 	h.Set("ETag", etag)
 	h.Set("Access-Control-Allow-Origin", "*")
 	h.Set("Access-Control-Expose-Headers", "ETag, Content-Digest, Signature, Signature-Input")
