@@ -16,6 +16,7 @@ import (
 	"github.com/agentid/agentid/keyfetch"
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/signertest"
+	"github.com/agentid/agentid/signer/signertest/benchtest"
 )
 
 // BenchmarkKeyCacheHit measures Key for a cached key set and keyid, with the
@@ -219,7 +220,7 @@ func BenchmarkKeySetParse(b *testing.B) {
 			}
 			body := []byte(`{"keys":[` + strings.Join(jwks, ",") + `]}`)
 			b.ReportAllocs()
-			signertest.Paired(b, 1, "ed25519", "parse",
+			benchtest.Paired(b, 1, "ed25519", "parse",
 				func(int) {
 					if ed.Public.Verify(signer.AlgEd25519, msg, sig) != nil {
 						b.Fatal("the baseline did not verify")

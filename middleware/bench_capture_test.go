@@ -15,12 +15,13 @@ import (
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/signertest"
+	"github.com/agentid/agentid/signer/signertest/benchtest"
 )
 
 // The benchmarks in this file measure what an attacker's requests cost
 // the verifier, each against one valid verification (a request with a
 // fresh nonce through a Verifier on a cached key) in the same run
-// (signertest.PairedPrepared): the x-valid metric is the ratio.
+// (benchtest.PairedPrepared): the x-valid metric is the ratio.
 
 // validSide returns a verifier on a cached key (StaticKeys), its key, and
 // the prepare and baseline functions of a paired benchmark: each block's
@@ -99,7 +100,7 @@ func BenchmarkForgedSignatures(b *testing.B) {
 	forged := benchMulti(b, key, 8, "forged", true, func(int) string { return benchOrigin })
 	prepare, valid := validSide(b)
 	b.ReportAllocs()
-	signertest.PairedPrepared(b, ratioBlock, "valid", "8-forged", prepare, valid, func(int) {
+	benchtest.PairedPrepared(b, ratioBlock, "valid", "8-forged", prepare, valid, func(int) {
 		if _, err := v.Verify(forged); err == nil {
 			b.Fatal("a forged request verified")
 		}
@@ -135,7 +136,7 @@ func BenchmarkUncachedKeySets(b *testing.B) {
 			})
 		}
 	}
-	signertest.PairedPrepared(b, ratioBlock, "valid", "8-uncached", prepare, valid, func(i int) {
+	benchtest.PairedPrepared(b, ratioBlock, "valid", "8-uncached", prepare, valid, func(i int) {
 		if _, err := v.Verify(reqs[i%ratioBlock]); err == nil {
 			b.Fatal("verified with a key the key sets do not hold")
 		}
@@ -157,7 +158,7 @@ func BenchmarkHugeRSAKeyRefused(b *testing.B) {
 	jwk := `{"kty":"RSA","e":"f____w","n":"` + base64.RawURLEncoding.EncodeToString(n) + `","kid":"huge"}`
 	b.Run("parse", func(b *testing.B) {
 		prepare, valid := validSide(b)
-		signertest.PairedPrepared(b, ratioBlock, "valid", "refuse-48000-bit", prepare, valid, func(int) {
+		benchtest.PairedPrepared(b, ratioBlock, "valid", "refuse-48000-bit", prepare, valid, func(int) {
 			if _, err := signer.ParseKeySetJWK([]byte(jwk)); err == nil {
 				b.Fatal("the 48,000-bit key was accepted")
 			}
@@ -187,7 +188,7 @@ func BenchmarkHugeRSAKeyRefused(b *testing.B) {
 			b.Fatal("verified with the huge key")
 		}
 		prepare, valid := validSide(b)
-		signertest.PairedPrepared(b, ratioBlock, "valid", "refuse-request", prepare, valid, func(int) {
+		benchtest.PairedPrepared(b, ratioBlock, "valid", "refuse-request", prepare, valid, func(int) {
 			if _, err := v.Verify(r); err == nil {
 				b.Fatal("verified with the huge key")
 			}

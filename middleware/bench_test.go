@@ -12,6 +12,7 @@ import (
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/signertest"
+	"github.com/agentid/agentid/signer/signertest/benchtest"
 )
 
 // benchNow is the fixed clock of the benchmarks.
@@ -128,7 +129,7 @@ func BenchmarkVerify(b *testing.B) {
 // BenchmarkVerifyRatio measures the same middleware path as BenchmarkVerify
 // against bare ed25519.Verify calls of the standard library over a
 // request's base, interleaved in blocks of ratioBlock iterations
-// (signertest.PairedPrepared): x-ed25519 is the cost of one verified
+// (benchtest.PairedPrepared): x-ed25519 is the cost of one verified
 // request in units of one bare Ed25519 check. Each block's requests are
 // signed just before it, outside the timed sections, so that they are as
 // fresh in the caches as a request a server has just read; every request
@@ -145,7 +146,7 @@ func BenchmarkVerifyRatio(b *testing.B) {
 			first, base := signertest.FirstBase(b, benchRequest(b, -1, b.N, key, bc.components))
 			reqs := make([]*http.Request, ratioBlock)
 			w := &nullWriter{h: http.Header{}}
-			signertest.PairedPrepared(b, ratioBlock, "ed25519", "verify",
+			benchtest.PairedPrepared(b, ratioBlock, "ed25519", "verify",
 				func(start, end int) {
 					for i := start; i < end; i++ {
 						reqs[i-start] = benchRequest(b, i, b.N, key, bc.components)

@@ -12,7 +12,7 @@ import (
 
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/signer"
-	"github.com/agentid/agentid/signer/signertest"
+	"github.com/agentid/agentid/signer/signertest/benchtest"
 )
 
 // hostileShape is a request built to cost the verifier as much as possible
@@ -239,7 +239,7 @@ func BenchmarkHostile(b *testing.B) {
 					valid[i] = signedRequest(b, keyA, signOpts(func(o *signer.Options) { o.Nonce = fmt.Sprintf("bench-%d", i) }))
 				}
 				b.ReportAllocs()
-				signertest.Paired(b, 1, "valid", "hostile",
+				benchtest.Paired(b, 1, "valid", "hostile",
 					func(i int) {
 						if _, err := v.Verify(valid[i]); err != nil {
 							b.Fatalf("valid: %v", err)
@@ -351,7 +351,7 @@ func BenchmarkHostileAlgorithms(b *testing.B) {
 			forged := twoForged(b, s, benchOrigin, benchNow)
 			prepare, valid := validSide(b)
 			b.ReportAllocs()
-			signertest.PairedPrepared(b, ratioBlock, "valid", "2-forged", prepare, valid, func(int) {
+			benchtest.PairedPrepared(b, ratioBlock, "valid", "2-forged", prepare, valid, func(int) {
 				if _, err := v.Verify(forged); codeOf(err) != string(middleware.CodeInvalidSignature) {
 					b.Fatalf("two forged %s signatures: %v, want invalid_signature", s.name, err)
 				}

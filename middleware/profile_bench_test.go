@@ -8,7 +8,7 @@ import (
 
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/signer"
-	"github.com/agentid/agentid/signer/signertest"
+	"github.com/agentid/agentid/signer/signertest/benchtest"
 )
 
 // BenchmarkVerifyProfile is BenchmarkVerify's default case (agentid's
@@ -44,7 +44,7 @@ func BenchmarkVerifyProfile(b *testing.B) {
 }
 
 // BenchmarkVerifyProfileRatio times the strict profile against the deployed
-// one on the same default headers, interleaved (signertest.PairedPrepared),
+// one on the same default headers, interleaved (benchtest.PairedPrepared),
 // so x-deployed is the strict profile's cost in units of the deployed
 // profile's on a loaded machine. Both verifiers see each request once.
 func BenchmarkVerifyProfileRatio(b *testing.B) {
@@ -59,7 +59,7 @@ func BenchmarkVerifyProfileRatio(b *testing.B) {
 	deployed, strict := handler(middleware.ProfileDeployed), handler(middleware.ProfileStrict01)
 	reqs := make([]*http.Request, ratioBlock)
 	w := &nullWriter{h: http.Header{}}
-	signertest.PairedPrepared(b, ratioBlock, "deployed", "strict-01",
+	benchtest.PairedPrepared(b, ratioBlock, "deployed", "strict-01",
 		func(start, end int) {
 			for i := start; i < end; i++ {
 				reqs[i-start] = benchRequest(b, i, b.N, key, nil)

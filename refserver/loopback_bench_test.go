@@ -22,6 +22,7 @@ import (
 	"github.com/agentid/agentid/refserver/replaypg"
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/signertest"
+	"github.com/agentid/agentid/signer/signertest/benchtest"
 )
 
 // loopbackConns is how many keep-alive connections the loopback
@@ -68,12 +69,12 @@ func BenchmarkWhoamiLoopback(b *testing.B) {
 		reqs := signedWhoami(b, e, b.N)
 		b.ReportAllocs()
 		b.ResetTimer()
-		cpu := signertest.ProcessCPU()
+		cpu := benchtest.ProcessCPU()
 		rate, err := closedLoop(e, reqs)
 		b.ReportMetric(rate, "req/s")
 		// The process's CPU time per request (server and client, not the
 		// database) varies less with the machine's other load than the rate.
-		b.ReportMetric(float64((signertest.ProcessCPU()-cpu).Microseconds())/float64(b.N), "cpu-µs/req")
+		b.ReportMetric(float64((benchtest.ProcessCPU()-cpu).Microseconds())/float64(b.N), "cpu-µs/req")
 		if err != nil {
 			b.Fatal(err)
 		}

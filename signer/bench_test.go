@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/signertest"
+	"github.com/agentid/agentid/signer/signertest/benchtest"
 )
 
 // Benchmarks: run with
@@ -130,7 +131,7 @@ func BenchmarkEd25519Backend(b *testing.B) {
 	base := defaultBase(b, key)
 	sig := ed25519.Sign(key.Key, base)
 	pk := key.Public
-	signertest.Paired(b, 64, "stdlib", "backend",
+	benchtest.Paired(b, 64, "stdlib", "backend",
 		func(int) {
 			if !ed25519.Verify(pk.Key, base, sig) {
 				b.Fatal("stdlib refused")

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/signertest"
+	"github.com/agentid/agentid/signer/signertest/benchtest"
 )
 
 // costKey is a key of one algorithm and size, with a signature that does
@@ -74,7 +75,7 @@ func BenchmarkVerifyCost(b *testing.B) {
 				signer.SetExpandedKeyCacheSize(0)
 				defer signer.SetExpandedKeyCacheSize(signer.DefaultExpandedKeyCacheSize)
 			}
-			signertest.Paired(b, 1, "ed25519", k.name,
+			benchtest.Paired(b, 1, "ed25519", k.name,
 				func(int) {
 					if ed.Public.Verify(signer.AlgEd25519, msg, edSig) != nil {
 						b.Fatal("the Ed25519 baseline did not verify")

@@ -18,13 +18,13 @@ import (
 	"syscall"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/agentid/agentid/cmd/idcli/internal/clitest"
 	"github.com/agentid/agentid/refserver/dbtest"
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/agent"
 	"github.com/agentid/agentid/signer/signertest"
+	"github.com/agentid/agentid/signer/signertest/benchtest"
 )
 
 var cpuBenchRequests = flag.Int("cpubench.requests", 20000, "requests per run of BenchmarkWhoamiServerCPU (vestauth gets a fifth of them)")
@@ -219,13 +219,13 @@ func ed25519VerifyCPU(n int) time.Duration {
 	pub := key.Key.Public().(ed25519.PublicKey)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	start := threadCPU()
+	start := benchtest.ThreadCPU()
 	for range n {
 		if !ed25519.Verify(pub, msg, sig) {
 			panic("ed25519: valid signature refused")
 		}
 	}
-	return (threadCPU() - start) / time.Duration(n)
+	return (benchtest.ThreadCPU() - start) / time.Duration(n)
 }
 
 // backendVerifyCPU returns the CPU time of one signature check by
@@ -239,24 +239,13 @@ func backendVerifyCPU(n int) time.Duration {
 	pub := key.Public
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	start := threadCPU()
+	start := benchtest.ThreadCPU()
 	for range n {
 		if pub.Verify("", msg, sig) != nil {
 			panic("signer: valid signature refused")
 		}
 	}
-	return (threadCPU() - start) / time.Duration(n)
-}
-
-// threadCPU returns the CPU time of the calling OS thread
-// (CLOCK_THREAD_CPUTIME_ID).
-func threadCPU() time.Duration {
-	var ts syscall.Timespec
-	const clockThreadCPUTime = 3
-	if _, _, errno := syscall.Syscall(syscall.SYS_CLOCK_GETTIME, clockThreadCPUTime, uintptr(unsafe.Pointer(&ts)), 0); errno != 0 {
-		return 0
-	}
-	return time.Duration(ts.Nano())
+	return (benchtest.ThreadCPU() - start) / time.Duration(n)
 }
 
 // startChild starts name (args…) in dir in its own process group, logging

@@ -11,7 +11,7 @@ import (
 
 	"github.com/agentid/agentid/refserver/dbtest"
 	"github.com/agentid/agentid/refserver/replaypg"
-	"github.com/agentid/agentid/signer/signertest"
+	"github.com/agentid/agentid/signer/signertest/benchtest"
 )
 
 // BenchmarkSeen records distinct keys from 64 concurrent callers (as 64
@@ -42,7 +42,7 @@ func benchSeen(b *testing.B, viaGorm bool) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	stmts := s.Statements()
-	cpu := signertest.ProcessCPU()
+	cpu := benchtest.ProcessCPU()
 	start := time.Now()
 	for range 64 {
 		wg.Add(1)
@@ -54,7 +54,7 @@ func benchSeen(b *testing.B, viaGorm bool) {
 	wg.Wait()
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "keys/s")
 	b.ReportMetric(float64(b.N)/float64(max(s.Statements()-stmts, 1)), "keys/stmt")
-	b.ReportMetric(float64((signertest.ProcessCPU()-cpu).Nanoseconds())/1e3/float64(b.N), "cpu-µs/op")
+	b.ReportMetric(float64((benchtest.ProcessCPU()-cpu).Nanoseconds())/1e3/float64(b.N), "cpu-µs/op")
 }
 
 // seenLoop records distinct keys until b.N have been taken from next.

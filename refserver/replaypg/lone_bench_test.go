@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/agentid/agentid/refserver/dbtest"
-	"github.com/agentid/agentid/signer/signertest"
+	"github.com/agentid/agentid/signer/signertest/benchtest"
 )
 
 // BenchmarkSeenLone records distinct keys one call at a time (a server
@@ -27,12 +27,12 @@ func BenchmarkSeenLone(b *testing.B) {
 	expiry := time.Now().Add(time.Minute)
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu := signertest.ProcessCPU()
+	cpu := benchtest.ProcessCPU()
 	for i := range b.N {
 		seen, err := s.Seen(ctx, fmt.Sprint("lone ", i), expiry)
 		if err != nil || seen {
 			b.Fatalf("Seen = %v, %v; want false, nil", seen, err)
 		}
 	}
-	b.ReportMetric(float64((signertest.ProcessCPU()-cpu).Nanoseconds())/1e3/float64(b.N), "cpu-µs/op")
+	b.ReportMetric(float64((benchtest.ProcessCPU()-cpu).Nanoseconds())/1e3/float64(b.N), "cpu-µs/op")
 }

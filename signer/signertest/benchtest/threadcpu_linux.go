@@ -1,4 +1,4 @@
-package signertest
+package benchtest
 
 import (
 	"syscall"
@@ -6,9 +6,10 @@ import (
 	"unsafe"
 )
 
-// threadCPU returns the CPU time of the calling OS thread
-// (CLOCK_THREAD_CPUTIME_ID).
-func threadCPU() time.Duration {
+// ThreadCPU returns the CPU time of the calling OS thread
+// (CLOCK_THREAD_CPUTIME_ID); a benchmark locks its goroutine to the
+// thread (runtime.LockOSThread) around what it measures.
+func ThreadCPU() time.Duration {
 	var ts syscall.Timespec
 	const clockThreadCPUTime = 3
 	if _, _, errno := syscall.Syscall(syscall.SYS_CLOCK_GETTIME, clockThreadCPUTime, uintptr(unsafe.Pointer(&ts)), 0); errno != 0 {

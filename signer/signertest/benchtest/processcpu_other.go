@@ -1,6 +1,6 @@
 //go:build !unix
 
-package signertest
+package benchtest
 
 import "time"
 
