@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/agentid/agentid/cmd/idcli/internal/hint"
 	"github.com/agentid/agentid/keyfetch"
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/signer/agent"
@@ -182,7 +183,7 @@ func (c curl) run(ctx context.Context) error {
 	client := &http.Client{Transport: rt}
 	resp, err := client.Do(req)
 	if err != nil {
-		return withHint(fmt.Errorf("agent curl: %w", err), refusedHint(err, c.url))
+		return hint.With(fmt.Errorf("agent curl: %w", err), hint.Refused(err, c.url))
 	}
 	defer resp.Body.Close()
 	respBody, err := io.ReadAll(resp.Body)

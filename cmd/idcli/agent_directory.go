@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/agentid/agentid/cmd/idcli/internal/hint"
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/agent"
 	"github.com/peterbourgon/ff/v3/ffcli"
@@ -74,7 +75,7 @@ func newAgentDirectoryRefreshCmd(env *cliEnv) *ffcli.Command {
 				HTTPClient: &http.Client{Timeout: agentHTTPTimeout},
 			})
 			if err != nil {
-				return withHint(err, serviceHint(agentHostname(env, *hostname), err))
+				return hint.With(err, serviceHint(agentHostname(env, *hostname), err))
 			}
 			if *asJSON {
 				return writeJSON(env.Stdout, directoryJSON{UID: res.UID, KeyID: res.KeyID, WellKnownURL: res.WellKnownURL,

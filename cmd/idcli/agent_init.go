@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/agentid/agentid/cmd/idcli/internal/hint"
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/agent"
 	"github.com/peterbourgon/ff/v3/ffcli"
@@ -64,7 +65,7 @@ func newAgentInitCmd(env *cliEnv) *ffcli.Command {
 				Invite:     cmp.Or(*invite, env.Getenv("AGENT_INVITE")),
 			})
 			if err != nil {
-				return withHint(err, serviceHint(agentHostname(env, *hostname), err))
+				return hint.With(err, serviceHint(agentHostname(env, *hostname), err))
 			}
 			name := envDisplay(env, res.Path)
 			if res.DirectoryError != nil {

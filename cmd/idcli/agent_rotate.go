@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/agentid/agentid/cmd/idcli/internal/hint"
 	"github.com/agentid/agentid/signer/agent"
 	"github.com/peterbourgon/ff/v3/ffcli"
 )
@@ -50,7 +51,7 @@ func newAgentRotateCmd(env *cliEnv) *ffcli.Command {
 				fmt.Fprintln(env.Stderr, "warning: --pkcs11-uri:", ferr)
 			}
 			if err != nil {
-				return withHint(err, serviceHint(agentHostname(env, *hostname), err))
+				return hint.With(err, serviceHint(agentHostname(env, *hostname), err))
 			}
 			if *asJSON {
 				if res.Warning != "" {

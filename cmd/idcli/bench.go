@@ -19,6 +19,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/agentid/agentid/cmd/idcli/internal/hint"
 	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/agent"
@@ -384,7 +385,7 @@ func (b *bench) presign(n int) error {
 func (c benchConfig) validate() (signer.ServiceURL, error) {
 	var none signer.ServiceURL
 	if !strings.Contains(c.URL, "://") {
-		return none, fmt.Errorf("bench: --url %q: want http(s)://host[:port]%s", c.URL, schemeHint(c.URL))
+		return none, fmt.Errorf("bench: --url %q: want http(s)://host[:port]%s", c.URL, hint.Scheme(c.URL))
 	}
 	svc, err := signer.ParseServiceURL(c.URL)
 	if err != nil {
@@ -475,7 +476,7 @@ func runBench(ctx context.Context, cfg benchConfig) (rep benchReport, err error)
 		}
 		reg, err := agent.Register(ctx, b.client, b.base, b.key)
 		if err != nil {
-			return benchReport{}, withHint(fmt.Errorf("bench: register the bench agent at %s: %w", b.base, err), refusedHint(err, b.base))
+			return benchReport{}, hint.With(fmt.Errorf("bench: register the bench agent at %s: %w", b.base, err), hint.Refused(err, b.base))
 		}
 		b.uid = reg.UID
 		b.noteRegistered(reg.UID, reg.IsNew)
@@ -709,7 +710,7 @@ func findServerProcess(addr string) (*cpuProbe, error) {
 // isThisHost reports whether host (a name or address) is this host:
 // localhost, a loopback address or one of the interfaces' addresses.
 func isThisHost(host string) bool {
-	if isLocalHost(strings.Trim(strings.ToLower(host), "[]")) {
+	if hint.IsLocalHost(strings.Trim(strings.ToLower(host), "[]")) {
 		return true
 	}
 	ips, err := net.LookupIP(host)

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/agentid/agentid/cmd/idcli/internal/hint"
 	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/agent"
@@ -83,7 +84,7 @@ func (b *bench) registerAgents(ctx context.Context, n int) error {
 				}
 				reg, err := agent.Register(gctx, b.client, b.base, key)
 				if err != nil {
-					return withHint(fmt.Errorf("bench: register the agents of --agents at %s: %w", b.base, err),
+					return hint.With(fmt.Errorf("bench: register the agents of --agents at %s: %w", b.base, err),
 						"registration is rate limited per client address by default: start the server with --rate-limit off to register many agents")
 				}
 				b.noteRegistered(reg.UID, reg.IsNew)

@@ -6,14 +6,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"path/filepath"
 	"slices"
 	"strings"
 
+	"github.com/agentid/agentid/cmd/idcli/internal/hint"
 	"github.com/agentid/agentid/signer"
 )
 
@@ -188,42 +187,10 @@ func checkURL(cmd, raw string) error {
 	if err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" {
 		return nil
 	}
-	if hint := schemeHint(raw); hint != "" {
-		return fmt.Errorf("%s: invalid URL %q: no scheme%s", cmd, raw, hint)
+	if h := hint.Scheme(raw); h != "" {
+		return fmt.Errorf("%s: invalid URL %q: no scheme%s", cmd, raw, h)
 	}
 	return fmt.Errorf("%s: invalid URL %q: want http(s)://host/path", cmd, raw)
-}
-
-// schemeHint names the URL that raw, when it lacks a scheme, most likely
-// stands for, as " (did you mean …?)"; else "".
-func schemeHint(raw string) string {
-	if strings.Contains(raw, "://") || raw == "" || strings.HasPrefix(raw, "/") {
-		return ""
-	}
-	return " (did you mean " + withScheme(raw) + "?)"
-}
-
-// withScheme prefixes raw with http:// for a host on this machine
-// (localhost, *.localhost, a loopback address) and https:// otherwise.
-func withScheme(raw string) string {
-	host, _, _ := strings.Cut(raw, "/")
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	if isLocalHost(strings.Trim(strings.ToLower(host), "[]")) {
-		return "http://" + raw
-	}
-	return "https://" + raw
-}
-
-// isLocalHost reports whether host, a lowercase host name or address
-// without port or brackets, names this machine: localhost, a *.localhost
-// name or a loopback address.
-func isLocalHost(host string) bool {
-	if ip, err := netip.ParseAddr(host); err == nil {
-		return ip.IsLoopback()
-	}
-	return host == "localhost" || strings.HasSuffix(host, ".localhost")
 }
 
 // standardMethods are the methods of RFC 9110 §9 and PATCH (RFC 5789).

@@ -2,33 +2,14 @@ package main
 
 import (
 	"errors"
-	"net"
-	"net/url"
 	"path/filepath"
 	"strings"
-	"syscall"
 
+	"github.com/agentid/agentid/cmd/idcli/internal/hint"
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/signer/agent"
 	"github.com/agentid/agentid/signer/envfile"
 )
-
-// hintError is an error followed, on its own line, by what to do about it.
-type hintError struct {
-	err  error
-	hint string
-}
-
-func (e *hintError) Error() string { return e.err.Error() + "\nhint: " + e.hint }
-func (e *hintError) Unwrap() error { return e.err }
-
-// withHint returns err followed by hint, or err alone when hint is "".
-func withHint(err error, hint string) error {
-	if err == nil || hint == "" {
-		return err
-	}
-	return &hintError{err: err, hint: hint}
-}
 
 // serverWords returns err as the user reads it when it carries a
 // service's refusal (*agent.ServerError): the service's answer, without
@@ -52,33 +33,6 @@ type wordedError struct {
 
 func (e *wordedError) Error() string { return e.text }
 func (e *wordedError) Unwrap() error { return e.err }
-
-// refusedHint returns a hint for err when it is a refused connection (no
-// process listens at the address): it names the address dialed, taken
-// from err's URL (or from fallbackURL), and the command that starts a
-// server. It returns "" for any other error.
-func refusedHint(err error, fallbackURL string) string {
-	if !errors.Is(err, syscall.ECONNREFUSED) {
-		return ""
-	}
-	raw := fallbackURL
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		raw = ue.URL
-	}
-	addr := raw
-	if u, perr := url.Parse(raw); perr == nil && u.Host != "" {
-		addr = u.Host
-		if u.Port() == "" {
-			port := "443"
-			if u.Scheme == "http" {
-				port = "80"
-			}
-			addr = net.JoinHostPort(u.Hostname(), port)
-		}
-	}
-	return "nothing is listening at " + addr + " (connection refused): start the server with idcli server start, or check the URL"
-}
 
 // agentHostname returns the service hostname an agent command uses, as
 // the user wrote it: the --hostname flag, else AGENT_HOSTNAME from the
@@ -110,7 +64,7 @@ func serviceHint(raw string, err error) string {
 	if raw == "" {
 		raw = agent.DefaultHostname
 	}
-	return refusedHint(err, raw)
+	return hint.Refused(err, raw)
 }
 
 // localSchemeHint returns, when raw is a host on this machine written
@@ -120,7 +74,7 @@ func localSchemeHint(raw string, fix func(httpURL string) string) string {
 	if raw == "" || strings.Contains(raw, "://") {
 		return ""
 	}
-	with := withScheme(raw)
+	with := hint.WithScheme(raw)
 	if !strings.HasPrefix(with, "http://") {
 		return ""
 	}

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/agentid/agentid/cmd/idcli/internal/hint"
 	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/signer/envfile"
 	"github.com/peterbourgon/ff/v3/ffcli"
@@ -123,7 +124,7 @@ func localPort(hostname string) (string, bool) {
 	if err != nil || u.Port() == "" {
 		return "", false
 	}
-	return u.Port(), isLocalHost(strings.ToLower(u.Hostname()))
+	return u.Port(), hint.IsLocalHost(strings.ToLower(u.Hostname()))
 }
 
 // dbJSON is the --json output of the `idcli server db:*` commands.

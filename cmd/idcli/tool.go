@@ -18,6 +18,7 @@ import (
 
 	"github.com/peterbourgon/ff/v3/ffcli"
 
+	"github.com/agentid/agentid/cmd/idcli/internal/hint"
 	"github.com/agentid/agentid/keyfetch"
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/signer"
@@ -420,7 +421,7 @@ func (tv *toolVerify) devFlagsHint(e *middleware.Error) string {
 			continue
 		}
 		host := strings.Trim(strings.ToLower(u.Hostname()), "[]")
-		isPrivate := isLocalHost(host)
+		isPrivate := hint.IsLocalHost(host)
 		if a, err := netip.ParseAddr(host); err == nil {
 			isPrivate = isPrivate || a.IsPrivate() || a.IsLinkLocalUnicast()
 		}
