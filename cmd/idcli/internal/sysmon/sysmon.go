@@ -1,9 +1,16 @@
-package main
+// Package sysmon keeps the Go runtime's system monitor out of its deep
+// sleep in idcli's long-running servers (`idcli server start`, `idcli
+// proxy`): Quiet runs the process again with schedtrace in GODEBUG.
+//
+//	if serving {
+//		sysmon.Quiet() // returns only if the process is not re-executed
+//	}
+package sysmon
 
 import "strings"
 
-// serverSchedtrace is the GODEBUG schedtrace value `idcli server start`
-// runs with when GODEBUG does not set schedtrace: the longest period the
+// serverSchedtrace is the GODEBUG schedtrace value idcli's servers run
+// with when GODEBUG does not set schedtrace: the longest period the
 // runtime accepts (2^31-1 ms, about 24.8 days). A positive schedtrace keeps
 // the runtime's monitor thread out of its deep sleep, which it otherwise
 // enters whenever every processor is idle and leaves at the next system
@@ -16,18 +23,6 @@ import "strings"
 // stderr every 24.8 days of host uptime, one when a fatal error crashes
 // the process, and 100 polls a second while the server is fully idle.
 const serverSchedtrace = "schedtrace=2147483647"
-
-// isServing reports whether args (without the program name) run one of
-// idcli's long-running servers: `idcli server start` or `idcli proxy`.
-func isServing(args []string) bool {
-	switch {
-	case len(args) >= 2 && args[0] == "server" && args[1] == "start":
-		return true
-	case len(args) >= 1 && args[0] == "proxy":
-		return true
-	}
-	return false
-}
 
 // schedtraceEnviron returns environ with serverSchedtrace added to
 // GODEBUG, and true, unless GODEBUG already sets schedtrace (the operator's
