@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentid/agentid/cmd/idcli/internal/bench"
 	"github.com/agentid/agentid/cmd/idcli/internal/clitest"
 	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/refserver/dbtest"
@@ -42,13 +44,13 @@ func benchCLI(t *testing.T, args ...string) (string, string, error) {
 
 // benchJSON runs `idcli bench --json` against the server at base (dialed
 // at addr) whose database is dbURL, and returns its report and stderr.
-func benchJSON(t *testing.T, base, addr, dbURL string, args ...string) (benchReport, string) {
+func benchJSON(t *testing.T, base, addr, dbURL string, args ...string) (bench.Report, string) {
 	t.Helper()
 	out, errOut, err := benchCLI(t, append([]string{"--url", base, "--connect", addr, "--database-url", dbURL, "--json"}, args...)...)
 	if err != nil {
 		t.Fatalf("bench: %v\n%s", err, errOut)
 	}
-	var rep benchReport
+	var rep bench.Report
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("report %q: %v", out, err)
 	}
@@ -147,46 +149,17 @@ func TestBenchPresignExpiryWarning(t *testing.T) {
 		t.Errorf("stderr lacks the expiry warning:\n%s", errOut)
 	}
 	for _, tt := range []struct {
-		cfg  benchConfig
+		cfg  bench.Config
 		want time.Duration
 	}{
-		{benchConfig{Presign: 3000, Rate: 10, Duration: time.Hour}, 300 * time.Second},
-		{benchConfig{Presign: 3000, Rate: 10, Duration: time.Minute}, 60 * time.Second}, // only 600 are sent
-		{benchConfig{Presign: 3000, Rate: 10, Requests: 100}, 10 * time.Second},
-		{benchConfig{Presign: 3000, Duration: time.Hour}, 0}, // closed loop
-		{benchConfig{Rate: 10, Duration: time.Hour}, 0},
+		{bench.Config{Presign: 3000, Rate: 10, Duration: time.Hour}, 300 * time.Second},
+		{bench.Config{Presign: 3000, Rate: 10, Duration: time.Minute}, 60 * time.Second}, // only 600 are sent
+		{bench.Config{Presign: 3000, Rate: 10, Requests: 100}, 10 * time.Second},
+		{bench.Config{Presign: 3000, Duration: time.Hour}, 0}, // closed loop
+		{bench.Config{Rate: 10, Duration: time.Hour}, 0},
 	} {
-		if got := tt.cfg.presignSpan(); got != tt.want {
-			t.Errorf("presignSpan(%+v) = %v, want %v", tt.cfg, got, tt.want)
-		}
-	}
-}
-
-func TestPercentile(t *testing.T) {
-	t.Parallel()
-	var lat []time.Duration
-	for i := 1; i <= 1000; i++ {
-		lat = append(lat, time.Duration(i)*time.Millisecond)
-	}
-	tests := []struct {
-		in       []time.Duration
-		num, den int
-		want     time.Duration
-	}{
-		{lat[:100], 50, 100, 50 * time.Millisecond},
-		{lat[:100], 90, 100, 90 * time.Millisecond},
-		{lat[:100], 99, 100, 99 * time.Millisecond},
-		{lat[:100], 100, 100, 100 * time.Millisecond},
-		{lat[:100], 999, 1000, 100 * time.Millisecond},
-		{lat, 999, 1000, 999 * time.Millisecond},
-		{lat, 99, 100, 990 * time.Millisecond},
-		{lat[:1], 99, 100, time.Millisecond},
-		{nil, 50, 100, 0},
-		{lat[:3], 50, 100, 2 * time.Millisecond},
-	}
-	for _, tt := range tests {
-		if got := percentile(tt.in, tt.num, tt.den); got != tt.want {
-			t.Errorf("percentile(n=%d, %d/%d) = %v, want %v", len(tt.in), tt.num, tt.den, got, tt.want)
+		if got := tt.cfg.PresignSpan(); got != tt.want {
+			t.Errorf("PresignSpan(%+v) = %v, want %v", tt.cfg, got, tt.want)
 		}
 	}
 }
@@ -248,14 +221,14 @@ func TestBenchOpenLoopSeesAStall(t *testing.T) {
 	}
 	t.Parallel()
 	const stall = 200 * time.Millisecond
-	report := func(t *testing.T, args ...string) benchTarget {
+	report := func(t *testing.T, args ...string) bench.TargetReport {
 		t.Helper()
 		base, addr := stallServer(t, 50, stall)
 		out, errOut, err := benchCLI(t, append([]string{"--url", base, "--connect", addr, "--json", "--keep-agents"}, args...)...)
 		if err != nil {
 			t.Fatalf("bench %v: %v\n%s", args, err, errOut)
 		}
-		var rep benchReport
+		var rep bench.Report
 		if err := json.Unmarshal([]byte(out), &rep); err != nil || len(rep.Targets) != 1 {
 			t.Fatalf("report %q: %v", out, err)
 		}
@@ -263,7 +236,7 @@ func TestBenchOpenLoopSeesAStall(t *testing.T) {
 		if tr.Errors != 0 || tr.Status["200"] != tr.Requests {
 			t.Fatalf("bench %v: statuses %v, first error %q; want only 200", args, tr.Status, tr.FirstError)
 		}
-		if tr.Maxms < ms(stall) {
+		if tr.Maxms < float64(stall.Microseconds())/1000 {
 			t.Fatalf("bench %v: max %v ms, want the %v stall to have happened", args, tr.Maxms, stall)
 		}
 		return tr
@@ -309,7 +282,7 @@ func TestBenchEnvFile(t *testing.T) {
 	if r.err != nil {
 		t.Fatalf("bench --env-file: %v\n%s", r.err, r.stderr)
 	}
-	var rep benchReport
+	var rep bench.Report
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || len(rep.Targets) != 1 {
 		t.Fatalf("report %q: %v", r.stdout, err)
 	}
@@ -444,25 +417,34 @@ func TestBenchAgents(t *testing.T) {
 	}
 }
 
-// TestBenchAgentForRoundRobin: request i of a spread run is signed by agent
-// i mod N; outside a spread run, by the bench agent.
-func TestBenchAgentForRoundRobin(t *testing.T) {
-	b := &bench{}
-	for i := range 4 {
-		b.agents = append(b.agents, benchAgent{origin: fmt.Sprint(i)})
+// TestBinaryBenchServerCPU runs bench against a server in this test
+// process: the report names this process and its CPU per request.
+func TestBinaryBenchServerCPU(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("reads /proc")
 	}
-	var got []string
-	for i := range int64(6) {
-		got = append(got, b.agentFor(i).origin)
+	srv := clitest.StartServer(t, clitest.ServerOptions{})
+	r := runBinary(t, t.TempDir(), nil, "bench", "--url", srv.URL, "--keep-agents", "--requests", "400", "--concurrency", "4", "--json")
+	if r.code != 0 {
+		t.Fatalf("bench: %v", r)
 	}
-	if fmt.Sprint(got) != "[0 0 0 0 0 0]" {
-		t.Errorf("one-agent run: %v", got)
+	var rep bench.Report
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("report %q: %v", r.stdout, err)
 	}
-	b.spread, got = 4, nil
-	for i := range int64(6) {
-		got = append(got, b.agentFor(i).origin)
+	if rep.ServerPID != os.Getpid() || rep.ServerCPU != "" {
+		t.Errorf("server pid %d (%q), want this process %d", rep.ServerPID, rep.ServerCPU, os.Getpid())
 	}
-	if fmt.Sprint(got) != "[0 1 2 3 0 1]" {
-		t.Errorf("spread run: %v", got)
+	if len(rep.Targets) != 1 || rep.Targets[0].CPU == nil {
+		t.Fatalf("targets %+v: want whoami with its CPU", rep.Targets)
+	}
+	c := rep.Targets[0].CPU
+	if c.ServerUS <= 0 || c.PerCore <= 0 || c.DatabaseBackends != 0 {
+		t.Errorf("CPU %+v: want server CPU > 0 and no PostgreSQL backend (SQLite)", c)
+	}
+
+	r = runBinary(t, t.TempDir(), nil, "bench", "--url", srv.URL, "--keep-agents", "--requests", "50")
+	if r.code != 0 || !strings.Contains(r.stdout, "whoami: server CPU ") || !strings.Contains(r.stdout, "requests per core-second") {
+		t.Errorf("text report: %v", r)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/agentid/agentid/cmd/idcli/internal/bench"
 	"github.com/agentid/agentid/cmd/idcli/internal/clitest"
 	"github.com/agentid/agentid/middleware/proxy/proxyconfig"
 	"github.com/agentid/agentid/refserver"
@@ -439,7 +440,7 @@ func TestBinaryBenchProgressAndCleanup(t *testing.T) {
 	if n := strings.Count(r.stderr, "bench register: "); n < 2 {
 		t.Errorf("%d progress lines in a 2.5 s run, want at least 2:\n%s", n, r.stderr)
 	}
-	var rep benchReport
+	var rep bench.Report
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 		t.Fatalf("report %q: %v", r.stdout, err)
 	}

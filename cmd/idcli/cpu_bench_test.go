@@ -15,10 +15,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/agentid/agentid/cmd/idcli/internal/bench"
+	"github.com/agentid/agentid/cmd/idcli/internal/bench/proccpu"
 	"github.com/agentid/agentid/cmd/idcli/internal/clitest"
 	"github.com/agentid/agentid/refserver/dbtest"
 	"github.com/agentid/agentid/signer"
@@ -155,12 +159,12 @@ func BenchmarkWhoamiServerCPU(b *testing.B) {
 // or a bench agent; legacy: in the pre-protocol-01 shape, which vestauth
 // 0.21.1 needs) and returns the target's report, which must hold the
 // server's CPU and only 200 answers.
-func cpuLoad(b *testing.B, base string, creds *agent.Credentials, legacy bool, n int) benchTarget {
+func cpuLoad(b *testing.B, base string, creds *agent.Credentials, legacy bool, n int) bench.TargetReport {
 	b.Helper()
 	u, _ := url.Parse(base)
-	rep, err := runBench(context.Background(), benchConfig{
+	rep, err := bench.Run(context.Background(), bench.Config{
 		URL: base, Connect: "127.0.0.1:" + u.Port(), Requests: int64(n), Concurrency: *cpuBenchConns,
-		Targets: []string{benchWhoami}, Timeout: 30 * time.Second, Presign: n, Credentials: creds,
+		Targets: []string{bench.Whoami}, Timeout: 30 * time.Second, Presign: n, Credentials: creds,
 		Legacy: legacy,
 	})
 	if err != nil {
@@ -290,6 +294,22 @@ func startChild(b *testing.B, dir, label, addr, name string, args ...string) {
 	}
 }
 
+// listenerProbe returns the CPU probe of the process of this host that
+// listens on addr (host:port), as bench finds a server's.
+func listenerProbe(b *testing.B, addr string) *proccpu.Probe {
+	b.Helper()
+	_, port, _ := strings.Cut(addr, ":")
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		b.Fatalf("%s: %v", addr, err)
+	}
+	probe, err := proccpu.Listening(p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return probe
+}
+
 // startVestauth starts vestauth's own server (from modules, the
 // installation of testdata/interop/install.sh) on a scratch PostgreSQL
 // database dropped at the end, registers an agent with its CLI and returns
@@ -361,21 +381,17 @@ func BenchmarkProxyServerCPU(b *testing.B) {
 	key := signertest.Key(94)
 	uid := clitest.Register(b, nil, srv.URL, key)
 	origin := srv.AgentOrigin(uid)
-	startProxy := func(label, bin string) (string, *cpuProbe) {
+	startProxy := func(label, bin string) (string, *proccpu.Probe) {
 		addr := "127.0.0.1:" + freePort(b)
 		startChild(b, dir, label, addr, bin, "proxy", "--listen", addr, "--upstream", upstream.URL,
 			"--authority", addr, "--trust", "*.localhost:*", "--allow-http", "--allow-private")
-		probe, err := findServerProcess(addr)
-		if err != nil {
-			b.Fatal(err)
-		}
-		return addr, probe
+		return addr, listenerProbe(b, addr)
 	}
 	addr, probe := startProxy("proxy", bin)
 	// AGENTID_CPUBENCH_BASELINE: that binary's proxy gets the same load,
 	// interleaved (base-proxy-µs/req).
 	var baseAddr string
-	var baseProbe *cpuProbe
+	var baseProbe *proccpu.Probe
 	if base := os.Getenv("AGENTID_CPUBENCH_BASELINE"); base != "" {
 		baseAddr, baseProbe = startProxy("baseline", base)
 	}
@@ -397,17 +413,17 @@ func BenchmarkProxyServerCPU(b *testing.B) {
 	}
 	// measure sends hs through the proxy at addr and returns its CPU per
 	// request in µs and the mean latency.
-	measure := func(addr string, probe *cpuProbe, hs []signer.SignatureHeaders) (float64, time.Duration) {
-		before, err := probe.snapshot()
+	measure := func(addr string, probe *proccpu.Probe, hs []signer.SignatureHeaders) (float64, time.Duration) {
+		before, err := probe.Snapshot()
 		if err != nil {
 			b.Fatal(err)
 		}
 		proxied := load(b, "http://"+addr+"/x", hs)
-		use, err := probe.since(before)
+		use, err := probe.Since(before)
 		if err != nil {
 			b.Fatal(err)
 		}
-		return float64(use.server.Nanoseconds()) / 1e3 / float64(len(hs)), proxied
+		return float64(use.Server.Nanoseconds()) / 1e3 / float64(len(hs)), proxied
 	}
 	load(b, "http://"+addr+"/x", sign(addr, 500)) // key fetch, connections
 	if baseAddr != "" {

@@ -57,10 +57,7 @@ func BenchmarkProxyNginxLoad(b *testing.B) {
 	addr := "127.0.0.1:" + freePort(b)
 	startChild(b, dir, "proxy", addr, bin, "proxy", "--listen", addr, "--upstream", "http://"+upstream,
 		"--authority", addr, "--trust", "*.localhost:*", "--allow-http", "--allow-private")
-	probe, err := findServerProcess(addr)
-	if err != nil {
-		b.Fatal(err)
-	}
+	probe := listenerProbe(b, addr)
 	_, upPort, _ := strings.Cut(upstream, ":")
 	port, _ := strconv.Atoi(upPort)
 	target := "http://" + addr + "/x"
@@ -105,12 +102,12 @@ func BenchmarkProxyNginxLoad(b *testing.B) {
 		twBefore, _ := timeWait(port)
 		b.StartTimer()
 		verify := ed25519VerifyCPU(5000)
-		before, err := probe.snapshot()
+		before, err := probe.Snapshot()
 		if err != nil {
 			b.Fatal(err)
 		}
 		r := sustained(b, target, hs, *proxyLoadDuration)
-		use, err := probe.since(before)
+		use, err := probe.Since(before)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -121,7 +118,7 @@ func BenchmarkProxyNginxLoad(b *testing.B) {
 		if r.done == int64(len(hs)) {
 			b.Logf("the signed requests ran out after %v of %v", r.elapsed.Round(time.Millisecond), *proxyLoadDuration)
 		}
-		perReq := float64(use.server.Nanoseconds()) / 1e3 / float64(r.done)
+		perReq := float64(use.Server.Nanoseconds()) / 1e3 / float64(r.done)
 		v := float64(verify.Nanoseconds()) / 1e3
 		b.ReportMetric(float64(r.failed), "failed")
 		b.ReportMetric(float64(tw.upstream), "tw-upstream")

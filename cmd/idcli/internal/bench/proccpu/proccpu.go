@@ -1,4 +1,12 @@
-package main
+// Package proccpu reads, from Linux's /proc, the CPU time a server process
+// and the PostgreSQL processes serving it use: the load generator's (idcli
+// bench) and idcli's CPU benchmarks' probe of a server on the same host.
+//
+//	p, err := proccpu.Listening(3000) // the process listening on port 3000
+//	before, err := p.Snapshot()
+//	// … load …
+//	use, err := p.Since(before) // use.Server, use.Database
+package proccpu
 
 import (
 	"bufio"
@@ -12,9 +20,8 @@ import (
 	"time"
 )
 
-// CPU time of the server under load, read from Linux's /proc when the
-// server runs on the same host as bench: the process that listens on the
-// port bench dials (found by the listening socket's inode in
+// The server under load is the process that listens on the port the load
+// generator dials (found by the listening socket's inode in
 // /proc/net/tcp{,6} and the process holding that socket), and the
 // PostgreSQL backends that serve the server's own TCP connections to its
 // database (matched by the client port PostgreSQL shows in each backend's
@@ -238,25 +245,40 @@ func backendClientPort(title string) int {
 	}
 }
 
-// cpuProbe measures one server process and its database's CPU.
-type cpuProbe struct {
+// Probe measures one server process and its database's CPU.
+type Probe struct {
 	fs  procFS
 	pid int
 }
 
-// cpuSnapshot is the CPU used so far by the server and by every
-// PostgreSQL process.
-type cpuSnapshot struct {
+// Listening returns a probe of the process of this host listening on TCP
+// port (any address), or why there is none.
+func Listening(port int) (*Probe, error) {
+	fs := procFS{root: "/proc"}
+	pid, err := fs.listenerPID(port)
+	if err != nil {
+		return nil, err
+	}
+	return &Probe{fs: fs, pid: pid}, nil
+}
+
+// PID returns the process the probe measures.
+func (c *Probe) PID() int { return c.pid }
+
+// Snapshot is the CPU used so far by the server and by every PostgreSQL
+// process.
+type Snapshot struct {
 	server   time.Duration
 	postgres map[int]time.Duration
 }
 
-func (c *cpuProbe) snapshot() (cpuSnapshot, error) {
+// Snapshot reads the CPU used so far, for Since.
+func (c *Probe) Snapshot() (Snapshot, error) {
 	s, err := c.fs.pidCPU(c.pid)
 	if err != nil {
-		return cpuSnapshot{}, fmt.Errorf("server process %d: %w", c.pid, err)
+		return Snapshot{}, fmt.Errorf("server process %d: %w", c.pid, err)
 	}
-	snap := cpuSnapshot{server: s, postgres: map[int]time.Duration{}}
+	snap := Snapshot{server: s, postgres: map[int]time.Duration{}}
 	for _, pg := range c.fs.postgresProcesses() {
 		if d, err := c.fs.pidCPU(pg.pid); err == nil {
 			snap.postgres[pg.pid] = d
@@ -265,25 +287,25 @@ func (c *cpuProbe) snapshot() (cpuSnapshot, error) {
 	return snap, nil
 }
 
-// cpuUse is the CPU a run used.
-type cpuUse struct {
-	server     time.Duration
-	database   time.Duration // backends and background together
-	background time.Duration // of which PostgreSQL's background processes
-	backends   int           // the server's PostgreSQL backends at the end
+// Use is the CPU a run used.
+type Use struct {
+	Server     time.Duration
+	Database   time.Duration // backends and background together
+	Background time.Duration // of which PostgreSQL's background processes
+	Backends   int           // the server's PostgreSQL backends at the end
 }
 
-// since returns the CPU used from before until now: the server's, and that
+// Since returns the CPU used from before until now: the server's, and that
 // of the PostgreSQL backends serving the server's connections now (a
 // backend opened during the run counts whole) plus PostgreSQL's background
 // processes (only if the server has a backend: a server on SQLite has no
 // database CPU of its own).
-func (c *cpuProbe) since(before cpuSnapshot) (cpuUse, error) {
-	after, err := c.snapshot()
+func (c *Probe) Since(before Snapshot) (Use, error) {
+	after, err := c.Snapshot()
 	if err != nil {
-		return cpuUse{}, err
+		return Use{}, err
 	}
-	use := cpuUse{server: after.server - before.server}
+	use := Use{Server: after.server - before.server}
 	ports := c.fs.clientPorts(c.pid)
 	var background time.Duration
 	for _, pg := range c.fs.postgresProcesses() {
@@ -296,13 +318,13 @@ func (c *cpuProbe) since(before cpuSnapshot) (cpuUse, error) {
 		case pg.clientPort == 0:
 			background += d
 		case ports[pg.clientPort]:
-			use.database += d
-			use.backends++
+			use.Database += d
+			use.Backends++
 		}
 	}
-	if use.backends > 0 {
-		use.database += background
-		use.background = background
+	if use.Backends > 0 {
+		use.Database += background
+		use.Background = background
 	}
 	return use, nil
 }

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/agentid/agentid/cmd/idcli/internal/hint"
-	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/agent"
 	"golang.org/x/sync/errgroup"
@@ -20,37 +19,18 @@ import (
 // run was interrupted.
 const removeTimeout = time.Minute
 
-// benchDB opens the server's database as `idcli server start` finds it
-// (--database-url, DATABASE_URL, ./.env, the default), for the removal of
-// the bench agents, and checks that it answers.
-func benchDB(env *cliEnv, f serverFlags) (*refserver.AgentDB, error) {
-	s, err := resolveServerSettings(env, f, false)
-	if err != nil {
-		return nil, fmt.Errorf("bench: %w", err)
-	}
-	url := sqliteURLAbs(env, s.DatabaseURL)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	db, err := refserver.OpenAgentDB(ctx, url)
-	if err != nil {
-		return nil, fmt.Errorf("bench: the bench agents are removed from the server's database afterwards, but %s does not answer: %v: give the server's database with --database-url (or DATABASE_URL), or --keep-agents to leave them registered",
-			refserver.RedactURL(url), err)
-	}
-	return db, nil
-}
-
 // removeAgents deletes the agents uids and their keys from db and returns
 // how many agents it deleted. It runs on ctx's values but not its
 // cancellation (an interrupted run still cleans up), bounded by
 // removeTimeout.
-func removeAgents(ctx context.Context, db *refserver.AgentDB, uids []string) (int, error) {
+func removeAgents(ctx context.Context, db AgentStore, uids []string) (int, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
 	defer cancel()
 	return db.DeleteAgents(ctx, uids)
 }
 
-// maxBenchAgents bounds --agents.
-const maxBenchAgents = 1_000_000
+// MaxAgents bounds Config.Agents (--agents).
+const MaxAgents = 1_000_000
 
 // benchAgent is one agent whose signatures the whoami target sends.
 type benchAgent struct {
@@ -101,7 +81,7 @@ func (b *bench) registerAgents(ctx context.Context, n int) error {
 // runSpread runs the whoami target again, signed round-robin by every
 // agent of --agents, and sets its CPU ratio to one, the run signed by the
 // bench agent alone. It returns the server's RSS after one, and the run.
-func (b *bench) runSpread(ctx context.Context, one benchTarget) (int64, benchTarget, error) {
+func (b *bench) runSpread(ctx context.Context, one TargetReport) (int64, TargetReport, error) {
 	oneRSS, _ := b.serverMemory(ctx)
 	b.spread = len(b.agents)
 	defer func() { b.spread = 0 }()
@@ -113,7 +93,7 @@ func (b *bench) runSpread(ctx context.Context, one benchTarget) (int64, benchTar
 	var warmErr atomic.Value
 	runWorkers(min(b.cfg.Concurrency, b.spread), func(*workerStats) {
 		for b.next.Load() < int64(b.spread) && ctx.Err() == nil {
-			status, err := b.do(ctx, benchWhoami)
+			status, err := b.do(ctx, Whoami)
 			if err == nil && status != http.StatusOK {
 				err = fmt.Errorf("status %d", status)
 			}
@@ -124,16 +104,16 @@ func (b *bench) runSpread(ctx context.Context, one benchTarget) (int64, benchTar
 		}
 	})
 	if err, _ := warmErr.Load().(error); err != nil {
-		return oneRSS, benchTarget{}, fmt.Errorf("bench: a first request of the agents of --agents: %w", err)
+		return oneRSS, TargetReport{}, fmt.Errorf("bench: a first request of the agents of --agents: %w", err)
 	}
 	b.next.Store(0)
 	if b.cfg.Presign > 0 {
 		b.say("bench: signing %d whoami requests of %d agents before the run…", b.cfg.Presign, b.spread)
 		if err := b.presign(b.cfg.Presign); err != nil {
-			return oneRSS, benchTarget{}, fmt.Errorf("bench: presign: %w", err)
+			return oneRSS, TargetReport{}, fmt.Errorf("bench: presign: %w", err)
 		}
 	}
-	many := b.run(ctx, benchWhoami)
+	many := b.run(ctx, Whoami)
 	many.Agents = b.spread
 	many.ServerRSSBytes, _ = b.serverMemory(ctx)
 	if one.CPU != nil && many.CPU != nil {
