@@ -1,6 +1,8 @@
 package signer
 
 import (
+	"fmt"
+	"net/http"
 	"net/netip"
 	"strings"
 )
@@ -69,4 +71,64 @@ func ValidHostname(h string) bool {
 		}
 	}
 	return n > 0
+}
+
+// Scheme returns the request's scheme: the URL's when set (client side),
+// else "https" when the connection used TLS, else "http".
+func Scheme(r *http.Request) string {
+	if r.URL != nil && r.URL.Scheme != "" {
+		return strings.ToLower(r.URL.Scheme)
+	}
+	if r.TLS != nil {
+		return "https"
+	}
+	return "http"
+}
+
+// Authority returns the @authority value of r: the host (r.Host, else the
+// URL's host), lowercase, with the scheme's default port removed (RFC 9421
+// §2.2.3). A malformed host is returned as NormalizeAuthority leaves it;
+// ParseAuthority refuses it.
+func Authority(r *http.Request) string {
+	return NormalizeAuthority(Scheme(r), requestHost(r))
+}
+
+func requestHost(r *http.Request) string {
+	if r.Host == "" && r.URL != nil {
+		return r.URL.Host
+	}
+	return r.Host
+}
+
+// ParseAuthority validates host (ValidAuthority, before anything is
+// dropped, so "localhost:3000:80" is refused rather than read as
+// "localhost:3000") and returns it normalized as NormalizeAuthority does.
+func ParseAuthority(scheme, host string) (string, error) {
+	h := lower(host)
+	if !ValidAuthority(h) {
+		return "", fmt.Errorf("%w: %w: %q is not host[:port]", ErrInvalidAuthority, ErrInvalidComponent, Truncate(host))
+	}
+	return NormalizeAuthority(scheme, h), nil
+}
+
+// NormalizeAuthority lowercases host and drops the default port of scheme.
+func NormalizeAuthority(scheme, host string) string {
+	host = lower(host)
+	switch {
+	case scheme == "https" && strings.HasSuffix(host, ":443"):
+		host = host[:len(host)-4]
+	case scheme == "http" && strings.HasSuffix(host, ":80"):
+		host = host[:len(host)-3]
+	}
+	return host
+}
+
+// lower is strings.ToLower without an allocation for already-lowercase input.
+func lower(s string) string {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c >= 'A' && c <= 'Z' {
+			return strings.ToLower(s)
+		}
+	}
+	return s
 }
