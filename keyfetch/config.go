@@ -5,10 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/netip"
-	"strconv"
 	"strings"
 	"time"
 
@@ -342,88 +339,4 @@ func (c Config) withDefaults() (settings, error) {
 		return settings{}, fmt.Errorf("keyfetch: invalid config: %w", err)
 	}
 	return s, nil
-}
-
-// hostPattern is one compiled TrustedHosts entry.
-type hostPattern struct {
-	host     string // exact host, or the suffix including its leading dot for a wildcard
-	wildcard bool
-	port     string // "" matches the scheme's default port, "*" any port
-}
-
-func parsePattern(p string) (hostPattern, error) {
-	orig := p
-	p = strings.ToLower(strings.TrimSpace(p))
-	bad := func(why string) (hostPattern, error) {
-		return hostPattern{}, fmt.Errorf("TrustedHosts entry %q: %s", orig, why)
-	}
-	if p == "" {
-		return bad("empty")
-	}
-	if strings.Contains(p, "/") {
-		return bad("want a host such as \"*.example.com\", \"host:port\" or \"host:*\", not a URL")
-	}
-	host, port := p, ""
-	switch {
-	case strings.HasPrefix(p, "["):
-		if i := strings.LastIndex(p, "]"); i >= 0 && i < len(p)-1 {
-			h, pt, err := net.SplitHostPort(p)
-			if err != nil {
-				return bad(err.Error())
-			}
-			host, port = h, pt
-		} else {
-			host = strings.TrimSuffix(strings.TrimPrefix(p, "["), "]")
-		}
-		if a, err := netip.ParseAddr(host); err != nil || !a.Is6() {
-			return bad("brackets must hold an IPv6 address")
-		}
-	case strings.Count(p, ":") == 1:
-		h, pt, err := net.SplitHostPort(p)
-		if err != nil {
-			return bad(err.Error())
-		}
-		host, port = h, pt
-	case strings.Count(p, ":") > 1:
-		return bad("write an IPv6 address in brackets, e.g. \"[::1]\"")
-	}
-	if port != "" && port != "*" {
-		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || strconv.Itoa(n) != port {
-			return bad("invalid port")
-		}
-	}
-	if rest, ok := strings.CutPrefix(host, "*."); ok {
-		if !signer.ValidHostname(rest) {
-			return bad("invalid suffix after \"*.\"")
-		}
-		return hostPattern{host: "." + rest, wildcard: true, port: port}, nil
-	}
-	if _, err := netip.ParseAddr(host); err == nil {
-		return hostPattern{host: host, port: port}, nil
-	}
-	if !signer.ValidHostname(host) {
-		return bad("invalid host name (a wildcard must be a leading \"*.\")")
-	}
-	return hostPattern{host: host, port: port}, nil
-}
-
-// match reports whether host (lowercase, no brackets) on port (effective,
-// never "") matches p; defaultPort is the URL scheme's default port. isIP
-// says whether host is an IP literal.
-func (p hostPattern) match(host, port, defaultPort string, isIP bool) bool {
-	switch p.port {
-	case "*":
-	case "":
-		if port != defaultPort {
-			return false
-		}
-	default:
-		if p.port != port {
-			return false
-		}
-	}
-	if !p.wildcard {
-		return host == p.host
-	}
-	return !isIP && len(host) > len(p.host) && strings.HasSuffix(host, p.host)
 }
