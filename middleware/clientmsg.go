@@ -25,7 +25,7 @@ func ClientMessage(err error) string {
 // its packages (TestPackagePrefixes checks that each is here), and
 // "agentid", the Caddy module's.
 var packagePrefixes = map[string]bool{
-	"agent": true, "agentid": true, "agentlimit": true, "asynclog": true, "caddyagentid": true,
+	"agent": true, "agentid": true, "agentlimit": true, "asynclog": true, "caddyagentid": true, "clientaddr": true,
 	"envfile": true, "idcli": true, "keyfetch": true, "lru": true, "metrics": true,
 	"middleware": true, "pkcs11": true, "proxy": true, "proxyconfig": true, "ratelimit": true,
 	"redact": true, "redislimit": true, "redisreplay": true, "refserver": true, "replaypg": true, "rules": true,

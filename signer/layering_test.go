@@ -20,7 +20,8 @@ const module = "github.com/agentid/agentid"
 //
 // and besides:
 //   - leaf packages (the one bounded cache, the .env parser, the URL
-//     redaction) import nothing of the module, so that every layer may
+//     redaction, the reader of the client address behind trusted
+//     proxies) import nothing of the module, so that every layer may
 //     use them;
 //   - signer does not import signer/agent (the agent client is above it);
 //   - only refserver links an ORM, a database driver or database/sql:
@@ -29,7 +30,7 @@ const module = "github.com/agentid/agentid"
 //     links none, so idcli proxy, which counts with it, links none.
 
 // leaves are the packages that import nothing of the module.
-var leaves = []string{"signer/lru", "signer/envfile", "signer/redact"}
+var leaves = []string{"signer/lru", "signer/envfile", "signer/redact", "middleware/clientaddr"}
 
 // layers lists, for each part of the module, the module packages its
 // non-test files may import (a prefix covers subpackages); leaves may be
@@ -109,6 +110,7 @@ func TestLayeringRefuses(t *testing.T) {
 		{"refserver/server.go", module + "/cmd/idcli", "above it"},
 		{"signer/lru/lru.go", module + "/signer", "leaf package"},
 		{"signer/envfile/envfile.go", module + "/signer/lru", "leaf package"},
+		{"middleware/clientaddr/clientaddr.go", module + "/middleware", "leaf package"},
 		{"middleware/metrics/metrics.go", "gorm.io/gorm", "database"},
 		{"keyfetch/fetch.go", "database/sql", "database"},
 		{"cmd/idcli/server.go", "gorm.io/gorm", "database"},
@@ -116,6 +118,7 @@ func TestLayeringRefuses(t *testing.T) {
 
 		{"keyfetch/fetch.go", module + "/signer/lru", ""},
 		{"refserver/server.go", module + "/signer/lru", ""},
+		{"refserver/server.go", module + "/middleware/clientaddr", ""},
 		{"cmd/idcli/server.go", module + "/signer/envfile", ""},
 		{"cmd/idcli/proxy.go", module + "/middleware/metrics", ""},
 		{"refserver/server.go", "gorm.io/gorm", ""},

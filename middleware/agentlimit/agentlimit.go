@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/middleware/clientaddr"
 )
 
 // Policy names, as sent in RateLimit-Policy and RateLimit.
@@ -101,7 +102,8 @@ type Config struct {
 	// Store holds the buckets. If nil, a MemoryStore (this process only).
 	Store Store
 	// ClientAddr returns the address unsigned traffic is limited by. If
-	// nil, the connection's peer address, with IPv6 grouped by /64.
+	// nil, the connection's peer address, with IPv6 grouped by /64; behind
+	// load balancers, clientaddr.New(trusted, header).Key.
 	ClientAddr func(*http.Request) string
 	// Logger receives store failures (a request is then let through:
 	// limits fail open). If nil, discard.
@@ -140,7 +142,7 @@ func New(cfg Config) (*Limiter, error) {
 		cfg.Store = NewMemoryStore(MemoryConfig{})
 	}
 	if cfg.ClientAddr == nil {
-		cfg.ClientAddr = PeerAddr
+		cfg.ClientAddr = clientaddr.New(nil, "").Key
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -303,15 +305,4 @@ func (l *Limiter) Middleware(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-// PeerAddr returns the connection's peer address without its port, IPv6
-// addresses grouped by their /64 network; a RemoteAddr that does not parse
-// is returned as is.
-func PeerAddr(r *http.Request) string {
-	a, ok := ParseAddr(r.RemoteAddr)
-	if !ok {
-		return r.RemoteAddr
-	}
-	return addrKey(a)
 }

@@ -53,6 +53,7 @@ import (
 	"time"
 
 	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/middleware/clientaddr"
 	"github.com/agentid/agentid/signer"
 )
 
@@ -135,8 +136,9 @@ type Config struct {
 	// 403 when that status is neither 401 nor 403). For Caddy, a 200 carries
 	// every X-Agent-* header, empty when it does not apply.
 	// The original request is rebuilt from the front's headers only (see
-	// Front); its RemoteAddr, which per-address limits read, is the last
-	// X-Forwarded-For entry (the front's own address if there is none).
+	// Front); its RemoteAddr, which per-address limits read, is the client
+	// address middleware/clientaddr reads in X-Forwarded-For, ForwardAuthFrom
+	// being the trusted proxies (the front's own address if there is none).
 	// Its path must be normal (middleware.CheckPath), else 400
 	// invalid_request. Subrequests carry no body: a signature covering
 	// content-digest cannot be checked this way and is refused
@@ -145,8 +147,9 @@ type Config struct {
 	// request, so one carrying any X-Agent-* header (in any spelling) is
 	// refused (forbidden), in every mode: the service would read them.
 	ForwardAuth Front
-	// ForwardAuthFrom lists the addresses whose subrequests are answered;
-	// others get 403 forbidden. If nil, loopback only (127.0.0.0/8, ::1).
+	// ForwardAuthFrom lists the addresses whose subrequests are answered
+	// (others get 403 forbidden), and whose X-Forwarded-For entries are
+	// believed. If nil, loopback only (127.0.0.0/8, ::1).
 	ForwardAuthFrom []netip.Prefix
 	// Services are the base URLs of the agentid services whose agents get
 	// X-Agent-Uid, such as "https://agentid.example": an identity gets a
@@ -199,6 +202,7 @@ type Handler struct {
 	proxy    *httputil.ReverseProxy
 	route    string
 	from     []netip.Prefix
+	fronts   *clientaddr.Reader // X-Forwarded-For of the fronts in from
 	services []signer.ServiceURL
 }
 
@@ -252,6 +256,7 @@ func New(cfg Config) (*Handler, error) {
 				return nil, errors.New("proxy: Config.ForwardAuthFrom holds an invalid prefix")
 			}
 		}
+		h.fronts = clientaddr.New(h.from, "X-Forwarded-For")
 		return h, nil
 	}
 	if cfg.Upstream == nil || cfg.Upstream.Host == "" || (cfg.Upstream.Scheme != "http" && cfg.Upstream.Scheme != "https") {
@@ -365,7 +370,7 @@ func (h *Handler) forwardAuth(sw *middleware.StatusWriter, r *http.Request, star
 		h.observe(r, sw.Status, &middleware.Result{Request: r, Verdict: middleware.Invalid, Err: err}, nil, nil, start)
 		return
 	}
-	orig, err := originalRequest(r, h.cfg.ForwardAuth)
+	orig, err := originalRequest(r, h.cfg.ForwardAuth, h.fronts)
 	if err != nil {
 		h.refuse(sw, err)
 		h.observe(r, sw.Status, &middleware.Result{Request: r, Verdict: middleware.Invalid, Err: err}, nil, nil, start)
@@ -418,12 +423,7 @@ func (h *Handler) allowed(remoteAddr string) (string, bool) {
 		return signer.Truncate(remoteAddr), false
 	}
 	ip := ap.Addr().Unmap()
-	for _, p := range h.from {
-		if p.Contains(ip) {
-			return ip.String(), true
-		}
-	}
-	return ip.String(), false
+	return ip.String(), h.fronts.Trusted(ip)
 }
 
 // precheck refuses, before any verification (so no nonce is spent), what a
@@ -622,33 +622,14 @@ var frontClientHeader = map[Front]string{
 	FrontCaddy:   "Caddy forward_auth sets it",
 }
 
-// forwardedClient reads the client's address from a subrequest's
-// X-Forwarded-For: its rightmost entry, which each front sets (or appends)
-// as the address the original request came from. A subrequest is read
-// only from a trusted front (Config.ForwardAuthFrom), so a client's own
-// entries, further left, are never read.
-func forwardedClient(hd http.Header) (netip.Addr, bool) {
-	lines := hd.Values("X-Forwarded-For")
-	if len(lines) == 0 {
-		return netip.Addr{}, false
-	}
-	last := lines[len(lines)-1]
-	if i := strings.LastIndexByte(last, ','); i >= 0 {
-		last = last[i+1:]
-	}
-	last = strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(last), "["), "]")
-	a, err := netip.ParseAddr(last)
-	if err != nil || a.Zone() != "" {
-		return netip.Addr{}, false
-	}
-	return a.Unmap(), true
-}
-
 // originalRequest rebuilds the request an auth subrequest stands for, from
-// the headers of front only, with the client's address as its RemoteAddr
-// (the front's own address when it sends no X-Forwarded-For: every client
-// then shares one per-address budget).
-func originalRequest(r *http.Request, front Front) (*http.Request, *middleware.Error) {
+// the headers of front only, with the client's address as its RemoteAddr:
+// the address fronts reads in X-Forwarded-For, which each front sets (or
+// appends) as the address the original request came from (the front's own
+// address when it sends none: every client then shares one per-address
+// budget). An entry that is not an address is refused: the front is
+// misconfigured.
+func originalRequest(r *http.Request, front Front, fronts *clientaddr.Reader) (*http.Request, *middleware.Error) {
 	hd := r.Header
 	var method, uri, host, proto string
 	switch front {
@@ -673,14 +654,14 @@ func originalRequest(r *http.Request, front Front) (*http.Request, *middleware.E
 	if err := middleware.CheckPath(u); err != nil {
 		return nil, err
 	}
-	client, ok := forwardedClient(hd)
-	if !ok && len(hd.Values("X-Forwarded-For")) > 0 {
+	client, bad := fronts.Addr(r)
+	if bad != "" {
 		return nil, middleware.Fail(middleware.CodeInvalidRequest, "the X-Forwarded-For of a forward-auth request from %s must end with the address of the client (%s)", front, frontClientHeader[front])
 	}
 	u.Scheme, u.Host = proto, host
 	orig := r.Clone(r.Context())
 	orig.Method, orig.URL, orig.Host, orig.RequestURI = method, u, host, uri
-	if ok {
+	if peer, _ := clientaddr.ParseAddr(r.RemoteAddr); client != peer {
 		// Per-address limits then key on the client, not on the front.
 		orig.RemoteAddr = netip.AddrPortFrom(client, 0).String()
 	}

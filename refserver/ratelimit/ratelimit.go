@@ -5,11 +5,9 @@
 //	lim, err := ratelimit.New(ratelimit.Config{Rate: 1, Burst: 20})
 //	router.Handle("/agents", lim.Middleware(register)).Methods("POST")
 //
-// The client address is the peer address of the connection. Behind a reverse
-// proxy, list the proxy in Config.TrustedProxies: for a request whose peer is
-// a trusted proxy, the client is the rightmost address of X-Forwarded-For
-// that is not itself a trusted proxy. X-Forwarded-For is ignored when the
-// peer is not trusted, so clients cannot choose their own address.
+// The client address is read by middleware/clientaddr: the peer address of
+// the connection or, behind the reverse proxies of Config.TrustedProxies,
+// the address they name in Config.ClientAddrHeader (X-Forwarded-For).
 package ratelimit
 
 import (
@@ -25,7 +23,7 @@ import (
 	"time"
 
 	"github.com/agentid/agentid/middleware"
-	"github.com/agentid/agentid/middleware/agentlimit"
+	"github.com/agentid/agentid/middleware/clientaddr"
 )
 
 // CodeRateLimited is the error code of a request over its limit (429),
@@ -41,8 +39,6 @@ const (
 	DefaultBurst = 20
 	// DefaultMaxClients bounds the number of buckets kept in memory.
 	DefaultMaxClients = 100_000
-	// DefaultIPv6Prefix groups IPv6 clients by /64 (one site's allocation).
-	DefaultIPv6Prefix = 64
 )
 
 // Config configures a Limiter.
@@ -53,9 +49,12 @@ type Config struct {
 	// Burst is the bucket size. If 0, DefaultBurst (20).
 	Burst int
 	// TrustedProxies lists the reverse proxies (CIDRs such as "10.0.0.0/8",
-	// or single addresses) whose X-Forwarded-For is believed. If empty,
-	// X-Forwarded-For is never read.
+	// or single addresses) whose ClientAddrHeader is believed. If empty,
+	// the header is never read.
 	TrustedProxies []string
+	// ClientAddrHeader is the header the trusted proxies append the client
+	// address to. If "", X-Forwarded-For.
+	ClientAddrHeader string
 	// MaxClients bounds the buckets held. When full, idle buckets are
 	// dropped first, then an arbitrary one. If 0, DefaultMaxClients.
 	MaxClients int
@@ -63,9 +62,6 @@ type Config struct {
 	// bucket takes to refill completely (Burst/Rate), but at least a minute.
 	// A bucket idle that long is full, so dropping it changes nothing.
 	IdleTimeout time.Duration
-	// IPv6Prefix is the prefix length IPv6 client addresses are grouped by.
-	// If 0, DefaultIPv6Prefix (64); 128 limits each address alone.
-	IPv6Prefix int
 	// Now is the clock. If nil, time.Now is used.
 	Now func() time.Time
 }
@@ -78,9 +74,6 @@ func (c Config) Validate() error {
 	if c.Burst < 0 || c.MaxClients < 0 || c.IdleTimeout < 0 {
 		return errors.New("ratelimit: Config.Burst, MaxClients and IdleTimeout must not be negative")
 	}
-	if c.IPv6Prefix < 0 || c.IPv6Prefix > 128 {
-		return fmt.Errorf("ratelimit: Config.IPv6Prefix %d is not in 0..128", c.IPv6Prefix)
-	}
 	_, err := parsePrefixes(c.TrustedProxies)
 	return err
 }
@@ -90,7 +83,6 @@ func (c Config) withDefaults() Config {
 	c.Burst = cmp.Or(c.Burst, DefaultBurst)
 	c.MaxClients = cmp.Or(c.MaxClients, DefaultMaxClients)
 	c.IdleTimeout = cmp.Or(c.IdleTimeout, max(time.Duration(float64(c.Burst)/c.Rate*float64(time.Second)), time.Minute))
-	c.IPv6Prefix = cmp.Or(c.IPv6Prefix, DefaultIPv6Prefix)
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -104,7 +96,7 @@ func parsePrefixes(ss []string) ([]netip.Prefix, error) {
 		if strings.TrimSpace(s) == "" {
 			continue
 		}
-		p, err := agentlimit.ParsePrefix(s)
+		p, err := clientaddr.ParsePrefix(s)
 		if err != nil {
 			return nil, fmt.Errorf("ratelimit: trusted proxy %w", err)
 		}
@@ -122,7 +114,7 @@ type bucket struct {
 // concurrent use.
 type Limiter struct {
 	cfg       Config
-	trusted   []netip.Prefix
+	client    *clientaddr.Reader
 	mu        sync.Mutex
 	buckets   map[string]*bucket
 	lastSweep time.Time
@@ -135,7 +127,7 @@ func New(cfg Config) (*Limiter, error) {
 	}
 	cfg = cfg.withDefaults()
 	trusted, _ := parsePrefixes(cfg.TrustedProxies)
-	return &Limiter{cfg: cfg, trusted: trusted, buckets: map[string]*bucket{}, lastSweep: cfg.Now()}, nil
+	return &Limiter{cfg: cfg, client: clientaddr.New(trusted, cfg.ClientAddrHeader), buckets: map[string]*bucket{}, lastSweep: cfg.Now()}, nil
 }
 
 // Allow takes a token from key's bucket. It reports whether one was
@@ -189,64 +181,8 @@ func (l *Limiter) Len() int {
 	return len(l.buckets)
 }
 
-// ClientAddr returns the address r is limited by: the peer address, or —
-// when the peer is a trusted proxy — the rightmost X-Forwarded-For entry
-// that is not a trusted proxy (the leftmost entry when all are trusted; the
-// last good hop when an entry does not parse). IPv6 addresses are reduced to
-// their Config.IPv6Prefix network. A RemoteAddr that does not parse is
-// returned as is.
-func (l *Limiter) ClientAddr(r *http.Request) string {
-	peer, ok := agentlimit.ParseAddr(r.RemoteAddr)
-	if !ok {
-		return r.RemoteAddr
-	}
-	client := peer
-	if l.isTrusted(peer) {
-		hops := forwardedFor(r.Header)
-		for i := len(hops) - 1; i >= 0; i-- {
-			a, ok := agentlimit.ParseAddr(hops[i])
-			if !ok {
-				break
-			}
-			client = a
-			if !l.isTrusted(a) {
-				break
-			}
-		}
-	}
-	return l.key(client)
-}
-
-func (l *Limiter) isTrusted(a netip.Addr) bool {
-	for _, p := range l.trusted {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
-}
-
-func (l *Limiter) key(a netip.Addr) string {
-	if a.Is6() && l.cfg.IPv6Prefix < 128 {
-		p, _ := a.Prefix(l.cfg.IPv6Prefix)
-		return p.String()
-	}
-	return a.String()
-}
-
-// forwardedFor returns the X-Forwarded-For entries of all header lines, in
-// order.
-func forwardedFor(h http.Header) []string {
-	var out []string
-	for _, v := range h.Values("X-Forwarded-For") {
-		for _, s := range strings.Split(v, ",") {
-			if s = strings.TrimSpace(s); s != "" {
-				out = append(out, s)
-			}
-		}
-	}
-	return out
-}
+// ClientAddr returns the address r is limited by (clientaddr.Reader.Key).
+func (l *Limiter) ClientAddr(r *http.Request) string { return l.client.Key(r) }
 
 // Check takes a token from the bucket of r's client. When none is left it
 // sets a Retry-After header on w, in whole seconds (at least 1), and returns

@@ -18,6 +18,7 @@ import (
 	"github.com/agentid/agentid/middleware/agentlimit"
 	"github.com/agentid/agentid/middleware/agentlimit/redislimit"
 	"github.com/agentid/agentid/middleware/asynclog"
+	"github.com/agentid/agentid/middleware/clientaddr"
 	"github.com/agentid/agentid/middleware/metrics"
 	"github.com/agentid/agentid/middleware/proxy"
 	"github.com/agentid/agentid/middleware/redisreplay"
@@ -242,7 +243,7 @@ func (p *Proxy) newGate(r Rules, limits Limits) (*rules.Gate, error) {
 		if r.Agent.On() || r.Addr.On() {
 			lcfg := agentlimit.Config{Agent: r.Agent, Address: r.Addr, KeyHeader: r.KeyHeader, BucketsPerAgent: r.BucketsPer, Services: r.Allow.Services, Logger: p.logger.With("component", "limits")}
 			if len(r.Trusted) > 0 { // behind load balancers: their header names the client
-				lcfg.ClientAddr = agentlimit.ForwardedClientAddr(r.Trusted, r.AddrHeader)
+				lcfg.ClientAddr = clientaddr.New(r.Trusted, r.AddrHeader).Key
 			}
 			if p.replay != nil { // the buckets share the replay store's client
 				store, err := redislimit.New(redislimit.Config{Client: p.replay.Client(), Prefix: r.RedisPrefix})
@@ -375,7 +376,7 @@ func (p *Proxy) Summary() []string {
 		if len(r.Trusted) > 0 {
 			h := r.AddrHeader
 			if h == "" {
-				h = agentlimit.DefaultClientAddrHeader
+				h = clientaddr.DefaultHeader
 			}
 			s += fmt.Sprintf("; client address from %s when the peer is one of %v", h, r.Trusted)
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/agentid/agentid/keyfetch"
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/middleware/agentlimit"
+	"github.com/agentid/agentid/middleware/clientaddr"
 	"github.com/agentid/agentid/middleware/proxy"
 	"github.com/agentid/agentid/middleware/rules"
 	"github.com/agentid/agentid/signer"
@@ -121,9 +122,9 @@ func (c *Config) validate(embedded bool) (*Plan, error) {
 			}
 		}
 		for i, s := range c.ForwardAuthFrom {
-			pf, err := agentlimit.ParsePrefix(s)
+			pf, err := clientaddr.ParsePrefix(s)
 			if err != nil {
-				v.fail(index("forward_auth_from", i), "%v", trim(err, "agentlimit: "))
+				v.fail(index("forward_auth_from", i), "%v", err)
 				continue
 			}
 			p.From = append(p.From, pf)
@@ -276,9 +277,9 @@ func (c *Config) rules(v *validation, mode middleware.Mode) Rules {
 		v.fail("limits.key_header", "%q is not a header name", r.KeyHeader)
 	}
 	for i, s := range l.TrustedProxies {
-		pf, err := agentlimit.ParsePrefix(s)
+		pf, err := clientaddr.ParsePrefix(s)
 		if err != nil {
-			v.fail(index("limits.trusted_proxies", i), "%v", trim(err, "agentlimit: "))
+			v.fail(index("limits.trusted_proxies", i), "%v", err)
 			continue
 		}
 		r.Trusted = append(r.Trusted, pf)
