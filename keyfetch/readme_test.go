@@ -15,6 +15,7 @@ import (
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/refserver/dbtest"
+	"github.com/agentid/agentid/refserver/store"
 	"github.com/agentid/agentid/signer/agent"
 )
 
@@ -84,7 +85,7 @@ func TestReadmeLocalExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	service := fmt.Sprintf("http://localhost:%d", l.Addr().(*net.TCPAddr).Port)
-	ref, err := refserver.New(refserver.Config{DB: dbtest.Migrated(t, dbtest.SQLiteURL(t)), Hostname: service})
+	ref, err := refserver.New(refserver.Config{DB: store.New(dbtest.Migrated(t, dbtest.SQLiteURL(t))), Hostname: service})
 	if err != nil {
 		t.Fatal(err)
 	}

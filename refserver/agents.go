@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"mime"
@@ -14,8 +13,8 @@ import (
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/signer"
 	"github.com/gorilla/mux"
-	"gorm.io/gorm"
-	"gorm.io/gorm/clause"
+
+	"github.com/agentid/agentid/refserver/store"
 )
 
 // readJSONBody checks the content type and size and reads the body once.
@@ -210,40 +209,6 @@ func (s *Server) checkAgentWrite(r *http.Request, uid string, body []byte, actio
 	return res.Agent, sr, nil
 }
 
-// lockAgent takes the row lock of agent uid within tx, so that the
-// writes to one agent (rotations, directory signatures, an operator's
-// disable or revoke) run one after the other (SQLite: the immediate write
-// transaction is the lock), and returns the agent's row; ErrNoSuchAgent when
-// uid is not registered.
-func lockAgent(tx *gorm.DB, uid string) (Agent, error) {
-	var agent Agent
-	if err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("uid = ?", uid).Take(&agent).Error; err != nil {
-		if isNotFound(err) {
-			return Agent{}, fmt.Errorf("%w: %s", ErrNoSuchAgent, uid)
-		}
-		return Agent{}, err
-	}
-	return agent, nil
-}
-
-// lockAgentWrite is lockAgent for a signed write to {uid}: an agent that is
-// not registered is 404 agent_not_found, one its operator disabled 403
-// forbidden. The signature was checked before the lock, so an agent
-// disabled meanwhile is refused here, under the lock the operator's
-// disable takes too.
-func lockAgentWrite(tx *gorm.DB, uid string) error {
-	agent, err := lockAgent(tx, uid)
-	switch {
-	case errors.Is(err, ErrNoSuchAgent):
-		return middleware.Fail(CodeAgentNotFound, "agent %s is not registered", uid)
-	case err != nil:
-		return err
-	case agent.DisabledAt != nil:
-		return errDisabled(uid)
-	}
-	return nil
-}
-
 // rotateAgent rotates uid to pk (see rotate), replacing the agent's
 // directory signatures with sigs (signatures over the directory holding
 // pk alone; nil leaves the directory unsigned), pk proven when the
@@ -253,7 +218,7 @@ func lockAgentWrite(tx *gorm.DB, uid string) error {
 // cached entries, and lookups in flight, whose answers were read before
 // the rotation. PUT /agents/{uid}/keys and the vestauth-compat POST
 // /rotate share it.
-func (s *Server) rotateAgent(ctx context.Context, uid, signingKid string, pk signer.PublicKey, proven bool, sigs []DirectorySignature) error {
+func (s *Server) rotateAgent(ctx context.Context, uid, signingKid string, pk signer.PublicKey, proven bool, sigs []store.DirectorySignature) error {
 	revoked, err := s.rotate(ctx, uid, signingKid, pk, proven, sigs)
 	s.keys.forget(append(revoked, pk.JWK.Kid)...)
 	s.forgetDirectory(uid)
@@ -269,79 +234,43 @@ func (s *Server) forgetDirectory(uid string) {
 	s.dirGroup.Forget(uid)
 }
 
-// errKeyRegistered marks a rotation refused because the new key is
-// already registered (to this agent or another, active or revoked).
-var errKeyRegistered = errors.New("refserver: new key already registered")
-
 // rotate inserts pk as uid's key and revokes the others, and replaces
-// uid's directory signatures with sigs (those over the old directory can
-// no longer be served), in one transaction holding the agent row lock.
-// pk is stored as proven (PublicJWK.ProvenAt) only when proven is set. It
-// returns the kids it revokes (or would have, had the commit failed) with
-// any error.
-func (s *Server) rotate(ctx context.Context, uid, signingKid string, pk signer.PublicKey, proven bool, sigs []DirectorySignature) (revoked []string, err error) {
-	jwk := pk.JWK.MarshalPublic()
-	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if err := lockAgentWrite(tx, uid); err != nil {
-			return err
-		}
-		var signing PublicJWK
-		if err := tx.Where("kid = ? AND agent_uid = ?", signingKid, uid).Take(&signing).Error; err != nil {
-			if isNotFound(err) {
-				return middleware.Fail(middleware.CodeUnknownKey, "key %q is not a key of %s", signingKid, uid)
-			}
-			return err
-		}
-		if signing.RevokedAt != nil {
-			return middleware.Fail(middleware.CodeRevokedKey, "key %q has been revoked (by a concurrent rotation)", signingKid)
-		}
-		var n int64
-		if err := tx.Model(&PublicJWK{}).Where("kid = ?", pk.JWK.Kid).Count(&n).Error; err != nil {
-			return err
-		}
-		if n > 0 {
-			return errKeyRegistered
-		}
-		now := s.cfg.Now().UTC()
-		key := PublicJWK{Kid: pk.JWK.Kid, AgentUID: uid, JWK: JSON(jwk), CreatedAt: now}
-		if proven {
-			key.ProvenAt = &now
-		}
-		if err := tx.Create(&key).Error; err != nil {
-			return err
-		}
-		// The row lock keeps the agent's active keys as read here until
-		// the commit.
-		const others = "agent_uid = ? AND kid <> ? AND revoked_at IS NULL"
-		if err := tx.Model(&PublicJWK{}).Where(others, uid, pk.JWK.Kid).Pluck("kid", &revoked).Error; err != nil {
-			return err
-		}
-		if err := tx.Model(&PublicJWK{}).Where(others, uid, pk.JWK.Kid).Update("revoked_at", now).Error; err != nil {
-			return err
-		}
-		if err := replaceDirectorySignatures(tx, uid, sigs); err != nil {
-			return err
-		}
-		if err := tx.Model(&Agent{}).Where("uid = ?", uid).Update("updated_at", now).Error; err != nil {
-			return err
-		}
-		changes := make([]KeyChange, len(revoked))
-		for i, kid := range revoked {
-			changes[i] = KeyChange{Kid: kid, AgentUID: uid, Change: changeRotate, Actor: "rotation by the agent"}
-		}
-		return logChanges(tx, changes)
-	})
-	var me *middleware.Error
+// uid's directory signatures with sigs (see store.DB.Rotate), pk stored
+// as proven only when proven is set. It returns the kids it revokes (or
+// would have, had the commit failed) with any error, as the answer to the
+// request.
+func (s *Server) rotate(ctx context.Context, uid, signingKid string, pk signer.PublicKey, proven bool, sigs []store.DirectorySignature) (revoked []string, err error) {
+	revoked, err = s.db.Rotate(ctx, store.Rotation{UID: uid, SigningKid: signingKid, Kid: pk.JWK.Kid,
+		JWK: pk.JWK.MarshalPublic(), Proven: proven, Now: s.cfg.Now().UTC(), Signatures: sigs})
 	switch {
 	case err == nil:
 		return revoked, nil
-	case errors.As(err, &me):
-		return revoked, me
-	case errors.Is(err, errKeyRegistered), errors.Is(err, gorm.ErrDuplicatedKey):
+	case errors.Is(err, store.ErrNoSuchKey):
+		return revoked, middleware.Fail(middleware.CodeUnknownKey, "key %q is not a key of %s", signingKid, uid)
+	case errors.Is(err, store.ErrKeyRevoked):
+		return revoked, middleware.Fail(middleware.CodeRevokedKey, "key %q has been revoked (by a concurrent rotation)", signingKid)
+	case errors.Is(err, store.ErrKeyRegistered):
 		return revoked, &middleware.Error{Code: CodeKeyConflict,
-			Message: "the new key is already registered; generate a new key", Err: errKeyRegistered}
+			Message: "the new key is already registered; generate a new key", Err: store.ErrKeyRegistered}
 	}
-	return revoked, dbUnavailable(err)
+	return revoked, agentWriteError(uid, err)
+}
+
+// agentWriteError answers a failed write the agent uid signed: 404
+// agent_not_found when it is not registered, 403 forbidden when its
+// operator disabled it, the answer a check within the write gave, or 503
+// for a database failure.
+func agentWriteError(uid string, err error) error {
+	var me *middleware.Error
+	switch {
+	case errors.As(err, &me):
+		return me
+	case errors.Is(err, store.ErrNoSuchAgent):
+		return middleware.Fail(CodeAgentNotFound, "agent %s is not registered", uid)
+	case errors.Is(err, store.ErrAgentDisabled):
+		return errDisabled(uid)
+	}
+	return dbUnavailable(err)
 }
 
 // whoami is GET/POST /whoami: the agent that signed the request.
@@ -369,9 +298,7 @@ func (s *Server) whoami(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) proveKey(ctx context.Context, uid, kid string) {
 	ctx, cancel := s.dbContext(ctx)
 	defer cancel()
-	err := s.db.WithContext(ctx).Model(&PublicJWK{}).
-		Where("kid = ? AND agent_uid = ? AND revoked_at IS NULL AND proven_at IS NULL", kid, uid).
-		Update("proven_at", s.cfg.Now().UTC()).Error
+	err := s.db.ProveKey(ctx, uid, kid, s.cfg.Now().UTC())
 	if err != nil {
 		s.log.LogAttrs(ctx, slog.LevelWarn, "could not record a key's proof of possession", slog.String("uid", uid), slog.String("kid", kid), slog.String("cause", err.Error()))
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/refserver/store"
 	"github.com/agentid/agentid/signer"
 	"github.com/gorilla/mux"
 )
@@ -108,7 +109,7 @@ func (s *Server) compatRotate(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := s.dbContext(r.Context())
 	defer cancel()
 	if err := s.rotateAgent(ctx, a.UID, a.KeyID, kr.pk, false, nil); err != nil {
-		if errors.Is(err, errKeyRegistered) {
+		if errors.Is(err, store.ErrKeyRegistered) {
 			err = &middleware.Error{Code: CodeKeyInUse,
 				Message: "this public key is already registered (to this or another agent); a vestauth rotation cannot prove possession of the new key, so it must be a key never registered before: generate a new key",
 				Err:     err}

@@ -9,6 +9,7 @@ import (
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/refserver/dbtest"
+	"github.com/agentid/agentid/refserver/store"
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/signertest"
 	"gorm.io/gorm"
@@ -74,7 +75,7 @@ func TestCompatRotationCannotSquatAKey(t *testing.T) {
 		if r := tok.compatRotate(squatterKey2, victimKey2, tok.origin(squatter2), 300); r.status != http.StatusOK {
 			t.Fatalf("squatter's POST /rotate (token mode): %d %s", r.status, r.body)
 		}
-		adb := refserver.NewAgentDB(db)
+		adb := store.New(db)
 		token, info, err := adb.CreateInvite(ctx, "victim", 1, 0)
 		if err != nil {
 			t.Fatal(err)

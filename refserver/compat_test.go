@@ -17,6 +17,7 @@ import (
 	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/refserver/dbtest"
 	"github.com/agentid/agentid/refserver/ratelimit"
+	"github.com/agentid/agentid/refserver/store"
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/signertest"
 	"gorm.io/gorm"
@@ -458,7 +459,7 @@ func TestCompatRotateAttacks(t *testing.T) {
 // ordered by kid.
 func keyRows(t *testing.T, db *gorm.DB) []string {
 	t.Helper()
-	var rows []refserver.PublicJWK
+	var rows []store.PublicJWK
 	if err := db.Order("kid").Find(&rows).Error; err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentid/agentid/refserver/store"
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/signertest"
 )
@@ -23,7 +24,7 @@ func TestDirEntryOneHash(t *testing.T) {
 		keys = append(keys, signertest.Key(byte(0x70+i)).Public)
 	}
 	exp := time.Unix(1_900_000_000, 0).UTC()
-	rows := []DirectorySignature{
+	rows := []store.DirectorySignature{
 		{Input: `("@authority";req "content-digest");created=1;tag="x"`, Value: []byte{1, 2, 3}, ExpiresAt: exp},
 		{Input: `("@authority";req "content-digest");created=2;tag="y"`, Value: []byte{4, 5}, ExpiresAt: exp.Add(-time.Hour)},
 	}

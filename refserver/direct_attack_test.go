@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+
+	"github.com/agentid/agentid/refserver/store"
 )
 
 // rawAnswer sends the raw request text req to the server at addr on a new
@@ -43,14 +45,14 @@ func rawAnswer(t *testing.T, addr, method, req string) (int, string, string) {
 // code and body.
 func TestDirectWhoamiAttack(t *testing.T) {
 	t.Parallel()
-	db, err := OpenDB("sqlite::memory:")
+	db, err := store.OpenGorm("sqlite::memory:")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Migrate(t.Context(), db, io.Discard); err != nil {
+	if err := store.Migrate(t.Context(), db, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(Config{DB: db, Hostname: "http://agentid.test"})
+	s, err := New(Config{DB: store.New(db), Hostname: "http://agentid.test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,14 +118,14 @@ func TestDirectWhoamiAttack(t *testing.T) {
 // the respelled requests, independently of the router.
 func TestDirectWhoamiCodes(t *testing.T) {
 	t.Parallel()
-	db, err := OpenDB("sqlite::memory:")
+	db, err := store.OpenGorm("sqlite::memory:")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Migrate(t.Context(), db, io.Discard); err != nil {
+	if err := store.Migrate(t.Context(), db, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(Config{DB: db, Hostname: "http://agentid.test"})
+	s, err := New(Config{DB: store.New(db), Hostname: "http://agentid.test"})
 	if err != nil {
 		t.Fatal(err)
 	}

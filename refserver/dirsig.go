@@ -3,15 +3,14 @@ package refserver
 import (
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/refserver/store"
 	"github.com/agentid/agentid/signer"
-	"gorm.io/gorm"
 )
 
 // Bounds of the directory signatures an agent hands over.
@@ -50,7 +49,7 @@ type directorySignatureJSON struct {
 // naming the entry; nothing is stored unless all pass. The work is
 // bounded: at most MaxDirectorySignatures entries of bounded size, one
 // verification each.
-func (s *Server) checkDirectorySignatures(uid string, keys []signer.PublicKey, in []directorySignatureJSON) ([]DirectorySignature, error) {
+func (s *Server) checkDirectorySignatures(uid string, keys []signer.PublicKey, in []directorySignatureJSON) ([]store.DirectorySignature, error) {
 	if len(in) > MaxDirectorySignatures || len(in) > len(keys) {
 		return nil, middleware.Fail(CodeInvalidDirectorySignature,
 			"%d directory signatures for a directory of %d keys: at most one per key (and %d in all)", len(in), len(keys), MaxDirectorySignatures)
@@ -61,7 +60,7 @@ func (s *Server) checkDirectorySignatures(uid string, keys []signer.PublicKey, i
 	authority := uid + "." + s.service.Host
 	dir := newDirEntry(keys)
 	now := s.cfg.Now()
-	rows := make([]DirectorySignature, 0, len(in))
+	rows := make([]store.DirectorySignature, 0, len(in))
 	seen := make(map[string]bool, len(in))
 	for i, d := range in {
 		fail := func(format string, args ...any) error {
@@ -113,7 +112,7 @@ func (s *Server) checkDirectorySignatures(uid string, keys []signer.PublicKey, i
 		if err != nil {
 			return nil, fail("%s", middleware.ClientMessage(err))
 		}
-		rows = append(rows, DirectorySignature{AgentUID: uid, Kid: pk.Thumbprint, BodyDigest: dir.sum[:],
+		rows = append(rows, store.DirectorySignature{AgentUID: uid, Kid: pk.Thumbprint, BodyDigest: dir.sum[:],
 			Input: input, Value: value, CreatedAt: created.UTC(), ExpiresAt: expires.UTC()})
 	}
 	return rows, nil
@@ -164,7 +163,7 @@ type servedSignatures struct {
 // body with them (a new set of signatures is a new representation): the
 // SHA-256 of the body, each input and each value, the body's part resumed
 // from d rather than read again.
-func (d *dirEntry) headers(rows []DirectorySignature) servedSignatures {
+func (d *dirEntry) headers(rows []store.DirectorySignature) servedSignatures {
 	var in, sv strings.Builder
 	var out servedSignatures
 	h := d.hashAfterBody()
@@ -210,19 +209,7 @@ func decodeDirectorySignatures(raw json.RawMessage) (in []directorySignatureJSON
 // written and read back as the database holds it, so that a signature is
 // checked against the exact body the server will send.
 func servedKey(pk signer.PublicKey) (signer.PublicKey, error) {
-	return PublicJWK{Kid: pk.JWK.Kid, JWK: JSON(pk.JWK.MarshalPublic())}.PublicKey()
-}
-
-// replaceDirectorySignatures replaces uid's stored directory signatures
-// with rows, inside tx.
-func replaceDirectorySignatures(tx *gorm.DB, uid string, rows []DirectorySignature) error {
-	if err := tx.Where("agent_uid = ?", uid).Delete(&DirectorySignature{}).Error; err != nil {
-		return err
-	}
-	if len(rows) == 0 {
-		return nil
-	}
-	return tx.Create(&rows).Error
+	return storedKey(store.PublicJWK{Kid: pk.JWK.Kid, JWK: store.JSON(pk.JWK.MarshalPublic())})
 }
 
 // directorySignaturesResponse is the answer of PUT
@@ -273,27 +260,16 @@ func (s *Server) refreshDirectorySignatures(w http.ResponseWriter, r *http.Reque
 	}
 	ctx, cancel := s.dbContext(r.Context())
 	defer cancel()
-	var rows []DirectorySignature
-	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if err := lockAgentWrite(tx, uid); err != nil {
-			return err
-		}
-		keys, err := directoryKeys(tx, uid)
+	rows, err := s.db.ReplaceDirectorySignatures(ctx, uid, func(stored []store.PublicJWK) ([]store.DirectorySignature, error) {
+		keys, err := storedKeys(stored)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if rows, err = s.checkDirectorySignatures(uid, keys, in); err != nil {
-			return err
-		}
-		return replaceDirectorySignatures(tx, uid, rows)
+		return s.checkDirectorySignatures(uid, keys, in)
 	})
 	s.forgetDirectory(uid)
-	var me *middleware.Error
-	switch {
-	case errors.As(err, &me):
-		return me
-	case err != nil:
-		return dbUnavailable(err)
+	if err != nil {
+		return agentWriteError(uid, err)
 	}
 	out := directorySignaturesResponse{UID: uid, WellKnownURL: s.WellKnownURL(uid), Signatures: []directorySignatureState{}}
 	for _, row := range rows {

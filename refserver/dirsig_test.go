@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/refserver/dbtest"
+	"github.com/agentid/agentid/refserver/store"
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/signertest"
 	"gorm.io/gorm"
@@ -139,7 +140,7 @@ func TestDirectorySignaturesLifecycle(t *testing.T) {
 			t.Fatalf("rotate: %d %s", r.status, r.body)
 		}
 		e.verifyServed(t, uid, e.send(e.request(http.MethodGet, e.directoryURL(uid), nil)), next)
-		if n := countRows(t, e.db, &refserver.DirectorySignature{}, "agent_uid = ?", uid); n != 1 {
+		if n := countRows(t, e.db, &store.DirectorySignature{}, "agent_uid = ?", uid); n != 1 {
 			t.Errorf("%d signature rows after rotation, want 1", n)
 		}
 
@@ -149,7 +150,7 @@ func TestDirectorySignaturesLifecycle(t *testing.T) {
 			t.Fatalf("rotate: %d %s", r.status, r.body)
 		}
 		wantUnsigned(t, "after a rotation without signatures", e.send(e.request(http.MethodGet, e.directoryURL(uid), nil)))
-		if n := countRows(t, e.db, &refserver.DirectorySignature{}, "agent_uid = ?", uid); n != 0 {
+		if n := countRows(t, e.db, &store.DirectorySignature{}, "agent_uid = ?", uid); n != 0 {
 			t.Errorf("%d signature rows after an unsigned rotation, want 0", n)
 		}
 
@@ -158,7 +159,7 @@ func TestDirectorySignaturesLifecycle(t *testing.T) {
 		if r := e.send(e.refreshReq(uid, third, []dirSig{e.signDir(uid, third, []signer.JWK{third.Public.JWK}, now, time.Hour)}, now)); r.status != http.StatusOK {
 			t.Fatalf("refresh: %d %s", r.status, r.body)
 		}
-		if err := e.db.Model(&refserver.DirectorySignature{}).Where("agent_uid = ?", uid).Update("body_digest", make([]byte, 32)).Error; err != nil {
+		if err := e.db.Model(&store.DirectorySignature{}).Where("agent_uid = ?", uid).Update("body_digest", make([]byte, 32)).Error; err != nil {
 			t.Fatal(err)
 		}
 		clock.Advance(time.Second) // past the rendered-directory cache
@@ -166,7 +167,7 @@ func TestDirectorySignaturesLifecycle(t *testing.T) {
 		if r := e.send(e.refreshReq(uid, third, []dirSig{}, clock.Now())); r.status != http.StatusOK {
 			t.Fatalf("empty refresh: %d %s", r.status, r.body)
 		}
-		if n := countRows(t, e.db, &refserver.DirectorySignature{}, "agent_uid = ?", uid); n != 0 {
+		if n := countRows(t, e.db, &store.DirectorySignature{}, "agent_uid = ?", uid); n != 0 {
 			t.Errorf("%d signature rows after an empty refresh, want 0", n)
 		}
 	})
@@ -304,7 +305,7 @@ func TestDirectorySignaturesVestauthCompat(t *testing.T) {
 			t.Fatalf("vestauth rotate: %d %s", r.status, r.body)
 		}
 		wantUnsigned(t, "after vestauth's rotate", e.send(e.request(http.MethodGet, e.directoryURL(uid), nil)))
-		if n := countRows(t, e.db, &refserver.DirectorySignature{}, "agent_uid = ?", uid); n != 0 {
+		if n := countRows(t, e.db, &store.DirectorySignature{}, "agent_uid = ?", uid); n != 0 {
 			t.Errorf("%d signature rows after vestauth's rotate, want 0", n)
 		}
 	})

@@ -7,17 +7,18 @@ import (
 	"net/http/httptest"
 
 	"github.com/agentid/agentid/refserver"
+	"github.com/agentid/agentid/refserver/store"
 )
 
 func Example() {
-	db, err := refserver.OpenDB("sqlite::memory:")
+	db, err := store.OpenGorm("sqlite::memory:")
 	if err != nil {
 		panic(err)
 	}
-	if err := refserver.Migrate(context.Background(), db, nil); err != nil {
+	if err := store.Migrate(context.Background(), db, nil); err != nil {
 		panic(err)
 	}
-	srv, err := refserver.New(refserver.Config{DB: db, Hostname: "http://localhost:3000"})
+	srv, err := refserver.New(refserver.Config{DB: store.New(db), Hostname: "http://localhost:3000"})
 	if err != nil {
 		panic(err)
 	}

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/refserver/store"
 	"github.com/agentid/agentid/signer"
-	"gorm.io/gorm"
 )
 
 // health is GET / : liveness, no database access.
@@ -31,7 +31,7 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
-	if err := pingDB(ctx, s.db); err != nil {
+	if err := s.db.Ping(ctx); err != nil {
 		return dbUnavailable(err)
 	}
 	return writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -49,7 +49,7 @@ type dirEntry struct {
 	after  []byte            // the SHA-256 state after body (MarshalBinary), for the signed ETag
 	etag   string
 	digest string // Content-Digest of body
-	sigs   []DirectorySignature
+	sigs   []store.DirectorySignature
 	signed servedSignatures // sigs as header values
 }
 
@@ -117,7 +117,7 @@ func (d *dirEntry) unexpired(now time.Time) (servedSignatures, bool) {
 	if now.Before(d.signed.expires) {
 		return d.signed, true
 	}
-	live := make([]DirectorySignature, 0, len(d.sigs))
+	live := make([]store.DirectorySignature, 0, len(d.sigs))
 	for _, r := range d.sigs {
 		if now.Before(r.ExpiresAt) {
 			live = append(live, r)
@@ -142,15 +142,12 @@ func (s *Server) renderDirectory(ctx context.Context, uid string) (dirEntry, err
 	ch := s.dirGroup.DoChan(uid, func() (any, error) {
 		qctx, cancel := s.dbContext(context.WithoutCancel(ctx))
 		defer cancel()
-		db := s.db.WithContext(qctx)
-		keys, err := directoryKeys(db, uid)
+		keys, err := s.directoryKeys(qctx, uid)
 		if err != nil {
 			return dirEntry{}, err
 		}
 		d := newDirEntry(keys)
-		err = db.Where("agent_uid = ? AND body_digest = ? AND expires_at > ?", uid, d.sum[:], s.cfg.Now().UTC()).
-			Order("id").Limit(MaxDirectorySignatures).Find(&d.sigs).Error
-		if err != nil {
+		if d.sigs, err = s.db.DirectorySignatures(qctx, uid, d.sum[:], s.cfg.Now(), MaxDirectorySignatures); err != nil {
 			return dirEntry{}, dbUnavailable(err)
 		}
 		if len(d.sigs) > 0 {
@@ -236,26 +233,22 @@ func etagMatches(headers []string, etag string) bool {
 // not a 404: a verifier keeps a key set it has through a 404, which is
 // what an outage looks like, but drops it on an empty one, so disabling an
 // agent reaches third parties as promptly as a revocation does.
-func directoryKeys(db *gorm.DB, uid string) ([]signer.PublicKey, error) {
-	var rows []PublicJWK
-	err := db.Where("agent_uid = ? AND revoked_at IS NULL", uid).
-		Where("EXISTS (SELECT 1 FROM agents WHERE agents.uid = public_jwks.agent_uid AND agents.disabled_at IS NULL)").
-		Order("created_at, id").Find(&rows).Error
+func (s *Server) directoryKeys(ctx context.Context, uid string) ([]signer.PublicKey, error) {
+	rows, err := s.db.DirectoryKeys(ctx, uid)
+	if errors.Is(err, store.ErrNoSuchAgent) {
+		return nil, middleware.Fail(CodeAgentNotFound, "agent %s is not registered", uid)
+	}
 	if err != nil {
 		return nil, dbUnavailable(err)
 	}
-	if len(rows) == 0 {
-		var n int64
-		if err := db.Model(&Agent{}).Where("uid = ?", uid).Count(&n).Error; err != nil {
-			return nil, dbUnavailable(err)
-		}
-		if n == 0 {
-			return nil, middleware.Fail(CodeAgentNotFound, "agent %s is not registered", uid)
-		}
-	}
+	return storedKeys(rows)
+}
+
+// storedKeys parses the stored JWKs of rows (see storedKey).
+func storedKeys(rows []store.PublicJWK) ([]signer.PublicKey, error) {
 	keys := make([]signer.PublicKey, 0, len(rows))
 	for _, row := range rows {
-		pk, err := row.PublicKey()
+		pk, err := storedKey(row)
 		if err != nil {
 			return nil, err
 		}
@@ -263,5 +256,3 @@ func directoryKeys(db *gorm.DB, uid string) ([]signer.PublicKey, error) {
 	}
 	return keys, nil
 }
-
-func isNotFound(err error) bool { return errors.Is(err, gorm.ErrRecordNotFound) }

@@ -12,6 +12,7 @@ import (
 	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/refserver/dbtest"
 	"github.com/agentid/agentid/refserver/replaypg"
+	"github.com/agentid/agentid/refserver/store"
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/signertest"
 )
@@ -26,14 +27,14 @@ import (
 func TestLongNoncesOnPostgres(t *testing.T) {
 	t.Parallel()
 	db := dbtest.Open(t, dbtest.PostgresURL(t))
-	if err := refserver.Migrate(t.Context(), db, nil); err != nil {
+	if err := store.Migrate(t.Context(), db, nil); err != nil {
 		t.Fatal(err)
 	}
-	store, err := replaypg.New(replaypg.Config{DB: db})
+	replay, err := replaypg.New(replaypg.Config{DB: db})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := newTestEnvConfig(t, db, "", func(c *refserver.Config) { c.Replay = store })
+	e := newTestEnvConfig(t, db, "", func(c *refserver.Config) { c.Replay = replay })
 	good, hostile := signertest.Key(91), signertest.Key(92)
 	goodUID, hostileUID := e.register(good), e.register(hostile)
 

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/refserver/store"
 )
 
 func TestRecoverPanics(t *testing.T) {
@@ -107,14 +108,14 @@ func TestEtagMatches(t *testing.T) {
 // request goes to the router.
 func TestDirectWhoami(t *testing.T) {
 	t.Parallel()
-	db, err := OpenDB("sqlite::memory:")
+	db, err := store.OpenGorm("sqlite::memory:")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Migrate(t.Context(), db, io.Discard); err != nil {
+	if err := store.Migrate(t.Context(), db, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(Config{DB: db, Hostname: "http://agentid.test"})
+	s, err := New(Config{DB: store.New(db), Hostname: "http://agentid.test"})
 	if err != nil {
 		t.Fatal(err)
 	}

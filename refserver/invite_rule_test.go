@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/refserver/dbtest"
+	"github.com/agentid/agentid/refserver/store"
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/signertest"
 	"gorm.io/gorm"
@@ -34,8 +35,8 @@ func TestInvitationRuleWhateverTheKey(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		ctx := context.Background()
 		e := newTestEnvConfig(t, db, "", func(c *refserver.Config) { c.Registration = refserver.RegistrationToken })
-		adb := refserver.NewAgentDB(db)
-		invite := func(uses int64, ttl time.Duration) (string, refserver.InviteInfo) {
+		adb := store.New(db)
+		invite := func(uses int64, ttl time.Duration) (string, store.InviteInfo) {
 			t.Helper()
 			tok, info, err := adb.CreateInvite(ctx, "", uses, ttl)
 			if err != nil {
@@ -117,7 +118,7 @@ func TestInvitationRuleWhateverTheKey(t *testing.T) {
 				}
 			}
 		}
-		if n := countRows(t, db, &refserver.Agent{}); n != 2 {
+		if n := countRows(t, db, &store.Agent{}); n != 2 {
 			t.Errorf("agents = %d, want 2", n)
 		}
 	})

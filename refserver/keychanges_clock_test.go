@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/refserver/dbtest"
+	"github.com/agentid/agentid/refserver/store"
 	"github.com/agentid/agentid/signer/signertest"
 	"gorm.io/gorm"
 )
@@ -42,7 +43,7 @@ func TestChangeLogPruneIgnoresAppClocks(t *testing.T) {
 			}
 
 			// The operator's machine, its clock skewed, revokes the key.
-			if _, changed, err := refserver.NewAgentDB(skewedDB(db, skew)).RevokeKey(ctx, uid, key.KeyID(), "test operator"); err != nil || !changed {
+			if _, changed, err := store.New(skewedDB(db, skew)).RevokeKey(ctx, uid, key.KeyID(), "test operator"); err != nil || !changed {
 				t.Fatalf("skew %v: RevokeKey: changed %v, %v", skew, changed, err)
 			}
 			// Rows this machine (the database's) dated 2 h and 30 min ago:
@@ -50,7 +51,7 @@ func TestChangeLogPruneIgnoresAppClocks(t *testing.T) {
 			now := time.Now().UTC()
 			old, recent := fmt.Sprint("old-", i), fmt.Sprint("recent-", i)
 			for kid, at := range map[string]time.Time{old: now.Add(-2 * time.Hour), recent: now.Add(-30 * time.Minute)} {
-				if err := db.Create(&refserver.KeyChange{Kid: kid, AgentUID: uid, Change: "revoke", Actor: "test", CreatedAt: at}).Error; err != nil {
+				if err := db.Create(&store.KeyChange{Kid: kid, AgentUID: uid, Change: "revoke", Actor: "test", CreatedAt: at}).Error; err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -65,7 +66,7 @@ func TestChangeLogPruneIgnoresAppClocks(t *testing.T) {
 			}
 			for kid, want := range map[string]int64{key.KeyID(): 1, old: 0, recent: 1} {
 				var n int64
-				if err := db.Model(&refserver.KeyChange{}).Where("kid = ?", kid).Count(&n).Error; err != nil {
+				if err := db.Model(&store.KeyChange{}).Where("kid = ?", kid).Count(&n).Error; err != nil {
 					t.Fatal(err)
 				}
 				if n != want {

@@ -13,6 +13,7 @@ import (
 	"github.com/agentid/agentid/middleware/metrics"
 	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/refserver/dbtest"
+	"github.com/agentid/agentid/refserver/store"
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/signertest"
 	"gorm.io/gorm"
@@ -184,7 +185,7 @@ func TestKeyChangeLogOrder(t *testing.T) {
 			var last uint64
 			for {
 				var ids []uint64
-				if err := db.Model(&refserver.KeyChange{}).Where("id > ?", last).Order("id").Pluck("id", &ids).Error; err != nil {
+				if err := db.Model(&store.KeyChange{}).Where("id > ?", last).Order("id").Pluck("id", &ids).Error; err != nil {
 					readerDone <- err
 					return
 				}
@@ -216,7 +217,7 @@ func TestKeyChangeLogOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 		var all []uint64
-		if err := db.Model(&refserver.KeyChange{}).Order("id").Pluck("id", &all).Error; err != nil {
+		if err := db.Model(&store.KeyChange{}).Order("id").Pluck("id", &all).Error; err != nil {
 			t.Fatal(err)
 		}
 		if len(all) != agents {
@@ -229,7 +230,7 @@ func TestKeyChangeLogOrder(t *testing.T) {
 		if len(seen) > 0 {
 			last = seen[len(seen)-1]
 		}
-		db.Model(&refserver.KeyChange{}).Where("id > ?", last).Order("id").Pluck("id", &tail)
+		db.Model(&store.KeyChange{}).Where("id > ?", last).Order("id").Pluck("id", &tail)
 		seen = append(seen, tail...)
 		if len(seen) != len(all) {
 			t.Errorf("a reader following the log saw ids %v, the log holds %v: a row committed behind the reader", seen, all)
@@ -431,7 +432,7 @@ func TestDeleteAgentsLogsChanges(t *testing.T) {
 			if _, err := ks.Key(ctx, e.keySet(uid), key.KeyID()); err != nil {
 				t.Fatal(err)
 			}
-			adb, err := refserver.OpenAgentDB(ctx, url)
+			adb, err := store.Open(ctx, url)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -566,7 +567,7 @@ func TestNotifyWakesReaders(t *testing.T) {
 	// The listener is back within about a second; the next change wakes B.
 	time.Sleep(1500 * time.Millisecond)
 	before = kb.ChangeReads()
-	adb := refserver.NewAgentDB(dbA)
+	adb := store.New(dbA)
 	if _, _, err := adb.SetAgentDisabled(context.Background(), uid, true, "test"); err != nil {
 		t.Fatal(err)
 	}

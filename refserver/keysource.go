@@ -13,7 +13,8 @@ import (
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/lru"
 	"golang.org/x/sync/singleflight"
-	"gorm.io/gorm"
+
+	"github.com/agentid/agentid/refserver/store"
 )
 
 // Key cache bounds of the database key source.
@@ -28,12 +29,6 @@ const (
 	// DefaultKeyCacheSize is how many keys the database key source caches
 	// when Config.KeyCacheSize is 0.
 	DefaultKeyCacheSize = 100_000
-	// KeyCacheEntryBytes is about the memory one cached key takes: 2,044
-	// bytes measured by BenchmarkKeyCacheEntryBytes (the entry, its uid
-	// and JWK strings, the cache's bookkeeping, and most of it the
-	// expanded form of the Ed25519 key that makes each verification
-	// cheaper). DefaultKeyCacheSize keys take about 200 MB.
-	KeyCacheEntryBytes = 2048
 )
 
 // Bounds of the server's short-lived caches; past one, the least recently
@@ -45,7 +40,7 @@ const (
 	maxUnknownKeys = 10_000
 )
 
-// DBKeySource is a middleware.KeySource over the server's database: it
+// keySource is a middleware.KeySource over the server's database: it
 // resolves the keys of this server's own agents with one indexed query and
 // no HTTP call.
 //
@@ -57,7 +52,8 @@ const (
 // revoked (or an agent disabled) through any instance is refused by every
 // instance within 1 s, even when the log cannot be read (lookups then read
 // the database each time). The cache holds at most Config.KeyCacheSize
-// keys (least recently used dropped first; KeyCacheEntryBytes each).
+// keys (least recently used dropped first; see docs/benchmarks.md for
+// the memory one takes).
 // Concurrent lookups of one uncached kid share one query. A kid that no
 // agent holds is remembered as unknown for Config.KeyCacheTTL (at most
 // 10,000 such kids), so requests with made-up kids cost at most one query
@@ -68,8 +64,8 @@ const (
 // this instance holds of the kids it adds or revokes (cached entries and
 // lookups in flight) when it commits.
 // It is safe for concurrent use.
-type DBKeySource struct {
-	db      *gorm.DB
+type keySource struct {
+	db      *store.DB
 	service signer.ServiceURL
 	timeout time.Duration
 
@@ -101,19 +97,9 @@ type keyEntry struct {
 	disabled bool
 }
 
-// NewDBKeySource returns an uncached key source for the agents of the
-// service at hostname (as Config.Hostname).
-func NewDBKeySource(db *gorm.DB, hostname string) (*DBKeySource, error) {
-	service, err := ParseHostname(hostname)
-	if err != nil {
-		return nil, err
-	}
-	return newDBKeySource(keySourceConfig{db: db, service: service, timeout: DefaultDBTimeout}), nil
-}
-
-// keySourceConfig configures newDBKeySource.
+// keySourceConfig configures newKeySource.
 type keySourceConfig struct {
-	db         *gorm.DB
+	db         *store.DB
 	service    signer.ServiceURL
 	timeout    time.Duration
 	unknownTTL time.Duration // 0: no cache at all
@@ -124,8 +110,8 @@ type keySourceConfig struct {
 	manualSync bool
 }
 
-func newDBKeySource(c keySourceConfig) *DBKeySource {
-	k := &DBKeySource{db: c.db, service: c.service, timeout: c.timeout, observe: c.observe,
+func newKeySource(c keySourceConfig) *keySource {
+	k := &keySource{db: c.db, service: c.service, timeout: c.timeout, observe: c.observe,
 		originPrefix: c.service.Scheme + "://", unproven: lru.New[string, struct{}](maxUnknownKeys, 0, nil)}
 	if c.unknownTTL > 0 {
 		if c.size <= 0 {
@@ -144,7 +130,7 @@ func newDBKeySource(c keySourceConfig) *DBKeySource {
 
 // applyChanges drops what this instance holds of the keys and agents rows
 // name.
-func (k *DBKeySource) applyChanges(rows []KeyChange) {
+func (k *keySource) applyChanges(rows []store.KeyChange) {
 	for _, r := range rows {
 		if r.Kid != "" {
 			k.forget(r.Kid)
@@ -156,7 +142,7 @@ func (k *DBKeySource) applyChanges(rows []KeyChange) {
 }
 
 // purge drops every cached verdict.
-func (k *DBKeySource) purge() {
+func (k *keySource) purge() {
 	k.cache.Purge() // bumps the generation lookups in flight cache under
 	k.unknown.Purge()
 }
@@ -173,7 +159,7 @@ func (k *DBKeySource) purge() {
 // active key of that uid (else signer.ErrUnknownKey, or
 // signer.ErrRevokedKey for a revoked one). A database failure is a
 // *middleware.Error with 503 database_unavailable.
-func (k *DBKeySource) Key(ctx context.Context, set signer.KeySet, keyID string) (signer.PublicKey, error) {
+func (k *keySource) Key(ctx context.Context, set signer.KeySet, keyID string) (signer.PublicKey, error) {
 	uid, err := k.agentOf(set)
 	if err != nil {
 		return signer.PublicKey{}, err
@@ -201,7 +187,7 @@ func (k *DBKeySource) Key(ctx context.Context, set signer.KeySet, keyID string) 
 // KeyCached implements middleware.KeyCache: it reports whether Key would
 // answer without a database query (a refused key set or keyid, or a kid
 // whose verdict is cached).
-func (k *DBKeySource) KeyCached(set signer.KeySet, keyID string) bool {
+func (k *keySource) KeyCached(set signer.KeySet, keyID string) bool {
 	if _, err := k.agentOf(set); err != nil || keyID == "" || len(keyID) > 64 {
 		return true
 	}
@@ -217,7 +203,7 @@ func (k *DBKeySource) KeyCached(set signer.KeySet, keyID string) bool {
 
 // agentOf returns the uid of the agent whose key set set is, or why set
 // is refused.
-func (k *DBKeySource) agentOf(set signer.KeySet) (string, error) {
+func (k *keySource) agentOf(set signer.KeySet) (string, error) {
 	if set.IsZero() {
 		return "", fmt.Errorf("%w: a Signature-Agent naming %s://<uid>.%s is required", signer.ErrUntrustedAgent, k.service.Scheme, k.service.Host)
 	}
@@ -237,7 +223,7 @@ func (k *DBKeySource) agentOf(set signer.KeySet) (string, error) {
 }
 
 // lookup returns kid's row verdict from the cache or the database.
-func (k *DBKeySource) lookup(ctx context.Context, kid string) (keyEntry, bool, error) {
+func (k *keySource) lookup(ctx context.Context, kid string) (keyEntry, bool, error) {
 	if k.cache == nil {
 		return k.query(ctx, kid)
 	}
@@ -270,7 +256,7 @@ func (k *DBKeySource) lookup(ctx context.Context, kid string) (keyEntry, bool, e
 // result arrives on the channel. One query per kid runs at a time, on a
 // context that outlives any one caller (each caller still gives up on its
 // own ctx).
-func (k *DBKeySource) load(ctx context.Context, kid string, cache bool) <-chan singleflight.Result {
+func (k *keySource) load(ctx context.Context, kid string, cache bool) <-chan singleflight.Result {
 	// Read before the query: a change applied meanwhile (a rotation
 	// through this instance, a row of the change log, a purge) bumps them,
 	// and the (possibly stale) answer is then not cached.
@@ -293,27 +279,12 @@ type lookupResult struct {
 	found bool
 }
 
-// keyRow is what query reads of a kid: its key row and its agent's
-// disabled_at.
-type keyRow struct {
-	AgentUID   string     `gorm:"column:agent_uid"`
-	JWK        JSON       `gorm:"column:jwk"`
-	Kid        string     `gorm:"column:kid"`
-	RevokedAt  *time.Time `gorm:"column:revoked_at"`
-	ProvenAt   *time.Time `gorm:"column:proven_at"`
-	DisabledAt *time.Time `gorm:"column:disabled_at"`
-}
-
 // query reads kid's row, with its agent's state, in one indexed query.
-func (k *DBKeySource) query(ctx context.Context, kid string) (keyEntry, bool, error) {
+func (k *keySource) query(ctx context.Context, kid string) (keyEntry, bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, k.timeout)
 	defer cancel()
-	var row keyRow
-	err := k.db.WithContext(ctx).Table("public_jwks").
-		Select("public_jwks.agent_uid, public_jwks.jwk, public_jwks.kid, public_jwks.revoked_at, public_jwks.proven_at, agents.disabled_at").
-		Joins("JOIN agents ON agents.uid = public_jwks.agent_uid").
-		Where("public_jwks.kid = ?", kid).Take(&row).Error
-	if isNotFound(err) {
+	row, err := k.db.LookupKey(ctx, kid)
+	if errors.Is(err, store.ErrNoSuchKey) {
 		return keyEntry{}, false, nil
 	}
 	if err != nil {
@@ -325,17 +296,27 @@ func (k *DBKeySource) query(ctx context.Context, kid string) (keyEntry, bool, er
 		k.sawUnproven.Store(true)
 	}
 	if !e.revoked && !e.disabled {
-		if e.pk, err = (PublicJWK{Kid: row.Kid, JWK: row.JWK}).PublicKey(); err != nil {
+		if e.pk, err = storedKey(store.PublicJWK{Kid: row.Kid, JWK: row.JWK}); err != nil {
 			return keyEntry{}, false, err
 		}
 	}
 	return e, true, nil
 }
 
+// storedKey parses a stored JWK; it fails, with 500 internal_error, only
+// on corrupt rows.
+func storedKey(row store.PublicJWK) (signer.PublicKey, error) {
+	pk, err := row.PublicKey()
+	if err != nil {
+		return signer.PublicKey{}, &middleware.Error{Code: middleware.CodeInternal, Message: "internal error", Err: err}
+	}
+	return pk, nil
+}
+
 // mayBeUnproven reports whether kid, which just verified a request, was
 // an unproven key when a lookup of this instance last read it (see
 // unproven); until a lookup has met one, it reads nothing.
-func (k *DBKeySource) mayBeUnproven(kid string) bool {
+func (k *keySource) mayBeUnproven(kid string) bool {
 	if !k.sawUnproven.Load() {
 		return false
 	}
@@ -348,7 +329,7 @@ func (k *DBKeySource) mayBeUnproven(kid string) bool {
 // have: a failed commit may have committed): their cached keys and unknown
 // verdicts, and any lookup of them in flight, whose answer, read before the change, then reaches
 // neither the cache nor the lookups that begin after forget returns.
-func (k *DBKeySource) forget(kids ...string) {
+func (k *keySource) forget(kids ...string) {
 	for _, kid := range kids {
 		if k.cache != nil {
 			k.cache.Remove(kid) // bumps the generation a lookup in flight caches under
@@ -364,6 +345,6 @@ func (k *DBKeySource) forget(kids ...string) {
 var errAgentDisabled = errors.New("refserver: agent disabled")
 
 var (
-	_ middleware.KeySource = (*DBKeySource)(nil)
-	_ middleware.KeyCache  = (*DBKeySource)(nil)
+	_ middleware.KeySource = (*keySource)(nil)
+	_ middleware.KeyCache  = (*keySource)(nil)
 )

@@ -14,6 +14,7 @@ import (
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/refserver/dbtest"
+	"github.com/agentid/agentid/refserver/store"
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/signertest"
 	"gorm.io/gorm"
@@ -28,7 +29,7 @@ func TestDBKeySource(t *testing.T) {
 		if r := e.send(e.rotateReq(uid, k1, k2)); r.status != 200 {
 			t.Fatalf("rotate: %d %s", r.status, r.body)
 		}
-		ks, err := refserver.NewDBKeySource(e.db, e.base)
+		ks, err := refserver.NewDBKeySource(store.New(e.db), e.base)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -48,13 +48,13 @@ func loopbackBackends(b *testing.B, fn func(b *testing.B, e *testEnv)) {
 	}
 	b.Run("postgres", func(b *testing.B) {
 		db := dbtest.Open(b, dbtest.PostgresURL(b))
-		store, err := replaypg.New(replaypg.Config{DB: db})
+		replay, err := replaypg.New(replaypg.Config{DB: db})
 		if err != nil {
 			b.Fatal(err)
 		}
 		fn(b, newTestEnvConfig(b, db, "", func(c *refserver.Config) {
 			production(c)
-			c.Replay = store
+			c.Replay = replay
 		}))
 	})
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/agentid/agentid/middleware/status"
 	"github.com/agentid/agentid/refserver/ratelimit"
 	"github.com/agentid/agentid/refserver/replaypg"
-	"gorm.io/gorm"
+	"github.com/agentid/agentid/refserver/store"
 )
 
 // Replay store kinds of Options.ReplayStore.
@@ -41,7 +41,7 @@ const (
 // Options are the settings of a running reference server, as
 // `idcli server start` takes them. DatabaseURL is required.
 type Options struct {
-	// DatabaseURL names the database (see OpenDB). Required.
+	// DatabaseURL names the database (see store.OpenGorm). Required.
 	DatabaseURL string
 	// Hostname is the public base URL with scheme (see Config.Hostname). If
 	// "", http://localhost:<the port listened on>.
@@ -54,7 +54,7 @@ type Options struct {
 	Listener net.Listener
 	// Migrate applies pending migrations before serving, printing their
 	// lines to MigrationLog (nil for none). If false, a database with
-	// pending migrations is refused (ErrNotMigrated), except an in-memory
+	// pending migrations is refused (store.ErrNotMigrated), except an in-memory
 	// SQLite database, which Open always migrates since no other process
 	// can reach it.
 	Migrate      bool
@@ -111,7 +111,7 @@ type Instance struct {
 	ln              net.Listener
 	ms              *http.Server // serves /metrics on mln; nil without
 	mln             net.Listener
-	db              *gorm.DB
+	db              *store.DB
 	stopReplay      func()
 	shutdownTimeout time.Duration
 	closeOnce       sync.Once
@@ -119,8 +119,8 @@ type Instance struct {
 
 // Open opens the database of o.DatabaseURL, checks (or applies) its
 // migrations, builds the server with its replay store, rate limit and
-// metrics, and listens. Database failures are *DBError (ErrNotMigrated
-// when migrations are pending); a listen failure wraps the system error
+// metrics, and listens. Database failures are *store.DBError
+// (store.ErrNotMigrated when migrations are pending); a listen failure wraps the system error
 // (errors.Is(err, syscall.EADDRINUSE) for a busy port). Call Serve to
 // serve, or Close to give up.
 func Open(ctx context.Context, o Options) (_ *Instance, err error) {
@@ -146,22 +146,18 @@ func Open(ctx context.Context, o Options) (_ *Instance, err error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 
-	if in.db, err = OpenDB(o.DatabaseURL); err != nil {
-		return nil, explainDB(o.DatabaseURL, err)
+	if in.db, err = store.Open(ctx, o.DatabaseURL); err != nil {
+		return nil, err
 	}
-	pending, err := Pending(ctx, in.db)
-	if err != nil {
-		return nil, explainDB(o.DatabaseURL, err)
-	}
-	if len(pending) > 0 {
-		if path, _ := SQLitePath(o.DatabaseURL); !o.Migrate && path != InMemory {
-			return nil, &DBError{Kind: ErrNotMigrated,
-				Cause: fmt.Sprintf("the database is not migrated (%d pending migrations)", len(pending)),
-				Fix:   "migrate it first"}
-		}
-		if err := migrateExplained(ctx, in.db, o.MigrationLog); err != nil {
+	if err := in.db.CheckMigrated(ctx); errors.Is(err, store.ErrNotMigrated) {
+		if path, _ := store.SQLitePath(o.DatabaseURL); !o.Migrate && path != store.InMemory {
 			return nil, err
 		}
+		if err := in.db.Migrate(ctx, o.MigrationLog); err != nil {
+			return nil, err
+		}
+	} else if err != nil {
+		return nil, err
 	}
 
 	if in.ln == nil {
@@ -195,17 +191,17 @@ func Open(ctx context.Context, o Options) (_ *Instance, err error) {
 		cfg.Status = status.New(status.Config{Title: "agentid server status", Now: cfg.Now})
 	}
 	if replayShared {
-		rc := replaypg.Config{DB: in.db, Logger: logger}
+		rc := replaypg.Config{DB: in.db.Gorm(), Logger: logger}
 		if cfg.Metrics != nil {
 			// The store's inserts bypass gorm's callbacks: timed here.
 			rc.ObserveStatement = cfg.Metrics.ObserveDBQuery
 		}
-		store, err := replaypg.New(rc)
+		replay, err := replaypg.New(rc)
 		if err != nil {
 			return nil, err
 		}
-		in.stopReplay = store.Start(context.WithoutCancel(ctx))
-		cfg.Replay = store
+		in.stopReplay = replay.Start(context.WithoutCancel(ctx))
+		cfg.Replay = replay
 	} // else New's default: one in-memory store
 	if o.RegisterLimit != nil {
 		if cfg.RegisterLimit, err = ratelimit.New(*o.RegisterLimit); err != nil {
@@ -330,7 +326,7 @@ func (in *Instance) release() {
 			in.Server.Close()
 		}
 		if in.db != nil {
-			closeDB(in.db)
+			in.db.Close()
 		}
 	})
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/refserver/dbtest"
+	"github.com/agentid/agentid/refserver/store"
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/agent"
 	"github.com/agentid/agentid/signer/signertest"
@@ -41,10 +42,10 @@ func TestOpenServesAndShutsDown(t *testing.T) {
 	opts := refserver.Options{DatabaseURL: "sqlite://" + path, Addr: "127.0.0.1:0"}
 
 	// Not migrated: refused, naming the kind.
-	if _, _, err := refserver.CreateDatabase(context.Background(), opts.DatabaseURL); err != nil {
+	if _, _, err := store.CreateDatabase(context.Background(), opts.DatabaseURL); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := refserver.Open(context.Background(), opts); !errors.Is(err, refserver.ErrNotMigrated) {
+	if _, err := refserver.Open(context.Background(), opts); !errors.Is(err, store.ErrNotMigrated) {
 		t.Fatalf("Open on an unmigrated database = %v; want ErrNotMigrated", err)
 	}
 
@@ -80,7 +81,7 @@ func TestOpenServesAndShutsDown(t *testing.T) {
 		t.Error("the server still answers after Serve returned")
 	}
 	// The database was released: it can be dropped.
-	if _, dropped, err := refserver.DropDatabase(context.Background(), opts.DatabaseURL); err != nil || !dropped {
+	if _, dropped, err := store.DropDatabase(context.Background(), opts.DatabaseURL); err != nil || !dropped {
 		t.Errorf("DropDatabase after Serve = %v, %v", dropped, err)
 	}
 }
@@ -148,8 +149,8 @@ func TestOpenFailures(t *testing.T) {
 		want error
 	}{
 		{"busy port", refserver.Options{DatabaseURL: "sqlite::memory:", Addr: busy.Addr().String()}, syscall.EADDRINUSE},
-		{"unreachable database", refserver.Options{DatabaseURL: "postgres://postgres@127.0.0.1:1/agentid?connect_timeout=2"}, refserver.ErrDatabaseUnreachable},
-		{"unsupported database", refserver.Options{DatabaseURL: "mysql://localhost/x"}, refserver.ErrUnsupportedDatabaseURL},
+		{"unreachable database", refserver.Options{DatabaseURL: "postgres://postgres@127.0.0.1:1/agentid?connect_timeout=2"}, store.ErrDatabaseUnreachable},
+		{"unsupported database", refserver.Options{DatabaseURL: "mysql://localhost/x"}, store.ErrUnsupportedDatabaseURL},
 		{"bad hostname", refserver.Options{DatabaseURL: "sqlite::memory:", Addr: "127.0.0.1:0", Hostname: "agentid.test"}, nil},
 		{"bad replay store", refserver.Options{DatabaseURL: "sqlite::memory:", ReplayStore: "redis"}, refserver.ErrUnknownReplayStore},
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/refserver/store"
 	"github.com/gorilla/mux"
 )
 
@@ -81,14 +82,14 @@ func readOpenAPI(t *testing.T) openAPI {
 // which methods it allows (a 405's Allow header); each must be documented.
 func TestOpenAPICoversRouter(t *testing.T) {
 	doc := readOpenAPI(t)
-	db, err := OpenDB("sqlite::memory:")
+	db, err := store.OpenGorm("sqlite::memory:")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Migrate(context.Background(), db, io.Discard); err != nil {
+	if err := store.Migrate(context.Background(), db, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(Config{DB: db, Hostname: "http://agentid.test"})
+	s, err := New(Config{DB: store.New(db), Hostname: "http://agentid.test"})
 	if err != nil {
 		t.Fatal(err)
 	}

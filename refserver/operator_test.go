@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/refserver/dbtest"
+	"github.com/agentid/agentid/refserver/store"
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/signertest"
 	"gorm.io/gorm"
@@ -66,7 +67,7 @@ func TestOperatorChangesAcrossInstances(t *testing.T) {
 			}
 			check("before any change (both cache k2)", k2, 200, "", 200)
 
-			adb, err := refserver.OpenAgentDB(ctx, url)
+			adb, err := store.Open(ctx, url)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -122,10 +123,10 @@ func TestOperatorChangesAcrossInstances(t *testing.T) {
 			}
 
 			// Wrong targets: named errors, nothing changed.
-			if _, _, err := adb.RevokeKey(ctx, uid, other.KeyID(), actor); !errors.Is(err, refserver.ErrNoSuchKey) {
+			if _, _, err := adb.RevokeKey(ctx, uid, other.KeyID(), actor); !errors.Is(err, store.ErrNoSuchKey) {
 				t.Errorf("revoke another agent's key through uid: %v, want ErrNoSuchKey", err)
 			}
-			if _, _, err := adb.SetAgentDisabled(ctx, "agent-aaaaaaaaaaaaaaaaaaaaaaaa", true, actor); !errors.Is(err, refserver.ErrNoSuchAgent) {
+			if _, _, err := adb.SetAgentDisabled(ctx, "agent-aaaaaaaaaaaaaaaaaaaaaaaa", true, actor); !errors.Is(err, store.ErrNoSuchAgent) {
 				t.Errorf("disable an unknown agent: %v, want ErrNoSuchAgent", err)
 			}
 			if r := b.send(b.whoamiReq(http.MethodGet, otherUID, other)); r.status != http.StatusOK {
@@ -168,7 +169,7 @@ func TestRegistrationModes(t *testing.T) {
 		}
 
 		tok := open.sibling(db, func(c *refserver.Config) { c.Registration = refserver.RegistrationToken })
-		adb := refserver.NewAgentDB(db)
+		adb := store.New(db)
 		token, info, err := adb.CreateInvite(ctx, "for test", 2, time.Hour)
 		if err != nil {
 			t.Fatal(err)
@@ -203,7 +204,7 @@ func TestRegistrationModes(t *testing.T) {
 		dup := inviteReq(signertest.Key(153), token, true)
 		dup.Header.Add(signer.InviteHeader, token)
 		tok.send(dup).wantError(t, "token: two Agentid-Invite headers", http.StatusBadRequest, "invalid_request")
-		if n := countRows(t, db, &refserver.Agent{}); n != 1 {
+		if n := countRows(t, db, &store.Agent{}); n != 1 {
 			t.Fatalf("agents after refused registrations = %d, want 1", n)
 		}
 
@@ -236,7 +237,7 @@ func TestRegistrationModes(t *testing.T) {
 		if created != 2 || refused != 1 {
 			t.Errorf("three registrations with a two-use token: statuses %v, want two 201 and one 403", statuses)
 		}
-		if n := countRows(t, db, &refserver.Agent{}); n != 3 {
+		if n := countRows(t, db, &store.Agent{}); n != 3 {
 			t.Errorf("agents = %d, want 3", n)
 		}
 		// A registered key registers again with a usable token (no new
@@ -261,7 +262,7 @@ func TestRegistrationModes(t *testing.T) {
 		t3, _, _ := adb.CreateInvite(ctx, "", 5, time.Millisecond)
 		time.Sleep(5 * time.Millisecond)
 		tok.send(inviteReq(signertest.Key(171), t3, true)).wantError(t, "token: expired token", http.StatusForbidden, "forbidden")
-		if _, _, err := adb.RevokeInvite(ctx, 999999); !errors.Is(err, refserver.ErrNoSuchToken) {
+		if _, _, err := adb.RevokeInvite(ctx, 999999); !errors.Is(err, store.ErrNoSuchToken) {
 			t.Errorf("revoke an unknown invite: %v, want ErrNoSuchToken", err)
 		}
 		// The token is never stored in clear.
@@ -284,13 +285,13 @@ func TestListAgentsLargePage(t *testing.T) {
 			db := dbtest.Migrated(t, backend.URL(t))
 			const n = 1201 // more than two batches
 			now := time.Now().UTC()
-			agents := make([]refserver.Agent, n)
-			keys := make([]refserver.PublicJWK, 0, n)
+			agents := make([]store.Agent, n)
+			keys := make([]store.PublicJWK, 0, n)
 			for i := range agents {
 				uid := fmt.Sprintf("agent-%024x", i)
-				agents[i] = refserver.Agent{UID: uid, CreatedAt: now, UpdatedAt: now}
+				agents[i] = store.Agent{UID: uid, CreatedAt: now, UpdatedAt: now}
 				if i%2 == 0 { // every other agent has one active key
-					keys = append(keys, refserver.PublicJWK{Kid: fmt.Sprintf("kid-%d", i), AgentUID: uid, JWK: refserver.JSON(`{}`), CreatedAt: now})
+					keys = append(keys, store.PublicJWK{Kid: fmt.Sprintf("kid-%d", i), AgentUID: uid, JWK: store.JSON(`{}`), CreatedAt: now})
 				}
 			}
 			if err := db.CreateInBatches(agents, 200).Error; err != nil {
@@ -299,7 +300,7 @@ func TestListAgentsLargePage(t *testing.T) {
 			if err := db.CreateInBatches(keys, 200).Error; err != nil {
 				t.Fatal(err)
 			}
-			list, err := refserver.NewAgentDB(db).ListAgents(context.Background(), "", n+10, false)
+			list, err := store.New(db).ListAgents(context.Background(), "", n+10, false)
 			if err != nil {
 				t.Fatalf("ListAgents: %v", err)
 			}
@@ -335,7 +336,7 @@ func TestSignedWritesOfAgentDisabledMeanwhile(t *testing.T) {
 		if r := e.send(e.whoamiReq(http.MethodGet, uid, key)); r.status != http.StatusOK {
 			t.Fatalf("whoami: %d %s", r.status, r.body)
 		}
-		if _, _, err := refserver.NewAgentDB(db).SetAgentDisabled(ctx, uid, true, "test"); err != nil {
+		if _, _, err := store.New(db).SetAgentDisabled(ctx, uid, true, "test"); err != nil {
 			t.Fatal(err)
 		}
 		if r := e.send(e.whoamiReq(http.MethodGet, uid, key)); r.status != http.StatusOK {
@@ -351,11 +352,11 @@ func TestSignedWritesOfAgentDisabledMeanwhile(t *testing.T) {
 				t.Errorf("%s by the disabled agent: %d %s, want 403 forbidden", what, r.status, r.body)
 			}
 		}
-		info, err := refserver.NewAgentDB(db).ShowAgent(ctx, uid)
+		info, err := store.New(db).ShowAgent(ctx, uid)
 		if err != nil || len(info.Keys) != 1 {
 			t.Errorf("agent after the refused writes: %+v %v, want its one key", info, err)
 		}
-		if n := countRows(t, db, &refserver.DirectorySignature{}, "agent_uid = ?", uid); n != 0 {
+		if n := countRows(t, db, &store.DirectorySignature{}, "agent_uid = ?", uid); n != 0 {
 			t.Errorf("%d directory signatures stored, want none", n)
 		}
 	})

@@ -6,11 +6,10 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/refserver/store"
 	"github.com/agentid/agentid/signer"
-	"gorm.io/gorm"
 )
 
 // Registration modes of Config.Registration.
@@ -42,7 +41,7 @@ var inviteComponent = strings.ToLower(signer.InviteHeader)
 // registrations) is refused with one answer, errInviteRefused, whatever
 // the key. A registration that creates an agent spends one use, in the
 // transaction that creates it, and records the token on the agent
-// (Agent.InviteTokenID); one that answers for a registered key spends
+// (store.Agent.InviteTokenID); one that answers for a registered key spends
 // none. Modes open and closed read no token.
 
 // errInviteRefused answers a registration whose invitation token is not
@@ -50,64 +49,8 @@ var inviteComponent = strings.ToLower(signer.InviteHeader)
 var errInviteRefused = middleware.Fail(middleware.CodeForbidden,
 	"registration on this service needs an invitation token, and the one in %s is not valid (unknown, used up, expired or revoked); ask the operator for a new one", signer.InviteHeader)
 
-// inviteUsable reports whether the invitation token t is neither revoked
-// nor expired at now.
-func inviteUsable(t InviteToken, now time.Time) bool {
-	return t.RevokedAt == nil && (t.ExpiresAt == nil || t.ExpiresAt.After(now))
-}
-
-// findInvite returns the invitation token row of token, or
-// errInviteRefused when none has its digest.
-func findInvite(db *gorm.DB, token string) (InviteToken, error) {
-	var row InviteToken
-	if err := db.Where("hash = ?", inviteHash(token)).Take(&row).Error; err != nil {
-		if isNotFound(err) {
-			return InviteToken{}, errInviteRefused
-		}
-		return InviteToken{}, err
-	}
-	return row, nil
-}
-
-// spendInvite spends one use of token within tx (the transaction that
-// creates the agent, so a failed registration spends nothing) and returns
-// its id, or errInviteRefused when it is unknown, used up, expired or
-// revoked. The update re-checks the use left, so concurrent registrations
-// never spend more uses than the token has.
-func spendInvite(tx *gorm.DB, token string, now time.Time) (uint64, error) {
-	row, err := findInvite(tx, token)
-	if err != nil {
-		return 0, err
-	}
-	if !inviteUsable(row, now) || row.UsesLeft <= 0 {
-		return 0, errInviteRefused
-	}
-	res := tx.Model(&InviteToken{}).
-		Where("id = ? AND uses_left > 0 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)", row.ID, now.UTC()).
-		Updates(map[string]any{"uses_left": gorm.Expr("uses_left - 1"), "used": gorm.Expr("used + 1")})
-	if res.Error != nil {
-		return 0, res.Error
-	}
-	if res.RowsAffected == 0 {
-		return 0, errInviteRefused
-	}
-	return row.ID, nil
-}
-
-// admitInvite checks token for a registration of a key already held by
-// agent, which spends nothing: the token must be usable and have a use
-// left, or be the one agent was created with.
-func admitInvite(db *gorm.DB, token string, agent Agent, now time.Time) error {
-	row, err := findInvite(db, token)
-	if err != nil {
-		return err
-	}
-	own := agent.InviteTokenID != nil && *agent.InviteTokenID == row.ID
-	if !inviteUsable(row, now) || (row.UsesLeft <= 0 && !own) {
-		return errInviteRefused
-	}
-	return nil
-}
+// maxInviteLen bounds an Agentid-Invite value worth hashing.
+const maxInviteLen = 128
 
 // checkRegistrationMode refuses a registration request the mode forbids,
 // before its body is read or its signature verified, and returns the
@@ -156,14 +99,15 @@ func validRegistration(mode string) error {
 // registered key spends nothing either. A key that only a vestauth-compat
 // rotation attached (never proven) is not registered: the registration,
 // which proves it, creates an agent for it as for a new key, and the key
-// leaves the agent that rotated to it (claimKey). Concurrent registrations
+// leaves the agent that rotated to it (store.DB.CreateAgent). Concurrent registrations
 // of one key converge on the unique index on kid: the losers roll back (no
 // orphan agent) and find the winner's row.
 func (s *Server) registerKey(ctx context.Context, pk signer.PublicKey, invite string) (uid string, isNew bool, err error) {
-	db := s.db.WithContext(ctx)
+	if s.cfg.Registration != RegistrationToken {
+		invite = ""
+	}
 	for attempt := 0; attempt < 4; attempt++ {
-		var existing PublicJWK
-		err := db.Where("kid = ?", pk.JWK.Kid).Take(&existing).Error
+		existing, err := s.db.Key(ctx, pk.JWK.Kid)
 		from := "" // the agent an unproven key leaves (it rotated to the key without proving it)
 		switch {
 		case err == nil && existing.RevokedAt != nil:
@@ -171,49 +115,31 @@ func (s *Server) registerKey(ctx context.Context, pk signer.PublicKey, invite st
 		case err == nil && existing.ProvenAt == nil:
 			from = existing.AgentUID
 		case err == nil:
-			switch err := s.admitRegistered(db, existing.AgentUID, invite); {
+			switch err := s.admitRegistered(ctx, existing.AgentUID, invite); {
 			case errors.Is(err, errAgentGone):
 				continue // deleted meanwhile, with its keys: look again
 			case err != nil:
 				return "", false, err
 			}
 			return existing.AgentUID, false, nil
-		case !isNotFound(err):
+		case !errors.Is(err, store.ErrNoSuchKey):
 			return "", false, dbUnavailable(err)
 		}
 		uid, err := signer.NewUID(nil)
 		if err != nil {
 			return "", false, err
 		}
-		jwk := pk.JWK.MarshalPublic()
-		err = db.Transaction(func(tx *gorm.DB) error {
-			now := s.cfg.Now().UTC()
-			agent := Agent{UID: uid, CreatedAt: now, UpdatedAt: now}
-			if s.cfg.Registration == RegistrationToken {
-				id, err := spendInvite(tx, invite, now)
-				if err != nil {
-					return err
-				}
-				agent.InviteTokenID = &id
-			}
-			if err := tx.Create(&agent).Error; err != nil {
-				return err
-			}
-			if from != "" {
-				return claimKey(tx, pk.JWK.Kid, from, uid, now)
-			}
-			return tx.Create(&PublicJWK{Kid: pk.JWK.Kid, AgentUID: uid, JWK: JSON(jwk), CreatedAt: now, ProvenAt: &now}).Error
-		})
+		err = s.db.CreateAgent(ctx, store.NewAgent{UID: uid, Kid: pk.JWK.Kid, JWK: pk.JWK.MarshalPublic(),
+			Now: s.cfg.Now().UTC(), Invite: invite, ClaimFrom: from})
 		if from != "" {
 			s.forgetDirectory(from) // even on error: a failed commit may have committed
 		}
-		if err == nil {
+		switch {
+		case err == nil:
 			return uid, true, nil
-		}
-		if me := (*middleware.Error)(nil); errors.As(err, &me) {
-			return "", false, me
-		}
-		if !errors.Is(err, gorm.ErrDuplicatedKey) && !errors.Is(err, errKeyChanged) {
+		case errors.Is(err, store.ErrInviteRefused):
+			return "", false, errInviteRefused
+		case !errors.Is(err, store.ErrKeyRegistered) && !errors.Is(err, store.ErrKeyChanged):
 			return "", false, dbUnavailable(err)
 		}
 		// Lost a race on the kid (or, astronomically unlikely, on the uid),
@@ -222,62 +148,26 @@ func (s *Server) registerKey(ctx context.Context, pk signer.PublicKey, invite st
 	return "", false, dbUnavailable(errors.New("refserver: registration kept conflicting"))
 }
 
-// errKeyChanged marks a claim of an unproven key that found it changed
-// (proven, revoked or moved) between reading it and locking its agent.
-var errKeyChanged = errors.New("refserver: the key changed meanwhile")
-
-// claimKey moves the key kid, which a vestauth-compat rotation attached to
-// agent from and nothing has proven since, to the agent uid that a
-// registration proving it creates in tx, now. The key leaves from (whose
-// directory no longer lists it, and whose directory signatures, over a
-// directory that changed, are dropped) under from's row lock, and the
-// change log names it, so every instance drops what it caches of the key
-// and of from's directory. It returns errKeyChanged when the key is no
-// longer from's unproven active key.
-func claimKey(tx *gorm.DB, kid, from, uid string, now time.Time) error {
-	if _, err := lockAgent(tx, from); err != nil {
-		if errors.Is(err, ErrNoSuchAgent) {
-			return errKeyChanged
-		}
-		return err
-	}
-	res := tx.Model(&PublicJWK{}).Where("kid = ? AND agent_uid = ? AND revoked_at IS NULL AND proven_at IS NULL", kid, from).
-		Updates(map[string]any{"agent_uid": uid, "created_at": now, "proven_at": now})
-	if res.Error != nil {
-		return res.Error
-	}
-	if res.RowsAffected == 0 {
-		return errKeyChanged
-	}
-	if err := replaceDirectorySignatures(tx, from, nil); err != nil {
-		return err
-	}
-	if err := tx.Model(&Agent{}).Where("uid = ?", from).Update("updated_at", now).Error; err != nil {
-		return err
-	}
-	return logChanges(tx, []KeyChange{{Kid: kid, AgentUID: from, Change: changeClaim, Actor: "registration by the key's holder"}})
-}
-
 // errAgentGone marks a registration that found its key's agent deleted
 // between reading the key and the agent.
 var errAgentGone = errors.New("refserver: the key's agent was deleted meanwhile")
 
 // admitRegistered decides a registration of a key the agent uid already
 // holds: in registration mode token, invite must pass the invitation rule
-// (admitInvite); an agent its operator disabled is refused with 403
+// (store.DB.AdmitInvite); an agent its operator disabled is refused with 403
 // forbidden; errAgentGone when uid no longer exists.
-func (s *Server) admitRegistered(db *gorm.DB, uid, invite string) error {
-	var agent Agent
-	if err := db.Where("uid = ?", uid).Take(&agent).Error; err != nil {
-		if isNotFound(err) {
-			return errAgentGone
-		}
+func (s *Server) admitRegistered(ctx context.Context, uid, invite string) error {
+	agent, err := s.db.Agent(ctx, uid)
+	if errors.Is(err, store.ErrNoSuchAgent) {
+		return errAgentGone
+	}
+	if err != nil {
 		return dbUnavailable(err)
 	}
 	if s.cfg.Registration == RegistrationToken {
-		if err := admitInvite(db, invite, agent, s.cfg.Now()); err != nil {
-			if me := (*middleware.Error)(nil); errors.As(err, &me) {
-				return me
+		if err := s.db.AdmitInvite(ctx, invite, agent, s.cfg.Now()); err != nil {
+			if errors.Is(err, store.ErrInviteRefused) {
+				return errInviteRefused
 			}
 			return dbUnavailable(err)
 		}

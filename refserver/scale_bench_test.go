@@ -15,6 +15,7 @@ import (
 	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/refserver/dbtest"
 	"github.com/agentid/agentid/refserver/replaypg"
+	"github.com/agentid/agentid/refserver/store"
 	"github.com/agentid/agentid/signer"
 )
 
@@ -170,17 +171,17 @@ func newScaleDB(b *testing.B, name string, n int, keys []signer.PrivateKey) *sca
 	s := &scaleDB{name: name, n: n, seed: dbtest.RandomHex(4)}
 	s.uids = insertAgents(b, db, keys)
 	seedFiller(b, db, s.seed, n-len(keys))
-	store, err := replaypg.New(replaypg.Config{DB: db})
+	replay, err := replaypg.New(replaypg.Config{DB: db})
 	if err != nil {
 		b.Fatal(err)
 	}
 	s.e = newTestEnvConfig(b, db, "", func(c *refserver.Config) {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}))
 		c.Metrics = metrics.NewRegistry()
-		c.Replay = store
+		c.Replay = replay
 	})
 	var count int64
-	if err := db.Model(&refserver.Agent{}).Count(&count).Error; err != nil || count != int64(n) {
+	if err := db.Model(&store.Agent{}).Count(&count).Error; err != nil || count != int64(n) {
 		b.Fatalf("database holds %d agents (%v), want %d", count, err, n)
 	}
 	return s

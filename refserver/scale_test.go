@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/refserver/dbtest"
+	"github.com/agentid/agentid/refserver/store"
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/signertest"
 	"gorm.io/gorm"
@@ -99,8 +99,8 @@ func fillerUID(seed string, i int) string {
 func insertAgents(t testing.TB, db *gorm.DB, keys []signer.PrivateKey) []string {
 	t.Helper()
 	now := time.Now().UTC()
-	agents := make([]refserver.Agent, len(keys))
-	jwks := make([]refserver.PublicJWK, len(keys))
+	agents := make([]store.Agent, len(keys))
+	jwks := make([]store.PublicJWK, len(keys))
 	uids := make([]string, len(keys))
 	for i, k := range keys {
 		uid, err := signer.NewUID(nil)
@@ -108,8 +108,8 @@ func insertAgents(t testing.TB, db *gorm.DB, keys []signer.PrivateKey) []string 
 			t.Fatal(err)
 		}
 		uids[i] = uid
-		agents[i] = refserver.Agent{UID: uid, CreatedAt: now, UpdatedAt: now}
-		jwks[i] = refserver.PublicJWK{Kid: k.Public.JWK.Kid, AgentUID: uid, JWK: refserver.JSON(k.Public.JWK.MarshalPublic()), CreatedAt: now}
+		agents[i] = store.Agent{UID: uid, CreatedAt: now, UpdatedAt: now}
+		jwks[i] = store.PublicJWK{Kid: k.Public.JWK.Kid, AgentUID: uid, JWK: store.JSON(k.Public.JWK.MarshalPublic()), CreatedAt: now}
 	}
 	if err := db.CreateInBatches(agents, 500).Error; err != nil {
 		t.Fatal(err)

@@ -16,7 +16,8 @@ import (
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/lru"
 	"golang.org/x/sync/singleflight"
-	"gorm.io/gorm"
+
+	"github.com/agentid/agentid/refserver/store"
 )
 
 // Defaults of Config.
@@ -27,8 +28,9 @@ const (
 
 // Config configures a Server. DB and Hostname are required.
 type Config struct {
-	// DB is the migrated database. Required.
-	DB *gorm.DB
+	// DB is the migrated database (store.Open, then store.DB.Migrate).
+	// Required.
+	DB *store.DB
 	// Hostname is the service's public base URL with scheme, such as
 	// "https://agentid.example" or "http://localhost:3000". Its host[:port]
 	// (lowercase, default port dropped) is the service host; agents' key
@@ -56,18 +58,19 @@ type Config struct {
 	// served again. If 0, DefaultKeyCacheTTL (250 ms); negative disables
 	// every cache, the key cache included. At most MaxKeyCacheTTL
 	// (500 ms). Keys found in the database are cached until a change names
-	// them (see DBKeySource): a key revoked or an agent disabled through
+	// them (see keySource): a key revoked or an agent disabled through
 	// any instance is refused by every instance within 1 s. A rotation
 	// through this instance drops its cached entries at once. The TTL is
 	// measured with Now.
 	KeyCacheTTL time.Duration
 	// KeyCacheSize bounds the keys cached to verify this server's agents
-	// (least recently used dropped first; about KeyCacheEntryBytes each).
+	// (least recently used dropped first; docs/benchmarks.md gives the
+	// memory one takes).
 	// If 0, DefaultKeyCacheSize (100,000).
 	KeyCacheSize int
 	// Metrics, if set, counts requests by route, method and status,
 	// verification outcomes, key-cache hits and misses and database
-	// statement latency (it registers gorm callbacks on DB). The server
+	// statement latency (it registers callbacks on DB). The server
 	// never serves them itself: serve Metrics.Handler() on an address of
 	// its own, kept off the public one (Open does with
 	// Options.MetricsListen). If nil, nothing is counted. GET /metrics on
@@ -99,7 +102,7 @@ type Config struct {
 	Registration string
 
 	// manualKeySync (tests) leaves the change log unread until the test
-	// reads it (DBKeySource.SyncChanges).
+	// reads it (keySource.SyncChanges).
 	manualKeySync bool
 }
 
@@ -163,11 +166,11 @@ func ParseHostname(hostname string) (signer.ServiceURL, error) {
 // concurrent use.
 type Server struct {
 	cfg         Config
-	db          *gorm.DB
+	db          *store.DB
 	log         *slog.Logger
 	service     signer.ServiceURL
 	agentSuffix string // "." + service host: agent hosts end with it
-	keys        *DBKeySource
+	keys        *keySource
 
 	verify verifiers
 	parses atomic.Int64 // calls of parse: one per request that goes through it (tests read it)
@@ -190,12 +193,12 @@ func New(cfg Config) (*Server, error) {
 	s.agentSuffix = "." + s.service.Host
 	var observeKey func(bool)
 	if cfg.Metrics != nil {
-		if err := instrumentGorm(cfg.DB, cfg.Metrics); err != nil {
+		if err := cfg.DB.ObserveStatements(cfg.Metrics.ObserveDBQuery); err != nil {
 			return nil, err
 		}
 		observeKey = cfg.Metrics.ObserveKeyCache
 	}
-	s.keys = newDBKeySource(keySourceConfig{db: cfg.DB, service: s.service, timeout: cfg.DBTimeout,
+	s.keys = newKeySource(keySourceConfig{db: cfg.DB, service: s.service, timeout: cfg.DBTimeout,
 		unknownTTL: max(cfg.KeyCacheTTL, 0), size: cfg.KeyCacheSize, now: cfg.Now, log: cfg.Logger,
 		observe: observeKey, manualSync: cfg.manualKeySync})
 	if cfg.KeyCacheTTL > 0 {
@@ -243,7 +246,7 @@ func (s *Server) parse(v *middleware.Verifier, r *http.Request, body []byte) *mi
 }
 
 // Close stops the server's background work, the reader of the change log
-// (see DBKeySource), and waits for it to end. Call it before closing the
+// (see keySource), and waits for it to end. Call it before closing the
 // database; the server keeps
 // answering, reading keys from the database at each lookup. Open's
 // Instance calls it.
@@ -255,10 +258,6 @@ func (s *Server) Close() {
 
 // Handler returns the server's HTTP handler.
 func (s *Server) Handler() http.Handler { return s.handler }
-
-// KeySource returns the database-backed key source the server verifies its
-// own agents' signatures with.
-func (s *Server) KeySource() *DBKeySource { return s.keys }
 
 // AgentOrigin returns <scheme>://<uid>.<service host>.
 func (s *Server) AgentOrigin(uid string) string {

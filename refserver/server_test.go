@@ -17,6 +17,7 @@ import (
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/refserver/dbtest"
+	"github.com/agentid/agentid/refserver/store"
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/signertest"
 	"gorm.io/gorm"
@@ -57,7 +58,7 @@ func eachEnv(t *testing.T, configure func(*refserver.Config), fn func(t *testing
 // env's service); the client still dials this server.
 func newTestEnvConfig(t testing.TB, db *gorm.DB, base string, configure func(*refserver.Config)) *testEnv {
 	t.Helper()
-	if err := refserver.Migrate(context.Background(), db, nil); err != nil {
+	if err := store.Migrate(context.Background(), db, nil); err != nil {
 		t.Fatalf("Migrate: %v", err)
 	}
 	ts := httptest.NewUnstartedServer(nil)
@@ -69,7 +70,7 @@ func newTestEnvConfig(t testing.TB, db *gorm.DB, base string, configure func(*re
 		e.host = strings.TrimPrefix(base, "http://")
 	}
 	cfg := refserver.Config{
-		DB:       db,
+		DB:       store.New(db),
 		Hostname: e.base,
 		Logger:   slog.New(slog.NewTextHandler(e.logs, nil)),
 	}
@@ -230,7 +231,7 @@ func (e *testEnv) send(req *http.Request) response {
 // keyWhere, as gorm's Where, when given).
 func wantRows(t testing.TB, db *gorm.DB, what string, agents, keys int64, keyWhere ...any) {
 	t.Helper()
-	a, k := countRows(t, db, &refserver.Agent{}), countRows(t, db, &refserver.PublicJWK{}, keyWhere...)
+	a, k := countRows(t, db, &store.Agent{}), countRows(t, db, &store.PublicJWK{}, keyWhere...)
 	if a != agents || k != keys {
 		t.Errorf("%s: %d agents, %d keys; want %d, %d", what, a, k, agents, keys)
 	}
@@ -541,7 +542,7 @@ func TestLifecycle(t *testing.T) {
 		e.send(e.rotateReq(uid, k2, other)).wantError(t, "rotate to another agent's key", http.StatusConflict, refserver.CodeKeyConflict)
 
 		wantRows(t, e.db, "rows", 2, 3)
-		var stored refserver.PublicJWK
+		var stored store.PublicJWK
 		if err := e.db.Where("kid = ?", k2.KeyID()).Take(&stored).Error; err != nil {
 			t.Fatal(err)
 		}
@@ -604,8 +605,8 @@ func TestConcurrentRotation(t *testing.T) {
 		if ok != 1 {
 			t.Errorf("%d rotations succeeded, want exactly 1", ok)
 		}
-		active := countRows(t, e.db, &refserver.PublicJWK{}, "agent_uid = ? AND revoked_at IS NULL", uid)
-		if total := countRows(t, e.db, &refserver.PublicJWK{}, "agent_uid = ?", uid); active != 1 || total != 2 {
+		active := countRows(t, e.db, &store.PublicJWK{}, "agent_uid = ? AND revoked_at IS NULL", uid)
+		if total := countRows(t, e.db, &store.PublicJWK{}, "agent_uid = ?", uid); active != 1 || total != 2 {
 			t.Errorf("keys of %s: %d active, %d total; want 1, 2", uid, active, total)
 		}
 	})
@@ -779,11 +780,11 @@ func TestNewValidates(t *testing.T) {
 		cfg  refserver.Config
 	}{
 		{"no db", refserver.Config{Hostname: "http://localhost:3000"}},
-		{"no hostname", refserver.Config{DB: db}},
-		{"no scheme", refserver.Config{DB: db, Hostname: "localhost:3000"}},
-		{"bare shell hostname", refserver.Config{DB: db, Hostname: "3f2a9c1d0b7e"}},
-		{"ftp", refserver.Config{DB: db, Hostname: "ftp://localhost"}},
-		{"path", refserver.Config{DB: db, Hostname: "http://localhost:3000/api"}},
+		{"no hostname", refserver.Config{DB: store.New(db)}},
+		{"no scheme", refserver.Config{DB: store.New(db), Hostname: "localhost:3000"}},
+		{"bare shell hostname", refserver.Config{DB: store.New(db), Hostname: "3f2a9c1d0b7e"}},
+		{"ftp", refserver.Config{DB: store.New(db), Hostname: "ftp://localhost"}},
+		{"path", refserver.Config{DB: store.New(db), Hostname: "http://localhost:3000/api"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -792,7 +793,7 @@ func TestNewValidates(t *testing.T) {
 			}
 		})
 	}
-	if _, err := refserver.New(refserver.Config{DB: db, Hostname: "https://Agentid.Example:443/"}); err != nil {
+	if _, err := refserver.New(refserver.Config{DB: store.New(db), Hostname: "https://Agentid.Example:443/"}); err != nil {
 		t.Errorf("New(valid) error = %v", err)
 	}
 	// An invalid URL is signer's error, with its one prefix.

@@ -12,6 +12,7 @@ import (
 	"github.com/agentid/agentid/keyfetch"
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/refserver"
+	"github.com/agentid/agentid/refserver/store"
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/signertest"
 )
@@ -135,7 +136,7 @@ func TestDisableReachesThirdPartyVerifiers(t *testing.T) {
 		}
 		expect("before any change", 200, "", 200, "")
 
-		adb := refserver.NewAgentDB(e.db)
+		adb := store.New(e.db)
 		if _, changed, err := adb.SetAgentDisabled(ctx, uid, true, "idcli server agents disable (user tester)"); err != nil || !changed {
 			t.Fatalf("disable: changed %v, %v", changed, err)
 		}

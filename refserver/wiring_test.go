@@ -16,6 +16,7 @@ import (
 	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/refserver/dbtest"
 	"github.com/agentid/agentid/refserver/ratelimit"
+	"github.com/agentid/agentid/refserver/store"
 	"github.com/agentid/agentid/signer/signertest"
 	"gorm.io/gorm"
 )
@@ -72,7 +73,7 @@ func TestKeyCacheTTLBound(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.ttl.String(), func(t *testing.T) {
-			_, err := refserver.New(refserver.Config{DB: db, Hostname: "http://localhost:3000", KeyCacheTTL: tt.ttl})
+			_, err := refserver.New(refserver.Config{DB: store.New(db), Hostname: "http://localhost:3000", KeyCacheTTL: tt.ttl})
 			if (err != nil) != tt.wantErr {
 				t.Errorf("New with KeyCacheTTL %v: error = %v, want error %v", tt.ttl, err, tt.wantErr)
 			}

@@ -8,9 +8,10 @@ import (
 	"time"
 
 	"github.com/agentid/agentid/cmd/idcli/internal/bench"
-	"github.com/agentid/agentid/refserver"
+	"github.com/agentid/agentid/refserver/store"
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/agent"
+	"github.com/agentid/agentid/signer/redact"
 	"github.com/peterbourgon/ff/v3/ffcli"
 )
 
@@ -129,7 +130,7 @@ func newBenchCmd(env *cliEnv) *ffcli.Command {
 // benchDB opens the server's database as `idcli server start` finds it
 // (--database-url, DATABASE_URL, ./.env, the default), for the removal of
 // the bench agents, and checks that it answers.
-func benchDB(env *cliEnv, f serverFlags) (*refserver.AgentDB, error) {
+func benchDB(env *cliEnv, f serverFlags) (*store.DB, error) {
 	s, err := resolveServerSettings(env, f, false)
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
@@ -137,10 +138,10 @@ func benchDB(env *cliEnv, f serverFlags) (*refserver.AgentDB, error) {
 	url := sqliteURLAbs(env, s.DatabaseURL)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	db, err := refserver.OpenAgentDB(ctx, url)
+	db, err := store.Open(ctx, url)
 	if err != nil {
 		return nil, fmt.Errorf("bench: the bench agents are removed from the server's database afterwards, but %s does not answer: %v: give the server's database with --database-url (or DATABASE_URL), or --keep-agents to leave them registered",
-			refserver.RedactURL(url), err)
+			redact.URL(url), err)
 	}
 	return db, nil
 }

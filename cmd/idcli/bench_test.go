@@ -19,8 +19,8 @@ import (
 
 	"github.com/agentid/agentid/cmd/idcli/internal/bench"
 	"github.com/agentid/agentid/cmd/idcli/internal/clitest"
-	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/refserver/dbtest"
+	"github.com/agentid/agentid/refserver/store"
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/signertest"
 )
@@ -92,8 +92,8 @@ func TestBenchAgainstRefserver(t *testing.T) {
 			}
 			db := dbtest.Open(t, dbURL)
 			var agents, keys int64
-			db.Model(&refserver.Agent{}).Count(&agents)
-			db.Model(&refserver.PublicJWK{}).Count(&keys)
+			db.Model(&store.Agent{}).Count(&agents)
+			db.Model(&store.PublicJWK{}).Count(&keys)
 			if agents != 0 || keys != 0 {
 				t.Errorf("after the run the database holds %d agents and %d keys, want none", agents, keys)
 			}

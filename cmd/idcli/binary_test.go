@@ -18,8 +18,8 @@ import (
 	"github.com/agentid/agentid/cmd/idcli/internal/bench"
 	"github.com/agentid/agentid/cmd/idcli/internal/clitest"
 	"github.com/agentid/agentid/middleware/proxy/proxyconfig"
-	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/refserver/dbtest"
+	"github.com/agentid/agentid/refserver/store"
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/signertest"
 )
@@ -365,12 +365,12 @@ func TestBinaryJSONOutputs(t *testing.T) {
 		}
 		var m1, m2 dbMigrateJSON
 		decode(t, runBinary(t, dir, nil, "server", "db:migrate", "--json", "--database-url", db), &m1)
-		if m1.Command != "db:migrate" || !m1.Changed || len(m1.Applied) != len(refserver.Migrations()) {
-			t.Errorf("first db:migrate --json = %+v, want the %d migrations applied", m1, len(refserver.Migrations()))
+		if m1.Command != "db:migrate" || !m1.Changed || len(m1.Applied) != len(store.Migrations()) {
+			t.Errorf("first db:migrate --json = %+v, want the %d migrations applied", m1, len(store.Migrations()))
 		}
 		for i, m := range m1.Applied {
-			if i < len(refserver.Migrations()) && m.ID != refserver.Migrations()[i].ID {
-				t.Errorf("applied[%d] = %s, want %s", i, m.ID, refserver.Migrations()[i].ID)
+			if i < len(store.Migrations()) && m.ID != store.Migrations()[i].ID {
+				t.Errorf("applied[%d] = %s, want %s", i, m.ID, store.Migrations()[i].ID)
 			}
 		}
 		r := runBinary(t, dir, nil, "server", "db:migrate", "--json", "--database-url", db)
@@ -427,7 +427,7 @@ func TestBinaryBenchProgressAndCleanup(t *testing.T) {
 	count := func() int64 {
 		db := dbtest.Open(t, dbURL)
 		var n int64
-		if err := db.Model(&refserver.Agent{}).Count(&n).Error; err != nil {
+		if err := db.Model(&store.Agent{}).Count(&n).Error; err != nil {
 			t.Fatal(err)
 		}
 		return n

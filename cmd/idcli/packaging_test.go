@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentid/agentid/refserver"
+	"github.com/agentid/agentid/refserver/store"
 	"github.com/agentid/agentid/signer"
 )
 
@@ -119,7 +119,7 @@ func TestComposeFile(t *testing.T) {
 		t.Error("compose.yaml sets no DATABASE_URL")
 	}
 	for _, u := range urls {
-		if refserver.DatabaseKind(u[1]) != "postgres" {
+		if store.DatabaseKind(u[1]) != "postgres" {
 			t.Errorf("compose.yaml: DATABASE_URL %s is not PostgreSQL", u[1])
 		}
 	}

@@ -14,7 +14,9 @@ import (
 
 	"github.com/agentid/agentid/cmd/idcli/internal/hint"
 	"github.com/agentid/agentid/refserver"
+	"github.com/agentid/agentid/refserver/store"
 	"github.com/agentid/agentid/signer/envfile"
+	"github.com/agentid/agentid/signer/redact"
 	"github.com/peterbourgon/ff/v3/ffcli"
 )
 
@@ -74,9 +76,9 @@ func resolveServerSettings(env *cliEnv, f serverFlags, needHostname bool) (serve
 	if s.DatabaseURL == "" {
 		s.DatabaseURL = defaultServerDatabaseURL
 	}
-	if refserver.DatabaseKind(s.DatabaseURL) == "" {
+	if store.DatabaseKind(s.DatabaseURL) == "" {
 		//lint:ignore ST1005 the message ends with the URL form sqlite::memory:
-		return serverSettings{}, fmt.Errorf("DATABASE_URL %s is not supported: use postgres://USER:PASS@HOST:PORT/DATABASE, sqlite://PATH or sqlite::memory:", refserver.RedactURL(s.DatabaseURL))
+		return serverSettings{}, fmt.Errorf("DATABASE_URL %s is not supported: use postgres://USER:PASS@HOST:PORT/DATABASE, sqlite://PATH or sqlite::memory:", redact.URL(s.DatabaseURL))
 	}
 
 	if !needHostname {
@@ -173,7 +175,7 @@ func newServerDBCmd(env *cliEnv, name, help string, do func(ctx context.Context,
 }
 
 func serverDBCreate(ctx context.Context, env *cliEnv, s serverSettings, asJSON bool) error {
-	name, created, err := refserver.CreateDatabase(ctx, sqliteURLAbs(env, s.DatabaseURL))
+	name, created, err := store.CreateDatabase(ctx, sqliteURLAbs(env, s.DatabaseURL))
 	if asJSON && err == nil {
 		return writeJSON(env.Stdout, dbJSON{Command: "db:create", Database: name, Changed: created}, false)
 	}
@@ -181,7 +183,7 @@ func serverDBCreate(ctx context.Context, env *cliEnv, s serverSettings, asJSON b
 }
 
 func serverDBDrop(ctx context.Context, env *cliEnv, s serverSettings, asJSON bool) error {
-	name, dropped, err := refserver.DropDatabase(ctx, sqliteURLAbs(env, s.DatabaseURL))
+	name, dropped, err := store.DropDatabase(ctx, sqliteURLAbs(env, s.DatabaseURL))
 	if asJSON && err == nil {
 		return writeJSON(env.Stdout, dbJSON{Command: "db:drop", Database: name, Changed: dropped}, false)
 	}
@@ -195,12 +197,12 @@ func printDBChange(env *cliEnv, verb, done, asIs, name string, changed bool, err
 	switch {
 	case err != nil:
 		return cliDBError(err)
-	case name == refserver.InMemory:
-		fmt.Fprintf(env.Stdout, "Database %s lives in memory: nothing to %s\n", quoteDBName(name), verb)
+	case name == store.InMemory:
+		fmt.Fprintf(env.Stdout, "Database %s lives in memory: nothing to %s\n", store.QuoteName(name), verb)
 	case changed:
-		fmt.Fprintf(env.Stdout, "%s database %s\n", done, quoteDBName(name))
+		fmt.Fprintf(env.Stdout, "%s database %s\n", done, store.QuoteName(name))
 	default:
-		fmt.Fprintf(env.Stdout, "Database %s %s\n", quoteDBName(name), asIs)
+		fmt.Fprintf(env.Stdout, "Database %s %s\n", store.QuoteName(name), asIs)
 	}
 	return nil
 }
@@ -208,13 +210,13 @@ func printDBChange(env *cliEnv, verb, done, asIs, name string, changed bool, err
 func serverDBMigrate(ctx context.Context, env *cliEnv, s serverSettings, asJSON bool) error {
 	url := sqliteURLAbs(env, s.DatabaseURL)
 	if !asJSON {
-		return cliDBError(refserver.MigrateDatabase(ctx, url, env.Stdout))
+		return cliDBError(store.MigrateDatabase(ctx, url, env.Stdout))
 	}
 	var log bytes.Buffer
-	if err := refserver.MigrateDatabase(ctx, url, &log); err != nil {
+	if err := store.MigrateDatabase(ctx, url, &log); err != nil {
 		return cliDBError(err)
 	}
-	name, err := refserver.DatabaseName(url)
+	name, err := store.DatabaseName(url)
 	if err != nil {
 		return cliDBError(err)
 	}
@@ -226,25 +228,23 @@ func serverDBMigrate(ctx context.Context, env *cliEnv, s serverSettings, asJSON 
 	return writeJSON(env.Stdout, out, false)
 }
 
-// migratedLine matches the line refserver.Migrate prints once a migration
+// migratedLine matches the line store.Migrate prints once a migration
 // is applied: "== ID Name: migrated (0.0123s) ===…".
 var migratedLine = regexp.MustCompile(`(?m)^== (\S+) (.+): migrated \(`)
-
-func quoteDBName(name string) string { return "'" + name + "'" }
 
 // cliDBError words a refserver database error for the command line:
 // refserver names the cause and a fix in terms of DATABASE_URL; where the
 // fix is an idcli command, or the --database-url flag, the CLI says so.
 func cliDBError(err error) error {
-	var de *refserver.DBError
+	var de *store.DBError
 	if !errors.As(err, &de) {
 		return err
 	}
 	fix := de.Fix
 	switch {
-	case errors.Is(de.Kind, refserver.ErrDatabaseNotFound):
+	case errors.Is(de.Kind, store.ErrDatabaseNotFound):
 		fix = "run idcli server db:create (or fix DATABASE_URL / --database-url)"
-	case errors.Is(de.Kind, refserver.ErrNotMigrated):
+	case errors.Is(de.Kind, store.ErrNotMigrated):
 		fix = "run idcli server db:migrate"
 	default:
 		fix = strings.Replace(fix, "DATABASE_URL", "DATABASE_URL / --database-url", 1)
@@ -258,11 +258,11 @@ func cliDBError(err error) error {
 // sqliteURLAbs resolves the path of a relative sqlite:// URL against
 // env.Dir, the command's working directory.
 func sqliteURLAbs(env *cliEnv, databaseURL string) string {
-	if refserver.DatabaseKind(databaseURL) != "sqlite" || env.Dir == "" {
+	if store.DatabaseKind(databaseURL) != "sqlite" || env.Dir == "" {
 		return databaseURL
 	}
-	path, err := refserver.SQLitePath(databaseURL)
-	if err != nil || path == refserver.InMemory || filepath.IsAbs(path) {
+	path, err := store.SQLitePath(databaseURL)
+	if err != nil || path == store.InMemory || filepath.IsAbs(path) {
 		return databaseURL
 	}
 	return "sqlite://" + filepath.Join(env.Dir, path)

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"path/filepath"
 
-	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/signer/envfile"
+	"github.com/agentid/agentid/signer/redact"
 	"github.com/peterbourgon/ff/v3/ffcli"
 )
 
@@ -44,7 +44,7 @@ func newServerInitCmd(env *cliEnv) *ffcli.Command {
 			}
 			if *asJSON {
 				return writeJSON(env.Stdout, serverInitJSON{Path: ".env", Port: s.Port, Hostname: s.Hostname,
-					DatabaseURL: refserver.RedactURL(s.DatabaseURL)}, false)
+					DatabaseURL: redact.URL(s.DatabaseURL)}, false)
 			}
 			fmt.Fprintf(env.Stdout, "✔ ready (.env/HOSTNAME=%s)\n", s.Hostname)
 			return nil

@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentid/agentid/refserver"
+	"github.com/agentid/agentid/refserver/store"
 	"github.com/agentid/agentid/signer"
 	"github.com/peterbourgon/ff/v3/ffcli"
 )
@@ -37,7 +37,7 @@ type opsCmd struct {
 // ops is what an operator command runs with.
 type ops struct {
 	env    *cliEnv
-	db     *refserver.AgentDB
+	db     *store.DB
 	asJSON bool
 	by     string // the command and who ran it, as the change log records it
 }
@@ -81,7 +81,7 @@ func newOpsCmd(env *cliEnv, c opsCmd) *ffcli.Command {
 			ctx, cancel := context.WithTimeout(ctx, opsTimeout)
 			defer cancel()
 			url := sqliteURLAbs(env, s.DatabaseURL)
-			db, err := refserver.OpenAgentDB(ctx, url)
+			db, err := store.Open(ctx, url)
 			if err != nil {
 				return cliDBError(err)
 			}
@@ -116,7 +116,7 @@ func (o *ops) logChange(msg string, attrs ...slog.Attr) {
 // opsError words an operator command's failure.
 func opsError(err error) error {
 	switch {
-	case errors.Is(err, refserver.ErrNoSuchAgent), errors.Is(err, refserver.ErrNoSuchKey), errors.Is(err, refserver.ErrNoSuchToken):
+	case errors.Is(err, store.ErrNoSuchAgent), errors.Is(err, store.ErrNoSuchKey), errors.Is(err, store.ErrNoSuchToken):
 		return errors.New(strings.TrimPrefix(err.Error(), "refserver: ") + " in this database (check DATABASE_URL / --database-url)")
 	}
 	return cliDBError(err)
@@ -152,7 +152,7 @@ func newServerAgentsCmd(env *cliEnv) *ffcli.Command {
 				}
 				if o.asJSON {
 					return writeJSON(o.env.Stdout, struct {
-						Agents []refserver.AgentInfo `json:"agents"`
+						Agents []store.AgentInfo `json:"agents"`
 					}{list}, false)
 				}
 				if len(list) == 0 {
@@ -195,14 +195,14 @@ func newServerAgentsCmd(env *cliEnv) *ffcli.Command {
 	)
 }
 
-func agentStatus(a refserver.AgentInfo) string {
+func agentStatus(a store.AgentInfo) string {
 	if a.DisabledAt != nil {
 		return "disabled since " + a.DisabledAt.Format(time.RFC3339)
 	}
 	return "active"
 }
 
-func printAgent(w io.Writer, a refserver.AgentInfo) {
+func printAgent(w io.Writer, a store.AgentInfo) {
 	fmt.Fprintf(w, "uid:        %s\ncreated:    %s\nupdated:    %s\nstatus:     %s\n", a.UID,
 		a.CreatedAt.Format(time.RFC3339), a.UpdatedAt.Format(time.RFC3339), agentStatus(a))
 	fmt.Fprintf(w, "keys:       %d active of %d\n", a.ActiveKeys, len(a.Keys))
@@ -229,8 +229,8 @@ func (o *ops) setDisabled(ctx context.Context, uid string, disabled bool) error 
 	}
 	if o.asJSON {
 		return writeJSON(o.env.Stdout, struct {
-			Agent   refserver.AgentInfo `json:"agent"`
-			Changed bool                `json:"changed"`
+			Agent   store.AgentInfo `json:"agent"`
+			Changed bool            `json:"changed"`
 		}{a, changed}, false)
 	}
 	if !changed {
@@ -268,10 +268,10 @@ func newServerKeysCmd(env *cliEnv) *ffcli.Command {
 				}
 				if o.asJSON {
 					return writeJSON(o.env.Stdout, struct {
-						UID        string            `json:"uid"`
-						Key        refserver.KeyInfo `json:"key"`
-						Changed    bool              `json:"changed"`
-						ActiveKeys int               `json:"active_keys"`
+						UID        string        `json:"uid"`
+						Key        store.KeyInfo `json:"key"`
+						Changed    bool          `json:"changed"`
+						ActiveKeys int           `json:"active_keys"`
 					}{uid, k, changed, a.ActiveKeys}, false)
 				}
 				if !changed {
@@ -316,8 +316,8 @@ func newServerTokensCmd(env *cliEnv) *ffcli.Command {
 				o.logChange("invitation token created", slog.Uint64("id", info.ID), slog.String("prefix", info.Prefix), slog.Int64("uses", uses))
 				if o.asJSON {
 					return writeJSON(o.env.Stdout, struct {
-						Token  string               `json:"token"`
-						Invite refserver.InviteInfo `json:"invite"`
+						Token  string           `json:"token"`
+						Invite store.InviteInfo `json:"invite"`
 					}{token, info}, false)
 				}
 				fmt.Fprintf(o.env.Stdout, "✔ invitation token %d created (%s): shown once, store it now\n%s\n", info.ID, inviteTerms(info), token)
@@ -333,7 +333,7 @@ func newServerTokensCmd(env *cliEnv) *ffcli.Command {
 				}
 				if o.asJSON {
 					return writeJSON(o.env.Stdout, struct {
-						Tokens []refserver.InviteInfo `json:"tokens"`
+						Tokens []store.InviteInfo `json:"tokens"`
 					}{list}, false)
 				}
 				if len(list) == 0 {
@@ -361,8 +361,8 @@ func newServerTokensCmd(env *cliEnv) *ffcli.Command {
 				}
 				if o.asJSON {
 					return writeJSON(o.env.Stdout, struct {
-						Invite  refserver.InviteInfo `json:"invite"`
-						Changed bool                 `json:"changed"`
+						Invite  store.InviteInfo `json:"invite"`
+						Changed bool             `json:"changed"`
 					}{info, changed}, false)
 				}
 				if !changed {
@@ -376,7 +376,7 @@ func newServerTokensCmd(env *cliEnv) *ffcli.Command {
 }
 
 // inviteTerms says what an invitation token is still good for.
-func inviteTerms(t refserver.InviteInfo) string {
+func inviteTerms(t store.InviteInfo) string {
 	switch {
 	case t.RevokedAt != nil:
 		return "revoked " + t.RevokedAt.Format(time.RFC3339)

@@ -15,6 +15,7 @@ import (
 	"github.com/agentid/agentid/cmd/idcli/internal/clitest"
 	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/refserver/dbtest"
+	"github.com/agentid/agentid/refserver/store"
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/signertest"
 )
@@ -200,7 +201,7 @@ func checkDBCommands(t *testing.T, dir, databaseURL, name string) {
 		t.Fatalf("db:migrate: %v", r.err)
 	}
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-	if want := 2 * len(refserver.Migrations()); len(lines) != want {
+	if want := 2 * len(store.Migrations()); len(lines) != want {
 		t.Fatalf("db:migrate printed %d lines, want %d:\n%s", len(lines), want, r.stdout)
 	}
 	for _, l := range lines {
@@ -233,7 +234,7 @@ func TestServerDBCommandsPostgres(t *testing.T) {
 	t.Parallel()
 	base := dbtest.PostgresBaseURL(t)
 	name := "agentid_cli_" + dbtest.RandomHex(6)
-	baseName, err := refserver.DatabaseName(base)
+	baseName, err := store.DatabaseName(base)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,7 @@
 // against one database).
 //
 //	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
-//		refserver.Migrate(ctx, db, nil)
+//		store.Migrate(ctx, db, nil)
 //		…
 //	})
 //
@@ -25,7 +25,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentid/agentid/refserver"
+	"github.com/agentid/agentid/refserver/store"
+	"github.com/agentid/agentid/signer/redact"
 	"gorm.io/gorm"
 )
 
@@ -65,12 +66,12 @@ func Each(t *testing.T, fn func(t *testing.T, db *gorm.DB)) {
 	}
 }
 
-// Open opens databaseURL with refserver.OpenDB and closes it at cleanup.
+// Open opens databaseURL with store.OpenGorm and closes it at cleanup.
 func Open(t testing.TB, databaseURL string) *gorm.DB {
 	t.Helper()
-	db, err := refserver.OpenDB(databaseURL)
+	db, err := store.OpenGorm(databaseURL)
 	if err != nil {
-		t.Fatalf("dbtest: open %s: %v", refserver.RedactURL(databaseURL), err)
+		t.Fatalf("dbtest: open %s: %v", redact.URL(databaseURL), err)
 	}
 	t.Cleanup(func() {
 		if sqlDB, err := db.DB(); err == nil {
@@ -84,7 +85,7 @@ func Open(t testing.TB, databaseURL string) *gorm.DB {
 func Migrated(t testing.TB, databaseURL string) *gorm.DB {
 	t.Helper()
 	db := Open(t, databaseURL)
-	if err := refserver.Migrate(context.Background(), db, nil); err != nil {
+	if err := store.Migrate(context.Background(), db, nil); err != nil {
 		t.Fatalf("dbtest: migrate: %v", err)
 	}
 	return db
@@ -108,9 +109,9 @@ var (
 func PostgresURL(t testing.TB) string {
 	t.Helper()
 	base := PostgresBaseURL(t)
-	admin, err := refserver.OpenDB(base)
+	admin, err := store.OpenGorm(base)
 	if err != nil {
-		t.Fatalf("dbtest: open %s: %v", refserver.RedactURL(base), err)
+		t.Fatalf("dbtest: open %s: %v", redact.URL(base), err)
 	}
 	schema := "agentid_test_" + RandomHex(8)
 	if err := admin.Exec(`CREATE SCHEMA "` + schema + `"`).Error; err != nil {
@@ -155,7 +156,7 @@ func PostgresBaseURL(t testing.TB) string {
 	}
 	pgOnce.Do(func() { pgErr = ping(base) })
 	if pgErr != nil {
-		fail("dbtest: PostgreSQL at %s (%s) is unreachable, skipped: %v", refserver.RedactURL(base), EnvVar, pgErr)
+		fail("dbtest: PostgreSQL at %s (%s) is unreachable, skipped: %v", redact.URL(base), EnvVar, pgErr)
 	}
 	return base
 }
@@ -173,7 +174,7 @@ func WithDatabase(databaseURL, name string) (string, error) {
 }
 
 func ping(databaseURL string) error {
-	db, err := refserver.OpenDB(databaseURL)
+	db, err := store.OpenGorm(databaseURL)
 	if err != nil {
 		return err
 	}

@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/agentid/agentid/middleware"
-	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/refserver/dbtest"
 	"github.com/agentid/agentid/refserver/replaypg"
+	"github.com/agentid/agentid/refserver/store"
 	"gorm.io/gorm"
 )
 
@@ -42,7 +42,7 @@ func runOneBatch(t *testing.T, s *replaypg.Store, keys []string, expiry time.Tim
 
 func migratedStore(t testing.TB, db *gorm.DB) *replaypg.Store {
 	t.Helper()
-	if err := refserver.Migrate(context.Background(), db, nil); err != nil {
+	if err := store.Migrate(context.Background(), db, nil); err != nil {
 		t.Fatalf("Migrate: %v", err)
 	}
 	s, err := replaypg.New(replaypg.Config{DB: db})

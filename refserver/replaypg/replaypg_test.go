@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/agentid/agentid/middleware"
-	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/refserver/dbtest"
 	"github.com/agentid/agentid/refserver/replaypg"
+	"github.com/agentid/agentid/refserver/store"
 	"gorm.io/gorm"
 )
 
@@ -29,7 +29,7 @@ func (c *clock) Set(t time.Time)  { c.ns.Store(t.UnixNano()) }
 // replay_nonces.
 func migrated(t *testing.T, db *gorm.DB) {
 	t.Helper()
-	if err := refserver.Migrate(context.Background(), db, nil); err != nil {
+	if err := store.Migrate(context.Background(), db, nil); err != nil {
 		t.Fatalf("Migrate: %v", err)
 	}
 }

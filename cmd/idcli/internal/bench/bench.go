@@ -92,7 +92,7 @@ type Config struct {
 	DB AgentStore
 }
 
-// AgentStore is the server's database as a run cleans it up: *AgentDB of
+// AgentStore is the server's database as a run cleans it up: *store.DB of
 // package refserver is one.
 type AgentStore interface {
 	// HasAgent reports whether the agent uid is in the database.

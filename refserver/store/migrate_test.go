@@ -1,4 +1,4 @@
-package refserver_test
+package store_test
 
 import (
 	"bytes"
@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/refserver/dbtest"
+	"github.com/agentid/agentid/refserver/store"
 	"gorm.io/gorm"
 )
 
@@ -20,19 +20,19 @@ func TestMigrate(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		ctx := context.Background()
-		pending, err := refserver.Pending(ctx, db)
+		pending, err := store.Pending(ctx, db)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if got, want := strings.Join(pending, ","), "20260223204000,20260223205500,"; !strings.HasPrefix(got+",", want) {
 			t.Errorf("Pending before = %s, want %s…", got, want)
 		}
-		all := refserver.Migrations()
+		all := store.Migrations()
 		if len(pending) != len(all) {
 			t.Errorf("Pending before lists %d migrations, want all %d", len(pending), len(all))
 		}
 		var out bytes.Buffer
-		if err := refserver.Migrate(ctx, db, &out); err != nil {
+		if err := store.Migrate(ctx, db, &out); err != nil {
 			t.Fatalf("Migrate: %v", err)
 		}
 		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
@@ -58,28 +58,28 @@ func TestMigrate(t *testing.T) {
 				t.Errorf("line %d is %d columns, want 79", i, len(lines[i]))
 			}
 		}
-		for _, table := range []string{"agents", "public_jwks", refserver.MigrationsTable} {
+		for _, table := range []string{"agents", "public_jwks", store.MigrationsTable} {
 			if !db.Migrator().HasTable(table) {
 				t.Errorf("table %s missing after Migrate", table)
 			}
 		}
 		// Idempotent: a second run applies nothing and prints nothing.
 		out.Reset()
-		if err := refserver.Migrate(ctx, db, &out); err != nil {
+		if err := store.Migrate(ctx, db, &out); err != nil {
 			t.Fatalf("second Migrate: %v", err)
 		}
 		if out.Len() != 0 {
 			t.Errorf("second Migrate printed %q, want nothing", out.String())
 		}
-		if pending, err = refserver.Pending(ctx, db); err != nil || len(pending) != 0 {
+		if pending, err = store.Pending(ctx, db); err != nil || len(pending) != 0 {
 			t.Errorf("Pending after = %v, %v; want none", pending, err)
 		}
 		// A migration whose table already exists (half-applied database) is a no-op.
-		if err := db.Exec("DELETE FROM " + refserver.MigrationsTable).Error; err != nil {
+		if err := db.Exec("DELETE FROM " + store.MigrationsTable).Error; err != nil {
 			t.Fatal(err)
 		}
 		out.Reset()
-		if err := refserver.Migrate(ctx, db, &out); err != nil {
+		if err := store.Migrate(ctx, db, &out); err != nil {
 			t.Fatalf("Migrate over existing tables: %v", err)
 		}
 		if got := strings.Count(out.String(), "migrated ("); got != len(all) {
@@ -90,7 +90,7 @@ func TestMigrate(t *testing.T) {
 
 func TestMigrationsOrdered(t *testing.T) {
 	t.Parallel()
-	ms := refserver.Migrations()
+	ms := store.Migrations()
 	for i, m := range ms {
 		if !regexp.MustCompile(`^\d{14}$`).MatchString(m.ID) {
 			t.Errorf("migration %d ID %q is not a 14-digit timestamp", i, m.ID)
@@ -107,7 +107,7 @@ func TestMigrationsOrdered(t *testing.T) {
 func TestReplayNoncesMigration(t *testing.T) {
 	t.Parallel()
 	ids := map[string]string{}
-	for _, m := range refserver.Migrations() {
+	for _, m := range store.Migrations() {
 		ids[m.ID] = m.Name
 	}
 	for id, name := range map[string]string{"20260301120000": "CreateReplayNoncesTable", "20261125120000": "HashReplayNonceKeys"} {
@@ -124,7 +124,7 @@ func TestReplayNoncesMigration(t *testing.T) {
 		if err := db.Exec(`INSERT INTO replay_nonces ("key", expires_at) VALUES ('kid nonce', ?)`, time.Now().Add(time.Minute)).Error; err != nil {
 			t.Fatal(err)
 		}
-		if err := refserver.Migrate(ctx, db, nil); err != nil {
+		if err := store.Migrate(ctx, db, nil); err != nil {
 			t.Fatalf("Migrate: %v", err)
 		}
 		mig := db.Migrator()
@@ -182,14 +182,14 @@ func TestProvenAtMigration(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		ctx := context.Background()
-		if err := refserver.Migrate(ctx, db, nil); err != nil {
+		if err := store.Migrate(ctx, db, nil); err != nil {
 			t.Fatal(err)
 		}
 		// Back to the schema before 20261201120100, with an agent and a key.
-		if err := db.Migrator().DropColumn(&refserver.PublicJWK{}, "proven_at"); err != nil {
+		if err := db.Migrator().DropColumn(&store.PublicJWK{}, "proven_at"); err != nil {
 			t.Fatal(err)
 		}
-		if err := db.Exec("DELETE FROM "+refserver.MigrationsTable+" WHERE id = ?", "20261201120100").Error; err != nil {
+		if err := db.Exec("DELETE FROM "+store.MigrationsTable+" WHERE id = ?", "20261201120100").Error; err != nil {
 			t.Fatal(err)
 		}
 		created := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -200,13 +200,13 @@ func TestProvenAtMigration(t *testing.T) {
 			t.Fatal(err)
 		}
 		var out strings.Builder
-		if err := refserver.Migrate(ctx, db, &out); err != nil {
+		if err := store.Migrate(ctx, db, &out); err != nil {
 			t.Fatalf("Migrate: %v", err)
 		}
 		if !strings.Contains(out.String(), "20261201120100 AddPublicJwksProvenAt: migrated") {
 			t.Errorf("Migrate printed %q, want 20261201120100 applied", out.String())
 		}
-		var key refserver.PublicJWK
+		var key store.PublicJWK
 		if err := db.Where("kid = ?", "k1").Take(&key).Error; err != nil {
 			t.Fatal(err)
 		}

@@ -1,21 +1,21 @@
-package refserver_test
+package store_test
 
 import (
 	"strings"
 	"testing"
 
 	"github.com/agentid/agentid/middleware/metrics"
-	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/refserver/dbtest"
+	"github.com/agentid/agentid/refserver/store"
 )
 
-// TestInstrumentGorm (moved from package metrics with the gorm callbacks):
+// TestObserveStatements (moved from package metrics with the gorm callbacks):
 // every statement is timed into the database latency histogram.
-func TestInstrumentGorm(t *testing.T) {
+func TestObserveStatements(t *testing.T) {
 	db := dbtest.Open(t, "sqlite::memory:")
 	reg := metrics.NewRegistry()
-	if err := refserver.InstrumentGorm(db, reg); err != nil {
-		t.Fatalf("InstrumentGorm: %v", err)
+	if err := store.New(db).ObserveStatements(reg.ObserveDBQuery); err != nil {
+		t.Fatalf("ObserveStatements: %v", err)
 	}
 	if err := db.Exec("CREATE TABLE t (x integer)").Error; err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package refserver
+package store
 
 import (
 	"context"
@@ -12,44 +12,53 @@ import (
 // drivers' limits (65,535 for PostgreSQL, 32,766 for SQLite).
 const uidBatch = 500
 
-// AgentDB is a server's database as a tool outside the server sees it (idcli
-// bench, which removes the agents it registered): the tool reaches the
-// database through it and links no database package itself.
-type AgentDB struct {
-	db *gorm.DB
+// DB is the reference server's database: what the server reads and
+// writes (through refserver.Config.DB) and what an operator's tool does to
+// it (idcli server agents, keys, tokens, and idcli bench, which removes the
+// agents it registered). It is safe for concurrent use.
+type DB struct {
+	g   *gorm.DB
+	url string // the URL Open opened, for the messages of *DBError; "" after New
 }
 
-// OpenAgentDB opens the database at databaseURL (as OpenDB does) and checks
+// Open opens the database at databaseURL (as OpenGorm does) and checks
 // within ctx that it answers; its errors are *DBError.
-func OpenAgentDB(ctx context.Context, databaseURL string) (*AgentDB, error) {
-	db, err := OpenDB(databaseURL)
+func Open(ctx context.Context, databaseURL string) (*DB, error) {
+	g, err := OpenGorm(databaseURL)
 	if err != nil {
 		return nil, explainDB(databaseURL, err)
 	}
-	a := &AgentDB{db: db}
-	if err := pingDB(ctx, db); err != nil {
-		a.Close()
+	d := &DB{g: g, url: databaseURL}
+	if err := d.Ping(ctx); err != nil {
+		d.Close()
 		return nil, explainDB(databaseURL, err)
 	}
-	return a, nil
+	return d, nil
 }
 
-// NewAgentDB is the AgentDB of an open database (Close closes it).
-func NewAgentDB(db *gorm.DB) *AgentDB { return &AgentDB{db: db} }
+// New is the DB of an open gorm database (Close closes it).
+func New(g *gorm.DB) *DB { return &DB{g: g} }
+
+// Gorm returns the gorm database d reads and writes, for the PostgreSQL
+// replay store and tests.
+func (d *DB) Gorm() *gorm.DB { return d.g }
 
 // Close closes the database connections.
-func (a *AgentDB) Close() error {
-	sqlDB, err := a.db.DB()
+func (d *DB) Close() error {
+	sqlDB, err := d.g.DB()
 	if err != nil {
 		return err
 	}
 	return sqlDB.Close()
 }
 
+// Ping checks within ctx that the database answers.
+func (d *DB) Ping(ctx context.Context) error { return pingDB(ctx, d.g) }
+
 // HasAgent reports whether the database holds the agent uid.
-func (a *AgentDB) HasAgent(ctx context.Context, uid string) (bool, error) {
+func (d *DB) HasAgent(ctx context.Context, uid string) (bool, error) {
 	var n int64
-	err := a.db.WithContext(ctx).Model(&Agent{}).Where("uid = ?", uid).Count(&n).Error
+	err := d.g.WithContext(ctx).Model(&Agent{}).Where("uid = ?", uid).Count(&n).Error
 	return n > 0, err
 }
 
@@ -57,12 +66,12 @@ func (a *AgentDB) HasAgent(ctx context.Context, uid string) (bool, error) {
 // transaction each, and returns how many agents it deleted (uids it does
 // not hold are skipped). It stops at the first failing batch, the agents of
 // the batches before it deleted.
-func (a *AgentDB) DeleteAgents(ctx context.Context, uids []string) (int, error) {
+func (d *DB) DeleteAgents(ctx context.Context, uids []string) (int, error) {
 	removed := 0
 	for start := 0; start < len(uids); start += uidBatch {
 		batch := uids[start:min(start+uidBatch, len(uids))]
 		n := 0
-		err := a.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		err := d.g.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 			if err := tx.Where("agent_uid IN ?", batch).Delete(&DirectorySignature{}).Error; err != nil {
 				return err
 			}
@@ -75,7 +84,7 @@ func (a *AgentDB) DeleteAgents(ctx context.Context, uids []string) (int, error) 
 			// keychanges.go).
 			changes := make([]KeyChange, len(deleted))
 			for i, k := range deleted {
-				changes[i] = KeyChange{Kid: k.Kid, AgentUID: k.AgentUID, Change: changeDelete, Actor: "idcli bench cleanup"}
+				changes[i] = KeyChange{Kid: k.Kid, AgentUID: k.AgentUID, Change: ChangeDelete, Actor: "idcli bench cleanup"}
 			}
 			res := tx.Where("uid IN ?", batch).Delete(&Agent{})
 			if res.Error != nil {

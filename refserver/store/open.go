@@ -1,4 +1,4 @@
-package refserver
+package store
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 	"github.com/agentid/agentid/signer/redact"
 )
 
-// Database connection defaults applied by OpenDB.
+// Database connection defaults applied by OpenGorm.
 const (
 	// DefaultStatementTimeout bounds every PostgreSQL statement (server side).
 	DefaultStatementTimeout = 10 * time.Second
@@ -28,9 +28,9 @@ const (
 	sqliteBusyTimeout = 5 * time.Second
 )
 
-// ErrUnsupportedDatabaseURL is returned by OpenDB for a URL whose scheme is
+// ErrUnsupportedDatabaseURL is returned by OpenGorm for a URL whose scheme is
 // neither postgres://, postgresql:// nor sqlite:.
-var ErrUnsupportedDatabaseURL = errors.New("refserver: unsupported database url")
+var ErrUnsupportedDatabaseURL = errors.New("store: unsupported database url")
 
 // DatabaseKind reports which driver a DATABASE_URL selects: "postgres",
 // "sqlite" or "" when unsupported.
@@ -49,7 +49,7 @@ func DatabaseKind(databaseURL string) string {
 func SQLitePath(databaseURL string) (string, error) {
 	rest, ok := strings.CutPrefix(databaseURL, "sqlite:")
 	if !ok {
-		return "", fmt.Errorf("%w: %q is not a sqlite url", ErrUnsupportedDatabaseURL, RedactURL(databaseURL))
+		return "", fmt.Errorf("%w: %q is not a sqlite url", ErrUnsupportedDatabaseURL, redact.URL(databaseURL))
 	}
 	if rest == ":memory:" {
 		return ":memory:", nil
@@ -68,7 +68,7 @@ func SQLitePath(databaseURL string) (string, error) {
 	return p, nil
 }
 
-// OpenDB opens the database named by databaseURL and checks that it answers:
+// OpenGorm opens the database named by databaseURL and checks that it answers:
 //
 //   - postgres:// or postgresql:// uses PostgreSQL (gorm.io/driver/postgres,
 //     pgx). Unless the URL sets them, connect_timeout is 5 s and
@@ -82,7 +82,7 @@ func SQLitePath(databaseURL string) (string, error) {
 // gorm's SQL logging is off: statements and their values are never logged.
 // Database errors are translated (gorm.ErrDuplicatedKey for unique
 // violations).
-func OpenDB(databaseURL string) (*gorm.DB, error) {
+func OpenGorm(databaseURL string) (*gorm.DB, error) {
 	cfg := &gorm.Config{
 		Logger:         logger.Discard,
 		TranslateError: true,
@@ -96,11 +96,11 @@ func OpenDB(databaseURL string) (*gorm.DB, error) {
 		}
 		db, err := gorm.Open(postgres.Open(dsn), cfg)
 		if err != nil {
-			return nil, fmt.Errorf("refserver: open database: %w", err)
+			return nil, fmt.Errorf("store: open database: %w", err)
 		}
 		sqlDB, err := db.DB()
 		if err != nil {
-			return nil, fmt.Errorf("refserver: open database: %w", err)
+			return nil, fmt.Errorf("store: open database: %w", err)
 		}
 		sqlDB.SetMaxOpenConns(DefaultMaxOpenConns)
 		// Idle connections are kept up to the pool size: a smaller idle
@@ -124,11 +124,11 @@ func OpenDB(databaseURL string) (*gorm.DB, error) {
 		params.Set("_txlock", "immediate")
 		db, err := gorm.Open(sqlite.Open(path+"?"+params.Encode()), cfg)
 		if err != nil {
-			return nil, fmt.Errorf("refserver: open database: %w", err)
+			return nil, fmt.Errorf("store: open database: %w", err)
 		}
 		sqlDB, err := db.DB()
 		if err != nil {
-			return nil, fmt.Errorf("refserver: open database: %w", err)
+			return nil, fmt.Errorf("store: open database: %w", err)
 		}
 		sqlDB.SetMaxOpenConns(1)
 		sqlDB.SetMaxIdleConns(1)
@@ -136,7 +136,7 @@ func OpenDB(databaseURL string) (*gorm.DB, error) {
 		sqlDB.SetConnMaxIdleTime(0)
 		return db, nil
 	}
-	return nil, fmt.Errorf("%w: %q (want postgres://, postgresql://, sqlite://PATH or sqlite::memory:)", ErrUnsupportedDatabaseURL, RedactURL(databaseURL))
+	return nil, fmt.Errorf("%w: %q (want postgres://, postgresql://, sqlite://PATH or sqlite::memory:)", ErrUnsupportedDatabaseURL, redact.URL(databaseURL))
 }
 
 // postgresDSN adds default connect_timeout and statement_timeout parameters.
@@ -155,13 +155,6 @@ func postgresDSN(databaseURL string) (string, error) {
 	u.RawQuery = q.Encode()
 	return u.String(), nil
 }
-
-// RedactURL returns databaseURL for messages and logs, as redact.URL
-// writes every URL the module prints: its user information, the value of
-// every query parameter (a connection URL can carry a password, a client
-// key passphrase or an encryption key under any name) and its fragment
-// read "xxxxx"; scheme, host, port, path and parameter names are kept.
-func RedactURL(databaseURL string) string { return redact.URL(databaseURL) }
 
 // pingDB checks within ctx that db answers.
 func pingDB(ctx context.Context, db *gorm.DB) error {

@@ -1,4 +1,4 @@
-package refserver
+package store
 
 // Operating a running service from outside it (`idcli server agents`,
 // `idcli server keys revoke`, `idcli server tokens`): every change goes
@@ -8,24 +8,20 @@ package refserver
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/agentid/agentid/signer"
 	"gorm.io/gorm"
 )
 
-// Errors of the operator's AgentDB methods.
+// Errors of DB's methods, matched with errors.Is.
 var (
-	ErrNoSuchAgent = errors.New("refserver: no such agent")
-	ErrNoSuchKey   = errors.New("refserver: no such key")
-	ErrNoSuchToken = errors.New("refserver: no such invitation token")
+	ErrNoSuchAgent = errors.New("store: no such agent")
+	ErrNoSuchKey   = errors.New("store: no such key")
+	ErrNoSuchToken = errors.New("store: no such invitation token")
 )
 
 // AgentInfo is an agent as the operator sees it.
@@ -48,11 +44,12 @@ type KeyInfo struct {
 }
 
 // CheckMigrated returns a *DBError (ErrNotMigrated) when migrations are
-// pending: the operator's commands need the tables of this version.
-func (a *AgentDB) CheckMigrated(ctx context.Context) error {
-	pending, err := Pending(ctx, a.db)
+// pending: the server and the operator's commands need the tables of
+// this version.
+func (d *DB) CheckMigrated(ctx context.Context) error {
+	pending, err := Pending(ctx, d.g)
 	if err != nil {
-		return err
+		return explainDB(d.url, err)
 	}
 	if len(pending) > 0 {
 		return &DBError{Kind: ErrNotMigrated,
@@ -65,8 +62,8 @@ func (a *AgentDB) CheckMigrated(ctx context.Context) error {
 // ListAgents returns at most limit agents (oldest first) whose uid sorts
 // after after ("" for the first page), only the disabled ones when
 // disabledOnly is set.
-func (a *AgentDB) ListAgents(ctx context.Context, after string, limit int, disabledOnly bool) ([]AgentInfo, error) {
-	q := a.db.WithContext(ctx).Model(&Agent{}).Order("uid").Limit(limit)
+func (d *DB) ListAgents(ctx context.Context, after string, limit int, disabledOnly bool) ([]AgentInfo, error) {
+	q := d.g.WithContext(ctx).Model(&Agent{}).Order("uid").Limit(limit)
 	if after != "" {
 		q = q.Where("uid > ?", after)
 	}
@@ -93,7 +90,7 @@ func (a *AgentDB) ListAgents(ctx context.Context, after string, limit int, disab
 			N        int
 		}
 		batch := uids[start:min(start+uidBatch, len(uids))]
-		if err := a.db.WithContext(ctx).Model(&PublicJWK{}).Select("agent_uid, count(*) AS n").
+		if err := d.g.WithContext(ctx).Model(&PublicJWK{}).Select("agent_uid, count(*) AS n").
 			Where("agent_uid IN ? AND revoked_at IS NULL", batch).Group("agent_uid").Scan(&counts).Error; err != nil {
 			return nil, err
 		}
@@ -120,8 +117,8 @@ func utcPtr(t *time.Time) *time.Time {
 }
 
 // ShowAgent returns uid with its keys, or ErrNoSuchAgent.
-func (a *AgentDB) ShowAgent(ctx context.Context, uid string) (AgentInfo, error) {
-	return showAgent(a.db.WithContext(ctx), uid)
+func (d *DB) ShowAgent(ctx context.Context, uid string) (AgentInfo, error) {
+	return showAgent(d.g.WithContext(ctx), uid)
 }
 
 func showAgent(db *gorm.DB, uid string) (AgentInfo, error) {
@@ -154,10 +151,10 @@ func showAgent(db *gorm.DB, uid string) (AgentInfo, error) {
 // lists no key (an empty set, as when its only key is revoked, so that
 // third-party verifiers drop its keys within their cache lifetime) and its
 // signatures are refused with 403 forbidden by every instance within 1 s.
-func (a *AgentDB) SetAgentDisabled(ctx context.Context, uid string, disabled bool, actor string) (AgentInfo, bool, error) {
+func (d *DB) SetAgentDisabled(ctx context.Context, uid string, disabled bool, actor string) (AgentInfo, bool, error) {
 	var info AgentInfo
 	changed := false
-	err := a.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err := d.g.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		row, err := lockAgent(tx, uid)
 		if err != nil {
 			return err
@@ -165,9 +162,9 @@ func (a *AgentDB) SetAgentDisabled(ctx context.Context, uid string, disabled boo
 		if (row.DisabledAt != nil) != disabled {
 			changed = true
 			var at any // NULL
-			change := changeEnable
+			change := ChangeEnable
 			if disabled {
-				at, change = time.Now().UTC(), changeDisable
+				at, change = time.Now().UTC(), ChangeDisable
 			}
 			if err := tx.Model(&Agent{}).Where("uid = ?", uid).Update("disabled_at", at).Error; err != nil {
 				return err
@@ -197,10 +194,10 @@ func (a *AgentDB) SetAgentDisabled(ctx context.Context, uid string, disabled boo
 // as it is after the change and whether anything changed (false when it
 // already was revoked); ErrNoSuchAgent or ErrNoSuchKey when uid does not
 // hold kid. Every instance refuses the key within 1 s.
-func (a *AgentDB) RevokeKey(ctx context.Context, uid, kid, actor string) (KeyInfo, bool, error) {
+func (d *DB) RevokeKey(ctx context.Context, uid, kid, actor string) (KeyInfo, bool, error) {
 	var info KeyInfo
 	changed := false
-	err := a.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err := d.g.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		// The agent's row lock, as a rotation takes it.
 		if _, err := lockAgent(tx, uid); err != nil {
 			return err
@@ -219,7 +216,7 @@ func (a *AgentDB) RevokeKey(ctx context.Context, uid, kid, actor string) (KeyInf
 				return err
 			}
 			key.RevokedAt = &now
-			if err := logChanges(tx, []KeyChange{{Kid: kid, AgentUID: uid, Change: changeRevoke, Actor: truncActor(actor)}}); err != nil {
+			if err := logChanges(tx, []KeyChange{{Kid: kid, AgentUID: uid, Change: ChangeRevoke, Actor: truncActor(actor)}}); err != nil {
 				return err
 			}
 		}
@@ -235,105 +232,4 @@ func truncActor(actor string) string {
 		actor = actor[:128]
 	}
 	return strings.ToValidUTF8(actor, "?")
-}
-
-// Invitation tokens.
-
-// invitePrefix starts every invitation token; 32 base64url characters
-// (24 random bytes) follow.
-const invitePrefix = "agentid_inv_"
-
-// maxInviteLen bounds an Agentid-Invite value worth hashing.
-const maxInviteLen = 128
-
-// InviteInfo is an invitation token as listed (never the token itself).
-type InviteInfo struct {
-	ID        uint64     `json:"id"`
-	Prefix    string     `json:"prefix"`
-	Note      string     `json:"note"`
-	UsesLeft  int64      `json:"uses_left"`
-	Used      int64      `json:"used"`
-	CreatedAt time.Time  `json:"created_at"`
-	ExpiresAt *time.Time `json:"expires_at"`
-	RevokedAt *time.Time `json:"revoked_at"`
-}
-
-func inviteInfo(t InviteToken) InviteInfo {
-	return InviteInfo{ID: t.ID, Prefix: t.Prefix, Note: t.Note, UsesLeft: t.UsesLeft, Used: t.Used,
-		CreatedAt: t.CreatedAt.UTC(), ExpiresAt: utcPtr(t.ExpiresAt), RevokedAt: utcPtr(t.RevokedAt)}
-}
-
-func inviteHash(token string) []byte {
-	h := sha256.Sum256([]byte(token))
-	return h[:]
-}
-
-// CreateInvite makes an invitation token good for uses registrations
-// (at least 1) until ttl from now (0: no expiry), with a note for the
-// operator. The token is returned once; only its SHA-256 digest is stored.
-func (a *AgentDB) CreateInvite(ctx context.Context, note string, uses int64, ttl time.Duration) (string, InviteInfo, error) {
-	if uses < 1 {
-		return "", InviteInfo{}, errors.New("refserver: an invitation token needs at least one use")
-	}
-	if ttl < 0 {
-		return "", InviteInfo{}, errors.New("refserver: an invitation token's lifetime must not be negative")
-	}
-	if len(note) > 200 || !utf8.ValidString(note) {
-		return "", InviteInfo{}, errors.New("refserver: an invitation token's note must be valid UTF-8 of at most 200 bytes")
-	}
-	var b [24]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", InviteInfo{}, err
-	}
-	token := invitePrefix + base64.RawURLEncoding.EncodeToString(b[:])
-	now := time.Now().UTC()
-	row := InviteToken{Hash: inviteHash(token), Prefix: token[:len(invitePrefix)+4], Note: note, UsesLeft: uses, CreatedAt: now}
-	if ttl > 0 {
-		exp := now.Add(ttl)
-		row.ExpiresAt = &exp
-	}
-	if err := a.db.WithContext(ctx).Create(&row).Error; err != nil {
-		return "", InviteInfo{}, err
-	}
-	return token, inviteInfo(row), nil
-}
-
-// ListInvites returns every invitation token, newest first.
-func (a *AgentDB) ListInvites(ctx context.Context) ([]InviteInfo, error) {
-	var rows []InviteToken
-	if err := a.db.WithContext(ctx).Order("id DESC").Find(&rows).Error; err != nil {
-		return nil, err
-	}
-	out := make([]InviteInfo, len(rows))
-	for i, r := range rows {
-		out[i] = inviteInfo(r)
-	}
-	return out, nil
-}
-
-// RevokeInvite revokes the invitation token id; it reports whether
-// anything changed (false when it already was revoked), or ErrNoSuchToken.
-func (a *AgentDB) RevokeInvite(ctx context.Context, id uint64) (InviteInfo, bool, error) {
-	var info InviteInfo
-	changed := false
-	err := a.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		var row InviteToken
-		if err := tx.Where("id = ?", id).Take(&row).Error; err != nil {
-			if isNotFound(err) {
-				return fmt.Errorf("%w: %d", ErrNoSuchToken, id)
-			}
-			return err
-		}
-		if row.RevokedAt == nil {
-			changed = true
-			now := time.Now().UTC()
-			row.RevokedAt = &now
-			if err := tx.Model(&InviteToken{}).Where("id = ?", id).Update("revoked_at", now).Error; err != nil {
-				return err
-			}
-		}
-		info = inviteInfo(row)
-		return nil
-	})
-	return info, changed, err
 }

@@ -1,4 +1,4 @@
-package refserver_test
+package store_test
 
 import (
 	"context"
@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/refserver/dbtest"
+	"github.com/agentid/agentid/refserver/store"
 )
 
 // checkAdminCycle runs create, create, migrate, migrate, drop, drop on
@@ -18,24 +18,24 @@ func checkAdminCycle(t *testing.T, databaseURL, wantName string) {
 	t.Helper()
 	ctx := context.Background()
 	for i, want := range []bool{true, false} {
-		name, created, err := refserver.CreateDatabase(ctx, databaseURL)
+		name, created, err := store.CreateDatabase(ctx, databaseURL)
 		if err != nil || name != wantName || created != want {
 			t.Fatalf("CreateDatabase #%d = %q, %v, %v; want %q, %v, nil", i+1, name, created, err, wantName, want)
 		}
 	}
 	var log strings.Builder
-	if err := refserver.MigrateDatabase(ctx, databaseURL, &log); err != nil {
+	if err := store.MigrateDatabase(ctx, databaseURL, &log); err != nil {
 		t.Fatal(err)
 	}
-	if n := strings.Count(log.String(), "\n"); n != 2*len(refserver.Migrations()) {
-		t.Errorf("MigrateDatabase printed %d lines, want %d:\n%s", n, 2*len(refserver.Migrations()), log.String())
+	if n := strings.Count(log.String(), "\n"); n != 2*len(store.Migrations()) {
+		t.Errorf("MigrateDatabase printed %d lines, want %d:\n%s", n, 2*len(store.Migrations()), log.String())
 	}
 	log.Reset()
-	if err := refserver.MigrateDatabase(ctx, databaseURL, &log); err != nil || log.Len() != 0 {
+	if err := store.MigrateDatabase(ctx, databaseURL, &log); err != nil || log.Len() != 0 {
 		t.Errorf("second MigrateDatabase: %v, printed %q; want nothing", err, log.String())
 	}
 	for i, want := range []bool{true, false} {
-		name, dropped, err := refserver.DropDatabase(ctx, databaseURL)
+		name, dropped, err := store.DropDatabase(ctx, databaseURL)
 		if err != nil || name != wantName || dropped != want {
 			t.Fatalf("DropDatabase #%d = %q, %v, %v; want %q, %v, nil", i+1, name, dropped, err, wantName, want)
 		}
@@ -52,9 +52,9 @@ func TestDatabaseAdminSQLite(t *testing.T) {
 		}
 	}
 
-	for _, f := range []func(context.Context, string) (string, bool, error){refserver.CreateDatabase, refserver.DropDatabase} {
-		if name, done, err := f(context.Background(), "sqlite::memory:"); name != refserver.InMemory || done || err != nil {
-			t.Errorf("on sqlite::memory: = %q, %v, %v; want %q, false, nil", name, done, err, refserver.InMemory)
+	for _, f := range []func(context.Context, string) (string, bool, error){store.CreateDatabase, store.DropDatabase} {
+		if name, done, err := f(context.Background(), "sqlite::memory:"); name != store.InMemory || done || err != nil {
+			t.Errorf("on sqlite::memory: = %q, %v, %v; want %q, false, nil", name, done, err, store.InMemory)
 		}
 	}
 }
@@ -67,20 +67,20 @@ func TestDatabaseAdminPostgres(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { refserver.DropDatabase(context.Background(), u) })
+	t.Cleanup(func() { store.DropDatabase(context.Background(), u) })
 	checkAdminCycle(t, u, name)
 
 	// A database in use cannot be dropped; the error says so and names the fix.
-	if _, _, err := refserver.CreateDatabase(context.Background(), u); err != nil {
+	if _, _, err := store.CreateDatabase(context.Background(), u); err != nil {
 		t.Fatal(err)
 	}
 	db := dbtest.Open(t, u)
 	if err := db.Exec("SELECT 1").Error; err != nil {
 		t.Fatal(err)
 	}
-	_, dropped, err := refserver.DropDatabase(context.Background(), u)
-	var de *refserver.DBError
-	if dropped || !errors.Is(err, refserver.ErrDatabaseInUse) || !errors.As(err, &de) || !strings.Contains(de.Fix, "stop the server") {
+	_, dropped, err := store.DropDatabase(context.Background(), u)
+	var de *store.DBError
+	if dropped || !errors.Is(err, store.ErrDatabaseInUse) || !errors.As(err, &de) || !strings.Contains(de.Fix, "stop the server") {
 		t.Errorf("DropDatabase while in use = %v, %v; want ErrDatabaseInUse with a fix", dropped, err)
 	}
 }
@@ -95,14 +95,14 @@ func TestDatabaseErrors(t *testing.T) {
 		wantKind  error
 		wantParts []string
 	}{
-		{name: "refused", url: "postgres://postgres:s3cret@127.0.0.1:1/agentid?connect_timeout=2", wantKind: refserver.ErrDatabaseUnreachable,
+		{name: "refused", url: "postgres://postgres:s3cret@127.0.0.1:1/agentid?connect_timeout=2", wantKind: store.ErrDatabaseUnreachable,
 			wantParts: []string{"cannot reach the database", "connection refused", "DATABASE_URL", "xxxxx"}},
-		{name: "unknown host", url: "postgres://postgres@db.invalid/agentid?connect_timeout=2", wantKind: refserver.ErrDatabaseUnreachable,
+		{name: "unknown host", url: "postgres://postgres@db.invalid/agentid?connect_timeout=2", wantKind: store.ErrDatabaseUnreachable,
 			wantParts: []string{"cannot reach the database", "db.invalid"}},
-		{name: "sqlite folder missing", url: missing, wantKind: refserver.ErrDatabaseUnreachable, wantParts: []string{"cannot reach the database"}},
-		{name: "unsupported", url: "mysql://localhost/agentid", wantKind: refserver.ErrUnsupportedDatabaseURL, wantParts: []string{"mysql"}},
-		{name: "no database name", url: "postgres://localhost", wantKind: refserver.ErrUnsupportedDatabaseURL, wantParts: []string{"names no database"}},
-		{name: "database does not exist", postgres: true, wantKind: refserver.ErrDatabaseNotFound, wantParts: []string{"does not exist", "create it"}},
+		{name: "sqlite folder missing", url: missing, wantKind: store.ErrDatabaseUnreachable, wantParts: []string{"cannot reach the database"}},
+		{name: "unsupported", url: "mysql://localhost/agentid", wantKind: store.ErrUnsupportedDatabaseURL, wantParts: []string{"mysql"}},
+		{name: "no database name", url: "postgres://localhost", wantKind: store.ErrUnsupportedDatabaseURL, wantParts: []string{"names no database"}},
+		{name: "database does not exist", postgres: true, wantKind: store.ErrDatabaseNotFound, wantParts: []string{"does not exist", "create it"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -117,11 +117,11 @@ func TestDatabaseErrors(t *testing.T) {
 			}
 			var err error
 			if tt.name == "no database name" {
-				_, _, err = refserver.CreateDatabase(context.Background(), u)
+				_, _, err = store.CreateDatabase(context.Background(), u)
 			} else {
-				err = refserver.MigrateDatabase(context.Background(), u, nil)
+				err = store.MigrateDatabase(context.Background(), u, nil)
 			}
-			var de *refserver.DBError
+			var de *store.DBError
 			if !errors.As(err, &de) || !errors.Is(err, tt.wantKind) {
 				t.Fatalf("error = %v (%T); want a *DBError of kind %v", err, err, tt.wantKind)
 			}

@@ -1,25 +1,25 @@
-package refserver
+package store
 
 import (
 	"fmt"
 	"time"
 
-	"github.com/agentid/agentid/middleware/metrics"
 	"gorm.io/gorm"
 )
 
 const metricsStartKey = "agentid:metrics:start"
 
-// instrumentGorm registers gorm callbacks on db that time every statement
-// (create, query, update, delete, row, raw) into reg's
-// agentid_db_query_duration_seconds. It lives here, not in package
-// metrics, so that the registry links no ORM (idcli proxy uses it too).
-func instrumentGorm(db *gorm.DB, reg *metrics.Registry) error {
+// ObserveStatements registers gorm callbacks on d that time every
+// statement (create, query, update, delete, row, raw) with observe (such
+// as metrics.Registry.ObserveDBQuery): the metrics registry links no ORM,
+// since idcli proxy uses it too.
+func (d *DB) ObserveStatements(observe func(time.Duration)) error {
+	db := d.g
 	before := func(tx *gorm.DB) { tx.InstanceSet(metricsStartKey, time.Now()) }
 	after := func(tx *gorm.DB) {
 		if v, ok := tx.InstanceGet(metricsStartKey); ok {
 			if t, ok := v.(time.Time); ok {
-				reg.ObserveDBQuery(time.Since(t))
+				observe(time.Since(t))
 			}
 		}
 	}
@@ -38,10 +38,10 @@ func instrumentGorm(db *gorm.DB, reg *metrics.Registry) error {
 	}
 	for _, s := range steps {
 		if err := s.before("agentid:metrics:before_"+s.name, before); err != nil {
-			return fmt.Errorf("refserver: metrics gorm callback: %w", err)
+			return fmt.Errorf("store: metrics gorm callback: %w", err)
 		}
 		if err := s.after("agentid:metrics:after_"+s.name, after); err != nil {
-			return fmt.Errorf("refserver: metrics gorm callback: %w", err)
+			return fmt.Errorf("store: metrics gorm callback: %w", err)
 		}
 	}
 	return nil

@@ -1,4 +1,4 @@
-package refserver
+package store
 
 import (
 	"database/sql/driver"
@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/signer"
 	"gorm.io/gorm"
 	"gorm.io/gorm/schema"
@@ -32,7 +31,7 @@ func (Agent) TableName() string { return "agents" }
 
 // KeyChange is one row of the change log (table key_changes): a change to
 // a key or an agent that every server instance must see, in commit order
-// (see keychanges.go). Kid is "" for a change to an agent without keys.
+// (see changelog.go). Kid is "" for a change to an agent without keys.
 // CreatedAt is the database's clock when the row was written (never an
 // application's: rows are written by logChanges, not by gorm's Create).
 type KeyChange struct {
@@ -116,7 +115,7 @@ func (j *JSON) Scan(v any) error {
 	case string:
 		*j = JSON(v)
 	default:
-		return fmt.Errorf("refserver: cannot scan %T into JSON", v)
+		return fmt.Errorf("store: cannot scan %T into JSON", v)
 	}
 	return nil
 }
@@ -125,8 +124,7 @@ func (j *JSON) Scan(v any) error {
 func (p PublicJWK) PublicKey() (signer.PublicKey, error) {
 	pk, err := signer.ParsePublicJWK(p.JWK)
 	if err != nil {
-		return signer.PublicKey{}, &middleware.Error{Code: middleware.CodeInternal,
-			Message: "internal error", Err: errors.New("refserver: stored jwk " + p.Kid + " is invalid: " + err.Error())}
+		return signer.PublicKey{}, errors.New("store: stored jwk " + p.Kid + " is invalid: " + err.Error())
 	}
 	return pk, nil
 }

@@ -1,4 +1,4 @@
-package refserver
+package store
 
 import (
 	"context"
@@ -279,7 +279,7 @@ func Migrate(ctx context.Context, db *gorm.DB, w io.Writer) error {
 	return db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		if tx.Dialector.Name() == "postgres" {
 			if err := tx.Exec("SELECT pg_advisory_xact_lock(?)", int64(0x6167656e746964)).Error; err != nil {
-				return fmt.Errorf("refserver: migrate: lock: %w", err)
+				return fmt.Errorf("store: migrate: lock: %w", err)
 			}
 		}
 		var list []*gormigrate.Migration
@@ -300,7 +300,7 @@ func Migrate(ctx context.Context, db *gorm.DB, w io.Writer) error {
 		}
 		g := gormigrate.New(tx, &gormigrate.Options{TableName: MigrationsTable, IDColumnName: "id", IDColumnSize: 255}, list)
 		if err := g.Migrate(); err != nil {
-			return fmt.Errorf("refserver: migrate: %w", err)
+			return fmt.Errorf("store: migrate: %w", err)
 		}
 		return nil
 	})
@@ -320,13 +320,13 @@ func migrationLine(m Migration, status string) string {
 func Pending(ctx context.Context, db *gorm.DB) ([]string, error) {
 	db = db.WithContext(ctx)
 	if err := pingDB(ctx, db); err != nil {
-		return nil, fmt.Errorf("refserver: read migrations: %w", err)
+		return nil, fmt.Errorf("store: read migrations: %w", err)
 	}
 	applied := map[string]bool{}
 	if db.Migrator().HasTable(MigrationsTable) {
 		var ids []string
 		if err := db.Table(MigrationsTable).Pluck("id", &ids).Error; err != nil {
-			return nil, fmt.Errorf("refserver: read migrations: %w", err)
+			return nil, fmt.Errorf("store: read migrations: %w", err)
 		}
 		for _, id := range ids {
 			applied[id] = true

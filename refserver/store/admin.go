@@ -1,4 +1,4 @@
-package refserver
+package store
 
 // Database administration: creating, migrating and dropping the database a
 // DATABASE_URL names, and the meaning of the failures an operator meets.
@@ -17,6 +17,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"gorm.io/gorm"
+
+	"github.com/agentid/agentid/signer/redact"
 )
 
 // InMemory is the SQLite path of an in-memory database (sqlite::memory:):
@@ -28,19 +30,19 @@ const InMemory = ":memory:"
 // CreateDatabase, DropDatabase, MigrateDatabase and Open.
 var (
 	// ErrDatabaseNotFound: the database the URL names does not exist.
-	ErrDatabaseNotFound = errors.New("refserver: database does not exist")
+	ErrDatabaseNotFound = errors.New("store: database does not exist")
 	// ErrDatabaseUnreachable: no database server answers at the URL.
-	ErrDatabaseUnreachable = errors.New("refserver: database unreachable")
+	ErrDatabaseUnreachable = errors.New("store: database unreachable")
 	// ErrDatabaseAuth: the database server refused the URL's credentials.
-	ErrDatabaseAuth = errors.New("refserver: database refused the credentials")
+	ErrDatabaseAuth = errors.New("store: database refused the credentials")
 	// ErrDatabasePermission: the user lacks a privilege the operation needs.
-	ErrDatabasePermission = errors.New("refserver: database permission denied")
+	ErrDatabasePermission = errors.New("store: database permission denied")
 	// ErrDatabaseInUse: the database cannot be dropped while clients use it.
-	ErrDatabaseInUse = errors.New("refserver: database in use")
+	ErrDatabaseInUse = errors.New("store: database in use")
 	// ErrNotMigrated: migrations are pending (see Pending and Migrate).
-	ErrNotMigrated = errors.New("refserver: database not migrated")
+	ErrNotMigrated = errors.New("store: database not migrated")
 	// ErrDatabase: any other database failure.
-	ErrDatabase = errors.New("refserver: database failure")
+	ErrDatabase = errors.New("store: database failure")
 )
 
 // DBError explains a database failure to an operator in one line: Error
@@ -102,12 +104,12 @@ func explainDB(databaseURL string, err error) error {
 	if errors.As(err, &de) {
 		return err
 	}
-	where := RedactURL(databaseURL)
+	where := redact.URL(databaseURL)
 	code, pgErr := pgCode(err)
 	switch {
 	case code == sqlstateInvalidCatalog:
 		return &DBError{Kind: ErrDatabaseNotFound, Err: err,
-			Cause: fmt.Sprintf("database %s does not exist", quoteName(postgresDBName(databaseURL))),
+			Cause: fmt.Sprintf("database %s does not exist", QuoteName(postgresDBName(databaseURL))),
 			Fix:   "create it or fix DATABASE_URL"}
 	case code == sqlstateInvalidPassword || code == sqlstateInvalidAuthSpec:
 		return &DBError{Kind: ErrDatabaseAuth, Err: err,
@@ -118,7 +120,7 @@ func explainDB(databaseURL string, err error) error {
 			Cause: fmt.Sprintf("the database at %s failed: %s (SQLSTATE %s)", where, pgErr.Message, pgErr.Code)}
 	case errors.Is(err, ErrUnsupportedDatabaseURL):
 		return &DBError{Kind: ErrUnsupportedDatabaseURL, Err: err,
-			Cause: oneLine(strings.TrimPrefix(err.Error(), "refserver: "))}
+			Cause: oneLine(strings.TrimPrefix(err.Error(), "store: "))}
 	}
 	return &DBError{Kind: ErrDatabaseUnreachable, Err: err,
 		Cause: fmt.Sprintf("cannot reach the database at %s (%s)", where, connCause(err)),
@@ -160,11 +162,6 @@ func oneLine(s string) string {
 	return s
 }
 
-func quoteName(name string) string { return "'" + name + "'" }
-
-// quoteIdent quotes a PostgreSQL identifier.
-func quoteIdent(name string) string { return `"` + strings.ReplaceAll(name, `"`, `""`) + `"` }
-
 // postgresDBName returns the database name of a postgres:// URL.
 func postgresDBName(databaseURL string) string {
 	u, err := url.Parse(databaseURL)
@@ -189,12 +186,12 @@ func DatabaseName(databaseURL string) (string, error) {
 		name := postgresDBName(databaseURL)
 		if name == "" {
 			return "", &DBError{Kind: ErrUnsupportedDatabaseURL,
-				Cause: fmt.Sprintf("DATABASE_URL %s names no database", RedactURL(databaseURL)),
+				Cause: fmt.Sprintf("DATABASE_URL %s names no database", redact.URL(databaseURL)),
 				Fix:   "give postgres://USER:PASS@HOST:PORT/DATABASE"}
 		}
 		return name, nil
 	}
-	return "", explainDB(databaseURL, fmt.Errorf("%w: %q (want postgres://, postgresql://, sqlite://PATH or sqlite::memory:)", ErrUnsupportedDatabaseURL, RedactURL(databaseURL)))
+	return "", explainDB(databaseURL, fmt.Errorf("%w: %q (want postgres://, postgresql://, sqlite://PATH or sqlite::memory:)", ErrUnsupportedDatabaseURL, redact.URL(databaseURL)))
 }
 
 // CreateDatabase creates the database databaseURL names: a PostgreSQL
@@ -212,7 +209,7 @@ func CreateDatabase(ctx context.Context, databaseURL string) (name string, creat
 		if _, err := os.Stat(name); err == nil {
 			return name, false, nil
 		}
-		db, err := OpenDB(databaseURL)
+		db, err := OpenGorm(databaseURL)
 		if err != nil {
 			return name, false, explainDB(databaseURL, err)
 		}
@@ -233,11 +230,11 @@ func CreateDatabase(ctx context.Context, databaseURL string) (name string, creat
 			return nil
 		case code == sqlstateInsufficientPriv:
 			return &DBError{Kind: ErrDatabasePermission, Err: err,
-				Cause: fmt.Sprintf("cannot create database %s: permission denied", quoteName(name)),
+				Cause: fmt.Sprintf("cannot create database %s: permission denied", QuoteName(name)),
 				Fix:   "grant the user CREATEDB (ALTER ROLE … CREATEDB) or create it as a superuser"}
 		}
 		return &DBError{Kind: ErrDatabase, Err: err,
-			Cause: fmt.Sprintf("cannot create database %s: %s", quoteName(name), oneLine(err.Error()))}
+			Cause: fmt.Sprintf("cannot create database %s: %s", QuoteName(name), oneLine(err.Error()))}
 	})
 	return name, created, err
 }
@@ -257,7 +254,7 @@ func DropDatabase(ctx context.Context, databaseURL string) (name string, dropped
 				return name, false, nil
 			}
 			return name, false, &DBError{Kind: ErrDatabase, Err: err,
-				Cause: fmt.Sprintf("cannot drop database %s: %s", quoteName(name), connCause(err))}
+				Cause: fmt.Sprintf("cannot drop database %s: %s", QuoteName(name), connCause(err))}
 		}
 		os.Remove(name + "-wal")
 		os.Remove(name + "-shm")
@@ -275,11 +272,11 @@ func DropDatabase(ctx context.Context, databaseURL string) (name string, dropped
 			return nil
 		case code == sqlstateObjectInUse:
 			return &DBError{Kind: ErrDatabaseInUse, Err: err,
-				Cause: fmt.Sprintf("cannot drop database %s: it is in use", quoteName(name)),
+				Cause: fmt.Sprintf("cannot drop database %s: it is in use", QuoteName(name)),
 				Fix:   "stop the server (and other clients) first"}
 		}
 		return &DBError{Kind: ErrDatabase, Err: err,
-			Cause: fmt.Sprintf("cannot drop database %s: %s", quoteName(name), oneLine(err.Error()))}
+			Cause: fmt.Sprintf("cannot drop database %s: %s", QuoteName(name), oneLine(err.Error()))}
 	})
 	return name, dropped, err
 }
@@ -288,7 +285,7 @@ func DropDatabase(ctx context.Context, databaseURL string) (name string, dropped
 // Migrate (printing its lines to w; nil for none) and closes it. Errors are
 // *DBError.
 func MigrateDatabase(ctx context.Context, databaseURL string, w io.Writer) error {
-	db, err := OpenDB(databaseURL)
+	db, err := OpenGorm(databaseURL)
 	if err != nil {
 		return explainDB(databaseURL, err)
 	}
@@ -296,11 +293,17 @@ func MigrateDatabase(ctx context.Context, databaseURL string, w io.Writer) error
 	return migrateExplained(ctx, db, w)
 }
 
+// Migrate applies the pending migrations with Migrate (printing its lines
+// to w; nil for none). Errors are *DBError.
+func (d *DB) Migrate(ctx context.Context, w io.Writer) error {
+	return migrateExplained(ctx, d.g, w)
+}
+
 // migrateExplained is Migrate with its failure as a *DBError.
 func migrateExplained(ctx context.Context, db *gorm.DB, w io.Writer) error {
 	if err := Migrate(ctx, db, w); err != nil {
 		return &DBError{Kind: ErrDatabase, Err: err,
-			Cause: "migration failed: " + oneLine(strings.TrimPrefix(err.Error(), "refserver: "))}
+			Cause: "migration failed: " + oneLine(strings.TrimPrefix(err.Error(), "store: "))}
 	}
 	return nil
 }
@@ -312,7 +315,7 @@ func withMaintenanceDB(ctx context.Context, databaseURL string, fn func(db *gorm
 	var db *gorm.DB
 	var err error
 	for _, m := range []string{"postgres", "template1"} {
-		if db, err = OpenDB(maintenanceURL(databaseURL, m)); err == nil {
+		if db, err = OpenGorm(maintenanceURL(databaseURL, m)); err == nil {
 			break
 		}
 		if code, _ := pgCode(err); code != sqlstateInvalidCatalog {

@@ -1,10 +1,10 @@
-package refserver_test
+package store_test
 
 import (
 	"strings"
 	"testing"
 
-	"github.com/agentid/agentid/refserver"
+	"github.com/agentid/agentid/signer/redact"
 )
 
 // TestRedactURL: the forms of a database URL (PostgreSQL, SQLite with its
@@ -33,7 +33,7 @@ func TestRedactURL(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got := refserver.RedactURL(tt.in)
+			got := redact.URL(tt.in)
 			if got != tt.want {
 				t.Errorf("RedactURL(%q) = %q, want %q", tt.in, got, tt.want)
 			}
