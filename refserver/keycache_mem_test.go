@@ -13,7 +13,7 @@ import (
 // BenchmarkKeyCacheEntryBytes measures the heap one cached key takes in
 // the database key source's cache (an Ed25519 key parsed from its stored
 // JWK, as query makes it, with its uid, kid and the cache's bookkeeping),
-// reported as B/entry; KeyCacheEntryBytes documents it.
+// reported as B/entry; Config.KeyCacheSize refers to it.
 func BenchmarkKeyCacheEntryBytes(b *testing.B) {
 	const n = 20_000
 	jwks := make([][]byte, 256)

@@ -52,8 +52,7 @@ const (
 // revoked (or an agent disabled) through any instance is refused by every
 // instance within 1 s, even when the log cannot be read (lookups then read
 // the database each time). The cache holds at most Config.KeyCacheSize
-// keys (least recently used dropped first; see docs/benchmarks.md for
-// the memory one takes).
+// keys (least recently used dropped first).
 // Concurrent lookups of one uncached kid share one query. A kid that no
 // agent holds is remembered as unknown for Config.KeyCacheTTL (at most
 // 10,000 such kids), so requests with made-up kids cost at most one query

@@ -64,8 +64,8 @@ type Config struct {
 	// measured with Now.
 	KeyCacheTTL time.Duration
 	// KeyCacheSize bounds the keys cached to verify this server's agents
-	// (least recently used dropped first; docs/benchmarks.md gives the
-	// memory one takes).
+	// (least recently used dropped first; BenchmarkKeyCacheEntryBytes
+	// measures the memory one takes).
 	// If 0, DefaultKeyCacheSize (100,000).
 	KeyCacheSize int
 	// Metrics, if set, counts requests by route, method and status,

@@ -81,7 +81,7 @@ func (d *DB) DeleteAgents(ctx context.Context, uids []string) (int, error) {
 				return err
 			}
 			// Every instance drops the deleted keys it caches (see
-			// keychanges.go).
+			// changelog.go).
 			changes := make([]KeyChange, len(deleted))
 			for i, k := range deleted {
 				changes[i] = KeyChange{Kid: k.Kid, AgentUID: k.AgentUID, Change: ChangeDelete, Actor: "idcli bench cleanup"}

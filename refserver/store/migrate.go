@@ -160,7 +160,7 @@ func createDirectorySignaturesTable(tx *gorm.DB) error {
 
 // migrationV1KeyChange is key_changes as created by 20261127160000: the
 // ordered change log every server instance reads to drop what it caches
-// of the keys and agents a change names (see keychanges.go).
+// of the keys and agents a change names (see changelog.go).
 type migrationV1KeyChange struct {
 	ID        uint64    `gorm:"primaryKey"`
 	Kid       string    `gorm:"column:kid;size:64;not null"`

@@ -4,7 +4,7 @@ package store
 // `idcli server keys revoke`, `idcli server tokens`): every change goes
 // through the database, and those that make a cached verdict wrong write
 // the change log in the same transaction, so every instance applies them
-// within 1 s (see keychanges.go).
+// within 1 s (see changelog.go).
 
 import (
 	"context"
