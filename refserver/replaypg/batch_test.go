@@ -136,7 +136,7 @@ func TestLongKeysStoredAsDigests(t *testing.T) {
 			want[string(sum[:])] = true
 		}
 		var stored [][]byte
-		rows, err := db.Raw("SELECT key_hash FROM " + replaypg.TableName).Rows()
+		rows, err := db.Raw("SELECT key_hash FROM " + "replay_nonces").Rows()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// RunOneBatch hands keys to runBatch as one batch (as flight would when the
+// RunOneBatch hands keys to runBatch as one batch (as runBatches would when the
 // calls arrive together) and returns each call's answer in order, for the
 // external tests. ok[i] is false when call i got no answer at all.
 func (s *Store) RunOneBatch(keys []string, expiry time.Time) (seen []bool, errs []error, ok []bool) {

@@ -47,7 +47,7 @@ func newStore(t *testing.T, db *gorm.DB, cfg replaypg.Config) *replaypg.Store {
 func count(t *testing.T, db *gorm.DB) int64 {
 	t.Helper()
 	var n int64
-	if err := db.Table(replaypg.TableName).Count(&n).Error; err != nil {
+	if err := db.Table("replay_nonces").Count(&n).Error; err != nil {
 		t.Fatalf("count: %v", err)
 	}
 	return n
@@ -220,7 +220,7 @@ func TestNewValidates(t *testing.T) {
 	}
 }
 
-// TestSeenCancelled checks that a lone call (which runs its own
+// TestSeenCancelled checks that a call alone (which runs its own
 // statement) whose context is done fails with an error wrapping
 // middleware.ErrReplayStore and the context's error, reports nothing as
 // seen, and leaves the store working.
