@@ -199,12 +199,6 @@ func BenchmarkKeySetParse(b *testing.B) {
 		bits int // 0: Ed25519
 	}{{"ed25519", 0}, {"rsa-2048", 2048}, {"rsa-4096", 4096}, {"rsa-8192", 8192}} {
 		b.Run(c.name, func(b *testing.B) {
-			if c.bits > signer.DefaultMaxRSABits {
-				if err := signer.SetMaxRSABits(c.bits); err != nil {
-					b.Fatal(err)
-				}
-				defer signer.SetMaxRSABits(signer.DefaultMaxRSABits)
-			}
 			var jwks []string
 			size := len(`{"keys":[]}`)
 			for i := 0; len(jwks) < keyfetch.DefaultMaxKeys; i++ {

@@ -69,8 +69,8 @@ func compact(keys []signer.PublicKey) []signer.PublicKey {
 		k.JWK.Alg = intern(k.JWK.Alg, "EdDSA", "Ed25519", "RS256", "PS256", "PS512", "ES256")
 		k.JWK.E = intern(k.JWK.E, "AQAB")
 		// The Ed25519 backend's precomputed table (about 1.5 KB) is not
-		// kept per cached key: signer keeps those of the keys verifying
-		// most often (SetExpandedKeyCacheSize).
+		// kept per cached key: the verifier keeps those of the keys verifying
+		// most often (middleware.Config.ExpandedKeys).
 		out[i] = k.Unexpanded()
 	}
 	return out

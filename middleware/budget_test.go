@@ -149,8 +149,8 @@ func TestVerifyCostBudget(t *testing.T) {
 }
 
 // TestVerifyCostTooLargeKey: a key whose one check costs more than the
-// whole budget (an 8192-bit RSA key, which signer.SetMaxRSABits lets a key
-// set publish) is refused as unsupported_algorithm without being used, and
+// whole budget (an 8192-bit RSA key, which Limits.MaxRSABits raised lets a
+// key set publish) is refused as unsupported_algorithm without being used, and
 // the next signature is still tried; with MaxVerifyCost raised to its
 // price it is checked.
 func TestVerifyCostTooLargeKey(t *testing.T) {
@@ -174,7 +174,7 @@ func TestVerifyCostTooLargeKey(t *testing.T) {
 		}
 		return in, label + "=:" + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{0x11}, 8192/8)) + ":"
 	}
-	if err := (middleware.Config{Keys: keys, MaxVerifyCost: -1}).Validate(); err == nil {
+	if err := (middleware.Config{Keys: keys, Limits: signer.Limits{MaxVerifyCost: -1}}).Validate(); err == nil {
 		t.Error("a negative MaxVerifyCost was accepted")
 	}
 	price := big8192.VerifyCost()
@@ -196,7 +196,7 @@ func TestVerifyCostTooLargeKey(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			counter := &checkCounter{}
-			v, err := middleware.NewVerifier(middleware.Config{Keys: keys, Now: clock, Authorities: testAuthorities, MaxVerifyCost: tt.budget, Logger: slog.New(counter)})
+			v, err := middleware.NewVerifier(middleware.Config{Keys: keys, Now: clock, Authorities: testAuthorities, Limits: signer.Limits{MaxVerifyCost: tt.budget, MaxRSABits: signer.LimitRSABits}, Logger: slog.New(counter)})
 			if err != nil {
 				t.Fatal(err)
 			}

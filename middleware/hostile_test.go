@@ -112,11 +112,11 @@ func TestHostileShapes(t *testing.T) {
 				want string
 			}{
 				{middleware.Config{}, hs.code},
-				{middleware.Config{MaxHeaderBytes: 1 << 20}, raised[hs.name]},
+				{middleware.Config{Limits: signer.Limits{MaxFieldBytes: 1 << 20}}, raised[hs.name]},
 			} {
 				res := serve(t, c.cfg, hs.req(t))
 				if res.status < 400 || res.status >= 500 || res.code != c.want {
-					t.Errorf("MaxHeaderBytes %d: status, code = %d %q, want 4xx %q", c.cfg.MaxHeaderBytes, res.status, res.code, c.want)
+					t.Errorf("MaxHeaderBytes %d: status, code = %d %q, want 4xx %q", c.cfg.Limits.MaxFieldBytes, res.status, res.code, c.want)
 				}
 				if res.keyLook != 0 || res.stored != 0 {
 					t.Errorf("key lookups %d, nonces stored %d; want none", res.keyLook, res.stored)
@@ -139,27 +139,27 @@ func TestLimitsEachHaveACode(t *testing.T) {
 		req  func(testing.TB) *http.Request
 		code string
 	}{
-		{"nonce at the limit", middleware.Config{MaxNonceLength: 10}, within(func(o *signer.Options) { o.Nonce = strings.Repeat("n", 10) }), ""},
-		{"nonce past the limit", middleware.Config{MaxNonceLength: 10}, within(func(o *signer.Options) { o.Nonce = strings.Repeat("n", 11) }), "nonce_too_long"},
+		{"nonce at the limit", middleware.Config{Limits: signer.Limits{MaxNonceLength: 10}}, within(func(o *signer.Options) { o.Nonce = strings.Repeat("n", 10) }), ""},
+		{"nonce past the limit", middleware.Config{Limits: signer.Limits{MaxNonceLength: 10}}, within(func(o *signer.Options) { o.Nonce = strings.Repeat("n", 11) }), "nonce_too_long"},
 		{"default nonce limit", middleware.Config{}, within(func(o *signer.Options) { o.Nonce = strings.Repeat("n", 257) }), "nonce_too_long"},
-		{"keyid past the limit", middleware.Config{MaxKeyIDLength: 42}, within(nil), "keyid_too_long"},
-		{"keyid at the limit", middleware.Config{MaxKeyIDLength: 43}, within(nil), ""},
-		{"components past the limit", middleware.Config{MaxComponents: 2}, within(func(o *signer.Options) { o.Components = []string{"@method", "@authority", "@path"} }), "too_many_components"},
-		{"components at the limit", middleware.Config{MaxComponents: 3}, within(func(o *signer.Options) { o.Components = []string{"@method", "@authority", "@path"} }), ""},
-		{"signatures past the limit", middleware.Config{MaxSignatures: 1}, func(t testing.TB) *http.Request {
+		{"keyid past the limit", middleware.Config{Limits: signer.Limits{MaxKeyIDLength: 42}}, within(nil), "keyid_too_long"},
+		{"keyid at the limit", middleware.Config{Limits: signer.Limits{MaxKeyIDLength: 43}}, within(nil), ""},
+		{"components past the limit", middleware.Config{Limits: signer.Limits{MaxComponents: 2}}, within(func(o *signer.Options) { o.Components = []string{"@method", "@authority", "@path"} }), "too_many_components"},
+		{"components at the limit", middleware.Config{Limits: signer.Limits{MaxComponents: 3}}, within(func(o *signer.Options) { o.Components = []string{"@method", "@authority", "@path"} }), ""},
+		{"signatures past the limit", middleware.Config{Limits: signer.Limits{MaxSignatures: 1}}, func(t testing.TB) *http.Request {
 			r := signedRequest(t, keyA, signOpts(nil))
 			if err := signer.Sign(r, keyB, signOpts(func(o *signer.Options) { o.Label = "sig2"; o.Tag = "other" })); err != nil {
 				t.Fatal(err)
 			}
 			return r
 		}, "too_many_signatures"},
-		{"signature-agent members past the limit", middleware.Config{MaxSignatureAgentMembers: 1}, func(t testing.TB) *http.Request {
+		{"signature-agent members past the limit", middleware.Config{Limits: signer.Limits{MaxSignatureAgentMembers: 1}}, func(t testing.TB) *http.Request {
 			r := signedRequest(t, keyA, signOpts(nil))
 			r.Header.Set("Signature-Agent", `sig1="`+testOrigin+`", x="https://x.example"`)
 			return r
 		}, "signature_agent_too_large"},
-		{"header past the byte limit", middleware.Config{MaxHeaderBytes: 100}, within(nil), "signature_too_large"},
-		{"signature-agent past the byte limit", middleware.Config{MaxHeaderBytes: 400}, func(t testing.TB) *http.Request {
+		{"header past the byte limit", middleware.Config{Limits: signer.Limits{MaxFieldBytes: 100}}, within(nil), "signature_too_large"},
+		{"signature-agent past the byte limit", middleware.Config{Limits: signer.Limits{MaxFieldBytes: 400}}, func(t testing.TB) *http.Request {
 			r := signedRequest(t, keyA, signOpts(nil))
 			r.Header.Set("Signature-Agent", `sig1="`+testOrigin+`", x="https://`+strings.Repeat("x", 400)+`.example"`)
 			return r
@@ -224,7 +224,7 @@ func BenchmarkHostile(b *testing.B) {
 	for _, limits := range []struct {
 		name string
 		cfg  middleware.Config
-	}{{"default-limits", middleware.Config{}}, {"byte-limit-raised", middleware.Config{MaxHeaderBytes: 1 << 20}}} {
+	}{{"default-limits", middleware.Config{}}, {"byte-limit-raised", middleware.Config{Limits: signer.Limits{MaxFieldBytes: 1 << 20}}}} {
 		for _, hs := range hostileShapes {
 			b.Run(limits.name+"/"+strings.ReplaceAll(hs.name, " ", "-"), func(b *testing.B) {
 				cfg := limits.cfg

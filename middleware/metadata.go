@@ -41,8 +41,8 @@ func (v *Verifier) agentMetadata(r *http.Request, sig *signer.Signature) (map[st
 	for _, s := range vals {
 		n += len(s)
 	}
-	if n > v.cfg.MaxHeaderBytes {
-		return nil, Fail(CodeInvalidRequest, "%s is %d bytes, more than %d", signer.MetadataHeader, n, v.cfg.MaxHeaderBytes)
+	if n > v.cfg.Limits.MaxFieldBytes {
+		return nil, Fail(CodeInvalidRequest, "%s is %d bytes, more than %d", signer.MetadataHeader, n, v.cfg.Limits.MaxFieldBytes)
 	}
 	d, err := httpsfv.UnmarshalDictionary(vals)
 	if err != nil {

@@ -197,41 +197,37 @@ type Config struct {
 	// web-bot-auth protocol-01 describes. Other statuses are kept.
 	RefusalStatus int
 
-	// Limits, checked before any parsing beyond them (so refusing an
-	// oversized request costs time linear in its size). Zero means the
-	// default; each refusal has its own code.
-
-	// MaxHeaderBytes bounds each of Signature-Input, Signature and
-	// Signature-Agent, all lines joined (signature_too_large,
-	// signature_agent_too_large). If 0, 8 KiB.
-	MaxHeaderBytes int
-	// MaxSignatures bounds the labels of Signature-Input
-	// (too_many_signatures). If 0, 8.
-	MaxSignatures int
-	// MaxComponents bounds the components one signature covers
-	// (too_many_components). If 0, 32.
-	MaxComponents int
-	// MaxSignatureAgentMembers bounds the members of Signature-Agent
-	// (signature_agent_too_large). If 0, 8.
-	MaxSignatureAgentMembers int
-	// MaxNonceLength bounds the nonce (nonce_too_long). If 0, 256.
-	MaxNonceLength int
-	// MaxKeyIDLength bounds the keyid (keyid_too_long). If 0, 256.
-	MaxKeyIDLength int
-	// MaxVerifyCost bounds the signature checks of one request by their
-	// price, in units of one Ed25519 verification
-	// (signer.PublicKey.VerifyCost); the count bound (two checks per
-	// request, whatever their price) applies as well. The candidates are
-	// tried in order while their checks fit; the first signature's error
-	// then stands. A key whose one check costs more than MaxVerifyCost is
-	// refused (unsupported_algorithm) without being used, and the next
-	// signature is tried. If 0,
-	// DefaultMaxVerifyCost, which fits one check of an RSA key of
-	// signer.DefaultMaxRSABits bits; after signer.SetMaxRSABits raises the
-	// bound, raise this too (to the VerifyCost of the largest key), or such
-	// keys are refused. Raising it raises, in proportion, what a request
-	// with forged signatures can cost.
-	MaxVerifyCost int
+	// Limits are checked before any parsing beyond them (so refusing an
+	// oversized request costs time linear in its size); each refusal has
+	// its own code. A zero field means its default:
+	//   - MaxFieldBytes bounds each of Signature-Input, Signature and
+	//     Signature-Agent, all lines joined (signature_too_large,
+	//     signature_agent_too_large). If 0, 8 KiB.
+	//   - MaxSignatures bounds the labels of Signature-Input
+	//     (too_many_signatures). If 0, 8.
+	//   - MaxComponents bounds the components one signature covers
+	//     (too_many_components). If 0, 32.
+	//   - MaxSignatureAgentMembers bounds the members of Signature-Agent
+	//     (signature_agent_too_large). If 0, 8.
+	//   - MaxNonceLength and MaxKeyIDLength bound the nonce and the keyid
+	//     (nonce_too_long, keyid_too_long). If 0, 256.
+	//   - MaxVerifyCost bounds the signature checks of one request by their
+	//     price, in units of one Ed25519 verification
+	//     (signer.PublicKey.VerifyCost); the count bound (two checks per
+	//     request, whatever their price) applies as well. The candidates
+	//     are tried in order while their checks fit; the first signature's
+	//     error then stands. A key whose one check costs more is refused
+	//     (unsupported_algorithm) without being used, and the next
+	//     signature is tried. If 0, DefaultMaxVerifyCost, which fits one
+	//     check of an RSA key of signer.DefaultMaxRSABits bits. Raising it
+	//     raises, in proportion, what a request with forged signatures can
+	//     cost.
+	//   - MaxRSABits is the largest RSA modulus used (a larger key is
+	//     unknown_key), up to signer.LimitRSABits. If 0,
+	//     signer.DefaultMaxRSABits; raise MaxVerifyCost with it (to the
+	//     VerifyCost of the largest key), or such keys are refused.
+	// Tag is ignored: the Tag field above sets it.
+	Limits signer.Limits
 	// SignatureAgentCacheSize bounds the cache of parsed and resolved
 	// Signature-Agent values (least recently used evicted): an agent sends
 	// the same value on every request, so it is parsed once while cached.
@@ -245,6 +241,11 @@ type Config struct {
 	// TestSignatureAgentCacheEntryBytes measures these figures.
 	// If 0, DefaultSignatureAgentCacheSize; negative: nothing is cached.
 	SignatureAgentCacheSize int
+	// ExpandedKeys keeps the expanded forms of the Ed25519 keys verifying
+	// most often, for the keys a key source holds without theirs (keyfetch
+	// does). If nil, the verifier keeps its own of
+	// signer.DefaultExpandedKeyCacheSize keys; verifiers may share one.
+	ExpandedKeys *signer.ExpandedKeys
 
 	// Authorities are the authorities this verifier serves: "host" or
 	// "host:port" (a port-less entry means the scheme's default port), or

@@ -72,7 +72,7 @@ func (v *Verifier) strictKeySet(r *http.Request, sig *signer.Signature) (signer.
 	if len(vals) == 0 {
 		return signer.KeySet{}, false, strictFail(CodeInvalidSignatureAgent, ErrLegacyNoSignatureAgent, "the Signature-Agent header is required (protocol-01)")
 	}
-	sa, err := signer.ParseSignatureAgentLimited(vals, cfg.MaxSignatureAgentMembers, cfg.MaxHeaderBytes)
+	sa, err := signer.ParseSignatureAgentLimited(vals, cfg.Limits.MaxSignatureAgentMembers, cfg.Limits.MaxFieldBytes)
 	switch {
 	case errors.Is(err, signer.ErrFieldTooLarge) || errors.Is(err, signer.ErrTooManyAgents):
 		return signer.KeySet{}, false, &Error{Code: CodeSignatureAgentTooLarge, Message: ClientMessage(err), Err: err}

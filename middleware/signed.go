@@ -23,7 +23,7 @@ type Signed struct {
 // validates only the signatures with its tag, a malformed signature with
 // another tag makes every check of the result fail.
 func (v *Verifier) Parse(r *http.Request) *Signed {
-	lim := v.limits
+	lim := v.cfg.Limits
 	lim.Tag = ""
 	s := &Signed{r: r}
 	s.sigs, s.err = v.parseSignatures(r, lim)
@@ -37,7 +37,7 @@ func (v *Verifier) Parse(r *http.Request) *Signed {
 // answers as Check would have, without parsing the fields again.
 func (v *Verifier) ParseChecked(r *http.Request) *Signed {
 	s := &Signed{r: r}
-	s.sigs, s.err = v.parseSignatures(r, v.limits)
+	s.sigs, s.err = v.parseSignatures(r, v.cfg.Limits)
 	return s
 }
 

@@ -23,7 +23,6 @@ import (
 // concurrent use; build it once with NewVerifier.
 type Verifier struct {
 	cfg             Config
-	limits          signer.Limits
 	required        []signer.Component
 	acceptSignature string
 	agents          *lru.Cache[string, *agentField]
@@ -38,10 +37,14 @@ func (c Config) Validate() error {
 	if c.MaxBodyBytes < 0 {
 		return errors.New("middleware: Config.MaxBodyBytes must not be negative")
 	}
-	for _, n := range []int{c.MaxHeaderBytes, c.MaxSignatures, c.MaxComponents, c.MaxSignatureAgentMembers, c.MaxNonceLength, c.MaxKeyIDLength, c.MaxVerifyCost} {
+	l := &c.Limits
+	for _, n := range []int{l.MaxFieldBytes, l.MaxSignatures, l.MaxComponents, l.MaxSignatureAgentMembers, l.MaxNonceLength, l.MaxKeyIDLength, l.MaxVerifyCost} {
 		if n < 0 {
-			return errors.New("middleware: Config limits must not be negative")
+			return errors.New("middleware: Config.Limits must not be negative")
 		}
+	}
+	if l.MaxRSABits != 0 && (l.MaxRSABits < signer.DefaultMaxRSABits || l.MaxRSABits > signer.LimitRSABits) {
+		return fmt.Errorf("middleware: Config.Limits.MaxRSABits %d is not between %d and %d", l.MaxRSABits, signer.DefaultMaxRSABits, signer.LimitRSABits)
 	}
 	if c.Profile > ProfileStrict01 {
 		return fmt.Errorf("middleware: Config.Profile %d is not ProfileDeployed or ProfileStrict01", c.Profile)
@@ -104,14 +107,20 @@ func (c Config) withDefaults() Config {
 		c.RefusalStatus = http.StatusForbidden // protocol-01's refusal
 	}
 	c.RefusalStatus = cmp.Or(c.RefusalStatus, http.StatusUnauthorized)
-	c.MaxHeaderBytes = cmp.Or(c.MaxHeaderBytes, DefaultMaxHeaderBytes)
-	c.MaxSignatures = cmp.Or(c.MaxSignatures, DefaultMaxSignatures)
-	c.MaxComponents = cmp.Or(c.MaxComponents, DefaultMaxComponents)
-	c.MaxSignatureAgentMembers = cmp.Or(c.MaxSignatureAgentMembers, DefaultMaxSignatureAgentMembers)
-	c.MaxNonceLength = cmp.Or(c.MaxNonceLength, DefaultMaxNonceLength)
-	c.MaxKeyIDLength = cmp.Or(c.MaxKeyIDLength, DefaultMaxKeyIDLength)
-	c.MaxVerifyCost = cmp.Or(c.MaxVerifyCost, DefaultMaxVerifyCost)
+	l := &c.Limits
+	l.MaxFieldBytes = cmp.Or(l.MaxFieldBytes, DefaultMaxHeaderBytes)
+	l.MaxSignatures = cmp.Or(l.MaxSignatures, DefaultMaxSignatures)
+	l.MaxComponents = cmp.Or(l.MaxComponents, DefaultMaxComponents)
+	l.MaxSignatureAgentMembers = cmp.Or(l.MaxSignatureAgentMembers, DefaultMaxSignatureAgentMembers)
+	l.MaxNonceLength = cmp.Or(l.MaxNonceLength, DefaultMaxNonceLength)
+	l.MaxKeyIDLength = cmp.Or(l.MaxKeyIDLength, DefaultMaxKeyIDLength)
+	l.MaxVerifyCost = cmp.Or(l.MaxVerifyCost, DefaultMaxVerifyCost)
+	l.MaxRSABits = cmp.Or(l.MaxRSABits, signer.DefaultMaxRSABits)
+	l.Tag = c.Tag
 	c.SignatureAgentCacheSize = cmp.Or(c.SignatureAgentCacheSize, DefaultSignatureAgentCacheSize)
+	if c.ExpandedKeys == nil {
+		c.ExpandedKeys = signer.NewExpandedKeys(signer.DefaultExpandedKeyCacheSize)
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -130,12 +139,6 @@ func NewVerifier(cfg Config) (*Verifier, error) {
 	v.authorities, _ = parseAuthorities(cfg.Authorities)
 	if len(v.authorities) == 0 && !cfg.AnyAuthority {
 		v.cfg.Logger.Warn("middleware: Config.Authorities is empty, so every signed request is refused with 421 misdirected_request; set it to the hosts this verifier serves (or AnyAuthority when something in front already pins the host)")
-	}
-	v.limits = signer.Limits{
-		MaxSignatures: v.cfg.MaxSignatures,
-		MaxComponents: v.cfg.MaxComponents,
-		MaxFieldBytes: v.cfg.MaxHeaderBytes,
-		Tag:           v.cfg.Tag,
 	}
 	for _, n := range cfg.RequiredComponents {
 		c, _ := signer.ParseComponent(n)
@@ -298,7 +301,7 @@ func (v *Verifier) logRefusal(r *http.Request, err *Error) *Error {
 // key lookup), its signature agent and key, the signature, the body digest
 // and, last, the replay store.
 func (v *Verifier) verifyRequest(r *http.Request, a *Agent) *Error {
-	sigs, err := v.parseSignatures(r, v.limits)
+	sigs, err := v.parseSignatures(r, v.cfg.Limits)
 	if err != nil {
 		return err
 	}
@@ -427,11 +430,11 @@ func (v *Verifier) candidate(r *http.Request, sig *signer.Signature, st *request
 	}
 
 	// 3. Parameters.
-	if len(p.KeyID) > cfg.MaxKeyIDLength {
-		return Fail(CodeKeyIDTooLong, "the keyid is %d bytes, more than %d", len(p.KeyID), cfg.MaxKeyIDLength)
+	if len(p.KeyID) > cfg.Limits.MaxKeyIDLength {
+		return Fail(CodeKeyIDTooLong, "the keyid is %d bytes, more than %d", len(p.KeyID), cfg.Limits.MaxKeyIDLength)
 	}
-	if len(p.Nonce) > cfg.MaxNonceLength {
-		return Fail(CodeNonceTooLong, "the nonce is %d bytes, more than %d", len(p.Nonce), cfg.MaxNonceLength)
+	if len(p.Nonce) > cfg.Limits.MaxNonceLength {
+		return Fail(CodeNonceTooLong, "the nonce is %d bytes, more than %d", len(p.Nonce), cfg.Limits.MaxNonceLength)
 	}
 	if p.Alg != "" && !slices.Contains(cfg.Algorithms, p.Alg) {
 		return Fail(CodeUnsupportedAlgorithm, "alg %q is not accepted (accepted: %s)", signer.Truncate(p.Alg), strings.Join(cfg.Algorithms, ", "))
@@ -490,7 +493,7 @@ func (v *Verifier) candidate(r *http.Request, sig *signer.Signature, st *request
 	// keyid must be the key's thumbprint. A lookup that may fetch counts
 	// against the request's budget, and no key is looked up for a
 	// signature that could not be checked.
-	if !st.budget.canCheck(cfg.MaxVerifyCost) {
+	if !st.budget.canCheck(cfg.Limits.MaxVerifyCost) {
 		return errBudget
 	}
 	if kc, ok := keys.(KeyCache); !ok || !kc.KeyCached(set, p.KeyID) {
@@ -512,14 +515,17 @@ func (v *Verifier) candidate(r *http.Request, sig *signer.Signature, st *request
 		return Fail(CodeUnsupportedAlgorithm, "alg %q does not match key %q (%s)", p.Alg, signer.Truncate(p.KeyID), alg)
 	case !slices.Contains(cfg.Algorithms, alg):
 		return Fail(CodeUnsupportedAlgorithm, "key %q is for %s, which is not accepted", signer.Truncate(p.KeyID), alg)
+	case pk.RSA != nil && pk.RSA.N.BitLen() > cfg.Limits.MaxRSABits:
+		// As when a key source skips such a key: it is not one of ours.
+		return Fail(CodeUnknownKey, "key %q is a %d-bit RSA key, more than the %d bits accepted", signer.Truncate(p.KeyID), pk.RSA.N.BitLen(), cfg.Limits.MaxRSABits)
 	}
 
 	// 7. The signature over the rebuilt base, if its price fits what is
 	// left of the request's budget.
-	if err := st.budget.check(&pk, p.KeyID, cfg.MaxVerifyCost); err != nil {
+	if err := st.budget.check(&pk, p.KeyID, cfg.Limits.MaxVerifyCost); err != nil {
 		return err
 	}
-	if pk.Verify(alg, base, sig.Value) != nil {
+	if cfg.ExpandedKeys.Verify(pk, alg, base, sig.Value) != nil {
 		v.logBaseMismatch(r, sig, base)
 		return Fail(CodeInvalidSignature, "the signature does not verify with key %q", signer.Truncate(p.KeyID))
 	}
@@ -748,12 +754,12 @@ const agentCacheMaxLen = 512
 func (v *Verifier) resolveAgent(vals []string) *agentField {
 	cfg := &v.cfg
 	if v.agents == nil || len(vals) != 1 || len(vals[0]) > agentCacheMaxLen {
-		return resolveAgentField(vals, cfg.MaxSignatureAgentMembers, cfg.MaxHeaderBytes)
+		return resolveAgentField(vals, cfg.Limits.MaxSignatureAgentMembers, cfg.Limits.MaxFieldBytes)
 	}
 	if f, ok := v.agents.Get(vals[0]); ok {
 		return f
 	}
-	f := resolveAgentField(vals, cfg.MaxSignatureAgentMembers, cfg.MaxHeaderBytes)
+	f := resolveAgentField(vals, cfg.Limits.MaxSignatureAgentMembers, cfg.Limits.MaxFieldBytes)
 	v.agents.Add(vals[0], f)
 	return f
 }

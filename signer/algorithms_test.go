@@ -25,32 +25,20 @@ func rsaModulus(bits int) string {
 	return base64.RawURLEncoding.EncodeToString(n)
 }
 
-// TestSetMaxRSABits raises the RSA bound to 8192 bits and back; it is not
-// parallel, as the bound is process-wide.
-func TestSetMaxRSABits(t *testing.T) {
-	for _, bits := range []int{2048, 3072, 4096} {
-		if _, err := signer.ParseKeySetJWK([]byte(`{"kty":"RSA","e":"AQAB","n":"` + rsaModulus(bits) + `"}`)); err != nil {
+// TestRSABitsParsed: ParseKeySetJWK accepts moduli up to LimitRSABits and
+// refuses longer ones; which of them a verifier uses is its
+// Limits.MaxRSABits (DefaultMaxRSABits unless raised), tested in
+// middleware's TestVerifiersKeepTheirOwn.
+func TestRSABitsParsed(t *testing.T) {
+	for _, bits := range []int{2048, 3072, 4096, 8192} {
+		if pk, err := signer.ParseKeySetJWK([]byte(`{"kty":"RSA","e":"AQAB","n":"` + rsaModulus(bits) + `"}`)); err != nil || pk.RSA.N.BitLen() != bits {
 			t.Errorf("a %d-bit key: %v", bits, err)
 		}
 	}
-	jwk := []byte(`{"kty":"RSA","e":"AQAB","n":"` + rsaModulus(8192) + `"}`)
-	if _, err := signer.ParseKeySetJWK(jwk); err == nil {
-		t.Fatal("an 8192-bit key was accepted with the default bound")
-	}
-	for _, bad := range []int{2048, 4095, 8193, 48000} {
-		if err := signer.SetMaxRSABits(bad); err == nil {
-			t.Errorf("SetMaxRSABits(%d) accepted", bad)
+	for _, bits := range []int{2040, 8200, 48000} {
+		if _, err := signer.ParseKeySetJWK([]byte(`{"kty":"RSA","e":"AQAB","n":"` + rsaModulus(bits) + `"}`)); err == nil {
+			t.Errorf("a %d-bit key was accepted", bits)
 		}
-	}
-	if err := signer.SetMaxRSABits(signer.LimitRSABits); err != nil {
-		t.Fatal(err)
-	}
-	defer signer.SetMaxRSABits(signer.DefaultMaxRSABits)
-	if pk, err := signer.ParseKeySetJWK(jwk); err != nil || pk.RSA.N.BitLen() != 8192 {
-		t.Errorf("ParseKeySetJWK(8192-bit key) with the bound raised: %v", err)
-	}
-	if _, err := signer.ParseKeySetJWK([]byte(`{"kty":"RSA","e":"AQAB","n":"` + rsaModulus(8200) + `"}`)); err == nil {
-		t.Error("an 8200-bit key was accepted")
 	}
 }
 
@@ -198,7 +186,7 @@ func TestParseKeySetJWK(t *testing.T) {
 		{name: "rsa exponent 2^31-1 refused", jwk: `{"kty":"RSA","e":"f____w","n":"` + rsaModulus(2048) + `"}`, wantErr: "exponent"},
 		{name: "rsa 48,000-bit modulus, exponent 2^31-1 refused", jwk: `{"kty":"RSA","e":"f____w","n":"` + rsaModulus(48000) + `"}`, wantErr: "exponent"},
 		{name: "rsa 48,000-bit modulus refused", jwk: `{"kty":"RSA","e":"AQAB","n":"` + rsaModulus(48000) + `"}`, wantErr: "modulus"},
-		{name: "rsa 4104 bits refused by default", jwk: `{"kty":"RSA","e":"AQAB","n":"` + rsaModulus(4104) + `"}`, wantErr: "modulus"},
+		{name: "rsa 8200 bits refused", jwk: `{"kty":"RSA","e":"AQAB","n":"` + rsaModulus(8200) + `"}`, wantErr: "modulus"}, // 4104 bits: a verifier refuses it by default (middleware)
 		{name: "ec", jwk: ecJWK, wantAlg: "ecdsa-p256-sha256", wantKid: v.Keys["test-key-ecc-p256"].Thumbprint},
 		{name: "ec point off the curve", jwk: `{"kty":"EC","crv":"P-256","x":"` + ed.JWK.X + `","y":"` + ed.JWK.X + `"}`, wantErr: "P-256"},
 		{name: "ec P-384 refused", jwk: strings.Replace(ecJWK, "P-256", "P-384", 1), wantErr: "crv"},

@@ -122,20 +122,37 @@ func SignatureBase(r *http.Request, signatureParams string) ([]byte, error) {
 	return sig.Base(r)
 }
 
-// Limits bound what ParseSignaturesLimited accepts, so that refusing a
-// hostile request costs time linear in its size. A zero field is no limit.
+// Limits bound what a verifier accepts, so that refusing a hostile request
+// costs time linear in its size. ParseSignaturesLimited applies the first
+// four (a zero field is no limit there); a verifier (the middleware's
+// Config.Limits) applies them all, a zero field meaning its default.
 type Limits struct {
 	// MaxSignatures bounds the labels of Signature-Input (ErrTooManySignatures).
 	MaxSignatures int
 	// MaxComponents bounds the components of one signature (ErrTooManyComponents).
 	MaxComponents int
 	// MaxFieldBytes bounds the length of Signature-Input and of Signature,
-	// all lines joined (ErrFieldTooLarge).
+	// all lines joined (ErrFieldTooLarge); a verifier bounds Signature-Agent
+	// by it too.
 	MaxFieldBytes int
 	// Tag, if set, selects the signatures to validate and return: those
 	// whose tag parameter is Tag (others are not looked at beyond their
 	// syntax). When none has it, every signature is validated and returned.
+	// A verifier takes it from its own configuration.
 	Tag string
+
+	// MaxSignatureAgentMembers bounds the members of Signature-Agent.
+	MaxSignatureAgentMembers int
+	// MaxNonceLength and MaxKeyIDLength bound the nonce and keyid, in bytes.
+	MaxNonceLength, MaxKeyIDLength int
+	// MaxVerifyCost bounds the signature checks of one request by their
+	// price, in units of one Ed25519 verification (PublicKey.VerifyCost).
+	MaxVerifyCost int
+	// MaxRSABits is the largest RSA modulus a verifier uses, between
+	// DefaultMaxRSABits and LimitRSABits (what ParseKeySetJWK accepts).
+	// Raising it lets a trusted key set make each check cost several times
+	// as much: raise MaxVerifyCost with it, or such keys are refused.
+	MaxRSABits int
 }
 
 // ParseSignatures parses the Signature-Input and Signature fields (each

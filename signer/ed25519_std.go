@@ -16,7 +16,7 @@ type edPublicKey struct{}
 func newEdPublicKey(ed25519.PublicKey) *edPublicKey { return nil }
 
 // verifyEd25519 reports whether sig is k's signature of msg.
-func verifyEd25519(k *PublicKey, msg, sig []byte) bool {
+func verifyEd25519(k *PublicKey, msg, sig []byte, _ *ExpandedKeys) bool {
 	if len(k.Key) != ed25519.PublicKeySize {
 		return false
 	}
@@ -27,6 +27,12 @@ func verifyEd25519(k *PublicKey, msg, sig []byte) bool {
 // cache of expanded keys; the standard library backend keeps none.
 const DefaultExpandedKeyCacheSize = 4096
 
-// SetExpandedKeyCacheSize sizes the curve25519-voi backend's cache of
-// expanded keys; with the standard library backend it does nothing.
-func SetExpandedKeyCacheSize(int) {}
+// ExpandedKeys is the curve25519-voi backend's cache of expanded keys;
+// with the standard library backend it keeps nothing.
+type ExpandedKeys struct{}
+
+// NewExpandedKeys returns a cache that keeps nothing.
+func NewExpandedKeys(int) *ExpandedKeys { return &ExpandedKeys{} }
+
+// Len returns 0.
+func (*ExpandedKeys) Len() int { return 0 }

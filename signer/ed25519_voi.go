@@ -6,7 +6,6 @@ import (
 	"crypto/ed25519"
 	"hash/maphash"
 	"sync"
-	"sync/atomic"
 
 	voi "github.com/oasisprotocol/curve25519-voi/primitives/ed25519"
 
@@ -19,8 +18,8 @@ import (
 // FuzzEd25519Backend). A key's expanded form (its precomputed table, about
 // 1.5 KB) is computed when the PublicKey is made and reused by every
 // verification. A key without it (PublicKey.Unexpanded, as key caches
-// holding many keys keep them) is verified through the bounded cache of
-// expanded keys below, or without precomputation. Build with the tag
+// holding many keys keep them) is verified through a bounded cache of
+// expanded keys (ExpandedKeys), or without precomputation. Build with the tag
 // agentid_stdlib_ed25519 to use crypto/ed25519 instead.
 
 // Ed25519Backend names the Ed25519 verification backend in use.
@@ -44,14 +43,15 @@ func newEdPublicKey(pub ed25519.PublicKey) *edPublicKey {
 	return k
 }
 
-// verifyEd25519 reports whether sig is k's signature of msg.
-func verifyEd25519(k *PublicKey, msg, sig []byte) bool {
+// verifyEd25519 reports whether sig is k's signature of msg; a key held
+// without its expanded form is looked up in c (which may be nil).
+func verifyEd25519(k *PublicKey, msg, sig []byte, c *ExpandedKeys) bool {
 	if len(k.Key) != ed25519.PublicKeySize || len(sig) != ed25519.SignatureSize {
 		return false
 	}
 	ek := k.ed
 	if ek == nil {
-		ek = hotKeys.Load().expanded(k.Key)
+		ek = c.expanded(k.Key)
 	}
 	if ek == nil {
 		return voi.VerifyWithOptions(voi.PublicKey(k.Key), msg, sig, voiOptions)
@@ -59,40 +59,20 @@ func verifyEd25519(k *PublicKey, msg, sig []byte) bool {
 	return voi.VerifyExpandedWithOptions(ek, msg, sig, voiOptions)
 }
 
-// DefaultExpandedKeyCacheSize is how many expanded Ed25519 keys the
-// package keeps for keys held without theirs (PublicKey.Unexpanded), unless
-// SetExpandedKeyCacheSize says otherwise. An entry holds about 1.7 KB
-// (the expanded key, its 32-byte key and the cache's node), so the default
-// holds at most about 7 MB.
+// DefaultExpandedKeyCacheSize is the size of the cache of expanded keys a
+// verifier keeps unless told otherwise.
 const DefaultExpandedKeyCacheSize = 4096
 
-// SetExpandedKeyCacheSize sets how many expanded Ed25519 keys are kept for
-// the keys held without theirs (PublicKey.Unexpanded): the keys verifying
-// most often, so that an agent signing often is verified as fast as a key
-// with its expanded form while a cache of many agents' keys holds 32 bytes
-// per key. A key is expanded when it misses the cache twice within about
-// size misses; until then, and for every key when size ≤ 0, it is verified
-// without precomputation (about 10% more CPU per request with many agents
-// taken in turn). It replaces the cache (emptied). It has no effect with the
-// standard library backend.
-func SetExpandedKeyCacheSize(size int) {
-	if size <= 0 {
-		hotKeys.Store(nil)
-		return
-	}
-	hotKeys.Store(newHotCache(size))
-}
-
-var hotKeys atomic.Pointer[hotCache]
-
-func init() { SetExpandedKeyCacheSize(DefaultExpandedKeyCacheSize) }
-
-// hotCache holds the expanded forms of the keys verifying most often. A
-// key is admitted on its second miss within the last size misses (seen
-// remembers the hashes of keys missed once, and is cleared when full), so
-// keys taken in turn from more agents than size are verified without
-// precomputation instead of being expanded and evicted on every request.
-type hotCache struct {
+// ExpandedKeys keeps the expanded forms of the Ed25519 keys verifying most
+// often, for keys held without theirs (PublicKey.Unexpanded): an agent
+// signing often is then verified as fast as a key with its expanded form,
+// while a cache of many agents' keys holds 32 bytes per key. A key is
+// admitted on its second miss within the last size misses (seen remembers
+// the hashes of keys missed once, and is cleared when full), so keys taken
+// in turn from more agents than size are verified without precomputation
+// instead of being expanded and evicted on every request. It is safe for
+// concurrent use; with the standard library backend it keeps nothing.
+type ExpandedKeys struct {
 	keys *lru.Cache[[ed25519.PublicKeySize]byte, *edPublicKey]
 	size int
 	seed maphash.Seed
@@ -100,16 +80,30 @@ type hotCache struct {
 	seen map[uint64]struct{}
 }
 
-func newHotCache(size int) *hotCache {
-	return &hotCache{keys: lru.New[[ed25519.PublicKeySize]byte, *edPublicKey](size, 0, nil), size: size,
+// NewExpandedKeys returns a cache of at most size expanded keys; with
+// size ≤ 0 it keeps none, and every key held without its expanded form is
+// verified without precomputation.
+func NewExpandedKeys(size int) *ExpandedKeys {
+	if size <= 0 {
+		return &ExpandedKeys{}
+	}
+	return &ExpandedKeys{keys: lru.New[[ed25519.PublicKeySize]byte, *edPublicKey](size, 0, nil), size: size,
 		seed: maphash.MakeSeed(), seen: map[uint64]struct{}{}}
 }
 
+// Len returns the number of keys expanded in c.
+func (c *ExpandedKeys) Len() int {
+	if c == nil || c.keys == nil {
+		return 0
+	}
+	return c.keys.Len()
+}
+
 // expanded returns pub's expanded form from the cache, expanding it on its
-// second miss; nil when c is nil, pub is not cached yet, or pub is not a
-// point.
-func (c *hotCache) expanded(pub ed25519.PublicKey) *edPublicKey {
-	if c == nil {
+// second miss; nil when c keeps nothing, pub is not cached yet, or pub is
+// not a point.
+func (c *ExpandedKeys) expanded(pub ed25519.PublicKey) *edPublicKey {
+	if c == nil || c.keys == nil {
 		return nil
 	}
 	key := [ed25519.PublicKeySize]byte(pub)

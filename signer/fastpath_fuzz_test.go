@@ -143,13 +143,14 @@ func FuzzEd25519Backend(f *testing.F) {
 	bigS := append([]byte{}, sig...)
 	addL(bigS[32:])
 	f.Add([]byte(pub), msg, bigS)
+	hot := NewExpandedKeys(DefaultExpandedKeyCacheSize)
 	f.Fuzz(func(t *testing.T, pub, msg, sig []byte) {
 		if len(pub) != ed25519.PublicKeySize {
 			return
 		}
 		want := ed25519.Verify(pub, msg, sig)
 		pk := NewPublicKey(ed25519.PublicKey(pub))
-		if got := verifyEd25519(&pk, msg, sig); got != want {
+		if got := verifyEd25519(&pk, msg, sig, nil); got != want {
 			t.Fatalf("backend %s = %v, crypto/ed25519 = %v\npub %x\nmsg %x\nsig %x", Ed25519Backend, got, want, pub, msg, sig)
 		}
 		// Without its own precomputed form the key is verified through the
@@ -157,7 +158,7 @@ func FuzzEd25519Backend(f *testing.F) {
 		// on its second miss, then found.
 		unexpanded := pk.Unexpanded()
 		for i := range 3 {
-			if got := verifyEd25519(&unexpanded, msg, sig); got != want {
+			if got := verifyEd25519(&unexpanded, msg, sig, hot); got != want {
 				t.Fatalf("backend %s without its precomputed form (verification %d) = %v, crypto/ed25519 = %v", Ed25519Backend, i+1, got, want)
 			}
 		}

@@ -15,7 +15,6 @@ import (
 // verifies as crypto/ed25519 does (a good signature accepted, a bad one
 // refused).
 func TestHotKeyCache(t *testing.T) {
-	t.Cleanup(func() { SetExpandedKeyCacheSize(DefaultExpandedKeyCacheSize) })
 	const size = 4
 	key := func(i int) (PublicKey, []byte, []byte) {
 		seed := make([]byte, ed25519.SeedSize)
@@ -24,14 +23,15 @@ func TestHotKeyCache(t *testing.T) {
 		msg := []byte(fmt.Sprintf("message %d", i))
 		return NewPublicKey(priv.Public().(ed25519.PublicKey)).Unexpanded(), msg, ed25519.Sign(priv, msg)
 	}
+	var c *ExpandedKeys
 	check := func(k PublicKey, msg, sig []byte) {
 		t.Helper()
-		if !verifyEd25519(&k, msg, sig) {
+		if !verifyEd25519(&k, msg, sig, c) {
 			t.Fatal("a good signature was refused")
 		}
 		bad := append([]byte{}, sig...)
 		bad[5] ^= 1
-		if verifyEd25519(&k, msg, bad) {
+		if verifyEd25519(&k, msg, bad, c) {
 			t.Fatal("a bad signature was accepted")
 		}
 	}
@@ -39,8 +39,7 @@ func TestHotKeyCache(t *testing.T) {
 		t.Fatal("Unexpanded kept the precomputed form")
 	}
 
-	SetExpandedKeyCacheSize(size)
-	c := hotKeys.Load()
+	c = NewExpandedKeys(size)
 	k, msg, sig := key(1)
 	if c.expanded(k.Key) != nil {
 		t.Fatal("a key was expanded on its first miss")
@@ -54,12 +53,11 @@ func TestHotKeyCache(t *testing.T) {
 	check(k, msg, sig)
 
 	// Many keys taken in turn, each verified once: none is expanded.
-	SetExpandedKeyCacheSize(size)
-	c = hotKeys.Load()
+	c = NewExpandedKeys(size)
 	for round := range 3 {
 		for i := range 4 * size {
 			k, msg, sig := key(100 + i)
-			if !verifyEd25519(&k, msg, sig) {
+			if !verifyEd25519(&k, msg, sig, c) {
 				t.Fatal("a good signature was refused")
 			}
 			if len(c.seen) > size {
@@ -86,15 +84,30 @@ func TestHotKeyCache(t *testing.T) {
 	notPoint := PublicKey{Key: make(ed25519.PublicKey, ed25519.PublicKeySize)}
 	copy(notPoint.Key, []byte{0xee, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f})
 	for range 3 {
-		if verifyEd25519(&notPoint, msg, sig) != ed25519.Verify(notPoint.Key, msg, sig) {
+		if verifyEd25519(&notPoint, msg, sig, c) != ed25519.Verify(notPoint.Key, msg, sig) {
 			t.Fatal("a key that is not a point disagrees with crypto/ed25519")
 		}
 	}
 
-	// Size 0: no cache, keys verify without precomputation.
-	SetExpandedKeyCacheSize(0)
-	if hotKeys.Load() != nil {
-		t.Fatal("size 0 made a cache")
-	}
+	// Size 0, or no cache: keys verify without precomputation.
+	c = NewExpandedKeys(0)
 	check(k, msg, sig)
+	check(k, msg, sig)
+	if c.Len() != 0 {
+		t.Fatal("size 0 kept a key")
+	}
+	c = nil
+	check(k, msg, sig)
+
+	// Two caches are independent: one filling does not touch the other.
+	a, b := NewExpandedKeys(1), NewExpandedKeys(size)
+	for i := range size {
+		k, msg, sig := key(300 + i)
+		for range 2 {
+			a.Verify(k, "", msg, sig)
+		}
+	}
+	if a.Len() != 1 || b.Len() != 0 {
+		t.Fatalf("cache a holds %d keys (want 1), b %d (want 0)", a.Len(), b.Len())
+	}
 }

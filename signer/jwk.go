@@ -48,8 +48,8 @@ type PublicKey struct {
 // Unexpanded returns k without the Ed25519 backend's precomputed form of
 // Key (about 1.5 KB with curve25519-voi, nothing with the standard library
 // backend): what a cache holding many agents' keys keeps. It verifies as k
-// does; with curve25519-voi, through a bounded cache of the most used keys'
-// expanded forms (SetExpandedKeyCacheSize), else without precomputation.
+// does, without precomputation unless verified through an ExpandedKeys
+// cache (ExpandedKeys.Verify), as a verifier does.
 func (k PublicKey) Unexpanded() PublicKey {
 	k.ed = nil
 	return k

@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/big"
-	"sync/atomic"
 )
 
 // Algorithms of RFC 9421 §3.3 that a verifier accepts. Signing stays
@@ -26,42 +25,22 @@ const (
 // control, and the cost of an RSA verification grows with the modulus and
 // the exponent: a 48,000-bit modulus with e = 2^31−1 costs tens of
 // milliseconds per check. So ParseKeySetJWK accepts moduli of MinRSABits
-// to MaxRSABits bits (SetMaxRSABits raises the upper bound up to
-// LimitRSABits) and only the exponent RSAExponent, refusing any other key
-// from the lengths of its members, before any arithmetic on them.
+// to LimitRSABits bits and only the exponent RSAExponent, refusing any other
+// key from the lengths of its members, before any arithmetic on them; a
+// verifier uses keys of up to DefaultMaxRSABits bits unless its
+// Limits.MaxRSABits says otherwise.
 const (
 	// MinRSABits is the smallest RSA modulus accepted.
 	MinRSABits = 2048
-	// DefaultMaxRSABits is the largest RSA modulus accepted by default.
+	// DefaultMaxRSABits is the largest RSA modulus a verifier uses by
+	// default (Limits.MaxRSABits).
 	DefaultMaxRSABits = 4096
-	// LimitRSABits is the largest bound SetMaxRSABits accepts.
+	// LimitRSABits is the largest RSA modulus parsed, and the largest
+	// Limits.MaxRSABits accepted.
 	LimitRSABits = 8192
 	// RSAExponent is the only public exponent accepted (F4).
 	RSAExponent = 65537
 )
-
-// maxRSABits is the bound SetMaxRSABits sets.
-var maxRSABits atomic.Int32
-
-func init() { maxRSABits.Store(DefaultMaxRSABits) }
-
-// SetMaxRSABits sets the largest RSA modulus ParseKeySetJWK accepts, for
-// every key parsed afterwards in this process: between DefaultMaxRSABits
-// (the default) and LimitRSABits. Raising it lets a trusted key set make
-// each verification cost several times as much (PublicKey.VerifyCost): a
-// verifier that bounds the price of one request's checks (the
-// middleware's Config.MaxVerifyCost) refuses such keys until its bound is
-// raised too. It is safe for concurrent use.
-func SetMaxRSABits(bits int) error {
-	if bits < DefaultMaxRSABits || bits > LimitRSABits {
-		return fmt.Errorf("signer: SetMaxRSABits(%d): the bound must be between %d and %d", bits, DefaultMaxRSABits, LimitRSABits)
-	}
-	maxRSABits.Store(int32(bits))
-	return nil
-}
-
-// MaxRSABits returns the largest RSA modulus ParseKeySetJWK accepts.
-func MaxRSABits() int { return int(maxRSABits.Load()) }
 
 // Algorithm returns the RFC 9421 algorithm the key verifies: AlgEd25519,
 // AlgRSAPSSSHA512 or AlgECDSAP256SHA256 ("" for the zero PublicKey).
@@ -82,6 +61,17 @@ func (k PublicKey) Algorithm() string {
 // exactly what crypto/ed25519.Verify accepts; RSA is RSASSA-PSS with
 // SHA-512 and a 64-byte salt; ECDSA P-256 takes r‖s (64 bytes) over SHA-256.
 func (k PublicKey) Verify(alg string, msg, sig []byte) error {
+	return k.verify(alg, msg, sig, nil)
+}
+
+// Verify is PublicKey.Verify for k, an Ed25519 key held without its
+// expanded form (PublicKey.Unexpanded) looked up in c, and expanded there
+// when it verifies often; c may be nil (no cache).
+func (c *ExpandedKeys) Verify(k PublicKey, alg string, msg, sig []byte) error {
+	return k.verify(alg, msg, sig, c)
+}
+
+func (k PublicKey) verify(alg string, msg, sig []byte, c *ExpandedKeys) error {
 	own := k.Algorithm()
 	if own == "" || alg != "" && alg != own {
 		return ErrAlgorithmMismatch
@@ -89,7 +79,7 @@ func (k PublicKey) Verify(alg string, msg, sig []byte) error {
 	ok := false
 	switch own {
 	case AlgEd25519:
-		ok = verifyEd25519(&k, msg, sig)
+		ok = verifyEd25519(&k, msg, sig, c)
 	case AlgRSAPSSSHA512:
 		h := sha512.Sum512(msg)
 		ok = rsa.VerifyPSS(k.RSA, crypto.SHA512, h[:], sig, &rsa.PSSOptions{SaltLength: sha512.Size}) == nil
@@ -108,7 +98,8 @@ func (k PublicKey) Verify(alg string, msg, sig []byte) error {
 
 // ParseKeySetJWK parses one public key of a key set (a directory, a JWKS
 // or a Signature Agent Card): an Ed25519 OKP key, an RSA key of MinRSABits
-// to MaxRSABits() bits with exponent RSAExponent, or a P-256 EC key. A private member (d, p, q, …) is
+// to LimitRSABits bits with exponent RSAExponent, or a P-256 EC key. A
+// private member (d, p, q, …) is
 // refused. The kid, if any, is kept as published (JWK.Kid; the thumbprint
 // when absent) and the RFC 7638 thumbprint is computed (Thumbprint). An
 // "alg" member, when present, must name the key's own algorithm
@@ -190,7 +181,7 @@ func parseRSA(m map[string]json.RawMessage) (PublicKey, error) {
 	// The exponent and the modulus's length are checked on the encoded
 	// members, before the modulus is unquoted, decoded or turned into a
 	// number: a huge modulus costs no more than reading the JSON.
-	maxBits := MaxRSABits()
+	maxBits := LimitRSABits
 	es, err := stringMember(m, "e", true)
 	if err != nil {
 		return PublicKey{}, err

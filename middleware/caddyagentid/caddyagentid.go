@@ -105,9 +105,8 @@ type Handler struct {
 	Deny  *Policy `json:"deny,omitempty"`
 	// Limits are the per-agent and per-address rate limits.
 	Limits *Limits `json:"limits,omitempty"`
-	// Cache sizes the verifier's caches; a field left 0 keeps
-	// ConfigFile's value or the default. expanded_keys sizes a cache of
-	// the whole process: the handler provisioned last sets it.
+	// Cache sizes the verifier's caches (each handler its own); a field
+	// left 0 keeps ConfigFile's value or the default.
 	Cache *Cache `json:"cache,omitempty"`
 
 	proxy    *proxyconfig.Proxy

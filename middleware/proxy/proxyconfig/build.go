@@ -66,6 +66,7 @@ type Proxy struct {
 	logger   *slog.Logger
 	keys     *keyfetch.Fetcher
 	verifier *middleware.Verifier
+	expanded *signer.ExpandedKeys // the verifier's, this proxy's own
 	handler  *proxy.Handler
 	metrics  *http.ServeMux // nil without metrics_listen
 	status   *status.Page
@@ -118,7 +119,7 @@ func Build(ctx context.Context, cfg *Config, opts Options) (*Proxy, error) {
 		p.replay, replay, p.replayAt = s, s, "Redis "+s.Name()
 		p.closers = append(p.closers, func() { s.Close() })
 	}
-	setExpandedKeys(plan.ExpandedKeys)
+	p.expanded = signer.NewExpandedKeys(plan.ExpandedKeys)
 	kc := plan.Keys
 	kc.Logger = p.logger.With("component", "keyfetch")
 	p.keys = keyfetch.New(kc)
@@ -136,6 +137,7 @@ func Build(ctx context.Context, cfg *Config, opts Options) (*Proxy, error) {
 		Logger:        p.logger.With("component", "verifier"),
 
 		SignatureAgentCacheSize: plan.SignatureAgents,
+		ExpandedKeys:            p.expanded,
 	}
 	hints := &trustHints{logger: p.logger.With("component", "verifier"), key: cfg.name("trust.hosts"), seen: map[string]bool{}}
 	vc.OnResult = hints.observe
@@ -211,26 +213,6 @@ func Build(ctx context.Context, cfg *Config, opts Options) (*Proxy, error) {
 	}
 	ok = true
 	return p, nil
-}
-
-// expandedKeys is the size last given to signer.SetExpandedKeyCacheSize
-// by Build (at first the signer's default, which it sets itself).
-var expandedKeys = struct {
-	sync.Mutex
-	size int
-}{size: signer.DefaultExpandedKeyCacheSize}
-
-// setExpandedKeys sizes the process's cache of expanded Ed25519 keys
-// (cache.expanded_keys) when size is not its size already: setting it
-// empties it, and a server that builds a proxy on each reload of its
-// configuration would otherwise start cold each time.
-func setExpandedKeys(size int) {
-	expandedKeys.Lock()
-	defer expandedKeys.Unlock()
-	if size != expandedKeys.size {
-		signer.SetExpandedKeyCacheSize(size)
-		expandedKeys.size = size
-	}
 }
 
 // newGate builds the rules of r; limits is what r's limits were read

@@ -2,6 +2,7 @@ package proxyconfig
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -11,6 +12,7 @@ import (
 	"github.com/agentid/agentid/keyfetch"
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/signertest"
 )
 
 // TestCacheKeys: the cache.* keys reach the key fetcher's admission
@@ -150,36 +152,52 @@ func TestCacheKeysNeedRestart(t *testing.T) {
 	}
 }
 
-// TestExpandedKeysSet: Build sizes the process's cache of expanded keys,
-// and only when the size changes (setting it empties it).
-func TestExpandedKeysSet(t *testing.T) {
-	t.Cleanup(func() { setExpandedKeys(signer.DefaultExpandedKeyCacheSize) })
-	build := func(cache string) {
+// TestProxiesKeepTheirOwn: two proxies built in one process with different
+// cache.expanded_keys each verify through a cache of their own: building
+// or using one changes nothing in the other.
+func TestProxiesKeepTheirOwn(t *testing.T) {
+	key := signertest.Key(61)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", signer.DirectoryMediaType)
+		_, _ = w.Write([]byte(`{"keys":[` + string(key.Public.JWK.MarshalPublic()) + `]}`))
+	}))
+	defer srv.Close()
+	build := func(cache string) *Proxy {
 		t.Helper()
-		c, err := Parse("proxy.yaml", []byte("authorities: [api.example.com]\ntrust: {hosts: [a.example]}\ncache: "+cache+"\n"))
+		c, err := Parse("proxy.yaml", []byte("authorities: [api.example.com]\ntrust: {hosts: [\"127.0.0.1:*\"], allow_http: true, allow_private: true}\ncache: "+cache+"\n"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := Build(context.Background(), c, Options{Embedded: true})
+		p, err := Build(context.Background(), c, Options{Embedded: true, Stderr: io.Discard})
 		if err != nil {
 			t.Fatal(err)
 		}
-		p.Close()
+		t.Cleanup(p.Close)
+		return p
 	}
-	for _, tc := range []struct {
-		cache string
-		want  int
-	}{
-		{"{expanded_keys: 100}", 100},
-		{"{expanded_keys: -1}", 0},
-		{"{}", signer.DefaultExpandedKeyCacheSize},
-	} {
-		build(tc.cache)
-		expandedKeys.Lock()
-		got := expandedKeys.size
-		expandedKeys.Unlock()
-		if got != tc.want {
-			t.Errorf("cache %s: the expanded-key cache holds %d, want %d", tc.cache, got, tc.want)
+	serve := func(p *Proxy) {
+		t.Helper()
+		h := p.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+		for range 3 {
+			r := httptest.NewRequest(http.MethodGet, "http://api.example.com/x", nil)
+			if err := signer.Sign(r, key, signer.Options{SignatureAgent: srv.URL}); err != nil {
+				t.Fatal(err)
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, r)
+			if rec.Code != http.StatusOK {
+				t.Fatalf("a signed request: %d %s", rec.Code, rec.Body)
+			}
 		}
+	}
+	one, none := build("{expanded_keys: 1}"), build("{expanded_keys: -1}")
+	serve(one)
+	serve(none)
+	if one.expanded.Len() != 1 || none.expanded.Len() != 0 {
+		t.Errorf("expanded keys held: %d and %d, want 1 and 0", one.expanded.Len(), none.expanded.Len())
+	}
+	other := build("{}")
+	if one.expanded.Len() != 1 || other.expanded == one.expanded {
+		t.Errorf("after another proxy was built: %d keys held, want 1", one.expanded.Len())
 	}
 }

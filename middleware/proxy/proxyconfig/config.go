@@ -141,10 +141,9 @@ type Cache struct {
 	// (middleware.Config.SignatureAgentCacheSize); -1: none. Default
 	// middleware.DefaultSignatureAgentCacheSize.
 	SignatureAgents int `yaml:"signature_agents" flag:"cache-signature-agents"`
-	// ExpandedKeys caps the expanded Ed25519 keys held
-	// (signer.SetExpandedKeyCacheSize); -1: none. The cache is the
-	// process's: the proxy built last sets it. Default
-	// signer.DefaultExpandedKeyCacheSize.
+	// ExpandedKeys caps the expanded Ed25519 keys the verifier holds
+	// (middleware.Config.ExpandedKeys); -1: none. Each proxy has its own.
+	// Default signer.DefaultExpandedKeyCacheSize.
 	ExpandedKeys int `yaml:"expanded_keys" flag:"cache-expanded-keys"`
 }
 

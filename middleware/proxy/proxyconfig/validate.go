@@ -34,7 +34,7 @@ type Plan struct {
 	// SignatureAgents is the verifier's SignatureAgentCacheSize
 	// (cache.signature_agents).
 	SignatureAgents int
-	// ExpandedKeys is the size for signer.SetExpandedKeyCacheSize
+	// ExpandedKeys is the size of the verifier's signer.ExpandedKeys
 	// (cache.expanded_keys; 0: none).
 	ExpandedKeys int
 	Level        slog.Level
