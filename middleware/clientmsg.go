@@ -29,7 +29,7 @@ var packagePrefixes = map[string]bool{
 	"envfile": true, "idcli": true, "keyfetch": true, "lru": true, "metrics": true,
 	"middleware": true, "pkcs11": true, "proxy": true, "proxyconfig": true, "ratelimit": true,
 	"redact": true, "redislimit": true, "redisreplay": true, "refserver": true, "replaypg": true, "rules": true,
-	"signer": true, "status": true,
+	"signer": true, "status": true, "store": true,
 }
 
 // stripPrefixes removes the package prefixes of s (see ClientMessage).
