@@ -27,9 +27,9 @@ func ClientMessage(err error) string {
 var packagePrefixes = map[string]bool{
 	"agent": true, "agentid": true, "agentlimit": true, "asynclog": true, "caddyagentid": true, "clientaddr": true,
 	"envfile": true, "idcli": true, "keyfetch": true, "lru": true, "metrics": true,
-	"middleware": true, "pkcs11": true, "proxy": true, "proxyconfig": true, "ratelimit": true,
+	"middleware": true, "pkcs11": true, "policy": true, "proxy": true, "proxyconfig": true, "ratelimit": true,
 	"redact": true, "redislimit": true, "redisreplay": true, "refserver": true, "replaypg": true, "rules": true,
-	"signer": true, "status": true, "store": true,
+	"signer": true, "status": true, "store": true, "suggest": true,
 }
 
 // stripPrefixes removes the package prefixes of s (see ClientMessage).

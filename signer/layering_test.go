@@ -24,6 +24,10 @@ const module = "github.com/agentid/agentid"
 //     proxies) import nothing of the module, so that every layer may
 //     use them;
 //   - signer does not import signer/agent (the agent client is above it);
+//   - middleware/policy (the allow and deny lists) imports of the
+//     middleware tree only the verifier itself (an entry ending in "$"
+//     names one package, not its subpackages), so that the verifier's
+//     users above it (rules, the proxy, its configuration) share it;
 //   - only refserver/store (the server's database), refserver/replaypg
 //     (the replay store on it) and refserver/dbtest (test databases)
 //     import an ORM, a database driver or database/sql: the HTTP service
@@ -47,6 +51,7 @@ var layers = []struct {
 	{"signer/agent", []string{"signer"}},
 	{"signer", []string{"signer"}},
 	{"keyfetch", []string{"signer", "keyfetch"}},
+	{"middleware/policy", []string{"signer", "middleware$"}},
 	{"middleware", []string{"signer", "keyfetch", "middleware"}},
 	{"refserver/store", []string{"signer"}},
 	{"refserver/dbtest", []string{"refserver/store"}},
@@ -127,6 +132,10 @@ func TestLayeringRefuses(t *testing.T) {
 		{"cmd/idcli/server.go", "gorm.io/gorm", "database"},
 		{"cmd/idcli/server_test.go", "github.com/glebarez/sqlite", "database"},
 
+		{"middleware/policy/matcher.go", module + "/middleware/rules", "above it"},
+		{"middleware/policy/matcher.go", module + "/keyfetch", "above it"},
+
+		{"middleware/policy/matcher.go", module + "/middleware", ""},
 		{"keyfetch/fetch.go", module + "/signer/lru", ""},
 		{"refserver/server.go", module + "/signer/lru", ""},
 		{"refserver/server.go", module + "/middleware/clientaddr", ""},
@@ -213,7 +222,8 @@ func allowedImport(file, pkg string) bool {
 			continue
 		}
 		for _, a := range l.allowed {
-			if pkg == a || strings.HasPrefix(pkg, a+"/") {
+			one, exact := strings.CutSuffix(a, "$")
+			if pkg == one || (!exact && strings.HasPrefix(pkg, a+"/")) {
 				// signer may not import signer/agent.
 				return !(l.dir == "signer" && strings.HasPrefix(pkg, "signer/agent"))
 			}

@@ -29,6 +29,7 @@ import (
 
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/middleware/clientaddr"
+	"github.com/agentid/agentid/middleware/policy"
 )
 
 // Policy names, as sent in RateLimit-Policy and RateLimit.
@@ -96,8 +97,8 @@ type Config struct {
 	// DefaultBucketsPerAgent.
 	BucketsPerAgent int
 	// Services are the base URLs of the agentid services whose agents
-	// have a budget per uid (middleware.Services); other agents have one
-	// per key-set host (middleware.PolicyIdentity.Budget).
+	// have a budget per uid (policy.Services); other agents have one
+	// per key-set host (policy.Identity.Budget).
 	Services []string
 	// Store holds the buckets. If nil, a MemoryStore (this process only).
 	Store Store
@@ -119,7 +120,7 @@ func (c Config) Validate() error {
 	if c.BucketsPerAgent < 0 {
 		errs = append(errs, fmt.Errorf("agentlimit: Config.BucketsPerAgent %d must not be negative", c.BucketsPerAgent))
 	}
-	if _, err := middleware.ParseServices(c.Services); err != nil {
+	if _, err := policy.ParseServices(c.Services); err != nil {
 		errs = append(errs, fmt.Errorf("agentlimit: Config.Services: %w", err))
 	}
 	return errors.Join(append(errs, c.Agent.validate("Agent"), c.Address.validate("Address"))...)
@@ -130,7 +131,7 @@ func (c Config) Validate() error {
 type Limiter struct {
 	cfg       Config
 	keyHeader string // lowercase, as covered components are serialized
-	services  middleware.Services
+	services  policy.Services
 }
 
 // New validates cfg and returns a Limiter.
@@ -150,7 +151,7 @@ func New(cfg Config) (*Limiter, error) {
 	if cfg.BucketsPerAgent == 0 {
 		cfg.BucketsPerAgent = DefaultBucketsPerAgent
 	}
-	services, _ := middleware.ParseServices(cfg.Services)
+	services, _ := policy.ParseServices(cfg.Services)
 	return &Limiter{cfg: cfg, keyHeader: strings.ToLower(strings.TrimSpace(cfg.KeyHeader)), services: services}, nil
 }
 
@@ -177,7 +178,7 @@ type Decision struct {
 // Key returns the bucket name and policy of a request with outcome res (nil
 // or not verified: by client address). The bucket of a verified agent is
 // named by what its owner cannot vary at will
-// (middleware.PolicyIdentity.Budget: its uid for an agent of
+// (policy.Identity.Budget: its uid for an agent of
 // Config.Services, else the host of its key set), followed by one of
 // BucketsPerAgent slots chosen by the KeyHeader value when the signature
 // covers it. Every name is short (bounded whatever the request carries),

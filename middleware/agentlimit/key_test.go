@@ -8,10 +8,11 @@ import (
 
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/middleware/agentlimit"
+	"github.com/agentid/agentid/middleware/policy"
 )
 
 // TestKeyIsBudget: a verified agent's bucket is "agent " and the name
-// middleware.PolicyIdentity.Budget gives it (its uid, its key set's host,
+// policy.Identity.Budget gives it (its uid, its key set's host,
 // or its key's thumbprint), then, when its signature covers KeyHeader,
 // " #" and one of BucketsPerAgent slots; other requests are keyed by
 // address.
@@ -19,7 +20,7 @@ func TestKeyIsBudget(t *testing.T) {
 	t.Parallel()
 	const uid = "agent-0123456789abcdef01234567"
 	services := []string{"https://agentid.example"}
-	svc, err := middleware.ParseServices(services)
+	svc, err := policy.ParseServices(services)
 	if err != nil {
 		t.Fatal(err)
 	}

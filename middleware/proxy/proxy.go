@@ -592,7 +592,7 @@ func (h *Handler) UID(id string) string { return h.uid(id) }
 
 // serviceUID returns the uid of an identity <scheme>://<uid>.<host> of one
 // of services, or that origin's root URL, else "". It is stricter than
-// middleware.Services.UID, which the rules and budgets key on: the
+// policy.Services.UID, which the rules and budgets key on: the
 // scheme must be the service's and the identity an origin, as
 // X-Agent-Uid promises.
 func serviceUID(id string, services []signer.ServiceURL) string {

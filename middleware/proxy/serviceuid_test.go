@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/middleware/policy"
 	"github.com/agentid/agentid/signer"
 )
 
@@ -28,7 +29,7 @@ func serviceUIDBefore(id string, services []signer.ServiceURL) string {
 // host in other spellings (upper case, the default port, a trailing dot
 // or slash, the same first label under another domain), the uid
 // X-Agent-Uid carries is the one it carried before, and the one
-// middleware.Services gives the rules and budgets. Only where X-Agent-Uid
+// policy.Services gives the rules and budgets. Only where X-Agent-Uid
 // is documented to be stricter (another scheme, a key-set URL that is not
 // the origin) do the two differ, and the header's answer is pinned.
 func TestServiceUIDRespelled(t *testing.T) {
@@ -43,7 +44,7 @@ func TestServiceUIDRespelled(t *testing.T) {
 		}
 		services = append(services, su)
 	}
-	svc, err := middleware.ParseServices(urls)
+	svc, err := policy.ParseServices(urls)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/middleware/agentlimit"
+	"github.com/agentid/agentid/middleware/policy"
 	"github.com/agentid/agentid/middleware/proxy"
 	"github.com/agentid/agentid/middleware/rules"
 	"github.com/agentid/agentid/signer"
@@ -83,7 +84,7 @@ func TestApplyProxyLogsRefusal(t *testing.T) {
 			var refused []int
 			lim, _ := agentlimit.New(agentlimit.Config{Agent: agentlimit.Limit{Quota: 1, Window: time.Hour}})
 			g, err := rules.New(rules.Config{
-				Deny:    middleware.Policy{Identities: []string{badAgent}},
+				Deny:    policy.List{Identities: []string{badAgent}},
 				Limiter: lim,
 				OnRefuse: func(_ *http.Request, _ *middleware.Result, _ *middleware.Error, status int) {
 					refused = append(refused, status)

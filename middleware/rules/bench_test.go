@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/middleware/agentlimit"
+	"github.com/agentid/agentid/middleware/policy"
 	"github.com/agentid/agentid/middleware/proxy"
 	"github.com/agentid/agentid/middleware/rules"
 	"github.com/agentid/agentid/signer"
@@ -154,12 +155,12 @@ func BenchmarkProxyRules(b *testing.B) {
 // per-address limit, and three routes.
 func benchGate(b *testing.B) *rules.Gate {
 	b.Helper()
-	allow := middleware.Policy{Hosts: []string{"*.partner.example"}}
+	allow := policy.List{Hosts: []string{"*.partner.example"}}
 	for i := range 10_000 {
 		allow.Identities = append(allow.Identities, fmt.Sprintf("https://agent-%024x.agentid.example", i))
 	}
 	allow.Identities = append(allow.Identities, benchOrigin)
-	var deny middleware.Policy
+	var deny policy.List
 	for i := range 1_000 {
 		deny.Identities = append(deny.Identities, fmt.Sprintf("https://bad-%d.example", i))
 	}

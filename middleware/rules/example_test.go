@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 
 	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/middleware/policy"
 	"github.com/agentid/agentid/middleware/rules"
 )
 
@@ -15,7 +16,7 @@ func Example() {
 	g, _ := rules.New(rules.Config{
 		Mode:   middleware.Required,
 		Routes: []rules.Route{{Prefix: "/public/", Mode: middleware.Optional}},
-		Deny:   middleware.Policy{Hosts: []string{"*.scraper.example"}},
+		Deny:   policy.List{Hosts: []string{"*.scraper.example"}},
 	})
 	h := g.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	send := func(path, agent string) {

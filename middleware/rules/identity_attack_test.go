@@ -14,6 +14,7 @@ import (
 	"github.com/agentid/agentid/keyfetch"
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/middleware/agentlimit"
+	"github.com/agentid/agentid/middleware/policy"
 	"github.com/agentid/agentid/middleware/rules"
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/signertest"
@@ -120,7 +121,7 @@ func TestDenyListRespelled(t *testing.T) {
 	key := signertest.Key(0xd1)
 	port := permissiveHost(t, key)
 	origin := "http://bad.localhost:" + port
-	url, reached := gateServer(t, rules.Config{Deny: middleware.Policy{Identities: []string{origin}}})
+	url, reached := gateServer(t, rules.Config{Deny: policy.List{Identities: []string{origin}}})
 	for _, m := range respellings(origin) {
 		if status, code := sendAs(t, url, key, m); status != http.StatusForbidden || code != string(middleware.CodeForbidden) {
 			t.Errorf("Signature-Agent: %s: %d %s, want 403 forbidden", m, status, code)
@@ -128,7 +129,7 @@ func TestDenyListRespelled(t *testing.T) {
 	}
 	// A denied key-set URL with a path is denied under its queries too, and
 	// another path on the host is not that key set.
-	url2, reached2 := gateServer(t, rules.Config{Deny: middleware.Policy{Identities: []string{origin + "/keys/jwks.json"}}})
+	url2, reached2 := gateServer(t, rules.Config{Deny: policy.List{Identities: []string{origin + "/keys/jwks.json"}}})
 	for _, m := range []string{`sig1="` + origin + `/keys/jwks.json?n=1"`, `sig1="` + origin + `/keys/jwks.json/";type=jwks_uri`, `sig1="` + origin + `/keys/./jwks.json?n=2"`} {
 		if status, _ := sendAs(t, url2, key, m); status != http.StatusForbidden {
 			t.Errorf("deny of a key-set URL: Signature-Agent: %s: %d, want 403", m, status)
@@ -178,7 +179,7 @@ func TestAllowUIDsOnlyForTheService(t *testing.T) {
 	port := permissiveHost(t, key, other)
 	const uid = "agent-aaaaaaaaaaaaaaaaaaaaaaaa"
 	service := "http://trusted.localhost:" + port
-	url, reached := gateServer(t, rules.Config{Allow: middleware.Policy{UIDs: []string{uid}, Services: []string{service}}})
+	url, reached := gateServer(t, rules.Config{Allow: policy.List{UIDs: []string{uid}, Services: []string{service}}})
 	if status, _ := sendAs(t, url, key, `sig1="http://`+uid+`.trusted.localhost:`+port+`"`); status != http.StatusNoContent {
 		t.Errorf("the service's agent: %d, want 204", status)
 	}
@@ -190,7 +191,7 @@ func TestAllowUIDsOnlyForTheService(t *testing.T) {
 	if reached.Load() != 1 {
 		t.Errorf("the service was reached %d times, want once", reached.Load())
 	}
-	for _, p := range []middleware.Policy{{UIDs: []string{uid}}, {UIDs: []string{"agent-*"}, Services: []string{}}} {
+	for _, p := range []policy.List{{UIDs: []string{uid}}, {UIDs: []string{"agent-*"}, Services: []string{}}} {
 		_, err := rules.New(rules.Config{Deny: p})
 		if err == nil || !strings.Contains(err.Error(), "need the agentid service") || strings.Contains(err.Error(), "\n") {
 			t.Errorf("deny %+v without a service: %v, want a one-line refusal naming the missing service", p, err)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/middleware/policy"
 )
 
 // TestAllowIdentityShared: the allow list decides on the identity the deny
@@ -37,12 +38,12 @@ func TestAllowIdentityShared(t *testing.T) {
 		{"another spelling", []string{a}, []string{"HTTPS://AgentID.example/"}, false},
 		{"other services", []string{a}, []string{b}, false},
 	} {
-		g, err := New(Config{Allow: middleware.Policy{UIDs: []string{"agent-*"}, Services: tc.allow},
-			Deny: middleware.Policy{UIDs: []string{"agent-f*"}, Services: tc.deny}})
+		g, err := New(Config{Allow: policy.List{UIDs: []string{"agent-*"}, Services: tc.allow},
+			Deny: policy.List{UIDs: []string{"agent-f*"}, Services: tc.deny}})
 		if len(tc.allow) == 0 || len(tc.deny) == 0 {
 			// uids need services: decide on hosts instead.
-			g, err = New(Config{Allow: middleware.Policy{Hosts: []string{"*.example"}, Services: tc.allow},
-				Deny: middleware.Policy{Hosts: []string{"evil.example"}, Services: tc.deny}})
+			g, err = New(Config{Allow: policy.List{Hosts: []string{"*.example"}, Services: tc.allow},
+				Deny: policy.List{Hosts: []string{"evil.example"}, Services: tc.deny}})
 		}
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
@@ -51,8 +52,8 @@ func TestAllowIdentityShared(t *testing.T) {
 			t.Errorf("%s: sameServices = %v, want %v", tc.name, g.sameServices, tc.shared)
 		}
 		for _, ag := range agents {
-			got := g.allowIdentity(ag, g.deny.services.Identity(ag))
-			if want := g.allow.services.Identity(ag); got != want {
+			got := g.allowIdentity(ag, g.deny.Services().Identity(ag))
+			if want := g.allow.Services().Identity(ag); got != want {
 				t.Errorf("%s, agent %q: allow identity %+v, want %+v (its own services')", tc.name, ag.ID, got, want)
 			}
 		}

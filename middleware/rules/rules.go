@@ -9,7 +9,7 @@
 //
 //	g, _ := rules.New(rules.Config{Mode: middleware.Required,
 //		Routes: []rules.Route{{Prefix: "/public/", Mode: middleware.Optional}},
-//		Deny:   middleware.Policy{Hosts: []string{"*.bad.example"}}})
+//		Deny:   policy.List{Hosts: []string{"*.bad.example"}}})
 //	v, _ := middleware.NewVerifier(middleware.Config{Keys: keys, Mode: middleware.Observe})
 //	http.Handle("/", v.Middleware(g.Middleware(handler)))
 //
@@ -31,6 +31,7 @@ import (
 
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/middleware/agentlimit"
+	"github.com/agentid/agentid/middleware/policy"
 	"github.com/agentid/agentid/signer"
 )
 
@@ -58,15 +59,15 @@ type Config struct {
 	// Allow, if not empty, lists the only verified agents let through
 	// (others get 403 forbidden). Requests that are not verified are left
 	// to the route's mode. Its identities match exactly
-	// (middleware.PolicyIdentity.Exact); its uids only agents of
-	// Allow.Services.
-	Allow middleware.Policy
+	// (policy.Allow); its uids only agents of Allow.Services.
+	Allow policy.List
 	// Deny lists verified agents refused with 403 forbidden, whatever
 	// Allow says. Its identities match what their owner cannot vary: an
 	// origin denies every key set on its host, a key-set URL every
-	// spelling of its host and path (docs/signature-agent.md); its uids
-	// match only agents of Deny.Services.
-	Deny middleware.Policy
+	// spelling of its host and path (policy.Deny,
+	// docs/signature-agent.md); its uids match only agents of
+	// Deny.Services.
+	Deny policy.List
 	// DenyCards lists, as "name:NAME" or "purpose:PURPOSE", the verified
 	// agents refused with 403 forbidden by what their Signature Agent Card
 	// says (compared case-insensitively), read with AgentCard. A card's
@@ -101,7 +102,7 @@ type Config struct {
 type Gate struct {
 	cfg         Config
 	routes      []Route // longest prefix first
-	allow, deny *matcher
+	allow, deny *policy.Matcher
 	// sameServices reports that both lists name the same services, so an
 	// agent's policy identity (which depends on them only) is computed
 	// once per decision for both.
@@ -128,10 +129,10 @@ func New(cfg Config) (*Gate, error) {
 	}
 	slices.SortStableFunc(g.routes, func(a, b Route) int { return len(b.Prefix) - len(a.Prefix) })
 	var err error
-	if g.allow, err = compile(cfg.Allow, false); err != nil {
+	if g.allow, err = policy.Allow(cfg.Allow); err != nil {
 		return nil, fmt.Errorf("rules: allow: %w", err)
 	}
-	if g.deny, err = compile(cfg.Deny, true); err != nil {
+	if g.deny, err = policy.Deny(cfg.Deny); err != nil {
 		return nil, fmt.Errorf("rules: deny: %w", err)
 	}
 	g.sameServices = slices.Equal(cfg.Allow.Services, cfg.Deny.Services)
@@ -211,14 +212,14 @@ func (g *Gate) Decide(r *http.Request, res *middleware.Result) Decision {
 		return Decision{Err: res.Err, Verification: true}
 	}
 	if res.Verdict == middleware.Verified {
-		id := g.deny.services.Identity(res.Agent)
-		if g.deny.matches(id) {
+		id := g.deny.Services().Identity(res.Agent)
+		if g.deny.Match(id) {
 			return Decision{Err: middleware.Fail(middleware.CodeForbidden, "agent %s is not allowed here", signer.Truncate(res.Agent.ID))}
 		}
 		if g.cardDenied(res.Agent) {
 			return Decision{Err: middleware.Fail(middleware.CodeForbidden, "agent %s is not allowed here (its card)", signer.Truncate(res.Agent.ID))}
 		}
-		if !g.allow.empty && !g.allow.matches(g.allowIdentity(res.Agent, id)) {
+		if !g.allow.Empty() && !g.allow.Match(g.allowIdentity(res.Agent, id)) {
 			return Decision{Err: middleware.Fail(middleware.CodeForbidden, "agent %s is not allowed here", signer.Truncate(res.Agent.ID))}
 		}
 	}
@@ -232,11 +233,11 @@ func (g *Gate) Decide(r *http.Request, res *middleware.Result) Decision {
 
 // allowIdentity returns a's policy identity under the allow list's
 // services, given denyID, a's identity under the deny list's.
-func (g *Gate) allowIdentity(a middleware.Agent, denyID middleware.PolicyIdentity) middleware.PolicyIdentity {
+func (g *Gate) allowIdentity(a middleware.Agent, denyID policy.Identity) policy.Identity {
 	if g.sameServices {
 		return denyID
 	}
-	return g.allow.services.Identity(a)
+	return g.allow.Services().Identity(a)
 }
 
 // cardDenied reports whether a's card matches Config.DenyCards.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/middleware/agentlimit"
+	"github.com/agentid/agentid/middleware/policy"
 	"github.com/agentid/agentid/middleware/rules"
 )
 
@@ -37,9 +38,9 @@ func TestDecide(t *testing.T) {
 			{Prefix: "/pub/private/", Mode: middleware.Required},
 			{Prefix: "/watch/", Mode: middleware.Observe},
 		},
-		Allow: middleware.Policy{Hosts: []string{"*.good.example"}, Identities: []string{"https://solo.example"}, UIDs: []string{"agent-00*"},
+		Allow: policy.List{Hosts: []string{"*.good.example"}, Identities: []string{"https://solo.example"}, UIDs: []string{"agent-00*"},
 			Services: []string{"http://svc.example"}},
-		Deny: middleware.Policy{Hosts: []string{"bad.good.example"}},
+		Deny: policy.List{Hosts: []string{"bad.good.example"}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -81,16 +82,20 @@ func TestDecide(t *testing.T) {
 	}
 }
 
-// TestMatcherAgreesWithPolicy: the compiled lists decide as
-// middleware.Policy.Allows does.
+// TestMatcherAgreesWithPolicy: the gate's allow list decides as the
+// list compiled by policy.Allow does.
 func TestMatcherAgreesWithPolicy(t *testing.T) {
-	p := middleware.Policy{
+	p := policy.List{
 		Identities: []string{"https://x.example", "https://k.example/keys.json"},
 		Hosts:      []string{"*.agentid.example", "exact.example", "*.a.b.example"},
 		UIDs:       []string{"agent-0123*", "agent-ffffffffffffffffffffffff"},
 		Services:   []string{"http://svc", "https://agentid.example"},
 	}
 	g, err := rules.New(rules.Config{Allow: p, Mode: middleware.Optional})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := policy.Allow(p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,8 +113,8 @@ func TestMatcherAgreesWithPolicy(t *testing.T) {
 	for _, a := range agents {
 		r := httptest.NewRequest("GET", "/", nil)
 		d := g.Decide(r, &middleware.Result{Verdict: middleware.Verified, Agent: a})
-		if got, want := d.Err == nil, p.Allows(a); got != want {
-			t.Errorf("%+v: allowed = %v, Policy.Allows = %v", a, got, want)
+		if got, want := d.Err == nil, m.Allows(a); got != want {
+			t.Errorf("%+v: allowed = %v, policy.Allow(p).Allows = %v", a, got, want)
 		}
 	}
 }
@@ -118,8 +123,8 @@ func TestNewRejects(t *testing.T) {
 	for _, cfg := range []rules.Config{
 		{Routes: []rules.Route{{Prefix: "api"}}},
 		{Routes: []rules.Route{{Prefix: "/a"}, {Prefix: "/a"}}},
-		{Allow: middleware.Policy{Hosts: []string{"a.*.example"}}},
-		{Deny: middleware.Policy{UIDs: []string{"agent-["}}},
+		{Allow: policy.List{Hosts: []string{"a.*.example"}}},
+		{Deny: policy.List{UIDs: []string{"agent-["}}},
 	} {
 		if _, err := rules.New(cfg); err == nil {
 			t.Errorf("New(%+v) = nil error", cfg)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/middleware/agentlimit"
+	"github.com/agentid/agentid/middleware/policy"
 	"github.com/agentid/agentid/middleware/proxy"
 	"github.com/agentid/agentid/middleware/rules"
 	"github.com/agentid/agentid/signer"
@@ -46,7 +47,7 @@ func TestWrapProxy(t *testing.T) {
 			lim, _ := agentlimit.New(agentlimit.Config{Agent: agentlimit.Limit{Quota: 2, Window: time.Hour}})
 			g, err := rules.New(rules.Config{
 				Routes:  []rules.Route{{Prefix: "/open/", Mode: middleware.Optional}},
-				Deny:    middleware.Policy{Identities: []string{badAgent}},
+				Deny:    policy.List{Identities: []string{badAgent}},
 				Limiter: lim,
 			})
 			if err != nil {

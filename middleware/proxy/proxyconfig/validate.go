@@ -16,6 +16,7 @@ import (
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/middleware/agentlimit"
 	"github.com/agentid/agentid/middleware/clientaddr"
+	"github.com/agentid/agentid/middleware/policy"
 	"github.com/agentid/agentid/middleware/proxy"
 	"github.com/agentid/agentid/middleware/rules"
 	"github.com/agentid/agentid/signer"
@@ -46,7 +47,7 @@ type Plan struct {
 type Rules struct {
 	Mode        middleware.Mode
 	Routes      []rules.Route
-	Allow, Deny middleware.Policy
+	Allow, Deny policy.List
 	DenyCards   []string
 	Agent, Addr agentlimit.Limit
 	KeyHeader   string
@@ -62,7 +63,7 @@ func (r Rules) Active() bool {
 		policySize(r.Deny) > 0 || r.Agent.On() || r.Addr.On()
 }
 
-func policySize(p middleware.Policy) int { return len(p.Identities) + len(p.Hosts) + len(p.UIDs) }
+func policySize(p policy.List) int { return len(p.Identities) + len(p.Hosts) + len(p.UIDs) }
 
 // Validate checks every setting without I/O and returns them parsed. Each
 // error is one line naming where the bad value came from (FILE:LINE: key,
@@ -316,17 +317,17 @@ func (v *validation) fail(path, format string, args ...any) {
 
 // policy checks each entry of an allow or deny list on its own, so that an
 // error names the entry.
-func (v *validation) policy(name string, p Policy) middleware.Policy {
-	check := func(kind string, list []string, one func(string) middleware.Policy) {
+func (v *validation) policy(name string, p Policy) policy.List {
+	check := func(kind string, list []string, one func(string) policy.List) {
 		for i, s := range list {
-			if _, err := rules.New(rules.Config{Allow: one(s)}); err != nil {
-				v.fail(index(name+"."+kind, i), "%s", trim(err, "rules: allow: "))
+			if err := one(s).Validate(); err != nil {
+				v.fail(index(name+"."+kind, i), "%s", err)
 			}
 		}
 	}
-	check("identities", p.Identities, func(s string) middleware.Policy { return middleware.Policy{Identities: []string{s}} })
-	check("hosts", p.Hosts, func(s string) middleware.Policy { return middleware.Policy{Hosts: []string{s}} })
-	// uids name agents of agentid_services only (rules.New refuses them
+	check("identities", p.Identities, func(s string) policy.List { return policy.List{Identities: []string{s}} })
+	check("hosts", p.Hosts, func(s string) policy.List { return policy.List{Hosts: []string{s}} })
+	// uids name agents of agentid_services only (policy.List refuses them
 	// without one); a bad service URL is agentid_services' own error.
 	var services []string
 	for _, s := range v.c.AgentidServices {
@@ -335,11 +336,11 @@ func (v *validation) policy(name string, p Policy) middleware.Policy {
 		}
 	}
 	if len(p.UIDs) > 0 && len(services) == 0 {
-		v.fail(name+".uids", "%s", trim(middleware.Policy{UIDs: p.UIDs}.Validate(), ""))
+		v.fail(name+".uids", "%s", policy.List{UIDs: p.UIDs}.Validate())
 	} else {
-		check("uids", p.UIDs, func(s string) middleware.Policy { return middleware.Policy{UIDs: []string{s}, Services: services} })
+		check("uids", p.UIDs, func(s string) policy.List { return policy.List{UIDs: []string{s}, Services: services} })
 	}
-	return middleware.Policy{Identities: clone(p.Identities), Hosts: clone(p.Hosts), UIDs: clone(p.UIDs), Services: services}
+	return policy.List{Identities: clone(p.Identities), Hosts: clone(p.Hosts), UIDs: clone(p.UIDs), Services: services}
 }
 
 func index(path string, i int) string { return path + "[" + strconv.Itoa(i) + "]" }

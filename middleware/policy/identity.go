@@ -1,9 +1,10 @@
-package middleware
+package policy
 
 import (
 	"fmt"
 	"strings"
 
+	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/signer"
 )
 
@@ -37,19 +38,19 @@ func (s Services) Empty() bool { return len(s.list) == 0 }
 // agent's keys only there), else "". Agent.UID, which takes the first
 // label of any host, is not used: agent-….other.example is another owner's
 // agent.
-func (s Services) UID(a Agent) string {
+func (s Services) UID(a middleware.Agent) string {
 	if len(s.list) == 0 {
 		return ""
 	}
 	return s.Identity(a).UID
 }
 
-// PolicyIdentity is a verified agent's identity as allow lists, deny
+// Identity is a verified agent's identity as allow lists, deny
 // lists and budgets read it: the parts its owner can vary at will (a
 // query, a trailing slash, the ;type of the member, a respelling the
 // verifier already normalises) are gone. docs/signature-agent.md has the
 // table of Signature-Agent forms.
-type PolicyIdentity struct {
+type Identity struct {
 	// UID is set for an agent of a configured service (Services.UID); the
 	// other fields are then still filled in.
 	UID string
@@ -69,7 +70,7 @@ type PolicyIdentity struct {
 }
 
 // Identity returns the policy identity of the verified agent a.
-func (s Services) Identity(a Agent) PolicyIdentity {
+func (s Services) Identity(a middleware.Agent) Identity {
 	p := splitIdentity(a.DirectoryURL)
 	if p.Origin == "" && a.ID != "" {
 		// An Agent built without its key-set URL (by a KeySource or a
@@ -85,17 +86,17 @@ func (s Services) Identity(a Agent) PolicyIdentity {
 
 // ParseIdentity reads an identity written in a policy (an origin, or a
 // key-set URL; normalised as the verifier normalises Signature-Agent).
-func (s Services) ParseIdentity(id string) (PolicyIdentity, error) {
+func (s Services) ParseIdentity(id string) (Identity, error) {
 	ks, err := signer.ParseKeySetURL(strings.TrimSpace(id))
 	if err != nil {
-		return PolicyIdentity{}, fmt.Errorf("identity %q: %w", signer.Truncate(id), err)
+		return Identity{}, fmt.Errorf("identity %q: %w", signer.Truncate(id), err)
 	}
 	p := splitIdentity(ks.URL)
 	p.UID = s.uidOf(p)
 	return p, nil
 }
 
-func (s Services) uidOf(p PolicyIdentity) string {
+func (s Services) uidOf(p Identity) string {
 	if len(s.list) == 0 || p.Origin == "" {
 		return ""
 	}
@@ -113,7 +114,7 @@ func (s Services) uidOf(p PolicyIdentity) string {
 // query is kept: an allow list lets in only the key set it names, and a
 // host may serve another owner's keys under another query; a respelling
 // with a query is then refused, which harms nobody but its sender.
-func (p PolicyIdentity) Exact() string {
+func (p Identity) Exact() string {
 	switch {
 	case p.exact != "":
 		return p.exact
@@ -132,20 +133,20 @@ func (p PolicyIdentity) Exact() string {
 // key set's host (its owner serves any path, query, port or key-set type
 // there at will), else, for an agent without a key set, "key " and the
 // thumbprint.
-func (p PolicyIdentity) Budget() string {
+func (p Identity) Budget() string {
 	kind, name := p.budget()
 	return kind + name
 }
 
 // AppendBudget appends Budget's name to dst and returns the result, for a
 // caller that builds a longer key around it in one buffer.
-func (p PolicyIdentity) AppendBudget(dst []byte) []byte {
+func (p Identity) AppendBudget(dst []byte) []byte {
 	kind, name := p.budget()
 	return append(append(dst, kind...), name...)
 }
 
 // budget returns the two parts of Budget's name.
-func (p PolicyIdentity) budget() (kind, name string) {
+func (p Identity) budget() (kind, name string) {
 	switch {
 	case p.UID != "":
 		return "uid ", p.UID
@@ -157,10 +158,10 @@ func (p PolicyIdentity) budget() (kind, name string) {
 
 // splitIdentity splits a normalised key-set URL (signer.KeySet.URL). The
 // parts are substrings of u (no allocation for a lowercase host).
-func splitIdentity(u string) PolicyIdentity {
+func splitIdentity(u string) Identity {
 	i := strings.Index(u, "://")
 	if i < 0 {
-		return PolicyIdentity{}
+		return Identity{}
 	}
 	rest := u[i+3:]
 	j := strings.IndexAny(rest, "/?")
@@ -173,7 +174,7 @@ func splitIdentity(u string) PolicyIdentity {
 	if path == signer.DirectoryPath {
 		path = ""
 	}
-	p := PolicyIdentity{Origin: origin, Host: strings.ToLower(IdentityHost(origin)), Path: path, Query: query}
+	p := Identity{Origin: origin, Host: strings.ToLower(hostOf(origin)), Path: path, Query: query}
 	// Exact is a substring of u when nothing was dropped.
 	switch {
 	case path == "" && query == "":

@@ -1,9 +1,10 @@
-package middleware_test
+package policy_test
 
 import (
 	"testing"
 
 	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/middleware/policy"
 	"github.com/agentid/agentid/signer"
 )
 
@@ -12,7 +13,7 @@ import (
 // gives: respellings an owner chooses at will share the budget and the
 // deny key; the allow key keeps the query.
 func TestPolicyIdentityForms(t *testing.T) {
-	svc, err := middleware.ParseServices([]string{"https://agentid.example", "http://localhost:3000"})
+	svc, err := policy.ParseServices([]string{"https://agentid.example", "http://localhost:3000"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,15 +1,17 @@
-package middleware
+package policy
 
 import (
+	"github.com/agentid/agentid/middleware"
 	"path"
 	"strings"
 )
 
-// ReferenceAllows decides as Policy.Allows by reading the lists one entry
-// at a time, as written (the decision before lists were compiled): the
-// oracle the compiled decision is checked against.
-func ReferenceAllows(p Policy, a Agent) bool {
-	svc, err := p.compile()
+// ReferenceAllows decides as an allow list compiled from p (Allow) by
+// reading the lists one entry at a time, as written (the decision before
+// lists were compiled): the oracle the compiled decision is checked
+// against.
+func ReferenceAllows(p List, a middleware.Agent) bool {
+	svc, err := p.check()
 	if err != nil || (a.ID == "" && a.DirectoryURL == "") {
 		return false
 	}

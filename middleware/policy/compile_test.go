@@ -1,22 +1,23 @@
-package middleware_test
+package policy_test
 
 import (
 	"fmt"
 	"testing"
 
 	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/middleware/policy"
 )
 
 // TestCompiledPolicyAgrees decides every agent below under every policy
-// below both ways, Policy.Allows (the lists read on each call, the
-// reference) and the compiled lists Require decides on, and wants one
+// below both ways, ReferenceAllows (the lists read one entry at a time,
+// the reference) and the compiled allow list, and wants one
 // answer: compiling changes the cost of a decision, not the decision.
 func TestCompiledPolicyAgrees(t *testing.T) {
 	t.Parallel()
 	const uid = "agent-0123456789abcdef01234567"
 	const other = "agent-ffffffffffffffffffffffff"
 	svc := []string{"https://agentid.example", "http://localhost:3000"}
-	policies := []middleware.Policy{
+	policies := []policy.List{
 		{},
 		{Identities: []string{"https://" + uid + ".agentid.example"}},
 		{Identities: []string{"HTTPS://Bots.Example.net:443/keys/jwks.json/", "https://a.example/.well-known/http-message-signatures-directory"}},
@@ -61,12 +62,13 @@ func TestCompiledPolicyAgrees(t *testing.T) {
 	}
 	allowed, total := 0, 0
 	for i, p := range policies {
-		c, cerr := p.Compile()
-		if (cerr == nil) != (p.Validate() == nil) {
-			t.Errorf("policy %d: Compile error %v, Validate %v", i, cerr, p.Validate())
+		c, cerr := policy.Allow(p)
+		_, derr := policy.Deny(p)
+		if (cerr == nil) != (p.Validate() == nil) || (derr == nil) != (cerr == nil) {
+			t.Errorf("policy %d: Allow error %v, Deny error %v, Validate %v", i, cerr, derr, p.Validate())
 		}
 		for _, a := range agents {
-			if got, want := c.Allows(a), middleware.ReferenceAllows(p, a); got != want {
+			if got, want := c.Allows(a), policy.ReferenceAllows(p, a); got != want {
 				t.Errorf("policy %d %+v, agent %q (%q): compiled Allows = %v, reference %v", i, p, a.ID, a.DirectoryURL, got, want)
 			} else if got {
 				allowed++
@@ -82,29 +84,28 @@ func TestCompiledPolicyAgrees(t *testing.T) {
 }
 
 // TestCompiledPolicyFolds: the non-ASCII host patterns that
-// strings.EqualFold folds onto ASCII letters allow what Policy.Allows
+// strings.EqualFold folds onto ASCII letters allow what ReferenceAllows
 // allows (TestCompiledPolicyAgrees would pass vacuously if
 // neither allowed anything).
 func TestCompiledPolicyFolds(t *testing.T) {
 	t.Parallel()
-	p := middleware.Policy{Hosts: []string{"ſ.example", "bot\u212a.example"}}
-	c, err := p.Compile()
+	p := policy.List{Hosts: []string{"ſ.example", "bot\u212a.example"}}
+	c, err := policy.Allow(p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"https://s.example", "https://BOTK.example"} {
 		a := middleware.Agent{ID: id}
-		if !p.Allows(a) || !c.Allows(a) {
-			t.Errorf("%s: Policy.Allows %v, compiled %v; want both true", id, p.Allows(a), c.Allows(a))
+		if !policy.ReferenceAllows(p, a) || !c.Allows(a) {
+			t.Errorf("%s: reference %v, compiled %v; want both true", id, policy.ReferenceAllows(p, a), c.Allows(a))
 		}
 	}
 }
 
 // BenchmarkPolicyDecide measures one decision on lists of 1,000 entries
-// for an agent that matches the last one: "per-call" is ReferenceAllows, which
-// reads the lists on each call as Require did before Compile (the
-// baseline); "compiled" is the decision Require makes now, on the lists
-// compiled once.
+// for an agent that matches the last one: "per-call" is ReferenceAllows,
+// which reads the lists on each call (the baseline); "compiled" is the
+// decision Require makes, on the lists compiled once.
 func BenchmarkPolicyDecide(b *testing.B) {
 	const n = 1000
 	svc := []string{"https://agentid.example"}
@@ -120,24 +121,24 @@ func BenchmarkPolicyDecide(b *testing.B) {
 	hostAgent := middleware.Agent{ID: fmt.Sprintf("https://a.bots-%d.example", n-1)}
 	for _, tc := range []struct {
 		name  string
-		p     middleware.Policy
+		p     policy.List
 		agent middleware.Agent
 	}{
-		{"identities", middleware.Policy{Identities: ids}, agent},
-		{"hosts", middleware.Policy{Hosts: hosts}, hostAgent},
-		{"uids", middleware.Policy{UIDs: uids, Services: svc}, agent},
+		{"identities", policy.List{Identities: ids}, agent},
+		{"hosts", policy.List{Hosts: hosts}, hostAgent},
+		{"uids", policy.List{UIDs: uids, Services: svc}, agent},
 	} {
-		c, err := tc.p.Compile()
+		c, err := policy.Allow(tc.p)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if !tc.p.Allows(tc.agent) || !c.Allows(tc.agent) {
+		if !policy.ReferenceAllows(tc.p, tc.agent) || !c.Allows(tc.agent) {
 			b.Fatalf("%s: the agent is not allowed", tc.name)
 		}
 		b.Run(tc.name+"/per-call", func(b *testing.B) {
 			b.ReportAllocs()
 			for range b.N {
-				middleware.ReferenceAllows(tc.p, tc.agent)
+				policy.ReferenceAllows(tc.p, tc.agent)
 			}
 		})
 		b.Run(tc.name+"/compiled", func(b *testing.B) {
