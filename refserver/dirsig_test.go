@@ -1,10 +1,12 @@
 package refserver_test
 
 import (
+	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -65,7 +67,8 @@ func (e *testEnv) verifyServed(t *testing.T, uid string, resp response, want sig
 	if s.Params.KeyID != want.Public.Thumbprint || s.Params.Tag != signer.DirectoryTag {
 		t.Errorf("keyid %s tag %s, want %s %s", s.Params.KeyID, s.Params.Tag, want.Public.Thumbprint, signer.DirectoryTag)
 	}
-	if err := signer.VerifyDirectory(&s, want.Public, "http", uid+"."+e.host, resp.body); err != nil {
+	cd, _ := signer.ContentDigest(resp.body, signer.DirectoryDigestAlg)
+	if err := signer.VerifyDirectoryDigest(&s, want.Public, "http", uid+"."+e.host, cd); err != nil {
 		t.Errorf("served signature does not verify: %v", err)
 	}
 }
@@ -206,12 +209,14 @@ func TestDirectorySignaturesHostile(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			resp, _ := signer.DirectoryResponse("http", authority, body)
+			cd, _ := signer.ContentDigest(body, signer.DirectoryDigestAlg)
+			resp := &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Digest": {cd}},
+				Request: httptest.NewRequest(http.MethodGet, "http://"+authority+signer.DirectoryPath, nil)}
 			base, err := sig.AppendResponseBase(nil, resp)
 			if err != nil {
 				t.Fatal(err)
 			}
-			v, _ := key.SignMessage(base)
+			v := ed25519.Sign(key.Key, base)
 			return dirSig{Input: input, Signature: base64.StdEncoding.EncodeToString(v)}
 		}
 		body := signer.DirectoryBody(keys)

@@ -369,20 +369,6 @@ func removeDotSegments(p string) string {
 	return "/" + strings.Join(out, "/")
 }
 
-// NormalizeOrigin turns a Signature-Agent value naming an origin into
-// scheme://host[:port] (no scheme means https; host lowercased; default
-// port dropped). A value with a path is refused.
-func NormalizeOrigin(s string) (string, error) {
-	ks, err := ParseKeySetURL(s)
-	if err != nil {
-		return "", err
-	}
-	if ks.Identity() != ks.Origin() {
-		return "", fmt.Errorf("%w: %q is not an origin", ErrInvalidSignatureAgent, Truncate(s))
-	}
-	return ks.Origin(), nil
-}
-
 func printableString(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if s[i] < 0x21 || s[i] > 0x7e {

@@ -85,14 +85,7 @@ func Scheme(r *http.Request) string {
 	return "http"
 }
 
-// Authority returns the @authority value of r: the host (r.Host, else the
-// URL's host), lowercase, with the scheme's default port removed (RFC 9421
-// §2.2.3). A malformed host is returned as NormalizeAuthority leaves it;
-// ParseAuthority refuses it.
-func Authority(r *http.Request) string {
-	return NormalizeAuthority(Scheme(r), requestHost(r))
-}
-
+// requestHost is r.Host, else the URL's host.
 func requestHost(r *http.Request) string {
 	if r.Host == "" && r.URL != nil {
 		return r.URL.Host
@@ -102,17 +95,17 @@ func requestHost(r *http.Request) string {
 
 // ParseAuthority validates host (ValidAuthority, before anything is
 // dropped, so "localhost:3000:80" is refused rather than read as
-// "localhost:3000") and returns it normalized as NormalizeAuthority does.
+// "localhost:3000") and returns it normalized as normalizeAuthority does.
 func ParseAuthority(scheme, host string) (string, error) {
 	h := lower(host)
 	if !ValidAuthority(h) {
-		return "", fmt.Errorf("%w: %w: %q is not host[:port]", ErrInvalidAuthority, ErrInvalidComponent, Truncate(host))
+		return "", fmt.Errorf("%w: %w: %q is not host[:port]", ErrInvalidAuthority, errInvalidComponent, Truncate(host))
 	}
-	return NormalizeAuthority(scheme, h), nil
+	return normalizeAuthority(scheme, h), nil
 }
 
-// NormalizeAuthority lowercases host and drops the default port of scheme.
-func NormalizeAuthority(scheme, host string) string {
+// normalizeAuthority lowercases host and drops the default port of scheme.
+func normalizeAuthority(scheme, host string) string {
 	host = lower(host)
 	switch {
 	case scheme == "https" && strings.HasSuffix(host, ":443"):

@@ -45,7 +45,7 @@ func (s *Signature) appendSignatureParams(b []byte) ([]byte, error) {
 	b = append(b, ')')
 	b, ok := appendParams(b, s.params)
 	if !ok {
-		return nil, fmt.Errorf("%w: %s: parameters do not serialize", ErrInvalidSignatureInput, s.Label)
+		return nil, fmt.Errorf("%w: %s: parameters do not serialize", errInvalidSignatureInput, s.Label)
 	}
 	return b, nil
 }
@@ -113,7 +113,7 @@ func (s *Signature) appendBase(b []byte, m *message) ([]byte, error) {
 func SignatureBase(r *http.Request, signatureParams string) ([]byte, error) {
 	ms, err := parseDict("sig="+signatureParams, 0)
 	if err != nil || len(ms) != 1 || !ms[0].inner {
-		return nil, fmt.Errorf("%w: signature params do not parse as one inner list", ErrInvalidSignatureInput)
+		return nil, fmt.Errorf("%w: signature params do not parse as one inner list", errInvalidSignatureInput)
 	}
 	sig, err := signatureFromMember(&ms[0], 0, false)
 	if err != nil {
@@ -170,32 +170,32 @@ func ParseSignatures(signatureInput, signature []string) ([]Signature, error) {
 func ParseSignaturesLimited(signatureInput, signature []string, lim Limits) ([]Signature, error) {
 	if lim.MaxFieldBytes > 0 {
 		if n := fieldLen(signatureInput); n > lim.MaxFieldBytes {
-			return nil, fmt.Errorf("%w: %w: Signature-Input is %d bytes, more than %d", ErrInvalidSignatureInput, ErrFieldTooLarge, n, lim.MaxFieldBytes)
+			return nil, fmt.Errorf("%w: %w: Signature-Input is %d bytes, more than %d", errInvalidSignatureInput, ErrFieldTooLarge, n, lim.MaxFieldBytes)
 		}
 		if n := fieldLen(signature); n > lim.MaxFieldBytes {
-			return nil, fmt.Errorf("%w: %w: Signature is %d bytes, more than %d", ErrInvalidSignatureInput, ErrFieldTooLarge, n, lim.MaxFieldBytes)
+			return nil, fmt.Errorf("%w: %w: Signature is %d bytes, more than %d", errInvalidSignatureInput, ErrFieldTooLarge, n, lim.MaxFieldBytes)
 		}
 	}
 	var inBuf, svBuf [2]member
 	in, err := parseDictInto(joinLines(signatureInput), lim.MaxSignatures, inBuf[:0])
 	if err != nil {
 		if errors.Is(err, errTooManyMembers) {
-			return nil, fmt.Errorf("%w: %w: Signature-Input has more than %d labels", ErrInvalidSignatureInput, ErrTooManySignatures, lim.MaxSignatures)
+			return nil, fmt.Errorf("%w: %w: Signature-Input has more than %d labels", errInvalidSignatureInput, ErrTooManySignatures, lim.MaxSignatures)
 		}
-		return nil, fmt.Errorf("%w: Signature-Input: %v", ErrInvalidSignatureInput, err)
+		return nil, fmt.Errorf("%w: Signature-Input: %v", errInvalidSignatureInput, err)
 	}
 	if len(in) == 0 {
-		return nil, fmt.Errorf("%w: Signature-Input is empty", ErrInvalidSignatureInput)
+		return nil, fmt.Errorf("%w: Signature-Input is empty", errInvalidSignatureInput)
 	}
 	sv, err := parseDictInto(joinLines(signature), len(in), svBuf[:0])
 	if err != nil {
 		if errors.Is(err, errTooManyMembers) {
-			return nil, fmt.Errorf("%w: Signature and Signature-Input name different labels", ErrInvalidSignatureInput)
+			return nil, fmt.Errorf("%w: Signature and Signature-Input name different labels", errInvalidSignatureInput)
 		}
-		return nil, fmt.Errorf("%w: Signature: %v", ErrInvalidSignatureInput, err)
+		return nil, fmt.Errorf("%w: Signature: %v", errInvalidSignatureInput, err)
 	}
 	if len(sv) != len(in) {
-		return nil, fmt.Errorf("%w: Signature and Signature-Input name different labels", ErrInvalidSignatureInput)
+		return nil, fmt.Errorf("%w: Signature and Signature-Input name different labels", errInvalidSignatureInput)
 	}
 	selected := 0
 	if lim.Tag != "" {
@@ -216,10 +216,10 @@ func ParseSignaturesLimited(signatureInput, signature []string, lim Limits) ([]S
 		}
 		v := findMember(sv, in[i].key)
 		if v == nil {
-			return nil, fmt.Errorf("%w: no Signature for label %s", ErrInvalidSignatureInput, in[i].key)
+			return nil, fmt.Errorf("%w: no Signature for label %s", errInvalidSignatureInput, in[i].key)
 		}
 		if v.inner || v.item.val.kind != kindBytes {
-			return nil, fmt.Errorf("%w: Signature %s is not a byte sequence", ErrInvalidSignatureInput, in[i].key)
+			return nil, fmt.Errorf("%w: Signature %s is not a byte sequence", errInvalidSignatureInput, in[i].key)
 		}
 		s.Value = v.item.val.bytes()
 		out = append(out, s)
@@ -252,24 +252,24 @@ func findMember(ms []member, key string) *member {
 func signatureFromMember(m *member, maxComponents int, named bool) (Signature, error) {
 	label := m.key
 	if !m.inner {
-		return Signature{}, fmt.Errorf("%w: Signature-Input %s is not an inner list", ErrInvalidSignatureInput, label)
+		return Signature{}, fmt.Errorf("%w: Signature-Input %s is not an inner list", errInvalidSignatureInput, label)
 	}
 	if maxComponents > 0 && len(m.items) > maxComponents {
-		return Signature{}, fmt.Errorf("%w: %s%w: %d, more than %d", ErrInvalidSignatureInput, labelAt(label, named), ErrTooManyComponents, len(m.items), maxComponents)
+		return Signature{}, fmt.Errorf("%w: %s%w: %d, more than %d", errInvalidSignatureInput, labelAt(label, named), ErrTooManyComponents, len(m.items), maxComponents)
 	}
 	s := Signature{Label: label, params: m.params, Components: make([]Component, 0, len(m.items))}
 	for _, it := range m.items {
 		if it.val.kind != kindString {
-			return Signature{}, fmt.Errorf("%w: %s%w: identifier is not a string", ErrInvalidSignatureInput, labelAt(label, named), ErrInvalidComponent)
+			return Signature{}, fmt.Errorf("%w: %s%w: identifier is not a string", errInvalidSignatureInput, labelAt(label, named), errInvalidComponent)
 		}
 		c, err := newComponent(it.val.s, it.params)
 		if err != nil {
-			return Signature{}, fmt.Errorf("%w: %s%w", ErrInvalidSignatureInput, labelAt(label, named), err)
+			return Signature{}, fmt.Errorf("%w: %s%w", errInvalidSignatureInput, labelAt(label, named), err)
 		}
 		s.Components = append(s.Components, c)
 	}
 	if err := checkDuplicates(s.Components); err != nil {
-		return Signature{}, fmt.Errorf("%w: %s%w", ErrInvalidSignatureInput, labelAt(label, named), err)
+		return Signature{}, fmt.Errorf("%w: %s%w", errInvalidSignatureInput, labelAt(label, named), err)
 	}
 	for _, p := range m.params {
 		v := p.val
@@ -298,7 +298,7 @@ func signatureFromMember(m *member, maxComponents int, named bool) (Signature, e
 			}
 		}
 		if bad {
-			return Signature{}, fmt.Errorf("%w: %sparameter %s has the wrong type", ErrInvalidSignatureInput, labelAt(label, named), p.key)
+			return Signature{}, fmt.Errorf("%w: %sparameter %s has the wrong type", errInvalidSignatureInput, labelAt(label, named), p.key)
 		}
 	}
 	return s, nil

@@ -23,7 +23,7 @@ type message struct {
 
 // Value returns the component's value in r (RFC 9421 §2.1–§2.2). It fails
 // with ErrMissingComponent when the request lacks it, ErrInvalidAuthority
-// for a malformed Host, and ErrInvalidComponent when the value cannot be
+// for a malformed Host, and another error when the value cannot be
 // represented (non-ASCII, bad structured field).
 func (c Component) Value(r *http.Request) (string, error) {
 	m := message{r: r}
@@ -36,13 +36,13 @@ func (c *Component) appendValue(b []byte, m *message) ([]byte, error) {
 	r := m.r
 	switch {
 	case m.resp == nil && c.Req:
-		return nil, fmt.Errorf("%w %s: req applies to response signatures only", ErrInvalidComponent, c.id)
+		return nil, fmt.Errorf("%w %s: req applies to response signatures only", errInvalidComponent, c.id)
 	case m.resp == nil && c.Name == "@status":
-		return nil, fmt.Errorf("%w %s: @status applies to response signatures only", ErrInvalidComponent, c.id)
+		return nil, fmt.Errorf("%w %s: @status applies to response signatures only", errInvalidComponent, c.id)
 	case m.resp != nil && c.Name == "@status":
 		return strconv.AppendInt(b, int64(m.resp.StatusCode), 10), nil
 	case m.resp != nil && !c.Req && c.Name[0] == '@':
-		return nil, fmt.Errorf("%w %s: a response signature takes request components with ;req", ErrInvalidComponent, c.id)
+		return nil, fmt.Errorf("%w %s: a response signature takes request components with ;req", errInvalidComponent, c.id)
 	case m.resp != nil && !c.Req:
 		return c.appendFieldLines(b, m.resp.Header[http.CanonicalHeaderKey(c.Name)])
 	case m.resp != nil && r == nil:
@@ -93,7 +93,7 @@ func (c *Component) appendValue(b []byte, m *message) ([]byte, error) {
 		return c.appendFieldValue(b, r)
 	}
 	if !printableASCII(b[start:]) {
-		return nil, fmt.Errorf("%w %s: value is not printable ASCII", ErrInvalidComponent, c.id)
+		return nil, fmt.Errorf("%w %s: value is not printable ASCII", errInvalidComponent, c.id)
 	}
 	return b, nil
 }
@@ -118,14 +118,14 @@ func (m *message) queryParam(name string) (string, error) {
 		}
 	}
 	if m.queryErr != nil {
-		return "", fmt.Errorf("%w @query-param: %v", ErrInvalidComponent, m.queryErr)
+		return "", fmt.Errorf("%w @query-param: %v", errInvalidComponent, m.queryErr)
 	}
 	vals := m.query[name]
 	switch {
 	case len(vals) == 0:
 		return "", fmt.Errorf("%w @query-param %q", ErrMissingComponent, name)
 	case len(vals) > 1:
-		return "", fmt.Errorf("%w @query-param %q: occurs more than once", ErrInvalidComponent, name)
+		return "", fmt.Errorf("%w @query-param %q: occurs more than once", errInvalidComponent, name)
 	}
 	return vals[0], nil
 }
@@ -203,7 +203,7 @@ func (c *Component) appendFieldLines(b []byte, vals []string) ([]byte, error) {
 		b = append(b, strings.Trim(v, " \t")...)
 	}
 	if !printableASCII(b[start:]) {
-		return nil, fmt.Errorf("%w %s: value is not printable ASCII", ErrInvalidComponent, c.id)
+		return nil, fmt.Errorf("%w %s: value is not printable ASCII", errInvalidComponent, c.id)
 	}
 	// value is what b holds from start, as a string: a single field line
 	// needs no copy.
@@ -217,7 +217,7 @@ func (c *Component) appendFieldLines(b []byte, vals []string) ([]byte, error) {
 	case c.Key != "":
 		ms, err := parseDict(value(), 0)
 		if err != nil {
-			return nil, fmt.Errorf("%w %s: not a dictionary: %v", ErrInvalidComponent, c.id, err)
+			return nil, fmt.Errorf("%w %s: not a dictionary: %v", errInvalidComponent, c.id, err)
 		}
 		m := findMember(ms, c.Key)
 		if m == nil {
@@ -225,13 +225,13 @@ func (c *Component) appendFieldLines(b []byte, vals []string) ([]byte, error) {
 		}
 		out, ok := appendMemberValue(b[:start], m)
 		if !ok {
-			return nil, fmt.Errorf("%w %s: the member does not serialize", ErrInvalidComponent, c.id)
+			return nil, fmt.Errorf("%w %s: the member does not serialize", errInvalidComponent, c.id)
 		}
 		return out, nil
 	case c.SF:
 		s, err := reserializeSF(value())
 		if err != nil {
-			return nil, fmt.Errorf("%w %s: %v", ErrInvalidComponent, c.id, err)
+			return nil, fmt.Errorf("%w %s: %v", errInvalidComponent, c.id, err)
 		}
 		return append(b[:start], s...), nil
 	}

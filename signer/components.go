@@ -54,7 +54,7 @@ func ParseComponent(s string) (Component, error) {
 	}
 	it, err := httpsfv.UnmarshalItem([]string{s})
 	if err != nil {
-		return Component{}, fmt.Errorf("%w %s: %v", ErrInvalidComponent, s, err)
+		return Component{}, fmt.Errorf("%w %s: %v", errInvalidComponent, s, err)
 	}
 	return componentFromItem(it)
 }
@@ -63,11 +63,11 @@ func ParseComponent(s string) (Component, error) {
 func componentFromItem(it httpsfv.Item) (Component, error) {
 	name, ok := it.Value.(string)
 	if !ok {
-		return Component{}, fmt.Errorf("%w: identifier is not a string", ErrInvalidComponent)
+		return Component{}, fmt.Errorf("%w: identifier is not a string", errInvalidComponent)
 	}
 	ps, ok := paramsFromHTTPSFV(it.Params)
 	if !ok {
-		return Component{}, fmt.Errorf("%w %q: parameters do not serialize", ErrInvalidComponent, name)
+		return Component{}, fmt.Errorf("%w %q: parameters do not serialize", errInvalidComponent, name)
 	}
 	return newComponent(name, ps)
 }
@@ -76,7 +76,7 @@ func componentFromItem(it httpsfv.Item) (Component, error) {
 // its serialized identifier.
 func newComponent(name string, ps []param) (Component, error) {
 	if name == "" || name != lower(name) {
-		return Component{}, fmt.Errorf("%w %q: names must be lowercase and non-empty", ErrInvalidComponent, name)
+		return Component{}, fmt.Errorf("%w %q: names must be lowercase and non-empty", errInvalidComponent, name)
 	}
 	c := Component{Name: name}
 	isDerived := name[0] == '@'
@@ -85,12 +85,12 @@ func newComponent(name string, ps []param) (Component, error) {
 		switch p.key {
 		case "key":
 			if v.kind != kindString || isDerived {
-				return Component{}, fmt.Errorf("%w %q: bad key parameter", ErrInvalidComponent, name)
+				return Component{}, fmt.Errorf("%w %q: bad key parameter", errInvalidComponent, name)
 			}
 			c.Key = v.s
 		case "sf", "bs", "req":
 			if v.kind != kindBoolean || (isDerived && p.key != "req") {
-				return Component{}, fmt.Errorf("%w %q: bad %s parameter", ErrInvalidComponent, name, p.key)
+				return Component{}, fmt.Errorf("%w %q: bad %s parameter", errInvalidComponent, name, p.key)
 			}
 			switch p.key {
 			case "sf":
@@ -102,26 +102,26 @@ func newComponent(name string, ps []param) (Component, error) {
 			}
 		case "name":
 			if v.kind != kindString || name != "@query-param" {
-				return Component{}, fmt.Errorf("%w %q: bad name parameter", ErrInvalidComponent, name)
+				return Component{}, fmt.Errorf("%w %q: bad name parameter", errInvalidComponent, name)
 			}
 			c.Param = v.s
 		default:
 			// tr (trailers) and unknown parameters are not supported.
-			return Component{}, fmt.Errorf("%w %q: parameter %q is not supported", ErrUnknownComponent, name, p.key)
+			return Component{}, fmt.Errorf("%w %q: parameter %q is not supported", errUnknownComponent, name, p.key)
 		}
 	}
 	if isDerived {
 		if !derived[name] {
-			return Component{}, fmt.Errorf("%w %q", ErrUnknownComponent, name)
+			return Component{}, fmt.Errorf("%w %q", errUnknownComponent, name)
 		}
 		if name == "@query-param" && c.Param == "" {
-			return Component{}, fmt.Errorf("%w %q: needs a name parameter", ErrInvalidComponent, name)
+			return Component{}, fmt.Errorf("%w %q: needs a name parameter", errInvalidComponent, name)
 		}
 	} else if !validFieldName(name) {
-		return Component{}, fmt.Errorf("%w %q: not a field name", ErrInvalidComponent, name)
+		return Component{}, fmt.Errorf("%w %q: not a field name", errInvalidComponent, name)
 	}
 	if c.Key != "" && c.SF || c.BS && (c.SF || c.Key != "") {
-		return Component{}, fmt.Errorf("%w %q: key, sf and bs exclude each other", ErrInvalidComponent, name)
+		return Component{}, fmt.Errorf("%w %q: key, sf and bs exclude each other", errInvalidComponent, name)
 	}
 	if len(ps) == 0 {
 		// The name is a validated field name or derived component name, so
@@ -137,7 +137,7 @@ func newComponent(name string, ps []param) (Component, error) {
 	b, _ := appendBare(buf[:0], bareItem{kind: kindString, s: name})
 	b, ok := appendParams(b, ps)
 	if !ok {
-		return Component{}, fmt.Errorf("%w %q: parameters do not serialize", ErrInvalidComponent, name)
+		return Component{}, fmt.Errorf("%w %q: parameters do not serialize", errInvalidComponent, name)
 	}
 	if id, ok := knownIDs[string(b)]; ok {
 		c.id = id

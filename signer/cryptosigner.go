@@ -23,7 +23,7 @@ func NewSignerKey(s crypto.Signer) (PrivateKey, error) {
 	if !ok || len(pub) != ed25519.PublicKeySize {
 		return PrivateKey{}, fmt.Errorf("signer: the crypto.Signer holds a %T, want an Ed25519 key", s.Public())
 	}
-	return PrivateKey{Signer: s, Public: NewPublicKey(pub)}, nil
+	return PrivateKey{Signer: s, Public: newPublicKey(pub)}, nil
 }
 
 // Exportable reports whether k holds its private bytes (a JWK or seed key)
@@ -35,11 +35,11 @@ func (k PrivateKey) Exportable() bool { return len(k.Key) == ed25519.PrivateKeyS
 // crypto.Signer.
 func (k PrivateKey) CanSign() bool { return k.Exportable() || k.Signer != nil }
 
-// SignMessage signs msg with k (Ed25519, RFC 8032): with the private bytes
+// signMessage signs msg with k (Ed25519, RFC 8032): with the private bytes
 // when k holds them, else through k.Signer. The signature is checked
 // against k's public key, so a remote signer that answers with a wrong
 // key or a corrupt value fails here rather than at a verifier.
-func (k PrivateKey) SignMessage(msg []byte) ([]byte, error) {
+func (k PrivateKey) signMessage(msg []byte) ([]byte, error) {
 	if k.Exportable() {
 		return ed25519.Sign(k.Key, msg), nil
 	}

@@ -19,7 +19,7 @@ func digest(alg string, body []byte) ([]byte, error) {
 		s := sha512.Sum512(body)
 		return s[:], nil
 	}
-	return nil, fmt.Errorf("%w: %q", ErrDigestUnsupported, alg)
+	return nil, fmt.Errorf("%w: %q", errDigestUnsupported, alg)
 }
 
 // ContentDigest returns the Content-Digest field value for body with alg
@@ -40,7 +40,7 @@ func ContentDigest(body []byte, alg string) (string, error) {
 func VerifyContentDigest(values []string, body []byte) error {
 	ms, err := parseDict(joinLines(values), 0)
 	if err != nil {
-		return fmt.Errorf("%w: Content-Digest does not parse: %v", ErrDigestMismatch, err)
+		return fmt.Errorf("%w: Content-Digest does not parse: %v", errDigestMismatch, err)
 	}
 	checked := 0
 	for i := range ms {
@@ -49,16 +49,16 @@ func VerifyContentDigest(values []string, body []byte) error {
 			continue
 		}
 		if ms[i].inner || ms[i].item.val.kind != kindBytes {
-			return fmt.Errorf("%w: %s is not a byte sequence", ErrDigestMismatch, alg)
+			return fmt.Errorf("%w: %s is not a byte sequence", errDigestMismatch, alg)
 		}
 		got, _ := digest(alg, body)
 		if subtle.ConstantTimeCompare(got, ms[i].item.val.bytes()) != 1 {
-			return fmt.Errorf("%w: %s", ErrDigestMismatch, alg)
+			return fmt.Errorf("%w: %s", errDigestMismatch, alg)
 		}
 		checked++
 	}
 	if checked == 0 {
-		return ErrDigestUnsupported
+		return errDigestUnsupported
 	}
 	return nil
 }

@@ -43,18 +43,11 @@ type DirectorySignature struct {
 	Value []byte
 }
 
-// DirectoryResponse returns the response a key directory at
-// scheme://authority answers with body: status 200, a Content-Digest
-// (sha-256) of body, and the request it answers (a GET of that
-// authority). Directory signatures are made and checked over it.
+// directoryResponse returns the response a key directory at
+// scheme://authority answers with a body whose Content-Digest field value
+// is cd: status 200, that Content-Digest, and the request it answers (a GET
+// of that authority). Directory signatures are made and checked over it.
 // authority must be a host[:port] (ErrInvalidAuthority otherwise).
-func DirectoryResponse(scheme, authority string, body []byte) (*http.Response, error) {
-	cd, _ := ContentDigest(body, DirectoryDigestAlg)
-	return directoryResponse(scheme, authority, cd)
-}
-
-// directoryResponse is DirectoryResponse given the body's Content-Digest
-// field value cd.
 func directoryResponse(scheme, authority, cd string) (*http.Response, error) {
 	if _, err := ParseAuthority(scheme, authority); err != nil {
 		return nil, err
@@ -66,7 +59,7 @@ func directoryResponse(scheme, authority, cd string) (*http.Response, error) {
 }
 
 // SignDirectory signs the response of the key directory at
-// scheme://authority that carries body (DirectoryResponse) with key: it
+// scheme://authority that carries body with key: it
 // covers DirectoryComponents, with created, keyid (the key's thumbprint),
 // alg, expires and tag DirectoryTag, and no nonce (the same response is
 // served to every client).
@@ -96,7 +89,8 @@ func SignDirectory(key PrivateKey, scheme, authority string, body []byte, create
 
 // signDirectory signs sig's base over the directory response.
 func signDirectory(key PrivateKey, sig *Signature, scheme, authority string, body []byte) (DirectorySignature, error) {
-	resp, err := DirectoryResponse(scheme, authority, body)
+	cd, _ := ContentDigest(body, DirectoryDigestAlg)
+	resp, err := directoryResponse(scheme, authority, cd)
 	if err != nil {
 		return DirectorySignature{}, err
 	}
@@ -104,7 +98,7 @@ func signDirectory(key PrivateKey, sig *Signature, scheme, authority string, bod
 	if err != nil {
 		return DirectorySignature{}, err
 	}
-	value, err := key.SignMessage(base)
+	value, err := key.signMessage(base)
 	if err != nil {
 		return DirectorySignature{}, err
 	}
@@ -120,11 +114,11 @@ func signDirectory(key PrivateKey, sig *Signature, scheme, authority string, bod
 func ParseDirectorySignature(d DirectorySignature) (Signature, error) {
 	const maxInput = 512
 	if len(d.Input) > maxInput {
-		return Signature{}, fmt.Errorf("%w: %w: the input is %d bytes, more than %d", ErrInvalidSignatureInput, ErrFieldTooLarge, len(d.Input), maxInput)
+		return Signature{}, fmt.Errorf("%w: %w: the input is %d bytes, more than %d", errInvalidSignatureInput, ErrFieldTooLarge, len(d.Input), maxInput)
 	}
 	ms, err := parseDict("dir="+d.Input, 1)
 	if err != nil || len(ms) != 1 || !ms[0].inner {
-		return Signature{}, fmt.Errorf("%w: the input is not one inner list", ErrInvalidSignatureInput)
+		return Signature{}, fmt.Errorf("%w: the input is not one inner list", errInvalidSignatureInput)
 	}
 	s, err := signatureFromMember(&ms[0], 8, false)
 	if err != nil {
@@ -134,21 +128,15 @@ func ParseDirectorySignature(d DirectorySignature) (Signature, error) {
 	return s, nil
 }
 
-// VerifyDirectory checks sig, a directory signature, against pk over the
-// response of the directory at scheme://authority carrying body
-// (DirectoryResponse): the base is built exactly as SignDirectory builds it.
-// It checks the signature only; the caller checks its parameters.
-func VerifyDirectory(sig *Signature, pk PublicKey, scheme, authority string, body []byte) error {
-	cd, _ := ContentDigest(body, DirectoryDigestAlg)
-	return VerifyDirectoryDigest(sig, pk, scheme, authority, cd)
-}
-
-// VerifyDirectoryDigest is VerifyDirectory for a caller that holds the
-// body's Content-Digest field value already, contentDigest =
-// ContentDigest(body, DirectoryDigestAlg): the body is not hashed again (a
-// server checking several signatures over the directory it serves hashes
-// it once). The signature covers that field, so a contentDigest that is
-// not the body's makes a signature over the body fail to verify.
+// VerifyDirectoryDigest checks sig, a directory signature, against pk over
+// the response of the directory at scheme://authority whose body has the
+// Content-Digest field value contentDigest = ContentDigest(body,
+// DirectoryDigestAlg): the base is built exactly as SignDirectory builds
+// it. A server checking several signatures over the directory it serves
+// hashes the body once. The signature covers that field, so a
+// contentDigest that is not the body's makes a signature over the body
+// fail to verify. It checks the signature only; the caller checks its
+// parameters.
 func VerifyDirectoryDigest(sig *Signature, pk PublicKey, scheme, authority, contentDigest string) error {
 	resp, err := directoryResponse(scheme, authority, contentDigest)
 	if err != nil {

@@ -5,9 +5,6 @@ import "errors"
 // The errors callers branch on, with errors.Is. Functions wrap them with
 // what they concern (a label, a component, a member).
 var (
-	// ErrInvalidSignatureInput means Signature-Input or Signature does not
-	// parse or pair up (RFC 9421 §4). The limit errors below wrap it too.
-	ErrInvalidSignatureInput = errors.New("signer: invalid signature input")
 	// ErrTooManySignatures, ErrTooManyComponents and ErrFieldTooLarge mean a
 	// limit of ParseSignaturesLimited (or of ParseSignatureAgentLimited) was
 	// passed.
@@ -16,10 +13,8 @@ var (
 	ErrFieldTooLarge     = errors.New("signer: field too large")
 
 	// Errors about covered components (RFC 9421 §2).
-	ErrUnknownComponent   = errors.New("signer: unknown component")
 	ErrMissingComponent   = errors.New("signer: covered component absent from the request")
 	ErrDuplicateComponent = errors.New("signer: duplicate covered component")
-	ErrInvalidComponent   = errors.New("signer: invalid component")
 	// ErrInvalidAuthority means a request's Host is not a valid host[:port]
 	// (two ports, an empty port, characters a host cannot hold).
 	ErrInvalidAuthority = errors.New("signer: invalid authority")
@@ -30,13 +25,9 @@ var (
 	ErrInvalidSignatureAgent = errors.New("signer: invalid signature agent")
 	ErrTooManyAgents         = errors.New("signer: too many Signature-Agent members")
 
-	// Content-Digest errors (RFC 9530), and ErrBodyTooLarge from ReadBody.
-	ErrDigestMismatch    = errors.New("signer: content digest mismatch")
-	ErrDigestUnsupported = errors.New("signer: no supported content digest algorithm")
-	ErrBodyTooLarge      = errors.New("signer: body too large")
+	// ErrBodyTooLarge is ReadBody's: the body is longer than its limit.
+	ErrBodyTooLarge = errors.New("signer: body too large")
 
-	// ErrInvalidJWK is wrapped by every *JWKError.
-	ErrInvalidJWK = errors.New("signer: invalid jwk")
 	// Errors of PublicKey.Verify: the signature's alg does not fit the
 	// key, or the signature does not verify.
 	ErrAlgorithmMismatch = errors.New("signer: algorithm does not match the key")
@@ -55,15 +46,29 @@ var (
 	ErrUntrustedAgent = errors.New("untrusted signature agent")
 )
 
-// MaxQuoted is how many bytes of an untrusted value (a header, a uid, a
-// URL from a request or a file) an error message of the module quotes.
-const MaxQuoted = 64
+// Errors wrapped for what their message says; no caller branches on them.
+var (
+	// errInvalidSignatureInput means Signature-Input or Signature does not
+	// parse or pair up (RFC 9421 §4). The limit errors above wrap it too.
+	errInvalidSignatureInput = errors.New("signer: invalid signature input")
+	errUnknownComponent      = errors.New("signer: unknown component")
+	errInvalidComponent      = errors.New("signer: invalid component")
+	// Content-Digest errors (RFC 9530).
+	errDigestMismatch    = errors.New("signer: content digest mismatch")
+	errDigestUnsupported = errors.New("signer: no supported content digest algorithm")
+	// errInvalidJWK is wrapped by every *JWKError.
+	errInvalidJWK = errors.New("signer: invalid jwk")
+)
 
-// Truncate returns s cut to MaxQuoted bytes, followed by "…" when cut: how
+// maxQuoted is how many bytes of an untrusted value (a header, a uid, a
+// URL from a request or a file) an error message of the module quotes.
+const maxQuoted = 64
+
+// Truncate returns s cut to maxQuoted bytes, followed by "…" when cut: how
 // the module's error messages quote untrusted values.
 func Truncate(s string) string {
-	if len(s) > MaxQuoted {
-		return s[:MaxQuoted] + "…"
+	if len(s) > maxQuoted {
+		return s[:maxQuoted] + "…"
 	}
 	return s
 }

@@ -149,7 +149,7 @@ func FuzzEd25519Backend(f *testing.F) {
 			return
 		}
 		want := ed25519.Verify(pub, msg, sig)
-		pk := NewPublicKey(ed25519.PublicKey(pub))
+		pk := newPublicKey(ed25519.PublicKey(pub))
 		if got := verifyEd25519(&pk, msg, sig, nil); got != want {
 			t.Fatalf("backend %s = %v, crypto/ed25519 = %v\npub %x\nmsg %x\nsig %x", Ed25519Backend, got, want, pub, msg, sig)
 		}

@@ -21,7 +21,7 @@ func TestHotKeyCache(t *testing.T) {
 		seed[0], seed[1] = byte(i), byte(i>>8)
 		priv := ed25519.NewKeyFromSeed(seed)
 		msg := []byte(fmt.Sprintf("message %d", i))
-		return NewPublicKey(priv.Public().(ed25519.PublicKey)).Unexpanded(), msg, ed25519.Sign(priv, msg)
+		return newPublicKey(priv.Public().(ed25519.PublicKey)).Unexpanded(), msg, ed25519.Sign(priv, msg)
 	}
 	var c *ExpandedKeys
 	check := func(k PublicKey, msg, sig []byte) {

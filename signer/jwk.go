@@ -78,8 +78,8 @@ func (e *JWKError) Error() string {
 	return fmt.Sprintf("signer: invalid jwk member %q: %s", e.Member, e.Reason)
 }
 
-// Unwrap makes errors.Is(err, ErrInvalidJWK) true.
-func (e *JWKError) Unwrap() error { return ErrInvalidJWK }
+// Unwrap returns the error every JWKError wraps ("signer: invalid jwk").
+func (e *JWKError) Unwrap() error { return errInvalidJWK }
 
 var b64url = base64.RawURLEncoding
 
@@ -95,10 +95,10 @@ func thumbprintX(x string) string {
 	return thumbprintOf(`{"crv":"Ed25519","kty":"OKP","x":"` + x + `"}`)
 }
 
-// NewPublicKey wraps an Ed25519 public key; its JWK carries the thumbprint
+// newPublicKey wraps an Ed25519 public key; its JWK carries the thumbprint
 // as kid. The verification backend's precomputation is done here, once per
 // key, so that keys kept by key sources verify faster.
-func NewPublicKey(pub ed25519.PublicKey) PublicKey {
+func newPublicKey(pub ed25519.PublicKey) PublicKey {
 	x := b64url.EncodeToString(pub)
 	tp := thumbprintX(x)
 	return PublicKey{Key: pub, JWK: JWK{Kty: "OKP", Crv: "Ed25519", X: x, Kid: tp}, Thumbprint: tp, ed: newEdPublicKey(pub)}
@@ -106,7 +106,7 @@ func NewPublicKey(pub ed25519.PublicKey) PublicKey {
 
 // NewPrivateKey wraps an Ed25519 private key.
 func NewPrivateKey(priv ed25519.PrivateKey) PrivateKey {
-	return PrivateKey{Key: priv, Public: NewPublicKey(priv.Public().(ed25519.PublicKey))}
+	return PrivateKey{Key: priv, Public: newPublicKey(priv.Public().(ed25519.PublicKey))}
 }
 
 // GenerateKey creates a new Ed25519 key from r (crypto/rand.Reader if nil).
@@ -144,11 +144,8 @@ func (k PrivateKey) MarshalPrivateJWK() []byte {
 // String never reveals the private key.
 func (k PrivateKey) String() string { return "signer.PrivateKey{kid=" + k.KeyID() + "}" }
 
-// GoString never reveals the private key.
-func (k PrivateKey) GoString() string { return k.String() }
-
-// Format prints String for every verb, so no fmt verb (%d, %x, %+v…) can
-// print the key bytes.
+// Format prints String for every verb, so no fmt verb (%d, %x, %+v, %#v…)
+// can print the key bytes.
 func (k PrivateKey) Format(f fmt.State, _ rune) { io.WriteString(f, k.String()) }
 
 // String prints a JWK without its d member.
@@ -158,10 +155,8 @@ func (j JWK) String() string {
 	return string(b)
 }
 
-// GoString prints a JWK without its d member.
-func (j JWK) GoString() string { return j.String() }
-
-// Format prints String for every verb, so no fmt verb can print d.
+// Format prints String for every verb (%#v included), so no fmt verb can
+// print d.
 func (j JWK) Format(f fmt.State, _ rune) { io.WriteString(f, j.String()) }
 
 // Public returns j without its private member d.
@@ -256,7 +251,7 @@ func parseOKP(m map[string]json.RawMessage) (PublicKey, error) {
 	if err != nil {
 		return PublicKey{}, err
 	}
-	return NewPublicKey(ed25519.PublicKey(xb)), nil
+	return newPublicKey(ed25519.PublicKey(xb)), nil
 }
 
 // ParsePublicJWK parses and validates a public Ed25519 JWK: kty "OKP", crv

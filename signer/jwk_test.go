@@ -278,9 +278,9 @@ func TestPrivateKeyNeverPrinted(t *testing.T) {
 		"*JWK":              func() *signer.JWK { j := k.JWK(); return &j }(),
 		"map of JWK":        map[string]signer.JWK{"k": k.JWK()},
 		"JWK().String()":    k.JWK().String(),
-		"JWK().GoString()":  k.JWK().GoString(),
+		"%#v of JWK()":      fmt.Sprintf("%#v", k.JWK()),
 		"PrivateKey.String": k.String(),
-		"GoString":          k.GoString(),
+		"%#v":               fmt.Sprintf("%#v", k),
 	}
 	for name, v := range values {
 		for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%q", "%x", "%X"} {

@@ -135,7 +135,7 @@ func ParseServiceURL(s string) (ServiceURL, error) {
 	case u.Hostname() == "":
 		return bad("no host")
 	}
-	host := NormalizeAuthority(scheme, u.Host)
+	host := normalizeAuthority(scheme, u.Host)
 	if !ValidAuthority(host) {
 		return bad("the host is not host[:port]")
 	}
@@ -145,17 +145,14 @@ func ParseServiceURL(s string) (ServiceURL, error) {
 // String returns scheme://host.
 func (s ServiceURL) String() string { return s.Scheme + "://" + s.Host }
 
-// AgentHost returns <uid>.<Host>, the host of uid's key directory.
-func (s ServiceURL) AgentHost(uid string) string { return uid + "." + s.Host }
-
 // AgentOrigin returns <scheme>://<uid>.<Host>, the Signature-Agent of uid.
-func (s ServiceURL) AgentOrigin(uid string) string { return s.Scheme + "://" + s.AgentHost(uid) }
+func (s ServiceURL) AgentOrigin(uid string) string { return s.Scheme + "://" + uid + "." + s.Host }
 
 // DirectoryURL returns the URL of uid's key directory.
 func (s ServiceURL) DirectoryURL(uid string) string { return s.AgentOrigin(uid) + DirectoryPath }
 
 // UIDOfHost returns the uid whose agent host is host (lowercase
-// host[:port], as NormalizeAuthority returns), or "" when host is not
+// host[:port], as normalizeAuthority returns), or "" when host is not
 // <uid>.<Host> for a valid uid.
 func (s ServiceURL) UIDOfHost(host string) string {
 	label, ok := strings.CutSuffix(host, s.Host)

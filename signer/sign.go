@@ -87,8 +87,8 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// NewNonce returns 64 random bytes from r (crypto/rand if nil), base64url.
-func NewNonce(r io.Reader) (string, error) {
+// newNonce returns 64 random bytes from r (crypto/rand if nil), base64url.
+func newNonce(r io.Reader) (string, error) {
 	if r == nil {
 		r = rand.Reader
 	}
@@ -164,7 +164,7 @@ func Sign(req *http.Request, key PrivateKey, opts Options) error {
 	nonce := o.Nonce
 	if nonce == "" && !o.NoNonce {
 		var err error
-		if nonce, err = NewNonce(o.Rand); err != nil {
+		if nonce, err = newNonce(o.Rand); err != nil {
 			return err
 		}
 	}
@@ -178,7 +178,7 @@ func Sign(req *http.Request, key PrivateKey, opts Options) error {
 	if err != nil {
 		return err
 	}
-	value, err := key.SignMessage(base)
+	value, err := key.signMessage(base)
 	if err != nil {
 		return err
 	}

@@ -307,7 +307,8 @@ func (f *fakeService) refreshDirectory(w http.ResponseWriter, r *http.Request) {
 	sig, err := signer.ParseDirectorySignature(signer.DirectorySignature{Input: body.Sigs[0].Input, Value: body.Sigs[0].Signature})
 	if err == nil {
 		host := strings.TrimPrefix(f.origin(uid), "http://")
-		err = signer.VerifyDirectory(&sig, cur, "http", host, signer.DirectoryBody([]signer.JWK{cur.JWK}))
+		cd, _ := signer.ContentDigest(signer.DirectoryBody([]signer.JWK{cur.JWK}), signer.DirectoryDigestAlg)
+		err = signer.VerifyDirectoryDigest(&sig, cur, "http", host, cd)
 	}
 	if err != nil || sig.Params.KeyID != cur.Thumbprint || sig.Params.Tag != signer.DirectoryTag {
 		writeErr(w, 400, "invalid_directory_signature", fmt.Sprint(err))

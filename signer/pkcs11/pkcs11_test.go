@@ -125,8 +125,8 @@ func TestGenerateSignOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	first, base := signertest.FirstBase(t, req)
-	if err := signer.NewPublicKey(pub).Verify("", base, first.Value); err != nil {
-		t.Errorf("signed request does not verify: %v", err)
+	if !ed25519.Verify(pub, base, first.Value) {
+		t.Error("signed request does not verify")
 	}
 	if strings.Contains(string(key.MarshalPrivateJWK()), `"d"`) {
 		t.Error("the token key's JWK carries d")

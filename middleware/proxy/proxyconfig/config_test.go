@@ -345,9 +345,9 @@ func TestValidationErrorsMaskSecrets(t *testing.T) {
 			t.Errorf("the error shows %q: %v", secret, err)
 		}
 	}
-	// A message of another package quoting a URL cut to signer.MaxQuoted
-	// bytes, or escaped by %q, is masked too.
-	long := "https://reg.example/list?token=reg-s3cret-" + strings.Repeat("x", signer.MaxQuoted) + "\"q"
+	// A message of another package quoting a URL cut by signer.Truncate (64
+	// bytes), or escaped by %q, is masked too.
+	long := "https://reg.example/list?token=reg-s3cret-" + strings.Repeat("x", 64) + "\"q"
 	c.Trust.Registries = []string{long}
 	for _, msg := range []string{fmt.Sprintf("entry %q: refused", signer.Truncate(long)), fmt.Sprintf("entry %q: refused", long), "entry " + long} {
 		if got := c.maskSecrets(msg); strings.Contains(got, "s3cret") || !strings.Contains(got, "token=xxxxx") {
