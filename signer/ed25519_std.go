@@ -7,8 +7,8 @@ import "crypto/ed25519"
 // With the build tag agentid_stdlib_ed25519, Ed25519 verification uses
 // crypto/ed25519 from the standard library.
 
-// Ed25519Backend names the Ed25519 verification backend in use.
-const Ed25519Backend = "crypto/ed25519"
+// ed25519Backend names the Ed25519 verification backend in use.
+const ed25519Backend = "crypto/ed25519"
 
 // edPublicKey is unused with the standard library backend.
 type edPublicKey struct{}

@@ -22,8 +22,8 @@ import (
 // expanded keys (ExpandedKeys), or without precomputation. Build with the tag
 // agentid_stdlib_ed25519 to use crypto/ed25519 instead.
 
-// Ed25519Backend names the Ed25519 verification backend in use.
-const Ed25519Backend = "curve25519-voi"
+// ed25519Backend names the Ed25519 verification backend in use.
+const ed25519Backend = "curve25519-voi"
 
 var voiOptions = &voi.Options{Verify: voi.VerifyOptionsStdLib}
 

@@ -151,7 +151,7 @@ func FuzzEd25519Backend(f *testing.F) {
 		want := ed25519.Verify(pub, msg, sig)
 		pk := newPublicKey(ed25519.PublicKey(pub))
 		if got := verifyEd25519(&pk, msg, sig, nil); got != want {
-			t.Fatalf("backend %s = %v, crypto/ed25519 = %v\npub %x\nmsg %x\nsig %x", Ed25519Backend, got, want, pub, msg, sig)
+			t.Fatalf("backend %s = %v, crypto/ed25519 = %v\npub %x\nmsg %x\nsig %x", ed25519Backend, got, want, pub, msg, sig)
 		}
 		// Without its own precomputed form the key is verified through the
 		// cache of expanded keys: missed (no precomputation), then expanded
@@ -159,7 +159,7 @@ func FuzzEd25519Backend(f *testing.F) {
 		unexpanded := pk.Unexpanded()
 		for i := range 3 {
 			if got := verifyEd25519(&unexpanded, msg, sig, hot); got != want {
-				t.Fatalf("backend %s without its precomputed form (verification %d) = %v, crypto/ed25519 = %v", Ed25519Backend, i+1, got, want)
+				t.Fatalf("backend %s without its precomputed form (verification %d) = %v, crypto/ed25519 = %v", ed25519Backend, i+1, got, want)
 			}
 		}
 	})
