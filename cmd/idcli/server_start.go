@@ -13,9 +13,9 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/agentid/agentid/middleware/asynclog"
 	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/refserver/ratelimit"
+	"github.com/agentid/agentid/signer/asynclog"
 	"github.com/agentid/agentid/signer/envfile"
 	"github.com/peterbourgon/ff/v3/ffcli"
 )

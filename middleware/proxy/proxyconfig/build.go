@@ -17,7 +17,6 @@ import (
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/middleware/agentlimit"
 	"github.com/agentid/agentid/middleware/agentlimit/redislimit"
-	"github.com/agentid/agentid/middleware/asynclog"
 	"github.com/agentid/agentid/middleware/clientaddr"
 	"github.com/agentid/agentid/middleware/metrics"
 	"github.com/agentid/agentid/middleware/proxy"
@@ -25,6 +24,7 @@ import (
 	"github.com/agentid/agentid/middleware/rules"
 	"github.com/agentid/agentid/middleware/status"
 	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/asynclog"
 )
 
 // Options are what Build takes beyond the configuration.

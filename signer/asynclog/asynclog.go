@@ -1,5 +1,6 @@
-// Package asynclog takes log output off the request path: a Handler puts
-// each record in a bounded queue and returns at once. One goroutine wakes
+// Package asynclog takes log output off the request path; the reference
+// server (idcli server), the proxy and idcli share it. A Handler puts each
+// record in a bounded queue and returns at once. One goroutine wakes
 // every FlushInterval, formats what is queued with a wrapped slog.Handler
 // into a buffer and writes it out, so under load many lines go out in one
 // write, and queueing a record wakes nothing (no goroutine switch per

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentid/agentid/middleware/asynclog"
+	"github.com/agentid/agentid/signer/asynclog"
 	"github.com/agentid/agentid/signer/signertest"
 )
 
