@@ -9,9 +9,10 @@ import (
 // in units of one Ed25519 verification with the key's precomputed form
 // (what a verifier's cached keys have). They are measured on the project's
 // development machine by BenchmarkVerifyCost, as the ratio of the CPU time
-// of the benchmark's thread, and rounded up from the largest of five runs; docs/benchmarks.md ("The
-// price of a signature check") records the runs. Re-measure them when the
-// Go toolchain or the Ed25519 backend changes.
+// of the benchmark's thread, and rounded up from the largest of five runs;
+// docs/benchmarks.md says how to run it, and docs/benchmarks-history.md
+// records the runs. Re-measure them when the Go toolchain or the Ed25519
+// backend changes.
 const (
 	costEd25519   = 1
 	costECDSAP256 = 3

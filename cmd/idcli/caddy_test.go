@@ -51,7 +51,7 @@ func startCaddy(t *testing.T, port, site string) string {
 	})
 }
 
-// startCaddySite runs caddy with the README's site block, its addresses
+// startCaddySite runs caddy with the site block of docs/proxy.md, its addresses
 // replaced: the site is http://host on a free port, the service and the
 // forward-auth endpoint are at the base URLs upstream and auth. It returns
 // caddy's base URL.
@@ -65,7 +65,7 @@ func startCaddySite(t *testing.T, block, host, upstream, auth string) string {
 	).Replace(block))
 }
 
-// TestProxyBehindCaddy runs caddy with the README's forward_auth snippet,
+// TestProxyBehindCaddy runs caddy with the forward_auth snippet of docs/proxy.md,
 // as written there (only its addresses replaced), in front of an echo
 // service, with idcli proxy --forward-auth --front caddy as its auth
 // endpoint, and checks what a client can do through it: a signed request
@@ -76,9 +76,9 @@ func startCaddySite(t *testing.T, block, host, upstream, auth string) string {
 // Accept-Signature, and with their own status (503 too).
 func TestProxyBehindCaddy(t *testing.T) {
 	t.Parallel()
-	blocks := readmeBlocks(t, "caddy")
+	blocks := docBlocks(t, "docs/proxy.md", "caddy")
 	if len(blocks) != 1 || !strings.Contains(blocks[0], "forward_auth 127.0.0.1:8081 {") || !strings.HasPrefix(blocks[0], "app.example.com {") {
-		t.Fatalf("README has %d caddy blocks, want the forward_auth snippet for app.example.com", len(blocks))
+		t.Fatalf("docs/proxy.md has %d caddy blocks, want the forward_auth snippet for app.example.com", len(blocks))
 	}
 	key := signertest.Key(0x37)
 	uid, origin := localAgent(t, key)
@@ -205,13 +205,13 @@ func TestProxyBehindCaddy(t *testing.T) {
 }
 
 // TestProxyBehindCaddyObserve: in observe mode an invalid request reaches
-// the service through the README's Caddy snippet with its verdict and
+// the service through the Caddy snippet of docs/proxy.md with its verdict and
 // reason (copy_headers names X-Agent-Reason), and nothing else.
 func TestProxyBehindCaddyObserve(t *testing.T) {
 	t.Parallel()
-	blocks := readmeBlocks(t, "caddy")
+	blocks := docBlocks(t, "docs/proxy.md", "caddy")
 	if len(blocks) != 1 {
-		t.Fatalf("README has %d caddy blocks, want 1", len(blocks))
+		t.Fatalf("docs/proxy.md has %d caddy blocks, want 1", len(blocks))
 	}
 	key := signertest.Key(0x38)
 	uid, origin := localAgent(t, key)

@@ -117,7 +117,7 @@ func runListening(t *testing.T, name string, cmd *exec.Cmd, stop os.Signal, addr
 	}
 }
 
-// TestProxyBehindNginx runs nginx with the README's auth_request snippet,
+// TestProxyBehindNginx runs nginx with the auth_request snippet of docs/proxy.md,
 // as written there, in front of an echo service, with idcli proxy
 // --forward-auth --front nginx as its auth endpoint, and checks what a
 // client can do through it: a signed request reaches the service with the
@@ -128,9 +128,9 @@ func runListening(t *testing.T, name string, cmd *exec.Cmd, stop os.Signal, addr
 // path.
 func TestProxyBehindNginx(t *testing.T) {
 	t.Parallel()
-	blocks := readmeBlocks(t, "nginx")
+	blocks := docBlocks(t, "docs/proxy.md", "nginx")
 	if len(blocks) != 1 || !strings.Contains(blocks[0], "auth_request /_agentid;") {
-		t.Fatalf("README has %d nginx blocks, want the auth_request snippet", len(blocks))
+		t.Fatalf("docs/proxy.md has %d nginx blocks, want the auth_request snippet", len(blocks))
 	}
 	key := signertest.Key(0x36)
 	uid, origin := localAgent(t, key)

@@ -20,7 +20,7 @@ import (
 // registerProxyConfig adds --config and --check to the flags of `idcli
 // proxy`.
 func registerProxyConfig(fs *flag.FlagSet, f *proxyFlags) {
-	fs.StringVar(&f.config, "config", "", "YAML file with the proxy's settings (every flag is a key; flags on the command line win), per-route modes, allow and deny lists and per-agent rate limits, reread on SIGHUP: see docs/deployment.md")
+	fs.StringVar(&f.config, "config", "", "YAML file with the proxy's settings (every flag is a key; flags on the command line win), per-route modes, allow and deny lists and per-agent rate limits, reread on SIGHUP: see docs/proxy.md")
 	fs.BoolVar(&f.check, "check", false, "validate the flags and --config file, print the effective configuration (secrets masked) and exit: 0 when valid")
 }
 

@@ -322,22 +322,22 @@ func TestProxyStatusPage(t *testing.T) {
 	}
 }
 
-// TestProxyConfigDocExample: the example file of docs/deployment.md loads
+// TestProxyConfigDocExample: the example file of docs/proxy.md loads
 // (strictly) and sets what it says.
 func TestProxyConfigDocExample(t *testing.T) {
 	t.Parallel()
-	b, err := os.ReadFile("../../docs/deployment.md")
+	b, err := os.ReadFile("../../docs/proxy.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	doc := string(b)
 	start := strings.Index(doc, "```yaml\n# /etc/agentid/proxy.yaml\n")
 	if start < 0 {
-		t.Fatal("docs/deployment.md has no example proxy.yaml")
+		t.Fatal("docs/proxy.md has no example proxy.yaml")
 	}
 	body := doc[start+len("```yaml\n"):]
 	body = body[:strings.Index(body, "```")]
-	c, err := proxyconfig.Parse("deployment.md", []byte(body))
+	c, err := proxyconfig.Parse("proxy.md", []byte(body))
 	if err != nil {
 		t.Fatalf("the documented example: %v", err)
 	}

@@ -15,7 +15,14 @@ import (
 // info string.
 func readmeBlocks(t *testing.T, lang string) []string {
 	t.Helper()
-	b, err := os.ReadFile("../../README.md")
+	return docBlocks(t, "README.md", lang)
+}
+
+// docBlocks returns the fenced code blocks with the given info string of
+// a Markdown file named by its path from the repository's root.
+func docBlocks(t *testing.T, file, lang string) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("../..", file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,9 +34,10 @@ func readmeBlocks(t *testing.T, lang string) []string {
 	return out
 }
 
-// TestReadmeGoExamplesCompile builds every Go block of README.md as its own
-// program in a scratch module that points at this repository, so a README
-// that drifts from the API fails the tests.
+// TestReadmeGoExamplesCompile builds every Go block of README.md and
+// docs/middleware.md as its own program in a scratch module that points at
+// this repository, so documentation that drifts from the API fails the
+// tests.
 func TestReadmeGoExamplesCompile(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds programs; skipped with -short")
@@ -38,6 +46,7 @@ func TestReadmeGoExamplesCompile(t *testing.T) {
 	if len(blocks) < 3 {
 		t.Fatalf("README has %d Go blocks, want at least 3 (mux, ServeMux, Transport)", len(blocks))
 	}
+	blocks = append(blocks, docBlocks(t, "docs/middleware.md", "go")...)
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)

@@ -125,7 +125,7 @@ func TestRouteBypassNginxUpstreamAttack(t *testing.T) {
 	}
 }
 
-// TestForwardAuthNginxRoutesAttack runs the README's nginx snippet, as
+// TestForwardAuthNginxRoutesAttack runs the nginx snippet of docs/proxy.md, as
 // written there, in front of nginx as the service (which normalises
 // paths), with idcli proxy --forward-auth --front nginx --config as its
 // auth endpoint: the attack paths are refused (400), a client's own
@@ -134,9 +134,9 @@ func TestRouteBypassNginxUpstreamAttack(t *testing.T) {
 // client do not get the next one 429).
 func TestForwardAuthNginxRoutesAttack(t *testing.T) {
 	t.Parallel()
-	blocks := readmeBlocks(t, "nginx")
+	blocks := docBlocks(t, "docs/proxy.md", "nginx")
 	if len(blocks) != 1 || !strings.Contains(blocks[0], "auth_request /_agentid;") {
-		t.Fatalf("README has %d nginx blocks, want the auth_request snippet", len(blocks))
+		t.Fatalf("docs/proxy.md has %d nginx blocks, want the auth_request snippet", len(blocks))
 	}
 	service := startNormalisingService(t)
 	front := func(limits string) string {
@@ -196,17 +196,17 @@ func TestForwardAuthNginxRoutesAttack(t *testing.T) {
 	})
 }
 
-// TestForwardAuthCaddyRoutesAttack: the same paths through the README's
-// Caddy snippet, in front of nginx as the service, with idcli proxy
+// TestForwardAuthCaddyRoutesAttack: the same paths through the Caddy
+// snippet of docs/proxy.md, in front of nginx as the service, with idcli proxy
 // --forward-auth --front caddy --config: none reaches a required path of
 // the service unsigned; a client's X-Agent-Metadata-Role on an observe
 // route never reaches it (the snippet removes it); per-address limits key
 // on each client (X-Forwarded-For, which Caddy sets).
 func TestForwardAuthCaddyRoutesAttack(t *testing.T) {
 	t.Parallel()
-	blocks := readmeBlocks(t, "caddy")
+	blocks := docBlocks(t, "docs/proxy.md", "caddy")
 	if len(blocks) != 1 || !strings.Contains(blocks[0], "forward_auth 127.0.0.1:8081 {") {
-		t.Fatalf("README has %d caddy blocks, want the forward_auth snippet", len(blocks))
+		t.Fatalf("docs/proxy.md has %d caddy blocks, want the forward_auth snippet", len(blocks))
 	}
 	service := startNormalisingService(t)
 	auth, _ := startProxy(t, "--config", writeConfig(t, routesConfig("forward_auth: true\nfront: caddy\nauthorities: [app.example]\n")))

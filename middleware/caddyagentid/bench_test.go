@@ -45,7 +45,7 @@ func benchCaddy(b *testing.B, port string, up *upstream) {
 
 // BenchmarkCaddyModule is one request through Caddy with the agentid
 // module in front of a service; BenchmarkCaddyForwardAuth the same request
-// through the README's forward_auth snippet, asking a forward-auth
+// through the forward_auth snippet of docs/proxy.md, asking a forward-auth
 // endpoint built as idcli proxy --forward-auth --front caddy builds it.
 // The difference is what the forward-auth hop costs. Compare them in one
 // run: go test -run '^$' -bench Caddy -benchtime 2000x -count 3.

@@ -412,22 +412,22 @@ func TestCaddyModule(t *testing.T) {
 	passed("rewritten path", signed("GET", host, "/v1/api/stripped", "", full...), "/api/stripped", verified)
 }
 
-// docBlock returns the Caddyfile example of docs/deployment.md.
+// docBlock returns the Caddyfile example of docs/caddy.md.
 func docBlock(t *testing.T) string {
 	t.Helper()
-	b, err := os.ReadFile("../../docs/deployment.md")
+	b, err := os.ReadFile("../../docs/caddy.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	blocks := regexp.MustCompile("(?s)```caddy\n(.*?)```").FindAllStringSubmatch(string(b), -1)
 	if len(blocks) != 1 || !strings.HasPrefix(blocks[0][1], "api.example.com {") || !strings.Contains(blocks[0][1], "\tagentid {") {
-		t.Fatalf("docs/deployment.md has %d caddy blocks, want the agentid example for api.example.com", len(blocks))
+		t.Fatalf("docs/caddy.md has %d caddy blocks, want the agentid example for api.example.com", len(blocks))
 	}
 	return blocks[0][1]
 }
 
 // TestCaddyDocExample runs two Caddy instances with the Caddyfile of
-// docs/deployment.md, as written there but for the addresses of the
+// docs/caddy.md, as written there but for the addresses of the
 // listener, the service and the agentid service (and the local-development
 // trust of an agent on loopback), sharing one Redis as two instances behind
 // a load balancer would: a verified request passes with the identity, the
