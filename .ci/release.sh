@@ -4,7 +4,8 @@
 # cache and its own temporary directory), requires byte-identical
 # archives, SBOMs and SHA256SUMS, then installs the linux/amd64 archive as
 # the Install section of README.md says — verify against SHA256SUMS,
-# unpack, run — with no Go toolchain on PATH.
+# unpack, put idcli on PATH, run — with no Go toolchain on PATH, and checks
+# that the archive holds every file the README links to.
 #
 #   .ci/release.sh [OUT]    (OUT, default $TMPDIR/agentid-release, keeps dist/)
 set -euo pipefail
@@ -60,7 +61,17 @@ nogo_path=$(tr ':' '\n' <<<"$PATH" | while read -r d; do [ -x "$d/go" ] || echo 
     echo "\$ $l"
     eval "$l"
   done
+  # The Install section put the release's idcli on PATH.
+  on_path=$(command -v idcli) || { echo "README.md's Install section leaves idcli off PATH" >&2; exit 1; }
+  cmp -s "$on_path" "$work/user/idcli_"*"_linux_amd64/idcli" || { echo "idcli on PATH ($on_path) is not the release's" >&2; exit 1; }
 ) | tee "$work/user.log"
+# A release user reads the README from the archive: every file it links to
+# is there.
+unpacked=$(echo "$work/user/idcli_"*"_linux_amd64")
+while read -r link; do
+  [ -e "$unpacked/$link" ] || { echo "README.md links to $link, which the archive lacks" >&2; exit 1; }
+done < <(grep -o '](\([^)#]*\)' "$unpacked/README.md" | sed 's/^](//' | grep -v '^[a-z][a-z]*:' | grep . | sort -u)
+[ -f "$unpacked/docs/README.md" ] || { echo "the archive has no docs/README.md" >&2; exit 1; }
 grep -q "replayed" "$work/user.log" || { echo "idcli demo from the release did not run to its end" >&2; exit 1; }
 got=$("$work/user/idcli_"*"_linux_amd64/idcli" version --json)
 echo "$got"

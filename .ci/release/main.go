@@ -4,7 +4,8 @@
 //	go run ./.ci/release -out dist
 //
 // For each target it writes idcli_<version>_<os>_<arch>.tar.gz (.zip for
-// Windows) holding the binary, README.md and LICENSE, and an SPDX 2.3 SBOM
+// Windows) holding the binary, README.md, LICENSE and docs/ (what the README
+// links to, so that it reads from the archive), and an SPDX 2.3 SBOM
 // of the Go modules linked into that binary (idcli_<version>_<os>_<arch>.spdx.json);
 // SHA256SUMS lists them all. Everything derives from the commit: the
 // version is signer.Version, the stamped build time and every timestamp in
@@ -219,6 +220,10 @@ func release(out string, s stamp, noCgo bool) error {
 	if err != nil {
 		return err
 	}
+	docs, err := docFiles("docs")
+	if err != nil {
+		return err
+	}
 	var sums []string
 	for _, t := range targets {
 		if noCgo {
@@ -242,6 +247,9 @@ func release(out string, s stamp, noCgo bool) error {
 			{name + "/" + exe, binary, 0o755},
 			{name + "/LICENSE", license, 0o644},
 			{name + "/README.md", readme, 0o644},
+		}
+		for _, d := range docs {
+			files = append(files, file{name + "/" + d.Name, d.Data, d.Mode})
 		}
 		var archive []byte
 		archiveName := name + ".tar.gz"
@@ -275,6 +283,37 @@ func release(out string, s stamp, noCgo bool) error {
 	}
 	fmt.Fprintf(os.Stderr, "release %s (commit %s, %s) in %s\n", signer.Version, s.Commit, s.Time.Format(time.RFC3339), out)
 	return nil
+}
+
+// docFiles returns the files under dir, in lexical order, named by their
+// slash paths from the work tree's root: the documentation the README links
+// to. Tests (_test.go) are left out; a file keeps its executable bit (the
+// recipes), everything else is 0644.
+func docFiles(dir string) ([]file, error) {
+	var out []file
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if !info.Mode().IsRegular() {
+			return fmt.Errorf("%s: not a regular file", path)
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		mode := int64(0o644)
+		if info.Mode()&0o111 != 0 {
+			mode = 0o755
+		}
+		out = append(out, file{filepath.ToSlash(path), data, mode})
+		return nil
+	})
+	return out, err
 }
 
 // file is one member of an archive.
