@@ -20,9 +20,9 @@ const module = "github.com/agentid/agentid"
 //
 // and besides:
 //   - leaf packages (the one bounded cache, the .env parser, the URL
-//     redaction, the log writer off the request path, the reader of the
-//     client address behind trusted proxies) import nothing of the module, so that every layer may
-//     use them;
+//     redaction, the log writer off the request path, the one "did you
+//     mean", the reader of the client address behind trusted proxies)
+//     import nothing of the module, so that every layer may use them;
 //   - signer does not import signer/agent (the agent client is above it);
 //   - middleware/policy (the allow and deny lists) imports of the
 //     middleware tree only the verifier itself (an entry ending in "$"
@@ -39,7 +39,7 @@ const module = "github.com/agentid/agentid"
 //     leaves) only, and refserver/dbtest only store.
 
 // leaves are the packages that import nothing of the module.
-var leaves = []string{"signer/lru", "signer/envfile", "signer/redact", "signer/asynclog", "middleware/clientaddr"}
+var leaves = []string{"signer/lru", "signer/envfile", "signer/redact", "signer/asynclog", "signer/suggest", "middleware/clientaddr"}
 
 // layers lists, for each part of the module, the module packages its
 // non-test files may import (a prefix covers subpackages); leaves may be
@@ -127,6 +127,7 @@ func TestLayeringRefuses(t *testing.T) {
 		{"signer/lru/lru.go", module + "/signer", "leaf package"},
 		{"signer/envfile/envfile.go", module + "/signer/lru", "leaf package"},
 		{"signer/asynclog/asynclog.go", module + "/signer", "leaf package"},
+		{"signer/suggest/suggest.go", module + "/signer", "leaf package"},
 		{"middleware/clientaddr/clientaddr.go", module + "/middleware", "leaf package"},
 		{"middleware/metrics/metrics.go", "gorm.io/gorm", "database"},
 		{"keyfetch/fetch.go", "database/sql", "database"},

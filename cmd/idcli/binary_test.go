@@ -17,7 +17,6 @@ import (
 
 	"github.com/agentid/agentid/cmd/idcli/internal/bench"
 	"github.com/agentid/agentid/cmd/idcli/internal/clitest"
-	"github.com/agentid/agentid/middleware/proxy/proxyconfig"
 	"github.com/agentid/agentid/refserver/dbtest"
 	"github.com/agentid/agentid/refserver/store"
 	"github.com/agentid/agentid/signer"
@@ -178,35 +177,6 @@ func TestBinaryUnknownCommandSuggests(t *testing.T) {
 				t.Errorf("stderr = %q, want it to suggest %s", r.stderr, tt.want)
 			}
 		})
-	}
-}
-
-func TestCloseTo(t *testing.T) {
-	t.Parallel()
-	cands := []string{"init", "start", "db:create", "db:migrate", "db:drop"}
-	tests := []struct {
-		typed string
-		want  []string
-	}{
-		{"db:migrat", []string{"db:migrate"}},
-		{"strat", []string{"start"}},
-		{"INIT", []string{"init"}},
-		{"db:", []string{"db:create", "db:migrate", "db:drop"}},
-		{"zzz", nil},
-		{"x", nil},
-	}
-	for _, tt := range tests {
-		if got := closeTo(tt.typed, cands); strings.Join(got, ",") != strings.Join(tt.want, ",") {
-			t.Errorf("closeTo(%q) = %v, want %v", tt.typed, got, tt.want)
-		}
-	}
-	for _, tt := range []struct {
-		a, b string
-		want int
-	}{{"agnet", "agent", 1}, {"", "abc", 3}, {"kitten", "sitting", 3}, {"same", "same", 0}} {
-		if got := proxyconfig.EditDistance(tt.a, tt.b); got != tt.want {
-			t.Errorf("proxyconfig.EditDistance(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.want)
-		}
 	}
 }
 

@@ -10,7 +10,7 @@ import (
 
 	"github.com/peterbourgon/ff/v3/ffcli"
 
-	"github.com/agentid/agentid/middleware/proxy/proxyconfig"
+	"github.com/agentid/agentid/signer/suggest"
 )
 
 // flagOutput is where a command's FlagSet prints (help text, parse
@@ -103,23 +103,16 @@ func flagSpelling(name string) string {
 	return "--" + name
 }
 
-// suggestFlag returns the flags of fs close to name (see closeTo), spelled
+// suggestFlag returns the flags of fs close to name (see suggest.Close), spelled
 // as help texts write them and joined by " or ", or "".
 func suggestFlag(name string, fs *flag.FlagSet) string {
 	var names []string
 	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
 	var out []string
-	for _, n := range closeTo(name, names) {
+	for _, n := range suggest.Close(name, names) {
 		out = append(out, flagSpelling(n))
 	}
 	return strings.Join(out, " or ")
-}
-
-// closeTo returns the candidates a user most likely meant by typed (see
-// proxyconfig.CloseTo, which also words the configuration file's "did you
-// mean").
-func closeTo(typed string, candidates []string) []string {
-	return proxyconfig.CloseTo(typed, candidates)
 }
 
 // commandAliases maps, per command group, words people type for a command
@@ -160,7 +153,7 @@ func suggestCommand(path string, subs []*ffcli.Command, args []string) string {
 		names = append(names, c.Name)
 	}
 	var out []string
-	for _, n := range closeTo(args[0], names) {
+	for _, n := range suggest.Close(args[0], names) {
 		out = append(out, path+" "+n)
 	}
 	return strings.Join(out, " or ")

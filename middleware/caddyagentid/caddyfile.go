@@ -14,7 +14,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
-	"github.com/agentid/agentid/middleware/proxy/proxyconfig"
+	"github.com/agentid/agentid/signer/suggest"
 )
 
 func init() {
@@ -219,9 +219,10 @@ func orList(names []string) string {
 	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }
 
-// didYouMean suggests the names close to typed.
+// didYouMean suggests the names close to typed (suggest.Close), worded
+// as Caddyfile errors are.
 func didYouMean(typed string, names []string) string {
-	near := proxyconfig.CloseTo(typed, names)
+	near := suggest.Close(typed, names)
 	if len(near) == 0 {
 		return ""
 	}
