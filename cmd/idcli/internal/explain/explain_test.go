@@ -1,4 +1,4 @@
-package main
+package explain_test
 
 import (
 	"net/http"
@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentid/agentid/cmd/idcli/internal/explain"
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/signertest"
 )
@@ -54,7 +55,7 @@ func TestMismatch(t *testing.T) {
 			if verifies {
 				t.Fatal("the signature verifies, want a mismatch")
 			}
-			m := mismatch(got, &sigs[0], key.Public)
+			m := explain.Mismatch(got, &sigs[0], key.Public)
 			if tt.want == "none" {
 				if m != "" {
 					t.Errorf("mismatch = %q, want none found", m)
@@ -65,7 +66,7 @@ func TestMismatch(t *testing.T) {
 				t.Errorf("mismatch = %q, want it to contain %q", m, tt.want)
 			}
 			// Another key's signature is never "explained" by a variant.
-			if m := mismatch(got, &sigs[0], signertest.Key(0x32).Public); m != "" {
+			if m := explain.Mismatch(got, &sigs[0], signertest.Key(0x32).Public); m != "" {
 				t.Errorf("mismatch with another key = %q, want none", m)
 			}
 		})
