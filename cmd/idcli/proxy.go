@@ -15,6 +15,7 @@ import (
 
 	"github.com/peterbourgon/ff/v3/ffcli"
 
+	"github.com/agentid/agentid/cmd/idcli/internal/accesslog"
 	"github.com/agentid/agentid/middleware/proxy/proxyconfig"
 	"github.com/agentid/agentid/signer/redact"
 )
@@ -171,7 +172,7 @@ func runProxy(ctx context.Context, env *cliEnv, f proxyFlags, cfg *proxyconfig.C
 	p, err := proxyconfig.Build(ctx, cfg, proxyconfig.Options{
 		Stdout: env.Stdout, Stderr: env.Stderr,
 		AccessLogHandler: func(w io.Writer) slog.Handler {
-			return newAccessLogHandler(w) // slog's JSON lines, formatted for less CPU
+			return accesslog.New(w) // slog's JSON lines, formatted for less CPU
 		},
 		Reloadable:  f.config != "",
 		StatusTitle: "idcli proxy status",

@@ -1,4 +1,7 @@
-package main
+// Package accesslog formats the access log lines of idcli proxy: a
+// slog.Handler that writes each line exactly as slog.NewJSONHandler does,
+// for less CPU.
+package accesslog
 
 import (
 	"context"
@@ -11,13 +14,13 @@ import (
 	"unicode/utf8"
 )
 
-// accessLogHandler writes the proxy's access log lines exactly as
+// Handler writes the proxy's access log lines exactly as
 // slog.NewJSONHandler(w, nil) does, for less CPU: a line whose attributes
 // are all strings, integers and floats (every line the proxy logs) is
 // formatted here, anything else by the JSON handler itself. (The JSON
 // handler formats each float through encoding/json, and each line through
 // its generic attribute walk.)
-type accessLogHandler struct {
+type Handler struct {
 	w    io.Writer
 	json slog.Handler
 
@@ -25,18 +28,19 @@ type accessLogHandler struct {
 	buf []byte
 }
 
-func newAccessLogHandler(w io.Writer) *accessLogHandler {
-	return &accessLogHandler{w: w, json: slog.NewJSONHandler(w, nil)}
+// New returns a Handler writing to w.
+func New(w io.Writer) *Handler {
+	return &Handler{w: w, json: slog.NewJSONHandler(w, nil)}
 }
 
-func (h *accessLogHandler) Enabled(ctx context.Context, l slog.Level) bool {
+func (h *Handler) Enabled(ctx context.Context, l slog.Level) bool {
 	return h.json.Enabled(ctx, l)
 }
 
-func (h *accessLogHandler) WithAttrs(attrs []slog.Attr) slog.Handler { return h.json.WithAttrs(attrs) }
-func (h *accessLogHandler) WithGroup(name string) slog.Handler       { return h.json.WithGroup(name) }
+func (h *Handler) WithAttrs(attrs []slog.Attr) slog.Handler { return h.json.WithAttrs(attrs) }
+func (h *Handler) WithGroup(name string) slog.Handler       { return h.json.WithGroup(name) }
 
-func (h *accessLogHandler) Handle(ctx context.Context, r slog.Record) error {
+func (h *Handler) Handle(ctx context.Context, r slog.Record) error {
 	if !plainRecord(r) {
 		return h.json.Handle(ctx, r)
 	}
@@ -72,7 +76,7 @@ func (h *accessLogHandler) Handle(ctx context.Context, r slog.Record) error {
 	return err
 }
 
-// plainRecord reports whether accessLogHandler formats r itself: a time of
+// plainRecord reports whether Handler formats r itself: a time of
 // four-digit year, and attributes that are strings, integers, and floats
 // that encoding/json writes without an exponent.
 func plainRecord(r slog.Record) bool {
