@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/agentid/agentid/cmd/idcli/internal/completion"
 )
 
 // completionCases are command lines (the cursor at the end) and, for each,
@@ -159,14 +161,14 @@ func TestCompletionFish(t *testing.T) {
 func TestCompletionCoversTheTree(t *testing.T) {
 	entries := completionEntries(newRootCmd(&cliEnv{}), "")
 	var b strings.Builder
-	writeBashCompletion(&b, entries)
+	completion.Bash(&b, entries)
 	script := b.String()
 	n := 0
 	for _, e := range entries {
-		for _, f := range e.flags {
+		for _, f := range e.Flags {
 			n++
-			if !strings.Contains(script, "'"+e.path+"|flags') echo '") || !strings.Contains(script, f) {
-				t.Errorf("bash script lacks %s of %q", f, e.path)
+			if !strings.Contains(script, "'"+e.Path+"|flags') echo '") || !strings.Contains(script, f) {
+				t.Errorf("bash script lacks %s of %q", f, e.Path)
 			}
 		}
 	}

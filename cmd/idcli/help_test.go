@@ -63,8 +63,8 @@ func TestHelpNamesOnlyRealFlags(t *testing.T) {
 	flagsOf := map[string][]string{} // command path → flags as spelled
 	var paths []string
 	for _, e := range completionEntries(root, "") {
-		paths = append(paths, e.path)
-		flagsOf[e.path] = e.flags
+		paths = append(paths, e.Path)
+		flagsOf[e.Path] = e.Flags
 	}
 	// Longest first, so "server start" wins over "server".
 	byLength := slices.Clone(paths)
