@@ -78,7 +78,7 @@ func TestAttackRespelledKeySetsCannotEvictOthers(t *testing.T) {
 			victimDown.Store(false)
 			f := keyfetch.New(keyfetch.Config{TrustedHosts: []string{"*.localhost:*"}, AllowHTTP: true, AllowPrivateNetworks: true,
 				MaxOrigins: tc.maxOrigin, MaxSetsPerSite: tc.perSite})
-			h := middleware.New(middleware.Config{Keys: f, Authorities: []string{"api.example"}})(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+			h := mustNew(t, middleware.Config{Keys: f, Authorities: []string{"api.example"}}).Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 			send := func(key signer.PrivateKey, agent string) int {
 				req := httptest.NewRequest(http.MethodGet, "http://api.example/data", nil)
 				if err := signer.Sign(req, key, signer.Options{SignatureAgent: agent}); err != nil {

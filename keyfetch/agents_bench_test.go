@@ -126,7 +126,7 @@ func BenchmarkForeignAgents(b *testing.B) {
 		runtime.GC()
 		runtime.ReadMemStats(&m1)
 		perSet := float64(int64(m1.HeapAlloc)-int64(m0.HeapAlloc)) / float64(n)
-		h := middleware.New(middleware.Config{Keys: f, Authorities: []string{"api.example.com"}, SignatureAgentCacheSize: max(n, 1000)})(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+		h := mustNew(b, middleware.Config{Keys: f, Authorities: []string{"api.example.com"}, SignatureAgentCacheSize: max(n, 1000)}).Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 		meetAll(b, h, n, agentURL, keys)
 		b.Run(fmt.Sprintf("agents=%d", n), func(b *testing.B) {
 			type signed struct{ input, sig, agent string }

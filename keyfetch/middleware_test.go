@@ -48,7 +48,7 @@ func TestWithMiddleware(t *testing.T) {
 			dir := newDirServer(t, tt.dir)
 			keys := keyfetch.New(keyfetch.Config{TrustedHosts: tt.trusted, AllowHTTP: true, AllowPrivateNetworks: true})
 			var got middleware.Agent
-			h := middleware.New(middleware.Config{Keys: keys, Authorities: []string{"api.example"}})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			h := mustNew(t, middleware.Config{Keys: keys, Authorities: []string{"api.example"}}).Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				got, _ = middleware.AgentFrom(r.Context())
 			}))
 			req := httptest.NewRequest(http.MethodGet, "http://api.example/whoami", nil)
@@ -155,7 +155,7 @@ func TestAdmissionThroughMiddleware(t *testing.T) {
 			if !tc.report {
 				keys = hideVerified{f}
 			}
-			h := middleware.New(middleware.Config{Keys: keys, Authorities: []string{"api.example"}})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+			h := mustNew(t, middleware.Config{Keys: keys, Authorities: []string{"api.example"}}).Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 			send := func(key signer.PrivateKey, agent string) int {
 				req := httptest.NewRequest(http.MethodGet, "http://api.example/data", nil)
 				if err := signer.Sign(req, key, signer.Options{SignatureAgent: agent}); err != nil {
@@ -185,4 +185,14 @@ func TestAdmissionThroughMiddleware(t *testing.T) {
 			}
 		})
 	}
+}
+
+// mustNew returns middleware.New(cfg), failing tb on an error.
+func mustNew(tb testing.TB, cfg middleware.Config) *middleware.Verifier {
+	tb.Helper()
+	v, err := middleware.New(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return v
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -27,13 +28,16 @@ func readmeLocalExample() http.Handler {
 	// Agents of http://localhost:3000 sign with Signature-Agent http://<uid>.localhost:3000.
 	keys := keyfetch.New(keyfetch.LocalDevelopment())
 	// Authorities: the host and port clients call this API at.
-	verify := middleware.New(middleware.Config{Keys: keys, Authorities: []string{"127.0.0.1:8080", "localhost:8080"}})
+	v, err := middleware.New(middleware.Config{Keys: keys, Authorities: []string{"127.0.0.1:8080", "localhost:8080"}})
+	if err != nil {
+		log.Fatal(err)
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/hello", func(w http.ResponseWriter, r *http.Request) {
 		agent, _ := middleware.AgentFrom(r.Context())
 		fmt.Fprintf(w, "hello %s (key %s)\n", agent.UID, agent.KeyID)
 	})
-	return verify(mux)
+	return v.Middleware(mux)
 }
 
 // readmeGoBlock returns the lines of the README's ```go block that

@@ -18,7 +18,7 @@ func newCacheVerifier(t testing.TB, cfg Config) *Verifier {
 		return signer.PublicKey{}, signer.ErrUnknownKey
 	})
 	cfg.AnyAuthority = true
-	v, err := NewVerifier(cfg)
+	v, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,7 +30,7 @@ func validSide(b *testing.B) (prepare func(start, end int), valid func(i int)) {
 	key := signer.NewPrivateKey(ed25519.NewKeyFromSeed(benchSeed))
 	keys := middleware.NewStaticKeys()
 	keys.Add(benchOrigin, key.Public)
-	v, err := middleware.NewVerifier(middleware.Config{Keys: keys, Authorities: testAuthorities, Now: func() time.Time { return benchNow }})
+	v, err := middleware.New(middleware.Config{Keys: keys, Authorities: testAuthorities, Now: func() time.Time { return benchNow }})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func BenchmarkForgedSignatures(b *testing.B) {
 	key := signer.NewPrivateKey(ed25519.NewKeyFromSeed(benchSeed))
 	keys := middleware.NewStaticKeys()
 	keys.Add(benchOrigin, key.Public)
-	v, err := middleware.NewVerifier(middleware.Config{Keys: keys, Authorities: testAuthorities, Now: func() time.Time { return benchNow }})
+	v, err := middleware.New(middleware.Config{Keys: keys, Authorities: testAuthorities, Now: func() time.Time { return benchNow }})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func BenchmarkUncachedKeySets(b *testing.B) {
 		w.Write([]byte(body))
 	}))
 	defer srv.Close()
-	v, err := middleware.NewVerifier(middleware.Config{Keys: ksFetcher(srv, func() time.Time { return benchNow }), Authorities: testAuthorities, Now: func() time.Time { return benchNow }})
+	v, err := middleware.New(middleware.Config{Keys: ksFetcher(srv, func() time.Time { return benchNow }), Authorities: testAuthorities, Now: func() time.Time { return benchNow }})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func BenchmarkHugeRSAKeyRefused(b *testing.B) {
 			w.Write([]byte(`{"keys":[` + jwk + `]}`))
 		}))
 		defer srv.Close()
-		v, err := middleware.NewVerifier(middleware.Config{Keys: ksFetcher(srv, func() time.Time { return benchNow }), Authorities: testAuthorities, Now: func() time.Time { return benchNow }})
+		v, err := middleware.New(middleware.Config{Keys: ksFetcher(srv, func() time.Time { return benchNow }), Authorities: testAuthorities, Now: func() time.Time { return benchNow }})
 		if err != nil {
 			b.Fatal(err)
 		}

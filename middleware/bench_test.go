@@ -101,7 +101,7 @@ func BenchmarkVerify(b *testing.B) {
 			keys := middleware.NewStaticKeys()
 			keys.Add(benchOrigin, key.Public)
 			store := middleware.NewMemoryReplayStore()
-			h := middleware.New(middleware.Config{Authorities: testAuthorities, Keys: keys, Replay: store, Now: func() time.Time { return benchNow }})(
+			h := mustNew(b, middleware.Config{Authorities: testAuthorities, Keys: keys, Replay: store, Now: func() time.Time { return benchNow }}).Middleware(
 				http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 					if _, ok := middleware.AgentFrom(r.Context()); !ok {
 						w.WriteHeader(http.StatusInternalServerError)
@@ -141,7 +141,7 @@ func BenchmarkVerifyRatio(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			keys := middleware.NewStaticKeys()
 			keys.Add(benchOrigin, key.Public)
-			h := middleware.New(middleware.Config{Authorities: testAuthorities, Keys: keys, Now: func() time.Time { return benchNow }})(
+			h := mustNew(b, middleware.Config{Authorities: testAuthorities, Keys: keys, Now: func() time.Time { return benchNow }}).Middleware(
 				http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 			first, base := signertest.FirstBase(b, benchRequest(b, -1, b.N, key, bc.components))
 			reqs := make([]*http.Request, ratioBlock)

@@ -131,7 +131,7 @@ func TestVerifyCostBudget(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			counter := &checkCounter{}
-			v, err := middleware.NewVerifier(middleware.Config{Keys: keys, Now: clock, Authorities: testAuthorities, Logger: slog.New(counter)})
+			v, err := middleware.New(middleware.Config{Keys: keys, Now: clock, Authorities: testAuthorities, Logger: slog.New(counter)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -196,7 +196,7 @@ func TestVerifyCostTooLargeKey(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			counter := &checkCounter{}
-			v, err := middleware.NewVerifier(middleware.Config{Keys: keys, Now: clock, Authorities: testAuthorities, Limits: signer.Limits{MaxVerifyCost: tt.budget, MaxRSABits: signer.LimitRSABits}, Logger: slog.New(counter)})
+			v, err := middleware.New(middleware.Config{Keys: keys, Now: clock, Authorities: testAuthorities, Limits: signer.Limits{MaxVerifyCost: tt.budget, MaxRSABits: signer.LimitRSABits}, Logger: slog.New(counter)})
 			if err != nil {
 				t.Fatal(err)
 			}

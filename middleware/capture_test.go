@@ -78,7 +78,7 @@ func TestReplayAcrossSpellings(t *testing.T) {
 	store := middleware.NewMemoryReplayStoreWithClock(clock)
 	var vs []*middleware.Verifier
 	for range 2 {
-		v, err := middleware.NewVerifier(middleware.Config{Keys: keys, Now: clock, Replay: store, Authorities: testAuthorities})
+		v, err := middleware.New(middleware.Config{Keys: keys, Now: clock, Replay: store, Authorities: testAuthorities})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -156,7 +156,7 @@ func TestOtherHostRefused(t *testing.T) {
 			keys := &noPeekKeys{src: staticKeys()}
 			var results []middleware.Result
 			var mu sync.Mutex
-			v, err := middleware.NewVerifier(middleware.Config{Keys: keys, Now: clock, Mode: mode, Authorities: testAuthorities,
+			v, err := middleware.New(middleware.Config{Keys: keys, Now: clock, Mode: mode, Authorities: testAuthorities,
 				OnResult: func(r middleware.Result) { mu.Lock(); results = append(results, r); mu.Unlock() }})
 			if err != nil {
 				t.Fatal(err)
@@ -272,7 +272,7 @@ func TestAuthorities(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			var logs bytes.Buffer
-			v, err := middleware.NewVerifier(middleware.Config{Keys: staticKeys(), Now: clock, Authorities: tt.authorities, AnyAuthority: tt.any,
+			v, err := middleware.New(middleware.Config{Keys: staticKeys(), Now: clock, Authorities: tt.authorities, AnyAuthority: tt.any,
 				Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 			if err != nil {
 				t.Fatal(err)
@@ -350,7 +350,7 @@ func TestBoundedWork(t *testing.T) {
 			fmt.Fprintf(w, `{"keys":[%s]}`, keyB.Public.JWK.MarshalPublic()) // not the signing key
 		}))
 		defer srv.Close()
-		v, err := middleware.NewVerifier(middleware.Config{Keys: ksFetcher(srv, clock), Now: clock, Authorities: testAuthorities})
+		v, err := middleware.New(middleware.Config{Keys: ksFetcher(srv, clock), Now: clock, Authorities: testAuthorities})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -365,7 +365,7 @@ func TestBoundedWork(t *testing.T) {
 	t.Run("eight forged signatures, two checks", func(t *testing.T) {
 		t.Parallel()
 		keys := &countingKeys{KeySource: staticKeys()}
-		v, err := middleware.NewVerifier(middleware.Config{Keys: keys, Now: clock, Authorities: testAuthorities})
+		v, err := middleware.New(middleware.Config{Keys: keys, Now: clock, Authorities: testAuthorities})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -392,7 +392,7 @@ func TestBoundedWork(t *testing.T) {
 		down := &noPeekKeys{src: middleware.KeySourceFunc(func(context.Context, signer.KeySet, string) (signer.PublicKey, error) {
 			return signer.PublicKey{}, errors.New("dial tcp 192.0.2.1:443: connection refused")
 		})}
-		v, err := middleware.NewVerifier(middleware.Config{Keys: down, Now: clock, Authorities: testAuthorities})
+		v, err := middleware.New(middleware.Config{Keys: down, Now: clock, Authorities: testAuthorities})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -414,7 +414,7 @@ func TestDefaultLogger(t *testing.T) {
 	old := slog.Default()
 	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))
 	defer slog.SetDefault(old)
-	if _, err := middleware.NewVerifier(middleware.Config{Keys: staticKeys()}); err != nil {
+	if _, err := middleware.New(middleware.Config{Keys: staticKeys()}); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(logs.String(), "Config.Authorities is empty") {

@@ -31,7 +31,12 @@ func Example() {
 	defer srv.Close()
 	// Authorities: the host this server answers for (here its loopback
 	// address); a signature made for any other host is refused (421).
-	srv.Config.Handler = middleware.New(middleware.Config{Keys: keys, Authorities: []string{srv.Listener.Addr().String()}})(mux)
+	v, err := middleware.New(middleware.Config{Keys: keys, Authorities: []string{srv.Listener.Addr().String()}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	srv.Config.Handler = v.Middleware(mux)
 
 	client := &http.Client{Transport: &signer.Transport{
 		Key:     key,

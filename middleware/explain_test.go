@@ -19,7 +19,7 @@ func TestDebugLogsBaseMismatch(t *testing.T) {
 	for _, level := range []slog.Level{slog.LevelDebug, slog.LevelInfo} {
 		var buf bytes.Buffer
 		logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: level}))
-		v, err := middleware.NewVerifier(middleware.Config{Keys: staticKeys(), Authorities: testAuthorities, Now: clock, Logger: logger})
+		v, err := middleware.New(middleware.Config{Keys: staticKeys(), Authorities: testAuthorities, Now: clock, Logger: logger})
 		if err != nil {
 			t.Fatal(err)
 		}

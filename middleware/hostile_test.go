@@ -229,7 +229,7 @@ func BenchmarkHostile(b *testing.B) {
 			b.Run(limits.name+"/"+strings.ReplaceAll(hs.name, " ", "-"), func(b *testing.B) {
 				cfg := limits.cfg
 				cfg.Keys, cfg.Now, cfg.Authorities = staticKeys(), clock, testAuthorities
-				v, err := middleware.NewVerifier(cfg)
+				v, err := middleware.New(cfg)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -271,7 +271,7 @@ func FuzzVerifyRequest(f *testing.F) {
 	f.Add(valid.Header.Get("Signature-Input"), valid.Header.Get("Signature"), valid.Header.Get("Signature-Agent"), valid.Host, valid.URL.RawQuery)
 	f.Add(`sig1=("@query-param";name="a" "@query-param";name="a");created=1;keyid="k";nonce="n";tag="web-bot-auth"`, `sig1=:AAAA:`, `"https://a.example/keys";type=jwks_uri`, "h:1:2", "a=1&a=2&%zz")
 	f.Add(`sig1=("content-digest";bs "x";sf "y";key="k");created=1;expires=2;keyid="k";nonce="n";tag="web-bot-auth"`, `sig1=:AAAA:`, `sig1=https://duckduckgo.com`, "[::1]:443", "")
-	v, err := middleware.NewVerifier(middleware.Config{Authorities: testAuthorities, Keys: staticKeys(), Now: clock, AllowMissingSignatureAgent: true})
+	v, err := middleware.New(middleware.Config{Authorities: testAuthorities, Keys: staticKeys(), Now: clock, AllowMissingSignatureAgent: true})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -344,7 +344,7 @@ func BenchmarkHostileAlgorithms(b *testing.B) {
 			keys := middleware.NewStaticKeys()
 			keys.Add(benchOrigin, s.pub)
 			counter := &checkCounter{}
-			v, err := middleware.NewVerifier(middleware.Config{Keys: keys, Authorities: testAuthorities, Now: func() time.Time { return benchNow }, Logger: slog.New(counter)})
+			v, err := middleware.New(middleware.Config{Keys: keys, Authorities: testAuthorities, Now: func() time.Time { return benchNow }, Logger: slog.New(counter)})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -32,11 +32,11 @@ func TestVerifiersKeepTheirOwn(t *testing.T) {
 	keys := ksFetcher(srv, func() time.Time { return now })
 
 	small, none := signer.NewExpandedKeys(1), signer.NewExpandedKeys(0)
-	a, err := middleware.NewVerifier(middleware.Config{Keys: keys, Authorities: []string{"api.example"}, ExpandedKeys: small})
+	a, err := middleware.New(middleware.Config{Keys: keys, Authorities: []string{"api.example"}, ExpandedKeys: small})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := middleware.NewVerifier(middleware.Config{Keys: keys, Authorities: []string{"api.example"}, ExpandedKeys: none,
+	b, err := middleware.New(middleware.Config{Keys: keys, Authorities: []string{"api.example"}, ExpandedKeys: none,
 		Limits: signer.Limits{MaxRSABits: signer.LimitRSABits, MaxVerifyCost: 100}})
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +62,7 @@ func TestVerifiersKeepTheirOwn(t *testing.T) {
 		t.Errorf("after three verifications each: a's cache holds %d keys (want 1), b's %d (want 0)", small.Len(), none.Len())
 	}
 	// A third verifier with a cache of its own does not touch a's.
-	if _, err := middleware.NewVerifier(middleware.Config{Keys: keys, Authorities: []string{"api.example"}}); err != nil {
+	if _, err := middleware.New(middleware.Config{Keys: keys, Authorities: []string{"api.example"}}); err != nil {
 		t.Fatal(err)
 	}
 	if small.Len() != 1 {

@@ -229,7 +229,7 @@ func TestKeySetForms(t *testing.T) {
 			t.Parallel()
 			srv := ksServer(t, tt.tls, docs)
 			sub := strings.NewReplacer("{origin}", srv.URL)
-			v, err := middleware.NewVerifier(middleware.Config{Authorities: testAuthorities, Keys: ksFetcher(srv, clock), Now: clock})
+			v, err := middleware.New(middleware.Config{Authorities: testAuthorities, Keys: ksFetcher(srv, clock), Now: clock})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -334,7 +334,7 @@ func TestRFC9421VectorsThroughKeySet(t *testing.T) {
 				r.Header.Set("Signature-Input", ex.SignatureInput)
 				r.Header.Set("Signature", ex.Signature)
 				r.Header.Set("Signature-Agent", tc.field) // not covered: adding it keeps the signature valid
-				v, err := middleware.NewVerifier(middleware.Config{
+				v, err := middleware.New(middleware.Config{
 					Keys: ksFetcher(srv, created), Now: created, AnyAuthority: true, // RFC 9421's example.com
 					Tag: "header-example", AnyTag: true, // B.2.2 is tagged header-example, B.2.3 has no tag
 					AllowMissingExpires: true, AllowMissingNonce: true,
@@ -405,7 +405,7 @@ func TestSignedDirectoryThroughMiddleware(t *testing.T) {
 			}))
 			defer srv.Close()
 			keys := keyfetch.New(keyfetch.Config{TrustedHosts: []string{"127.0.0.1:*"}, AllowHTTP: true, AllowPrivateNetworks: true, Now: clock, RequireSignedDirectories: true})
-			v, err := middleware.NewVerifier(middleware.Config{Authorities: testAuthorities, Keys: keys, Now: clock})
+			v, err := middleware.New(middleware.Config{Authorities: testAuthorities, Keys: keys, Now: clock})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,10 +1,23 @@
 // Package middleware verifies RFC 9421 HTTP Message Signatures made under the
 // web-bot-auth profile and attributes each request to a verified agent.
 //
+// Build a Verifier once with New, then use it one of three ways:
+//
 //	keys := keyfetch.New(keyfetch.Config{TrustedHosts: []string{"*.agentid.example"}})
-//	mw := middleware.New(middleware.Config{Keys: keys, Authorities: []string{"api.example.com"}})
-//	http.Handle("/", mw(handler))
-//	// in the handler: agent, ok := middleware.AgentFrom(r.Context())
+//	v, err := middleware.New(middleware.Config{Keys: keys, Authorities: []string{"api.example.com"}})
+//
+//	// Wrap handlers: refusals are answered, the rest go on with the outcome.
+//	http.Handle("/", v.Middleware(handler)) // agent, ok := middleware.AgentFrom(r.Context())
+//
+//	// Check inside a proxy (or a handler that answers by itself).
+//	if res := v.Check(r); !res.Passed {
+//		v.WriteError(w, res.Err)
+//	}
+//
+//	// Verify a captured request: the agent, or an *Error with a stable Code.
+//	agent, err := v.Verify(r)
+//
+// What is verified and why: docs/signature-agent.md and docs/security.md.
 package middleware
 
 import (
@@ -255,7 +268,7 @@ type Config struct {
 	// is refused with 421 misdirected_request before any key lookup or
 	// signature check, so a signature an agent made for another site
 	// cannot be used here. If empty, every signed request is refused that
-	// way (and NewVerifier logs a warning), unless AnyAuthority is set.
+	// way (and New logs a warning), unless AnyAuthority is set.
 	Authorities []string
 	// AnyAuthority accepts signed requests for any authority. It is for
 	// tests and for servers behind something that already refuses

@@ -46,7 +46,7 @@ func TestModes(t *testing.T) {
 			store := middleware.NewMemoryReplayStoreWithClock(clock)
 			// other.example is served too: "bad signature" is a signature
 			// that fails, not a request for another host (TestAuthorities).
-			v, err := middleware.NewVerifier(middleware.Config{Authorities: []string{"api.example.com", "other.example"}, Keys: staticKeys(), Now: clock, Mode: mode.mode, Replay: store,
+			v, err := middleware.New(middleware.Config{Authorities: []string{"api.example.com", "other.example"}, Keys: staticKeys(), Now: clock, Mode: mode.mode, Replay: store,
 				OnResult: func(r middleware.Result) { mu.Lock(); results = append(results, r); mu.Unlock() }})
 			if err != nil {
 				t.Fatal(err)

@@ -22,7 +22,7 @@ func BenchmarkVerifyProfile(b *testing.B) {
 			keys := middleware.NewStaticKeys()
 			keys.Add(benchOrigin, key.Public)
 			keys.Add(benchOrigin+"/", key.Public)
-			h := middleware.New(middleware.Config{Authorities: testAuthorities, Keys: keys, Profile: p, Now: func() time.Time { return benchNow }})(
+			h := mustNew(b, middleware.Config{Authorities: testAuthorities, Keys: keys, Profile: p, Now: func() time.Time { return benchNow }}).Middleware(
 				http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 					if _, ok := middleware.AgentFrom(r.Context()); !ok {
 						w.WriteHeader(http.StatusInternalServerError)
@@ -53,7 +53,7 @@ func BenchmarkVerifyProfileRatio(b *testing.B) {
 		keys := middleware.NewStaticKeys()
 		keys.Add(benchOrigin, key.Public)
 		keys.Add(benchOrigin+"/", key.Public)
-		return middleware.New(middleware.Config{Authorities: testAuthorities, Keys: keys, Profile: p, Now: func() time.Time { return benchNow }})(
+		return mustNew(b, middleware.Config{Authorities: testAuthorities, Keys: keys, Profile: p, Now: func() time.Time { return benchNow }}).Middleware(
 			http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	}
 	deployed, strict := handler(middleware.ProfileDeployed), handler(middleware.ProfileStrict01)

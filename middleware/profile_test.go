@@ -25,7 +25,7 @@ func profileKeys() *middleware.StaticKeys {
 
 func profileVerifier(t *testing.T, p middleware.Profile) *middleware.Verifier {
 	t.Helper()
-	v, err := middleware.NewVerifier(middleware.Config{Keys: profileKeys(), Authorities: testAuthorities, Now: clock, Profile: p})
+	v, err := middleware.New(middleware.Config{Keys: profileKeys(), Authorities: testAuthorities, Now: clock, Profile: p})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestStrictProfileRefusesEachLegacyForm(t *testing.T) {
 // Strict refusals are 403 with an Accept-Signature asking for the member.
 func TestStrictProfileRefusal(t *testing.T) {
 	t.Parallel()
-	mw := middleware.New(middleware.Config{Keys: profileKeys(), Authorities: testAuthorities, Now: clock, Profile: middleware.ProfileStrict01})
+	mw := mustNew(t, middleware.Config{Keys: profileKeys(), Authorities: testAuthorities, Now: clock, Profile: middleware.ProfileStrict01}).Middleware
 	w := httptest.NewRecorder()
 	mw(http.NotFoundHandler()).ServeHTTP(w, signedRequest(t, keyA, signOpts(nil)))
 	if w.Code != http.StatusForbidden || !strings.Contains(w.Header().Get("Accept-Signature"), `"signature-agent";key="sig1"`) {
@@ -280,8 +280,8 @@ func TestVectorsProtocol01(t *testing.T) {
 		// Both vector sets' authorities: the -01 one and the older one.
 		return middleware.Config{Keys: keys, Authorities: []string{v01.E21.Request.Authority, old.E21.Request.Build().Host}, Now: fixedClock(1735690000), MaxWindow: -1, Profile: p}
 	}
-	strict, _ := middleware.NewVerifier(cfg(middleware.ProfileStrict01))
-	deployed, _ := middleware.NewVerifier(cfg(middleware.ProfileDeployed))
+	strict, _ := middleware.New(cfg(middleware.ProfileStrict01))
+	deployed, _ := middleware.New(cfg(middleware.ProfileDeployed))
 
 	e21 := func() *http.Request {
 		r := httptest.NewRequest(v01.E21.Request.Method, "https://"+v01.E21.Request.Authority+"/", nil)
@@ -307,7 +307,7 @@ func TestVectorsProtocol01(t *testing.T) {
 		t.Errorf("older E.2.1 (agent2 under sig2) in strict: %v, want ErrLegacyOtherMember", err)
 	}
 	// The -01 vector reuses the older one's nonce: a fresh replay store.
-	deployed, _ = middleware.NewVerifier(cfg(middleware.ProfileDeployed))
+	deployed, _ = middleware.New(cfg(middleware.ProfileDeployed))
 	if _, err := deployed.Verify(old.E21.Request.Build()); err != nil {
 		t.Errorf("older E.2.1 in deployed: %v, want accepted", err)
 	}
@@ -346,7 +346,7 @@ func TestRefusalLogNamesOutcome(t *testing.T) {
 	t.Parallel()
 	var buf strings.Builder
 	logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	v, err := middleware.NewVerifier(middleware.Config{Keys: profileKeys(), Authorities: testAuthorities, Now: clock, Logger: logger})
+	v, err := middleware.New(middleware.Config{Keys: profileKeys(), Authorities: testAuthorities, Now: clock, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}

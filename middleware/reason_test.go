@@ -32,7 +32,7 @@ func TestErrorBodyReason(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			h := middleware.New(middleware.Config{Keys: tt.keys, Authorities: []string{"api.example"}})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+			h := mustNew(t, middleware.Config{Keys: tt.keys, Authorities: []string{"api.example"}}).Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 			req := httptest.NewRequest(http.MethodGet, "http://api.example/x", nil)
 			if err := signer.Sign(req, key, signer.Options{SignatureAgent: tt.agent}); err != nil {
 				t.Fatal(err)

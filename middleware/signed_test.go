@@ -42,11 +42,11 @@ func (b *failingBody) Close() error             { return nil }
 func TestCheckSignedParsesOnce(t *testing.T) {
 	const body = `{"public_jwk":{}}`
 	r := twoSignatures(t, body)
-	agent, err := middleware.NewVerifier(middleware.Config{Keys: staticKeys(), Authorities: testAuthorities, Now: clock, RequiredComponents: signer.WriteComponents})
+	agent, err := middleware.New(middleware.Config{Keys: staticKeys(), Authorities: testAuthorities, Now: clock, RequiredComponents: signer.WriteComponents})
 	if err != nil {
 		t.Fatal(err)
 	}
-	proof, err := middleware.NewVerifier(middleware.Config{Keys: middleware.NewStaticKeys(), Authorities: testAuthorities, Now: clock,
+	proof, err := middleware.New(middleware.Config{Keys: middleware.NewStaticKeys(), Authorities: testAuthorities, Now: clock,
 		Tag: signer.KeyPossessionTag, AllowMissingSignatureAgent: true, RequiredComponents: signer.WriteComponents})
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +85,7 @@ func TestCheckSignedParsesOnce(t *testing.T) {
 // refuses with the same code, and a body given with SetBody is what
 // Content-Digest is checked against.
 func TestCheckSignedMatchesCheck(t *testing.T) {
-	v, err := middleware.NewVerifier(middleware.Config{Keys: staticKeys(), Authorities: testAuthorities, Now: clock, RequiredComponents: signer.WriteComponents})
+	v, err := middleware.New(middleware.Config{Keys: staticKeys(), Authorities: testAuthorities, Now: clock, RequiredComponents: signer.WriteComponents})
 	if err != nil {
 		t.Fatal(err)
 	}

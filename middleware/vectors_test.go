@@ -72,7 +72,7 @@ func TestVectorsVerify(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.cfg.Replay = middleware.NewMemoryReplayStore()
-			ver, err := middleware.NewVerifier(tt.cfg)
+			ver, err := middleware.New(tt.cfg)
 			if err != nil {
 				t.Fatal(err)
 			}

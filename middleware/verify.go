@@ -20,7 +20,7 @@ import (
 )
 
 // Verifier checks signed requests against a policy. It is safe for
-// concurrent use; build it once with NewVerifier.
+// concurrent use; build it once with New.
 type Verifier struct {
 	cfg             Config
 	required        []signer.Component
@@ -127,8 +127,9 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// NewVerifier validates cfg and returns a Verifier.
-func NewVerifier(cfg Config) (*Verifier, error) {
+// New validates cfg (Config.Validate) and returns a Verifier, or the error
+// that makes cfg unusable.
+func New(cfg Config) (*Verifier, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -186,16 +187,6 @@ func (v *Verifier) AcceptSignature() string { return v.acceptSignature }
 
 // Mode returns the mode the verifier was configured with.
 func (v *Verifier) Mode() Mode { return v.cfg.Mode }
-
-// New returns the verification middleware. It panics if cfg is invalid;
-// call cfg.Validate first to report that cleanly.
-func New(cfg Config) func(http.Handler) http.Handler {
-	v, err := NewVerifier(cfg)
-	if err != nil {
-		panic(err)
-	}
-	return v.Middleware
-}
 
 // Middleware verifies each request before next runs, and acts on the
 // outcome by Config.Mode: a verified request always goes on, with its Agent

@@ -174,7 +174,7 @@ func serve(t testing.TB, cfg middleware.Config, r *http.Request) result {
 		cfg.Replay = store
 	}
 	var res result
-	h := middleware.New(cfg)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := mustNew(t, cfg).Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		res.agent, res.hasID = middleware.AgentFrom(r.Context())
 		if r.Body != nil {
 			b, _ := io.ReadAll(r.Body)
@@ -457,7 +457,7 @@ func TestReplay(t *testing.T) {
 	store := middleware.NewMemoryReplayStoreWithClock(clock)
 	// api.example.org is served too: the forged request's signature, not
 	// its host, is what fails.
-	v, err := middleware.NewVerifier(middleware.Config{Authorities: []string{"api.example.com", "api.example.org"}, Keys: staticKeys(), Now: clock, Replay: store})
+	v, err := middleware.New(middleware.Config{Authorities: []string{"api.example.com", "api.example.org"}, Keys: staticKeys(), Now: clock, Replay: store})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -494,7 +494,7 @@ func TestReplay(t *testing.T) {
 	// The nonce is scoped to the key: another agent may use the same one.
 	keys := staticKeys()
 	keys.Add("https://b.example", keyB.Public)
-	vb, _ := middleware.NewVerifier(middleware.Config{Authorities: testAuthorities, Keys: keys, Now: clock, Replay: store})
+	vb, _ := middleware.New(middleware.Config{Authorities: testAuthorities, Keys: keys, Now: clock, Replay: store})
 	if _, err := vb.Verify(signedRequest(t, keyB, signOpts(func(o *signer.Options) { o.Nonce = "n-forged"; o.SignatureAgent = "https://b.example" }))); err != nil {
 		t.Fatalf("same nonce, other key: %v", err)
 	}
@@ -525,7 +525,7 @@ func TestConcurrentReplay(t *testing.T) {
 	var passed atomic.Int32
 	srv := httptest.NewServer(nil)
 	defer srv.Close()
-	srv.Config.Handler = middleware.New(middleware.Config{Authorities: []string{srv.Listener.Addr().String()}, Keys: staticKeys(), Now: clock})(
+	srv.Config.Handler = mustNew(t, middleware.Config{Authorities: []string{srv.Listener.Addr().String()}, Keys: staticKeys(), Now: clock}).Middleware(
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { passed.Add(1) }))
 	h, err := signer.Headers("GET", srv.URL+"/whoami", keyA, signOpts(nil))
 	if err != nil {
@@ -821,7 +821,7 @@ func TestVestauthAttacks(t *testing.T) {
 	})
 	t.Run("same nonce twice", func(t *testing.T) {
 		t.Parallel()
-		v, _ := middleware.NewVerifier(middleware.Config{Authorities: testAuthorities, Keys: staticKeys(), Now: clock})
+		v, _ := middleware.New(middleware.Config{Authorities: testAuthorities, Keys: staticKeys(), Now: clock})
 		r := signedRequest(t, keyA, signOpts(nil))
 		_, err1 := v.Verify(r)
 		_, err2 := v.Verify(r.Clone(context.Background()))
@@ -872,21 +872,17 @@ func TestConfigValidate(t *testing.T) {
 				if err != nil {
 					t.Fatalf("Validate = %v, want nil", err)
 				}
-				middleware.New(tt.cfg) // must not panic
+				if _, err := middleware.New(tt.cfg); err != nil {
+					t.Fatalf("New = %v, want nil", err)
+				}
 				return
 			}
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Fatalf("Validate = %v, want an error mentioning %q", err, tt.wantErr)
 			}
-			if _, err := middleware.NewVerifier(tt.cfg); err == nil {
-				t.Errorf("NewVerifier succeeded, want the Validate error")
+			if _, err := middleware.New(tt.cfg); err == nil || err.Error() != tt.cfg.Validate().Error() {
+				t.Errorf("New = %v, want the Validate error", err)
 			}
-			defer func() {
-				if recover() == nil {
-					t.Errorf("New did not panic")
-				}
-			}()
-			middleware.New(tt.cfg)
 		})
 	}
 }
@@ -1017,4 +1013,14 @@ func TestDefineCode(t *testing.T) {
 			middleware.DefineCode(tc.code, tc.status)
 		})
 	}
+}
+
+// mustNew returns middleware.New(cfg), failing tb on an error.
+func mustNew(tb testing.TB, cfg middleware.Config) *middleware.Verifier {
+	tb.Helper()
+	v, err := middleware.New(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return v
 }

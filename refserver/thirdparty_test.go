@@ -51,7 +51,7 @@ func newThirdParty(t *testing.T, e *testEnv, name string, requireSigned bool) *t
 		Now:                      clock.Now,
 	})
 	site := httptest.NewUnstartedServer(nil)
-	site.Config.Handler = middleware.New(middleware.Config{Keys: keys, Authorities: []string{site.Listener.Addr().String()}})(
+	site.Config.Handler = mustNew(t, middleware.Config{Keys: keys, Authorities: []string{site.Listener.Addr().String()}}).Middleware(
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			a, _ := middleware.AgentFrom(r.Context())
 			_, _ = w.Write([]byte(a.SignatureAgent))
@@ -165,4 +165,14 @@ func TestDisableReachesThirdPartyVerifiers(t *testing.T) {
 		sync()
 		expect("only key revoked", 200, "", 401, "unknown_key")
 	})
+}
+
+// mustNew returns middleware.New(cfg), failing tb on an error.
+func mustNew(tb testing.TB, cfg middleware.Config) *middleware.Verifier {
+	tb.Helper()
+	v, err := middleware.New(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return v
 }

@@ -61,7 +61,7 @@ func newVerifiers(base middleware.Config, keys middleware.KeySource, compat bool
 			return nil
 		}
 		var v *middleware.Verifier
-		v, err = middleware.NewVerifier(cfg)
+		v, err = middleware.New(cfg)
 		return v
 	}
 	vs := verifiers{

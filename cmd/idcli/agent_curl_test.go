@@ -43,7 +43,7 @@ func newEchoServers(t *testing.T, dir string) *echoServers {
 	t.Cleanup(e.b.Close)
 	replay := middleware.NewMemoryReplayStore()
 	mw := func(srv *httptest.Server) func(http.Handler) http.Handler {
-		return middleware.New(middleware.Config{Keys: keys, Replay: replay, Authorities: []string{srv.Listener.Addr().String()}})
+		return mustNew(t, middleware.Config{Keys: keys, Replay: replay, Authorities: []string{srv.Listener.Addr().String()}}).Middleware
 	}
 	handler := func(w http.ResponseWriter, r *http.Request) {
 		ag, _ := middleware.AgentFrom(r.Context())
@@ -357,7 +357,7 @@ func TestAgentCurlHintNamesReason(t *testing.T) {
 			// The server's address is the authority the requests are signed for.
 			srv := httptest.NewUnstartedServer(nil)
 			t.Cleanup(srv.Close)
-			v, err := middleware.NewVerifier(middleware.Config{Keys: keyfetch.New(tt.keys), Authorities: []string{srv.Listener.Addr().String()}})
+			v, err := middleware.New(middleware.Config{Keys: keyfetch.New(tt.keys), Authorities: []string{srv.Listener.Addr().String()}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -384,4 +384,14 @@ func TestAgentCurlHintNamesReason(t *testing.T) {
 			}
 		})
 	}
+}
+
+// mustNew returns middleware.New(cfg), failing tb on an error.
+func mustNew(tb testing.TB, cfg middleware.Config) *middleware.Verifier {
+	tb.Helper()
+	v, err := middleware.New(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return v
 }

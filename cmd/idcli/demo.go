@@ -276,10 +276,13 @@ func (d *demo) thirdParty(ctx context.Context) (string, error) {
 	}
 	// The API answers for localhost:PORT only: a signature the agent made
 	// for another site is refused here (421 misdirected_request).
-	verify := middleware.New(middleware.Config{Keys: keys, Authorities: []string{strings.TrimPrefix(url, "http://")},
+	v, err := middleware.New(middleware.Config{Keys: keys, Authorities: []string{strings.TrimPrefix(url, "http://")},
 		Logger: d.log.With("component", "third-party")})
+	if err != nil {
+		return "", err
+	}
 	mux := http.NewServeMux()
-	mux.Handle("GET /hello", verify(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("GET /hello", v.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		a, _ := middleware.AgentFrom(r.Context())
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(map[string]string{

@@ -85,7 +85,7 @@ func TestInteropProtocol01DefaultHeaders(t *testing.T) {
 	ours := func(t *testing.T, p middleware.Profile, h map[string]string) (middleware.Agent, error) {
 		keys := keyfetch.New(keyfetch.Config{TrustedHosts: []string{"*.localhost:*"}, AllowHTTP: true, AllowPrivateNetworks: true})
 		// The capture server's address is the authority the requests are signed for.
-		v, err := middleware.NewVerifier(middleware.Config{Keys: keys, Profile: p, Authorities: []string{capture.Listener.Addr().String()}})
+		v, err := middleware.New(middleware.Config{Keys: keys, Profile: p, Authorities: []string{capture.Listener.Addr().String()}})
 		if err != nil {
 			t.Fatal(err)
 		}

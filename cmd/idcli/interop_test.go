@@ -83,7 +83,7 @@ func TestInteropWebBotAuthSignsAgentidVerifies(t *testing.T) {
 			if tc.mode == "none" {
 				keys.Add("", interopKey.Public)
 			}
-			v, err := middleware.NewVerifier(middleware.Config{Keys: keys, Authorities: []string{"localhost:3000"}, AllowMissingSignatureAgent: tc.mode == "none"})
+			v, err := middleware.New(middleware.Config{Keys: keys, Authorities: []string{"localhost:3000"}, AllowMissingSignatureAgent: tc.mode == "none"})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -119,7 +119,7 @@ func (tv *toolVerify) run(ctx context.Context, method, rawURL string) error {
 		cfg.AllowAnyKeyID = true
 		cfg.MaxWindow = -1
 	}
-	v, err := middleware.NewVerifier(cfg)
+	v, err := middleware.New(cfg)
 	if err != nil {
 		return fmt.Errorf("tool verify: %w", err)
 	}

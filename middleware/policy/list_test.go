@@ -128,7 +128,7 @@ func TestRequire(t *testing.T) {
 			}
 			keys := middleware.NewStaticKeys()
 			keys.Add(testOrigin, key.Public)
-			v, err := middleware.NewVerifier(middleware.Config{Authorities: []string{"api.example.com"}, Keys: keys, Now: now, Mode: middleware.Optional})
+			v, err := middleware.New(middleware.Config{Authorities: []string{"api.example.com"}, Keys: keys, Now: now, Mode: middleware.Optional})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -20,7 +20,7 @@ func TestForwardAuthParseOnceAttack(t *testing.T) {
 	t.Parallel()
 	keys := middleware.NewStaticKeys()
 	keys.Add(testOrigin, key.Public)
-	v, err := middleware.NewVerifier(middleware.Config{Keys: keys, Now: clock, Mode: middleware.Required,
+	v, err := middleware.New(middleware.Config{Keys: keys, Now: clock, Mode: middleware.Required,
 		Authorities: []string{"api.example.com"}, Tag: "example-tag"})
 	if err != nil {
 		t.Fatal(err)

@@ -128,7 +128,7 @@ func TestUIDOnlyForServices(t *testing.T) {
 	for _, tc := range tests {
 		keys.Add(tc.origin, key.Public)
 	}
-	v, err := middleware.NewVerifier(middleware.Config{Keys: keys, Now: clock, AllowMissingSignatureAgent: false, Authorities: []string{"api.example.com"}})
+	v, err := middleware.New(middleware.Config{Keys: keys, Now: clock, AllowMissingSignatureAgent: false, Authorities: []string{"api.example.com"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +164,7 @@ func TestUIDOnlyForServices(t *testing.T) {
 	for _, id := range []string{tests[0].origin + "/", tests[0].origin + "/x"} {
 		strictKeys.Add(id, key.Public)
 	}
-	sv, err := middleware.NewVerifier(middleware.Config{Keys: strictKeys, Now: clock, Profile: middleware.ProfileStrict01, Authorities: []string{"api.example.com"}})
+	sv, err := middleware.New(middleware.Config{Keys: strictKeys, Now: clock, Profile: middleware.ProfileStrict01, Authorities: []string{"api.example.com"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -317,7 +317,7 @@ func TestForwardAuthNginxStatus(t *testing.T) {
 		}
 		return keys.Key(ctx, set, keyID)
 	})
-	v, err := middleware.NewVerifier(middleware.Config{Keys: down, Now: clock, Authorities: []string{"api.example.com"}})
+	v, err := middleware.New(middleware.Config{Keys: down, Now: clock, Authorities: []string{"api.example.com"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -594,7 +594,7 @@ func BenchmarkUpstreamPool(b *testing.B) {
 			up.Start()
 			defer up.Close()
 			keys := middleware.NewStaticKeys()
-			v, err := middleware.NewVerifier(middleware.Config{Keys: keys, Now: clock, Mode: middleware.Optional, Authorities: []string{"api.example.com"}})
+			v, err := middleware.New(middleware.Config{Keys: keys, Now: clock, Mode: middleware.Optional, Authorities: []string{"api.example.com"}})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -675,7 +675,7 @@ func TestForwardAuthContentDigestTags(t *testing.T) {
 	t.Parallel()
 	keys := middleware.NewStaticKeys()
 	keys.Add(testOrigin, key.Public)
-	v, err := middleware.NewVerifier(middleware.Config{Keys: keys, Now: clock, Mode: middleware.Required,
+	v, err := middleware.New(middleware.Config{Keys: keys, Now: clock, Mode: middleware.Required,
 		Authorities: []string{"api.example.com"}, Tag: "example-tag"})
 	if err != nil {
 		t.Fatal(err)

@@ -65,7 +65,7 @@ func TestPrecheckAgrees(t *testing.T) {
 		passed  bool
 	}
 	for _, mode := range []middleware.Mode{middleware.Required, middleware.Optional, middleware.Observe} {
-		v, err := middleware.NewVerifier(middleware.Config{Keys: keys, Mode: mode, Now: func() time.Time { return now }, Authorities: []string{"api.example.com"}})
+		v, err := middleware.New(middleware.Config{Keys: keys, Mode: mode, Now: func() time.Time { return now }, Authorities: []string{"api.example.com"}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,7 +4,7 @@
 // the forward-auth endpoint of nginx (auth_request), Traefik (ForwardAuth)
 // or Caddy (forward_auth).
 //
-//	v, _ := middleware.NewVerifier(middleware.Config{Keys: keys, Mode: middleware.Optional})
+//	v, _ := middleware.New(middleware.Config{Keys: keys, Mode: middleware.Optional})
 //	h, _ := proxy.New(proxy.Config{Verifier: v, Upstream: upstreamURL, Services: []string{"https://agentid.example"}})
 //	http.ListenAndServe(":8080", h)
 //

@@ -100,7 +100,7 @@ func newVerifier(t *testing.T, mode middleware.Mode) *middleware.Verifier {
 	t.Helper()
 	keys := middleware.NewStaticKeys()
 	keys.Add(testOrigin, key.Public)
-	v, err := middleware.NewVerifier(middleware.Config{Keys: keys, Now: clock, Mode: mode, Authorities: []string{"api.example.com", "other.example"}})
+	v, err := middleware.New(middleware.Config{Keys: keys, Now: clock, Mode: mode, Authorities: []string{"api.example.com", "other.example"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,7 +315,7 @@ func TestForwardAuth(t *testing.T) {
 
 func TestNewValidates(t *testing.T) {
 	keys := middleware.NewStaticKeys()
-	v, _ := middleware.NewVerifier(middleware.Config{Keys: keys, Authorities: []string{"api.example.com"}})
+	v, _ := middleware.New(middleware.Config{Keys: keys, Authorities: []string{"api.example.com"}})
 	for _, cfg := range []proxy.Config{
 		{},
 		{Verifier: v},
@@ -340,7 +340,7 @@ func BenchmarkProxyOverhead(b *testing.B) {
 	defer up.Close()
 	keys := middleware.NewStaticKeys()
 	keys.Add(testOrigin, key.Public)
-	v, err := middleware.NewVerifier(middleware.Config{Keys: keys, Now: clock, Authorities: []string{"api.example.com"}})
+	v, err := middleware.New(middleware.Config{Keys: keys, Now: clock, Authorities: []string{"api.example.com"}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -81,7 +81,7 @@ func TestCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 		rec := &lastKey{ReplayStore: store}
-		v, err := middleware.NewVerifier(middleware.Config{Keys: keys, Replay: rec, Authorities: []string{"api.example"}})
+		v, err := middleware.New(middleware.Config{Keys: keys, Replay: rec, Authorities: []string{"api.example"}})
 		if err != nil {
 			t.Fatal(err)
 		}

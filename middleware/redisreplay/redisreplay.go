@@ -5,7 +5,7 @@
 //	// One address: a single Redis. Several: a Redis Cluster (any of its masters).
 //	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{"10.0.0.1:6379", "10.0.0.2:6379", "10.0.0.3:6379"}})
 //	store, err := redisreplay.New(redisreplay.Config{Client: rdb})
-//	mw := middleware.New(middleware.Config{Keys: keys, Authorities: []string{"api.example.com"}, Replay: store})
+//	v, err := middleware.New(middleware.Config{Keys: keys, Authorities: []string{"api.example.com"}, Replay: store})
 //
 // Each replay key is stored as Prefix + the hex SHA-256 of the key (64
 // characters, whatever the nonce's length), with no hash tag, so the keys

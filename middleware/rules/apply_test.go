@@ -96,7 +96,7 @@ func TestApplyProxyLogsRefusal(t *testing.T) {
 			var h http.Handler
 			front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(w, r) }))
 			defer front.Close()
-			v, err := middleware.NewVerifier(middleware.Config{Keys: keys, Mode: middleware.Observe, Authorities: []string{front.Listener.Addr().String()}})
+			v, err := middleware.New(middleware.Config{Keys: keys, Mode: middleware.Observe, Authorities: []string{front.Listener.Addr().String()}})
 			if err != nil {
 				t.Fatal(err)
 			}

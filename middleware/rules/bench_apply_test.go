@@ -47,7 +47,7 @@ func BenchmarkProxyDecide(b *testing.B) {
 				vc.OnResult = g.OnResult
 			}
 		}
-		v, err := middleware.NewVerifier(vc)
+		v, err := middleware.New(vc)
 		if err != nil {
 			b.Fatal(err)
 		}

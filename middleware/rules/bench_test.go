@@ -77,7 +77,7 @@ func BenchmarkProxyRules(b *testing.B) {
 			g = benchGate(b)
 			vc.Mode, vc.OnResult = middleware.Observe, g.OnResult
 		}
-		v, err := middleware.NewVerifier(vc)
+		v, err := middleware.New(vc)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -76,7 +76,7 @@ func gateServer(t *testing.T, cfg rules.Config) (url string, reached *atomic.Int
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := middleware.NewVerifier(middleware.Config{Keys: keys, Authorities: []string{srv.Listener.Addr().String()}, Mode: middleware.Observe})
+	v, err := middleware.New(middleware.Config{Keys: keys, Authorities: []string{srv.Listener.Addr().String()}, Mode: middleware.Observe})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@
 //	g, _ := rules.New(rules.Config{Mode: middleware.Required,
 //		Routes: []rules.Route{{Prefix: "/public/", Mode: middleware.Optional}},
 //		Deny:   policy.List{Hosts: []string{"*.bad.example"}}})
-//	v, _ := middleware.NewVerifier(middleware.Config{Keys: keys, Mode: middleware.Observe})
+//	v, _ := middleware.New(middleware.Config{Keys: keys, Mode: middleware.Observe})
 //	http.Handle("/", v.Middleware(g.Middleware(handler)))
 //
 // In package proxy's handler, Gate.Apply is its Config.Decide hook: the

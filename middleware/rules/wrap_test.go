@@ -56,7 +56,7 @@ func TestWrapProxy(t *testing.T) {
 			// The front's address is the authority the requests are signed for.
 			front := httptest.NewUnstartedServer(nil)
 			defer front.Close()
-			v, err := middleware.NewVerifier(middleware.Config{Keys: keys, Authorities: []string{front.Listener.Addr().String()}, Mode: middleware.Observe, OnResult: g.OnResult, RefusalStatus: 403})
+			v, err := middleware.New(middleware.Config{Keys: keys, Authorities: []string{front.Listener.Addr().String()}, Mode: middleware.Observe, OnResult: g.OnResult, RefusalStatus: 403})
 			if err != nil {
 				t.Fatal(err)
 			}

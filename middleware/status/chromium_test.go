@@ -87,7 +87,7 @@ func TestStatusPageInChromium(t *testing.T) {
 	// The API's address is the authority the requests are signed for.
 	api := httptest.NewUnstartedServer(nil)
 	defer api.Close()
-	v, err := middleware.NewVerifier(middleware.Config{Keys: keys, Authorities: []string{api.Listener.Addr().String()}, Mode: middleware.Observe, OnResult: page.Observe})
+	v, err := middleware.New(middleware.Config{Keys: keys, Authorities: []string{api.Listener.Addr().String()}, Mode: middleware.Observe, OnResult: page.Observe})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,7 @@
 // counts by error code.
 //
 //	page := status.New(status.Config{})
-//	v, _ := middleware.NewVerifier(middleware.Config{Keys: keys, OnResult: page.Observe})
+//	v, _ := middleware.New(middleware.Config{Keys: keys, OnResult: page.Observe})
 //	mux.Handle("/status", page) // on an internal listener
 package status
 

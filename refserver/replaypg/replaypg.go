@@ -5,7 +5,7 @@
 //	replay, err := replaypg.New(replaypg.Config{DB: db.Gorm()}) // db: a *store.DB
 //	stop := replay.Start(ctx) // purges expired rows in the background
 //	defer stop()
-//	mw := middleware.New(middleware.Config{Keys: keys, Authorities: []string{"api.example.com"}, Replay: replay})
+//	v, err := middleware.New(middleware.Config{Keys: keys, Authorities: []string{"api.example.com"}, Replay: replay})
 //
 // The table replay_nonces comes from the reference server's own
 // migrations (refserver/store). Each row holds the SHA-256 digest of a replay key

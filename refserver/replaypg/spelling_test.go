@@ -37,7 +37,7 @@ func TestOneSignatureAcrossInstances(t *testing.T) {
 		})
 		var vs []*middleware.Verifier
 		for range 2 {
-			v, err := middleware.NewVerifier(middleware.Config{Keys: keys, Now: now, Authorities: []string{"api.example.com"},
+			v, err := middleware.New(middleware.Config{Keys: keys, Now: now, Authorities: []string{"api.example.com"},
 				Replay: newStore(t, db, replaypg.Config{Now: now})})
 			if err != nil {
 				t.Fatal(err)

@@ -24,13 +24,16 @@ func main() {
 		AllowHTTP:            true,                      // local development only
 		AllowPrivateNetworks: true,                      // local development only
 	})
-	verify := middleware.New(middleware.Config{
+	v, err := middleware.New(middleware.Config{
 		Keys: keys,
 		Mode: middleware.Optional,
 		// This service's own address, and the proxy's in front of it
 		// (which forwards the Host the agent signed for).
 		Authorities: []string{"127.0.0.1:8000", "127.0.0.1:8080"},
 	})
+	if err != nil {
+		log.Fatal(err)
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if agent, ok := middleware.AgentFrom(r.Context()); ok {
@@ -40,5 +43,5 @@ func main() {
 		fmt.Fprintln(w, "hello, unverified visitor")
 	})
 	log.Printf("hello service listening on http://%s", *listen)
-	log.Fatal(http.ListenAndServe(*listen, verify(mux)))
+	log.Fatal(http.ListenAndServe(*listen, v.Middleware(mux)))
 }

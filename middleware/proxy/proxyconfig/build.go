@@ -162,7 +162,7 @@ func Build(ctx context.Context, cfg *Config, opts Options) (*Proxy, error) {
 	if gated {
 		vc.Mode = middleware.Observe // every request reaches the rules
 	}
-	if p.verifier, err = middleware.NewVerifier(vc); err != nil {
+	if p.verifier, err = middleware.New(vc); err != nil {
 		return nil, err
 	}
 	if gated {
