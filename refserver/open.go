@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/agentid/agentid/middleware/metrics"
+	"github.com/agentid/agentid/middleware/ratelimit"
 	"github.com/agentid/agentid/middleware/status"
-	"github.com/agentid/agentid/refserver/ratelimit"
 	"github.com/agentid/agentid/refserver/replaypg"
 	"github.com/agentid/agentid/refserver/store"
 )

@@ -11,8 +11,8 @@ import (
 
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/middleware/metrics"
+	"github.com/agentid/agentid/middleware/ratelimit"
 	"github.com/agentid/agentid/middleware/status"
-	"github.com/agentid/agentid/refserver/ratelimit"
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/lru"
 	"golang.org/x/sync/singleflight"

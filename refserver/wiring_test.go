@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/agentid/agentid/middleware/metrics"
+	"github.com/agentid/agentid/middleware/ratelimit"
 	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/refserver/dbtest"
-	"github.com/agentid/agentid/refserver/ratelimit"
 	"github.com/agentid/agentid/refserver/store"
 	"github.com/agentid/agentid/signer/signertest"
 	"gorm.io/gorm"

@@ -52,6 +52,9 @@ var layers = []struct {
 	{"signer", []string{"signer"}},
 	{"keyfetch", []string{"signer", "keyfetch"}},
 	{"middleware/policy", []string{"signer", "middleware$"}},
+	// The token bucket and the per-address limiter: the verifier's error
+	// and the client address, nothing else of the middleware tree.
+	{"middleware/ratelimit", []string{"signer", "middleware$", "middleware/clientaddr"}},
 	{"middleware", []string{"signer", "keyfetch", "middleware"}},
 	{"refserver/store", []string{"signer"}},
 	{"refserver/dbtest", []string{"refserver/store"}},
@@ -129,6 +132,9 @@ func TestLayeringRefuses(t *testing.T) {
 		{"signer/asynclog/asynclog.go", module + "/signer", "leaf package"},
 		{"signer/suggest/suggest.go", module + "/signer", "leaf package"},
 		{"middleware/clientaddr/clientaddr.go", module + "/middleware", "leaf package"},
+		{"middleware/ratelimit/limiter.go", module + "/keyfetch", "above it"},
+		{"middleware/ratelimit/limiter.go", module + "/middleware/clientaddr", ""},
+		{"middleware/ratelimit/limiter.go", module + "/middleware/proxy", "above it"},
 		{"middleware/metrics/metrics.go", "gorm.io/gorm", "database"},
 		{"keyfetch/fetch.go", "database/sql", "database"},
 		{"cmd/idcli/server.go", "gorm.io/gorm", "database"},

@@ -13,8 +13,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/agentid/agentid/middleware/ratelimit"
 	"github.com/agentid/agentid/refserver"
-	"github.com/agentid/agentid/refserver/ratelimit"
 	"github.com/agentid/agentid/signer/asynclog"
 	"github.com/agentid/agentid/signer/envfile"
 	"github.com/peterbourgon/ff/v3/ffcli"

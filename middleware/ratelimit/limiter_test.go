@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/agentid/agentid/middleware"
-	"github.com/agentid/agentid/refserver/ratelimit"
+	"github.com/agentid/agentid/middleware/ratelimit"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)

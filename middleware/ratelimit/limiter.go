@@ -1,13 +1,12 @@
-// Package ratelimit limits requests per client address with a token bucket,
-// answering 429 rate_limited with Retry-After when a client is over its limit.
-// The reference server puts it in front of registration (POST /agents).
+// Package ratelimit is the one token bucket of the module. Buckets holds
+// buckets in memory, bounded in number and fixed in size whatever their
+// keys; agentlimit's MemoryStore keeps its budgets in one. Limiter limits
+// requests per client address (middleware/clientaddr) with it, answering
+// 429 rate_limited with Retry-After: the reference server puts it in front
+// of registration (POST /agents).
 //
 //	lim, err := ratelimit.New(ratelimit.Config{Rate: 1, Burst: 20})
 //	router.Handle("/agents", lim.Middleware(register)).Methods("POST")
-//
-// The client address is read by middleware/clientaddr: the peer address of
-// the connection or, behind the reverse proxies of Config.TrustedProxies,
-// the address they name in Config.ClientAddrHeader (X-Forwarded-For).
 package ratelimit
 
 import (
@@ -19,7 +18,6 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/agentid/agentid/middleware"
@@ -55,12 +53,14 @@ type Config struct {
 	// ClientAddrHeader is the header the trusted proxies append the client
 	// address to. If "", X-Forwarded-For.
 	ClientAddrHeader string
-	// MaxClients bounds the buckets held. When full, idle buckets are
-	// dropped first, then an arbitrary one. If 0, DefaultMaxClients.
+	// MaxClients bounds the buckets held. When full, buckets that have
+	// refilled are dropped first, then an arbitrary one. If 0,
+	// DefaultMaxClients.
 	MaxClients int
-	// IdleTimeout is how long an unused bucket is kept. If 0, the time a
-	// bucket takes to refill completely (Burst/Rate), but at least a minute.
-	// A bucket idle that long is full, so dropping it changes nothing.
+	// IdleTimeout is how long an unused bucket that has refilled is kept
+	// (buckets are swept once per IdleTimeout). If 0, the time a bucket
+	// takes to refill completely (Burst/Rate), but at least a minute.
+	// Dropping a full bucket changes nothing.
 	IdleTimeout time.Duration
 	// Now is the clock. If nil, time.Now is used.
 	Now func() time.Time
@@ -105,19 +105,12 @@ func parsePrefixes(ss []string) ([]netip.Prefix, error) {
 	return out, nil
 }
 
-type bucket struct {
-	tokens float64
-	last   time.Time
-}
-
 // Limiter holds one token bucket per client address. It is safe for
 // concurrent use.
 type Limiter struct {
-	cfg       Config
-	client    *clientaddr.Reader
-	mu        sync.Mutex
-	buckets   map[string]*bucket
-	lastSweep time.Time
+	cfg     Config
+	client  *clientaddr.Reader
+	buckets *Buckets
 }
 
 // New validates cfg and returns a Limiter.
@@ -127,59 +120,22 @@ func New(cfg Config) (*Limiter, error) {
 	}
 	cfg = cfg.withDefaults()
 	trusted, _ := parsePrefixes(cfg.TrustedProxies)
-	return &Limiter{cfg: cfg, client: clientaddr.New(trusted, cfg.ClientAddrHeader), buckets: map[string]*bucket{}, lastSweep: cfg.Now()}, nil
+	buckets := NewBuckets(BucketsConfig{MaxKeys: cfg.MaxClients, Idle: cfg.IdleTimeout, Now: cfg.Now})
+	return &Limiter{cfg: cfg, client: clientaddr.New(trusted, cfg.ClientAddrHeader), buckets: buckets}, nil
 }
 
 // Allow takes a token from key's bucket. It reports whether one was
 // available and, when not, how long until one is.
 func (l *Limiter) Allow(key string) (bool, time.Duration) {
-	now := l.cfg.Now()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if now.Sub(l.lastSweep) >= l.cfg.IdleTimeout {
-		l.sweep(now)
-	}
-	b, ok := l.buckets[key]
-	if !ok {
-		if len(l.buckets) >= l.cfg.MaxClients {
-			l.sweep(now)
-			for k := range l.buckets { // still full: drop an arbitrary bucket
-				if len(l.buckets) < l.cfg.MaxClients {
-					break
-				}
-				delete(l.buckets, k)
-			}
-		}
-		b = &bucket{tokens: float64(l.cfg.Burst), last: now}
-		l.buckets[key] = b
-	} else if el := now.Sub(b.last); el > 0 {
-		b.tokens = min(float64(l.cfg.Burst), b.tokens+el.Seconds()*l.cfg.Rate)
-		b.last = now
-	}
-	if b.tokens >= 1 {
-		b.tokens--
+	ok, tokens := l.buckets.Take(key, l.cfg.Burst, l.cfg.Rate)
+	if ok {
 		return true, 0
 	}
-	wait := time.Duration((1 - b.tokens) / l.cfg.Rate * float64(time.Second))
-	return false, wait
-}
-
-// sweep drops buckets idle for IdleTimeout or longer. l.mu is held.
-func (l *Limiter) sweep(now time.Time) {
-	for k, b := range l.buckets {
-		if now.Sub(b.last) >= l.cfg.IdleTimeout {
-			delete(l.buckets, k)
-		}
-	}
-	l.lastSweep = now
+	return false, time.Duration((1 - tokens) / l.cfg.Rate * float64(time.Second))
 }
 
 // Len returns the number of buckets held.
-func (l *Limiter) Len() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.buckets)
-}
+func (l *Limiter) Len() int { return l.buckets.Len() }
 
 // ClientAddr returns the address r is limited by (clientaddr.Reader.Key).
 func (l *Limiter) ClientAddr(r *http.Request) string { return l.client.Key(r) }
