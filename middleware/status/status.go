@@ -1,9 +1,10 @@
 // Package status is a status page for API owners: who is calling and what
 // the verifier said, as server-rendered HTML with an inline SVG chart, no
-// JavaScript and no external assets. It is fed by the verifier's
-// Config.OnResult hook and keeps fixed memory: a per-minute ring buffer of
-// verdicts over the last hour, a space-saving top-N sketch of agents, and
-// counts by error code.
+// JavaScript and no external assets. The server (refserver) and the proxy
+// (proxyconfig) both serve it, so it sits beside the verifier, not under
+// either of them. It is fed by the verifier's Config.OnResult hook and
+// keeps fixed memory: a per-minute ring buffer of verdicts over the last
+// hour, a space-saving top-N sketch of agents, and counts by error code.
 //
 //	page := status.New(status.Config{})
 //	v, _ := middleware.New(middleware.Config{Keys: keys, OnResult: page.Observe})
