@@ -352,3 +352,37 @@ func (b *directBody) finish(whole bool) {
 	}
 	b.pc.c.Close()
 }
+
+// newTransport returns the transport New uses when Config.Transport is nil:
+// http.DefaultTransport's dialer, timeouts and TLS settings, no proxy from
+// the environment (the upstream is a service next door), and up to
+// maxIdlePerHost idle connections kept per upstream host
+// (DefaultMaxIdleConnsPerHost if maxIdlePerHost ≤ 0).
+func newTransport(maxIdlePerHost int) *http.Transport {
+	if maxIdlePerHost <= 0 {
+		maxIdlePerHost = DefaultMaxIdleConnsPerHost
+	}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.Proxy = nil
+	t.MaxIdleConnsPerHost = maxIdlePerHost
+	if t.MaxIdleConns < maxIdlePerHost {
+		t.MaxIdleConns = maxIdlePerHost
+	}
+	return t
+}
+
+// copyBuffers lends the reverse proxy its buffers for copying response
+// bodies; without a pool it allocates (and clears) 32 KiB per request.
+var copyBuffers = &bufferPool{}
+
+// bufferPool is an httputil.BufferPool over a sync.Pool.
+type bufferPool struct{ p sync.Pool }
+
+func (b *bufferPool) Get() []byte {
+	if buf, ok := b.p.Get().(*[]byte); ok {
+		return *buf
+	}
+	return make([]byte, 32<<10)
+}
+
+func (b *bufferPool) Put(buf []byte) { b.p.Put(&buf) }

@@ -1,0 +1,4 @@
+package proxy
+
+// NewTransport is newTransport, for the benchmarks of package proxy_test.
+var NewTransport = newTransport

@@ -1,0 +1,139 @@
+package proxy
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/signer"
+)
+
+// The headers the proxy sets; every incoming X-Agent-* header is removed
+// (IsAgentHeader).
+const (
+	HeaderVerdict = "X-Agent-Verdict"
+	HeaderID      = "X-Agent-Id"
+	HeaderUID     = "X-Agent-Uid"
+	HeaderKeyID   = "X-Agent-Key-Id"
+	HeaderReason  = "X-Agent-Reason"
+	// HeaderRefusal carries, on a forward-auth refusal, the JSON error body
+	// again: nginx's auth_request drops the body of the subrequest's
+	// answer, but auth_request_set can read a header and error_page can
+	// answer the client with it.
+	HeaderRefusal = "X-Agent-Refusal"
+	// HeaderMetadataPrefix starts one header per Signed-Agent-Metadata
+	// member: X-Agent-Metadata-<key>.
+	HeaderMetadataPrefix = "X-Agent-Metadata-"
+	// HeaderRefusalStatus carries, on a forward-auth refusal to nginx, the
+	// refusal's HTTP status. nginx's auth_request turns any answer but 2xx,
+	// 401 and 403 into its own 500, so for nginx a refusal with another
+	// status (421 misdirected_request, 503 key_fetch_failed, …) is answered
+	// 403, and the README's snippet restores the status from this header.
+	HeaderRefusalStatus = "X-Agent-Refusal-Status"
+)
+
+// IsAgentHeader reports whether a header name, case-folded with "_" read
+// as "-" (as CGI-style servers read it), starts with x-agent-: the headers
+// a client may not send through the proxy.
+func IsAgentHeader(name string) bool {
+	const p = "x-agent-"
+	if len(name) < len(p) {
+		return false
+	}
+	for i := 0; i < len(p); i++ {
+		c := name[i]
+		if c == '_' {
+			c = '-'
+		} else if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != p[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// StripAgentHeaders deletes every X-Agent-* header, in any spelling
+// (IsAgentHeader), as the reverse proxy does with each incoming request.
+func StripAgentHeaders(h http.Header) {
+	for k := range h {
+		if IsAgentHeader(k) {
+			delete(h, k)
+		}
+	}
+}
+
+// agentHeaders returns the names of the X-Agent-* headers in h, in any
+// spelling.
+func agentHeaders(h http.Header) []string {
+	var names []string
+	for k := range h {
+		if IsAgentHeader(k) {
+			names = append(names, k)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// setAgentHeaders writes the outcome as X-Agent-* headers.
+func (h *Handler) setAgentHeaders(hd http.Header, res *middleware.Result) {
+	SetAgentHeaders(hd, res, h.services)
+}
+
+// SetAgentHeaders writes res as the X-Agent-* headers the reverse proxy
+// sends upstream: X-Agent-Verdict, and X-Agent-Id, X-Agent-Key-Id,
+// X-Agent-Uid (for an agent of one of services only) and
+// X-Agent-Metadata-* for a verified request, X-Agent-Reason for an invalid
+// one. Call StripAgentHeaders on hd first: headers already there with
+// other spellings are left alone.
+func SetAgentHeaders(hd http.Header, res *middleware.Result, services []signer.ServiceURL) {
+	// The names are canonical; the values share one array (each header
+	// gets a full slice of its own, so an append to one never reaches
+	// another).
+	vals := make([]string, 0, 4)
+	set := func(name, value string) {
+		vals = append(vals, value)
+		hd[name] = vals[len(vals)-1 : len(vals) : len(vals)]
+	}
+	set(HeaderVerdict, string(res.Outcome()))
+	switch res.Verdict {
+	case middleware.Verified:
+		set(HeaderID, res.Agent.ID)
+		set(HeaderKeyID, res.Agent.KeyID)
+		if uid := serviceUID(res.Agent.ID, services); uid != "" {
+			set(HeaderUID, uid)
+		}
+		for k, v := range res.Agent.Metadata {
+			hd.Set(HeaderMetadataPrefix+k, v)
+		}
+	case middleware.Invalid:
+		set(HeaderReason, string(res.Err.Code))
+	}
+}
+
+// uid returns the uid of an identity <scheme>://<uid>.<host> of a
+// configured service, else "".
+func (h *Handler) uid(id string) string { return serviceUID(id, h.services) }
+
+// UID returns the uid X-Agent-Uid carries for the verified identity id:
+// its first label when id is an agent of one of Config.Services, else "".
+func (h *Handler) UID(id string) string { return h.uid(id) }
+
+// serviceUID returns the uid of an identity <scheme>://<uid>.<host> of one
+// of services, or that origin's root URL, else "". It is stricter than
+// policy.Services.UID, which the rules and budgets key on: the
+// scheme must be the service's and the identity an origin, as
+// X-Agent-Uid promises.
+func serviceUID(id string, services []signer.ServiceURL) string {
+	for _, s := range services {
+		if host, ok := strings.CutPrefix(id, s.Scheme+"://"); ok {
+			if uid := s.UIDOfHost(strings.TrimSuffix(host, "/")); uid != "" {
+				return uid
+			}
+		}
+	}
+	return ""
+}
