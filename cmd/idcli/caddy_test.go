@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/signertest"
+	"github.com/agentid/agentid/signer/signertest/testenv"
 )
 
 // startCaddy runs caddy with site (one site block, its address given as
@@ -26,10 +27,7 @@ func startCaddy(t *testing.T, port, site string) string {
 	}
 	bin, err := exec.LookPath("caddy")
 	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("caddy is not installed: %v", err)
-		}
-		t.Skipf("caddy is not installed (apt-get install caddy): %v", err)
+		testenv.SkipOrFail(t, "caddy is not installed (apt-get install caddy): %v", err)
 	}
 	dir := t.TempDir()
 	conf := fmt.Sprintf(`{

@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/signertest"
+	"github.com/agentid/agentid/signer/signertest/testenv"
 )
 
 // startNginx runs nginx (with daemon off) on a free loopback port with
@@ -29,10 +30,7 @@ func startNginx(t *testing.T, serverBlock string) string {
 	}
 	bin, err := exec.LookPath("nginx")
 	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("nginx is not installed: %v", err)
-		}
-		t.Skipf("nginx is not installed (apt-get install nginx-light): %v", err)
+		testenv.SkipOrFail(t, "nginx is not installed (apt-get install nginx-light): %v", err)
 	}
 	dir := t.TempDir()
 	addr, conf := writeNginxConf(t, dir, serverBlock)

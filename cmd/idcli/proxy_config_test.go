@@ -17,6 +17,7 @@ import (
 	"github.com/agentid/agentid/middleware/proxy/proxyconfig"
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/signertest"
+	"github.com/agentid/agentid/signer/signertest/testenv"
 )
 
 // writeConfig writes a --config file and returns its path.
@@ -38,10 +39,7 @@ func TestProxyConfigRules(t *testing.T) {
 	t.Parallel()
 	redisURL := os.Getenv("AGENTID_TEST_REDIS_URL")
 	if redisURL == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("AGENTID_TEST_REDIS_URL is not set")
-		}
-		t.Skip("AGENTID_TEST_REDIS_URL is not set: the shared-limit test needs a Redis")
+		testenv.SkipOrFail(t, "AGENTID_TEST_REDIS_URL is not set: the shared-limit test needs a Redis")
 	}
 	srv := clitest.StartServer(t, clitest.ServerOptions{})
 	keyA, keyB, keyC := signertest.Key(0x51), signertest.Key(0x52), signertest.Key(0x53)

@@ -15,6 +15,7 @@ import (
 	"github.com/agentid/agentid/cmd/idcli/internal/clitest"
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/signertest"
+	"github.com/agentid/agentid/signer/signertest/testenv"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -105,10 +106,7 @@ func TestProxyBudgetsInRedis(t *testing.T) {
 	t.Parallel()
 	redisURL := os.Getenv("AGENTID_TEST_REDIS_URL")
 	if redisURL == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("AGENTID_TEST_REDIS_URL is not set")
-		}
-		t.Skip("AGENTID_TEST_REDIS_URL is not set: the shared-limit test needs a Redis")
+		testenv.SkipOrFail(t, "AGENTID_TEST_REDIS_URL is not set: the shared-limit test needs a Redis")
 	}
 	srv := clitest.StartServer(t, clitest.ServerOptions{})
 	spelled, minting := signertest.Key(0x63), signertest.Key(0x64)

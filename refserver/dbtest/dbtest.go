@@ -27,6 +27,7 @@ import (
 
 	"github.com/agentid/agentid/refserver/store"
 	"github.com/agentid/agentid/signer/redact"
+	"github.com/agentid/agentid/signer/signertest/testenv"
 	"gorm.io/gorm"
 )
 
@@ -147,16 +148,12 @@ func PostgresBaseURL(t testing.TB) string {
 		t.Skip("dbtest: the PostgreSQL variants are skipped with -short (SQLite runs)")
 	}
 	base := os.Getenv(EnvVar)
-	fail := t.Skipf
-	if os.Getenv("CI") != "" {
-		fail = t.Fatalf
-	}
 	if base == "" {
-		fail("dbtest: %s is not set; PostgreSQL tests skipped (set it to a postgres:// URL, e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable)", EnvVar)
+		testenv.SkipOrFail(t, "dbtest: %s is not set; PostgreSQL tests skipped (set it to a postgres:// URL, e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable)", EnvVar)
 	}
 	pgOnce.Do(func() { pgErr = ping(base) })
 	if pgErr != nil {
-		fail("dbtest: PostgreSQL at %s (%s) is unreachable, skipped: %v", redact.URL(base), EnvVar, pgErr)
+		testenv.SkipOrFail(t, "dbtest: PostgreSQL at %s (%s) is unreachable, skipped: %v", redact.URL(base), EnvVar, pgErr)
 	}
 	return base
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/pkcs11/softhsmtest"
 	"github.com/agentid/agentid/signer/signertest"
+	"github.com/agentid/agentid/signer/signertest/testenv"
 )
 
 const (
@@ -58,10 +59,7 @@ func TestMain(m *testing.M) {
 func needToken(t *testing.T) {
 	t.Helper()
 	if testModule == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("SoftHSM2 is required in CI: %s", skipReason)
-		}
-		t.Skip(skipReason)
+		testenv.SkipOrFail(t, "SoftHSM2 is missing: %s", skipReason)
 	}
 }
 

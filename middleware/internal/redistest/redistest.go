@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/agentid/agentid/signer/signertest/testenv"
 )
 
 // EnvVar names the variable holding the Redis test URL.
@@ -20,7 +22,7 @@ func URL(t *testing.T) string {
 	t.Helper()
 	u := os.Getenv(EnvVar)
 	if u == "" {
-		if os.Getenv("CI") == "" {
+		if !testenv.CI() {
 			t.Skipf("%s is not set; Redis tests skipped (set it to a redis:// URL, e.g. redis://127.0.0.1:6379/0)", EnvVar)
 		}
 		u = "redis://127.0.0.1:6379/0"
@@ -42,10 +44,7 @@ func Client(t *testing.T) *redis.Client {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	if err := c.Ping(ctx).Err(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("Redis at %s is unreachable: %v", opts.Addr, err)
-		}
-		t.Skipf("Redis at %s (%s) is unreachable, skipped: %v", opts.Addr, EnvVar, err)
+		testenv.SkipOrFail(t, "Redis at %s (%s) is unreachable, skipped: %v", opts.Addr, EnvVar, err)
 	}
 	return c
 }

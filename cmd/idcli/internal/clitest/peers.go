@@ -20,6 +20,7 @@ import (
 
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/envfile"
+	"github.com/agentid/agentid/signer/signertest/testenv"
 )
 
 // PeersEnvVar names the node_modules directory holding the interop peers,
@@ -46,21 +47,17 @@ func NeedPeers(t testing.TB) *Peers {
 		t.Skip("interop with the npm peers: skipped with -short")
 	}
 	nm := os.Getenv(PeersEnvVar)
-	fail := t.Skipf
-	if os.Getenv("CI") != "" {
-		fail = t.Fatalf
-	}
 	if nm == "" {
-		fail("%s is not set: interop with vestauth and web-bot-auth skipped "+
+		testenv.SkipOrFail(t, "%s is not set: interop with vestauth and web-bot-auth skipped "+
 			"(run cmd/idcli/testdata/interop/install.sh DIR, then set %s=DIR/node_modules)", PeersEnvVar, PeersEnvVar)
 	}
 	node, err := exec.LookPath("node")
 	if err != nil {
-		fail("%s is set but node is not installed: %v", PeersEnvVar, err)
+		testenv.SkipOrFail(t, "%s is set but node is not installed: %v", PeersEnvVar, err)
 	}
 	for _, pkg := range []string{"web-bot-auth", "vestauth"} {
 		if _, err := os.Stat(filepath.Join(nm, pkg, "package.json")); err != nil {
-			fail("%s=%s but %s is not installed there (run cmd/idcli/testdata/interop/install.sh): %v", PeersEnvVar, nm, pkg, err)
+			testenv.SkipOrFail(t, "%s=%s but %s is not installed there (run cmd/idcli/testdata/interop/install.sh): %v", PeersEnvVar, nm, pkg, err)
 		}
 	}
 	return &Peers{node: node, nodeModules: nm, scripts: InteropDir()}
@@ -79,10 +76,7 @@ func NeedVestauthCLI(t testing.TB) *Peers {
 	t.Helper()
 	p := NeedPeers(t)
 	if _, err := exec.LookPath("curl"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("vestauth agent curl needs the curl binary: %v", err)
-		}
-		t.Skipf("vestauth agent curl needs the curl binary: %v", err)
+		testenv.SkipOrFail(t, "vestauth agent curl needs the curl binary: %v", err)
 	}
 	return p
 }
