@@ -22,7 +22,7 @@ type Front string
 const (
 	// FrontNginx reads X-Original-Method, X-Original-URI, the Host header
 	// and, if present, X-Original-Proto (https when absent), as the
-	// auth_request snippet of the README sets them, and X-Forwarded-For
+	// auth_request snippet of docs/proxy.md sets them, and X-Forwarded-For
 	// (the client's address, $remote_addr). Other X-Forwarded-* are
 	// ignored.
 	FrontNginx Front = "nginx"

@@ -29,7 +29,8 @@ const (
 	// refusal's HTTP status. nginx's auth_request turns any answer but 2xx,
 	// 401 and 403 into its own 500, so for nginx a refusal with another
 	// status (421 misdirected_request, 503 key_fetch_failed, …) is answered
-	// 403, and the README's snippet restores the status from this header.
+	// 403, and the nginx snippet of docs/proxy.md restores the status from
+	// this header.
 	HeaderRefusalStatus = "X-Agent-Refusal-Status"
 )
 

@@ -156,7 +156,8 @@ func TestRouteBypassByPathAttack(t *testing.T) {
 // URI of a forward-auth subrequest (nginx's X-Original-URI is
 // $request_uri, the path as the client sent it; Traefik's and Caddy's
 // X-Forwarded-Uri likewise) are refused, never answered 200: for nginx 403
-// with X-Agent-Refusal-Status 400, which the README snippet restores.
+// with X-Agent-Refusal-Status 400, which docs/proxy.md's nginx snippet
+// restores.
 func TestForwardAuthRouteBypassByPathAttack(t *testing.T) {
 	t.Parallel()
 	for _, front := range proxy.Fronts {
