@@ -2,11 +2,9 @@
 // agentid verifier (package middleware) inside Caddy, with the route modes
 // and allow and deny lists of package rules, so that a Caddy site verifies
 // web-bot-auth signatures itself instead of asking a forward-auth endpoint
-// over another HTTP hop.
-//
-// Its Caddyfile directive is agentid, whose subdirectives are the keys of
-// idcli proxy's YAML file (package proxyconfig builds the verifier and
-// the rules from them, as for idcli proxy):
+// over another HTTP hop. Its Caddyfile directive, agentid, takes the keys
+// of idcli proxy's YAML file as subdirectives (package proxyconfig builds
+// the verifier and the rules from them):
 //
 //	app.example.com {
 //		agentid {
@@ -19,22 +17,11 @@
 //		reverse_proxy 127.0.0.1:8000
 //	}
 //
-// A request the rules let through goes on to the next handler with the
-// X-Agent-* headers of `idcli proxy` (package proxy's SetAgentHeaders):
-// every X-Agent-* header the client sent, in any spelling, is removed
-// first, and a Connection header cannot name ours (reverse_proxy would
-// drop them). A refused request gets the verifier's JSON error and
-// Accept-Signature, and the next handler never runs.
-//
-// A matcher on the directive (agentid @api {…}) selects the requests that
-// are verified; the client's X-Agent-* headers are removed from every
-// request all the same, by http.handlers.agentid_strip (StripHandler),
-// which the Caddyfile runs before the matched handler. A JSON config
-// whose agentid route has a "match" puts an unmatched agentid_strip route
-// before it.
-//
-// Build Caddy with it from this module's cmd/caddy (a plain go build), or
-// with xcaddy --with github.com/agentid/agentid/middleware/caddyagentid.
+// A request let through goes on with idcli proxy's X-Agent-* headers
+// (proxy.SetAgentHeaders); the client's own are removed, in any spelling,
+// from every request, matched or not (http.handlers.agentid_strip). A
+// refused one gets the verifier's JSON error. docs/caddy.md has the
+// details and the build (this module's cmd/caddy, or xcaddy).
 package caddyagentid
 
 import (
