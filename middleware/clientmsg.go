@@ -28,7 +28,7 @@ var packagePrefixes = map[string]bool{
 	"agent": true, "agentid": true, "agentlimit": true, "asynclog": true, "caddyagentid": true, "clientaddr": true,
 	"envfile": true, "idcli": true, "keyfetch": true, "lru": true, "metrics": true,
 	"middleware": true, "pkcs11": true, "policy": true, "proxy": true, "proxyconfig": true, "ratelimit": true,
-	"redact": true, "redislimit": true, "redisreplay": true, "refserver": true, "replaypg": true, "rules": true,
+	"redact": true, "redisstore": true, "refserver": true, "replaypg": true, "rules": true,
 	"signer": true, "status": true, "store": true, "suggest": true,
 }
 

@@ -56,6 +56,9 @@ var layers = []struct {
 	// The token bucket and the per-address limiter: the verifier's error
 	// and the client address, nothing else of the middleware tree.
 	{"middleware/ratelimit", []string{"signer", "middleware$", "middleware/clientaddr"}},
+	// The Redis stores: the verifier's replay interface, nothing else of
+	// the middleware tree (agentlimit's Store is met by its method set).
+	{"middleware/redisstore", []string{"signer", "middleware$"}},
 	{"middleware", []string{"signer", "keyfetch", "middleware"}},
 	{"refserver/store", []string{"signer"}},
 	{"refserver/dbtest", []string{"refserver/store"}},
@@ -137,6 +140,8 @@ func TestLayeringRefuses(t *testing.T) {
 		{"middleware/ratelimit/limiter.go", module + "/keyfetch", "above it"},
 		{"middleware/ratelimit/limiter.go", module + "/middleware/clientaddr", ""},
 		{"middleware/ratelimit/limiter.go", module + "/middleware/proxy", "above it"},
+		{"middleware/redisstore/replay.go", module + "/keyfetch", "above it"},
+		{"middleware/redisstore/limits.go", module + "/middleware/agentlimit", "above it"},
 		{"middleware/metrics/metrics.go", "gorm.io/gorm", "database"},
 		{"keyfetch/fetch.go", "database/sql", "database"},
 		{"cmd/idcli/server.go", "gorm.io/gorm", "database"},

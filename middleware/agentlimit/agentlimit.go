@@ -13,7 +13,7 @@
 //	http.Handle("/", verifier.Middleware(lim.Middleware(handler)))
 //
 // Buckets live in memory (one process) unless Config.Store names a shared
-// store, such as package redislimit's Redis store for several instances.
+// store, such as middleware/redisstore's Limits for several instances.
 package agentlimit
 
 import (

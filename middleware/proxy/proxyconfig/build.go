@@ -16,11 +16,10 @@ import (
 	"github.com/agentid/agentid/keyfetch"
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/middleware/agentlimit"
-	"github.com/agentid/agentid/middleware/agentlimit/redislimit"
 	"github.com/agentid/agentid/middleware/clientaddr"
 	"github.com/agentid/agentid/middleware/metrics"
 	"github.com/agentid/agentid/middleware/proxy"
-	"github.com/agentid/agentid/middleware/redisreplay"
+	"github.com/agentid/agentid/middleware/redisstore"
 	"github.com/agentid/agentid/middleware/rules"
 	"github.com/agentid/agentid/middleware/status"
 	"github.com/agentid/agentid/signer"
@@ -70,7 +69,7 @@ type Proxy struct {
 	handler  *proxy.Handler
 	metrics  *http.ServeMux // nil without metrics_listen
 	status   *status.Page
-	replay   *redisreplay.Store // nil: in memory
+	redis    *redisstore.Conn // nil: nonces and buckets in memory
 	replayAt string
 
 	gate atomic.Pointer[rules.Gate] // nil: the verifier's mode decides
@@ -112,12 +111,16 @@ func Build(ctx context.Context, cfg *Config, opts Options) (*Proxy, error) {
 	replay := opts.Replay
 	if cfg.RedisURL != "" {
 		routeRedisLog(p.logger)
-		s, err := redisreplay.Dial(ctx, cfg.RedisURL)
+		conn, err := redisstore.Dial(ctx, cfg.RedisURL)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %s", cfg.where("redis_url"), strings.TrimPrefix(err.Error(), "redisreplay: "))
+			return nil, fmt.Errorf("%s: %s", cfg.where("redis_url"), strings.TrimPrefix(err.Error(), "redisstore: "))
 		}
-		p.replay, replay, p.replayAt = s, s, "Redis "+s.Name()
-		p.closers = append(p.closers, func() { s.Close() })
+		p.closers = append(p.closers, func() { conn.Close() })
+		s, err := redisstore.NewReplay(redisstore.Config{Client: conn.Client()})
+		if err != nil {
+			return nil, err
+		}
+		p.redis, replay, p.replayAt = conn, s, "Redis "+conn.Name()
 	}
 	p.expanded = signer.NewExpandedKeys(plan.ExpandedKeys)
 	kc := plan.Keys
@@ -227,10 +230,10 @@ func (p *Proxy) newGate(r Rules, limits Limits) (*rules.Gate, error) {
 			if len(r.Trusted) > 0 { // behind load balancers: their header names the client
 				lcfg.ClientAddr = clientaddr.New(r.Trusted, r.AddrHeader).Key
 			}
-			if p.replay != nil { // the buckets share the replay store's client
-				store, err := redislimit.New(redislimit.Config{Client: p.replay.Client(), Prefix: r.RedisPrefix})
+			if p.redis != nil { // the buckets share the replay store's client
+				store, err := redisstore.NewLimits(redisstore.Config{Client: p.redis.Client(), Prefix: r.RedisPrefix})
 				if err != nil {
-					return nil, fmt.Errorf("%s: %s", p.cfg.where("limits.redis_prefix"), strings.TrimPrefix(err.Error(), "redislimit: "))
+					return nil, fmt.Errorf("%s: %s", p.cfg.where("limits.redis_prefix"), strings.TrimPrefix(err.Error(), "redisstore: "))
 				}
 				lcfg.Store, where = store, p.replayAt
 			}

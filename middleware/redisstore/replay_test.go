@@ -1,4 +1,4 @@
-package redisreplay_test
+package redisstore_test
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/middleware/internal/redistest"
-	"github.com/agentid/agentid/middleware/redisreplay"
+	"github.com/agentid/agentid/middleware/redisstore"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -26,12 +26,12 @@ func testClient(t *testing.T) *redis.Client { return redistest.Client(t) }
 
 // newStore returns a store with a fresh random prefix whose keys are deleted
 // at cleanup.
-func newStore(t *testing.T, c *redis.Client, now func() time.Time) (*redisreplay.Store, string) {
+func newStore(t *testing.T, c *redis.Client, now func() time.Time) (*redisstore.Replay, string) {
 	t.Helper()
 	b := make([]byte, 8)
 	rand.Read(b)
 	prefix := "agentid:test:" + hex.EncodeToString(b) + ":"
-	s, err := redisreplay.New(redisreplay.Config{Client: c, Prefix: prefix, Now: now})
+	s, err := redisstore.NewReplay(redisstore.Config{Client: c, Prefix: prefix, Now: now})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -171,7 +171,7 @@ func TestSeenExpiry(t *testing.T) {
 	})
 }
 
-func TestUnavailable(t *testing.T) {
+func TestReplayUnavailable(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -180,7 +180,7 @@ func TestUnavailable(t *testing.T) {
 	ln.Close()
 	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second})
 	defer c.Close()
-	s, err := redisreplay.New(redisreplay.Config{Client: c})
+	s, err := redisstore.NewReplay(redisstore.Config{Client: c})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,12 +196,12 @@ func TestUnavailable(t *testing.T) {
 func TestNewValidates(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer c.Close()
-	for name, cfg := range map[string]redisreplay.Config{
+	for name, cfg := range map[string]redisstore.Config{
 		"no client":       {},
 		"hash-tag prefix": {Client: c, Prefix: "replay:{x}:"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if _, err := redisreplay.New(cfg); err == nil {
+			if _, err := redisstore.NewReplay(cfg); err == nil {
 				t.Errorf("New error = nil, want an error")
 			}
 		})

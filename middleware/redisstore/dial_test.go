@@ -1,4 +1,4 @@
-package redisreplay_test
+package redisstore_test
 
 import (
 	"context"
@@ -6,12 +6,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentid/agentid/middleware/redisreplay"
+	"github.com/agentid/agentid/middleware/redisstore"
 )
 
 // TestDial connects by URL and (when the test database is 0, which is
-// all an address can name) by address, records a key through the store
-// Dial made, and refuses specs that name no Redis.
+// all an address can name) by address, records a key through a store on
+// the client Dial made, and refuses specs that name no Redis.
 func TestDial(t *testing.T) {
 	c := testClient(t) // skips (or fails under CI) without Redis
 	ctx := context.Background()
@@ -20,12 +20,16 @@ func TestDial(t *testing.T) {
 		specs = append(specs, o.Addr) // a host:port spec names database 0
 	}
 	for _, spec := range specs {
-		s, err := redisreplay.Dial(ctx, spec)
+		conn, err := redisstore.Dial(ctx, spec)
 		if err != nil {
 			t.Fatalf("Dial(%q): %v", spec, err)
 		}
-		if s.Name() == "" || strings.Contains(s.Name(), "@") {
-			t.Errorf("Dial(%q).Name() = %q", spec, s.Name())
+		if conn.Name() == "" || strings.Contains(conn.Name(), "@") {
+			t.Errorf("Dial(%q).Name() = %q", spec, conn.Name())
+		}
+		s, err := redisstore.NewReplay(redisstore.Config{Client: conn.Client()})
+		if err != nil {
+			t.Fatal(err)
 		}
 		key := "dial-test " + spec + " " + time.Now().String()
 		if seen, err := s.Seen(ctx, key, time.Now().Add(time.Minute)); err != nil || seen {
@@ -39,7 +43,7 @@ func TestDial(t *testing.T) {
 			t.Errorf("Dial(%q): the key is not in database %d of the test URL (Exists = %d, %v)", spec, c.Options().DB, n, err)
 		}
 		c.Del(ctx, s.Key(key))
-		if err := s.Close(); err != nil {
+		if err := conn.Close(); err != nil {
 			t.Errorf("Close: %v", err)
 		}
 	}
@@ -49,7 +53,7 @@ func TestDial(t *testing.T) {
 		"redis://127.0.0.1:1":           "Redis does not answer",
 		"redis://u:secret@127.0.0.1:1/": "Redis does not answer",
 	} {
-		_, err := redisreplay.Dial(ctx, spec)
+		_, err := redisstore.Dial(ctx, spec)
 		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "secret") {
 			t.Errorf("Dial(%q) = %v, want an error containing %q without the password", spec, err, want)
 		}

@@ -1,4 +1,4 @@
-package redislimit_test
+package redisstore_test
 
 import (
 	"context"
@@ -6,14 +6,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentid/agentid/middleware/agentlimit/redislimit"
 	"github.com/agentid/agentid/middleware/internal/redistest"
+	"github.com/agentid/agentid/middleware/redisstore"
 	"github.com/redis/go-redis/v9"
 )
 
-// TestCluster: two stores, each with its own client of a three-master
+// TestLimitsCluster: two stores, each with its own client of a three-master
 // Redis Cluster, share every bucket; the buckets spread over the masters.
-func TestCluster(t *testing.T) {
+func TestLimitsCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a Redis Cluster")
 	}
@@ -21,11 +21,11 @@ func TestCluster(t *testing.T) {
 	for _, n := range redistest.StartCluster(t) {
 		addrs = append(addrs, n.Addr)
 	}
-	var stores [2]*redislimit.Store
+	var stores [2]*redisstore.Limits
 	for i := range stores {
 		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
 		t.Cleanup(func() { c.Close() })
-		stores[i], _ = redislimit.New(redislimit.Config{Client: c})
+		stores[i], _ = redisstore.NewLimits(redisstore.Config{Client: c})
 	}
 	ctx := context.Background()
 	for k := range 60 {

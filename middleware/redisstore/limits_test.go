@@ -1,4 +1,4 @@
-package redislimit_test
+package redisstore_test
 
 import (
 	"context"
@@ -11,13 +11,9 @@ import (
 
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/middleware/agentlimit"
-	"github.com/agentid/agentid/middleware/agentlimit/redislimit"
-	"github.com/agentid/agentid/middleware/internal/redistest"
+	"github.com/agentid/agentid/middleware/redisstore"
 	"github.com/redis/go-redis/v9"
 )
-
-// testClient is redistest.Client.
-func testClient(t *testing.T) *redis.Client { return redistest.Client(t) }
 
 func prefix(t *testing.T, c *redis.Client) string {
 	b := make([]byte, 8)
@@ -39,7 +35,7 @@ func TestSharedBudget(t *testing.T) {
 	p := prefix(t, c)
 	var lims [2]*agentlimit.Limiter
 	for i := range lims {
-		s, err := redislimit.New(redislimit.Config{Client: c, Prefix: p})
+		s, err := redisstore.NewLimits(redisstore.Config{Client: c, Prefix: p})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -80,8 +76,8 @@ func TestSharedBudget(t *testing.T) {
 func TestAtomic(t *testing.T) {
 	c := testClient(t)
 	p := prefix(t, c)
-	s1, _ := redislimit.New(redislimit.Config{Client: c, Prefix: p})
-	s2, _ := redislimit.New(redislimit.Config{Client: c, Prefix: p})
+	s1, _ := redisstore.NewLimits(redisstore.Config{Client: c, Prefix: p})
+	s2, _ := redisstore.NewLimits(redisstore.Config{Client: c, Prefix: p})
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	ok := 0
@@ -111,7 +107,7 @@ func TestAtomic(t *testing.T) {
 // TestRefill: a bucket refills at quota per window (Redis's clock).
 func TestRefill(t *testing.T) {
 	c := testClient(t)
-	s, _ := redislimit.New(redislimit.Config{Client: c, Prefix: prefix(t, c)})
+	s, _ := redisstore.NewLimits(redisstore.Config{Client: c, Prefix: prefix(t, c)})
 	ctx := context.Background()
 	// 10 per second: one token every 100 ms.
 	for range 10 {
@@ -128,20 +124,20 @@ func TestRefill(t *testing.T) {
 	}
 }
 
-func TestValidate(t *testing.T) {
-	if _, err := redislimit.New(redislimit.Config{}); err == nil {
+func TestLimitsValidate(t *testing.T) {
+	if _, err := redisstore.NewLimits(redisstore.Config{}); err == nil {
 		t.Error("no client: nil error")
 	}
-	if _, err := redislimit.New(redislimit.Config{Client: redis.NewClient(&redis.Options{}), Prefix: "a{b}"}); err == nil {
+	if _, err := redisstore.NewLimits(redisstore.Config{Client: redis.NewClient(&redis.Options{}), Prefix: "a{b}"}); err == nil {
 		t.Error("hash tag prefix: nil error")
 	}
 }
 
-// TestUnavailable returns an error (the limiter then fails open).
-func TestUnavailable(t *testing.T) {
+// TestLimitsUnavailable returns an error (the limiter then fails open).
+func TestLimitsUnavailable(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 	defer c.Close()
-	s, _ := redislimit.New(redislimit.Config{Client: c})
+	s, _ := redisstore.NewLimits(redisstore.Config{Client: c})
 	if _, _, err := s.Take(context.Background(), "k", 1, time.Minute); err == nil {
 		t.Error("Take on a closed port: nil error")
 	}

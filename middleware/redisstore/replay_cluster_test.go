@@ -1,4 +1,4 @@
-package redisreplay_test
+package redisstore_test
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/middleware/internal/redistest"
-	"github.com/agentid/agentid/middleware/redisreplay"
+	"github.com/agentid/agentid/middleware/redisstore"
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/signertest"
 	"github.com/redis/go-redis/v9"
@@ -41,12 +41,12 @@ func (l *lastKey) last() string {
 	return l.key
 }
 
-// TestCluster runs two middleware instances, each with its own client of
+// TestReplayCluster runs two middleware instances, each with its own client of
 // one three-master Redis Cluster: a nonce accepted through one is refused
 // through the other; with one master killed, the requests whose keys live
 // on it fail closed (503 database_unavailable), the others are still
 // answered, and no request is ever let through unchecked.
-func TestCluster(t *testing.T) {
+func TestReplayCluster(t *testing.T) {
 	nodes := redistest.StartCluster(t)
 	addrs := make([]string, len(nodes))
 	for i, n := range nodes {
@@ -60,7 +60,7 @@ func TestCluster(t *testing.T) {
 
 	type instance struct {
 		handler http.Handler
-		store   *redisreplay.Store
+		store   *redisstore.Replay
 		rec     *lastKey
 	}
 	newInstance := func() instance {
@@ -76,7 +76,7 @@ func TestCluster(t *testing.T) {
 		if _, ok := rdb.(*redis.ClusterClient); !ok {
 			t.Fatalf("NewUniversalClient with %d addresses = %T, want a cluster client", len(addrs), rdb)
 		}
-		store, err := redisreplay.New(redisreplay.Config{Client: rdb})
+		store, err := redisstore.NewReplay(redisstore.Config{Client: rdb})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package redislimit_test
+package redisstore_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/middleware/agentlimit"
-	"github.com/agentid/agentid/middleware/agentlimit/redislimit"
+	"github.com/agentid/agentid/middleware/redisstore"
 )
 
 // TestRespellingsShareOneRedisBucket: on Redis, two instances spend one
@@ -23,7 +23,7 @@ func TestRespellingsShareOneRedisBucket(t *testing.T) {
 	p := prefix(t, c)
 	var lims [2]*agentlimit.Limiter
 	for i := range lims {
-		s, err := redislimit.New(redislimit.Config{Client: c, Prefix: p})
+		s, err := redisstore.NewLimits(redisstore.Config{Client: c, Prefix: p})
 		if err != nil {
 			t.Fatal(err)
 		}
