@@ -29,7 +29,7 @@ var packagePrefixes = map[string]bool{
 	"envfile": true, "idcli": true, "keyfetch": true, "lru": true, "metrics": true,
 	"middleware": true, "pkcs11": true, "policy": true, "proxy": true, "proxyconfig": true, "ratelimit": true,
 	"redact": true, "redisstore": true, "refserver": true, "replaypg": true, "rules": true,
-	"signer": true, "status": true, "store": true, "suggest": true,
+	"signer": true, "status": true, "store": true, "suggest": true, "testenv": true,
 }
 
 // stripPrefixes removes the package prefixes of s (see ClientMessage).
