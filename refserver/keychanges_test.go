@@ -51,7 +51,7 @@ func failKeyChangeReads(t *testing.T, db *gorm.DB) *atomic.Bool {
 func TestKeyCacheAcrossInstances(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
-		clock := newTestClock()
+		clock := signertest.NewClock(time.Now()) // stands still until advanced
 		mono := &monoClock{}
 		regB := metrics.NewRegistry()
 		a := newTestEnvConfig(t, db, "", func(c *refserver.Config) { c.Now = clock.Now; refserver.ManualKeySync(c) })

@@ -139,7 +139,7 @@ func countKeyQueries(t *testing.T, db *gorm.DB) *atomic.Int64 {
 func TestUnknownKidNegativeCache(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
-		clock := newTestClock()
+		clock := signertest.NewClock(time.Now()) // stands still until advanced
 		e := newTestEnvConfig(t, db, "", func(c *refserver.Config) { c.Now = clock.Now; refserver.ManualKeySync(c) })
 		owner := e.register(signertest.Key(81))
 		ks := e.srv.KeySource()

@@ -8,7 +8,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,18 +19,6 @@ import (
 	"github.com/agentid/agentid/signer/signertest"
 	"gorm.io/gorm"
 )
-
-// testClock stands still at its start (the real time when created) until
-// a test advances it.
-type testClock struct {
-	start  time.Time
-	offset atomic.Int64
-}
-
-func newTestClock() *testClock { return &testClock{start: time.Now()} }
-
-func (c *testClock) Now() time.Time          { return c.start.Add(time.Duration(c.offset.Load())) }
-func (c *testClock) Advance(d time.Duration) { c.offset.Add(int64(d)) }
 
 // scrape returns the samples reg serves (as Open serves them on
 // Options.MetricsListen), keyed by series (name{labels}).

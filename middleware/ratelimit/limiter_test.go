@@ -8,28 +8,20 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/middleware/ratelimit"
+	"github.com/agentid/agentid/signer/signertest"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time          { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *clock) Advance(d time.Duration) { c.mu.Lock(); defer c.mu.Unlock(); c.now = c.now.Add(d) }
-
-func newLimiter(t *testing.T, cfg ratelimit.Config) (*ratelimit.Limiter, *clock) {
+func newLimiter(t *testing.T, cfg ratelimit.Config) (*ratelimit.Limiter, *signertest.Clock) {
 	t.Helper()
-	clk := &clock{now: t0}
+	clk := signertest.NewClock(t0)
 	cfg.Now = clk.Now
 	l, err := ratelimit.New(cfg)
 	if err != nil {

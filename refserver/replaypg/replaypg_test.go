@@ -13,17 +13,11 @@ import (
 	"github.com/agentid/agentid/refserver/dbtest"
 	"github.com/agentid/agentid/refserver/replaypg"
 	"github.com/agentid/agentid/refserver/store"
+	"github.com/agentid/agentid/signer/signertest"
 	"gorm.io/gorm"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-
-// clock is a settable test clock.
-type clock struct{ ns atomic.Int64 }
-
-func newClock(t time.Time) *clock { c := &clock{}; c.Set(t); return c }
-func (c *clock) Now() time.Time   { return time.Unix(0, c.ns.Load()).UTC() }
-func (c *clock) Set(t time.Time)  { c.ns.Store(t.UnixNano()) }
 
 // migrated applies the reference server's migrations, which create
 // replay_nonces.
@@ -57,7 +51,7 @@ func TestSeen(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		migrated(t, db)
 		ctx := context.Background()
-		clk := newClock(t0)
+		clk := signertest.NewClock(t0)
 		s := newStore(t, db, replaypg.Config{Now: clk.Now})
 		steps := []struct {
 			name string
@@ -133,7 +127,7 @@ func TestPurge(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		migrated(t, db)
 		ctx := context.Background()
-		clk := newClock(t0)
+		clk := signertest.NewClock(t0)
 		s := newStore(t, db, replaypg.Config{Now: clk.Now, PurgeBatch: 3})
 		for i := range 10 {
 			if _, err := s.Seen(ctx, fmt.Sprintf("kid old-%d", i), t0.Add(time.Minute)); err != nil {
@@ -170,7 +164,7 @@ func TestStartPurgesInBackground(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		migrated(t, db)
 		ctx := context.Background()
-		clk := newClock(t0)
+		clk := signertest.NewClock(t0)
 		s := newStore(t, db, replaypg.Config{Now: clk.Now, PurgeInterval: 10 * time.Millisecond})
 		for i := range 5 {
 			if _, err := s.Seen(ctx, fmt.Sprintf("kid %d", i), t0.Add(time.Minute)); err != nil {

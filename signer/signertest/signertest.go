@@ -160,6 +160,13 @@ func (c *Clock) Advance(d time.Duration) {
 	c.now = c.now.Add(d)
 }
 
+// Set moves the clock to t.
+func (c *Clock) Set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = t
+}
+
 // RSAKey reads the PKCS #8 RSA private key of the PEM file at path (a
 // fixed test key kept in the calling package's testdata).
 func RSAKey(t testing.TB, path string) *rsa.PrivateKey {
