@@ -219,8 +219,8 @@ func TestOtherHostRefused(t *testing.T) {
 				t.Fatalf("OnResult got %d outcomes, want 2", len(results))
 			}
 			for _, res := range results {
-				if res.Verdict != middleware.Invalid || res.Err == nil || res.Err.Code != middleware.CodeMisdirectedRequest {
-					t.Errorf("outcome %s %v, want invalid misdirected_request", res.Verdict, res.Err)
+				if res.Outcome != middleware.OutcomeInvalid || res.Err == nil || res.Err.Code != middleware.CodeMisdirectedRequest {
+					t.Errorf("outcome %s %v, want invalid misdirected_request", res.Outcome, res.Err)
 				}
 			}
 			if n := keys.calls.Load(); n != 0 {

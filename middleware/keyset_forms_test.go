@@ -257,13 +257,13 @@ func TestKeySetForms(t *testing.T) {
 			}
 			res := v.Check(r)
 			if tt.wantCode != "" {
-				if res.Verdict != middleware.Invalid || res.Err == nil || res.Err.Code != tt.wantCode {
-					t.Fatalf("verdict %s, error %v; want invalid with %s", res.Verdict, res.Err, tt.wantCode)
+				if res.Outcome == middleware.OutcomeVerified || res.Err == nil || res.Err.Code != tt.wantCode {
+					t.Fatalf("verdict %s, error %v; want invalid with %s", res.Outcome, res.Err, tt.wantCode)
 				}
 				return
 			}
-			if res.Verdict != middleware.Verified {
-				t.Fatalf("verdict %s, error %v (%v); want verified", res.Verdict, res.Err, errOf(res.Err))
+			if res.Outcome != middleware.OutcomeVerified {
+				t.Fatalf("verdict %s, error %v (%v); want verified", res.Outcome, res.Err, errOf(res.Err))
 			}
 			a := res.Agent
 			if a.ID != sub.Replace(tt.wantID) || a.DirectoryURL != sub.Replace(tt.wantURL) {
@@ -345,12 +345,12 @@ func TestRFC9421VectorsThroughKeySet(t *testing.T) {
 				res := v.Check(r)
 				if tc.wantCode != "" {
 					if res.Err == nil || res.Err.Code != tc.wantCode {
-						t.Fatalf("verdict %s, error %v; want %s", res.Verdict, res.Err, tc.wantCode)
+						t.Fatalf("verdict %s, error %v; want %s", res.Outcome, res.Err, tc.wantCode)
 					}
 					return
 				}
-				if res.Verdict != middleware.Verified {
-					t.Fatalf("verdict %s, error %v (%v); want verified", res.Verdict, res.Err, errOf(res.Err))
+				if res.Outcome != middleware.OutcomeVerified {
+					t.Fatalf("verdict %s, error %v (%v); want verified", res.Outcome, res.Err, errOf(res.Err))
 				}
 				if res.Agent.KeyID != "test-key-rsa-pss" || res.Agent.Alg != signer.AlgRSAPSSSHA512 || res.Agent.ID != srv.URL+"/rfc9421/jwks.json" {
 					t.Errorf("agent keyid %q alg %q id %q", res.Agent.KeyID, res.Agent.Alg, res.Agent.ID)
@@ -415,10 +415,10 @@ func TestSignedDirectoryThroughMiddleware(t *testing.T) {
 			}
 			res := v.Check(r)
 			switch {
-			case tc.wantCode == "" && res.Verdict != middleware.Verified:
-				t.Fatalf("verdict %s, error %v (%v); want verified", res.Verdict, res.Err, errOf(res.Err))
+			case tc.wantCode == "" && res.Outcome != middleware.OutcomeVerified:
+				t.Fatalf("verdict %s, error %v (%v); want verified", res.Outcome, res.Err, errOf(res.Err))
 			case tc.wantCode != "" && (res.Err == nil || res.Err.Code != tc.wantCode || res.Err.Status() != http.StatusServiceUnavailable):
-				t.Fatalf("verdict %s, error %v; want %s (503)", res.Verdict, res.Err, tc.wantCode)
+				t.Fatalf("verdict %s, error %v; want %s (503)", res.Outcome, res.Err, tc.wantCode)
 			}
 		})
 	}

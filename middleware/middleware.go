@@ -95,25 +95,16 @@ func (m Mode) String() string {
 	return "required"
 }
 
-// Verdict classifies a request's outcome.
-type Verdict string
-
-// Verdicts.
-const (
-	Verified Verdict = "verified"
-	Unsigned Verdict = "unsigned"
-	Invalid  Verdict = "invalid"
-)
-
 // Result is the outcome of verifying one request, given to Config.OnResult
 // and, in handlers that run, available through ResultFrom.
 type Result struct {
 	// Request is the request verified.
 	Request *http.Request
-	// Verdict is Verified (Agent is set), Unsigned (no signature fields;
-	// Err is missing_signature) or Invalid (Err says why).
-	Verdict Verdict
-	// Agent is the identity when Verdict is Verified.
+	// Outcome is OutcomeVerified (Agent is set), else OutcomeInvalid or
+	// OutcomeUnverified (Err says why; an unsigned request is unverified,
+	// with Err missing_signature).
+	Outcome Outcome
+	// Agent is the identity when Outcome is OutcomeVerified.
 	Agent Agent
 	// Err is the typed failure, nil when Verified.
 	Err *Error
@@ -289,7 +280,7 @@ type resultKey struct{}
 // AgentFrom returns the verified agent stored in ctx by the middleware.
 func AgentFrom(ctx context.Context) (Agent, bool) {
 	r, ok := ctx.Value(resultKey{}).(*Result)
-	if !ok || r.Verdict != Verified {
+	if !ok || r.Outcome != OutcomeVerified {
 		return Agent{}, false
 	}
 	return r.Agent, true
@@ -298,7 +289,7 @@ func AgentFrom(ctx context.Context) (Agent, bool) {
 // WithAgent returns ctx carrying a as a verified agent; handler tests use
 // it to skip signing.
 func WithAgent(ctx context.Context, a Agent) context.Context {
-	return context.WithValue(ctx, resultKey{}, &Result{Verdict: Verified, Agent: a, Passed: true})
+	return context.WithValue(ctx, resultKey{}, &Result{Outcome: OutcomeVerified, Agent: a, Passed: true})
 }
 
 // ResultFrom returns the verification outcome of the request whose context

@@ -22,21 +22,22 @@ func TestModes(t *testing.T) {
 	reqs := []struct {
 		name    string
 		req     *http.Request
-		verdict middleware.Verdict
+		kind    string // verified, unsigned or invalid: what Mode acts on
+		verdict middleware.Outcome
 		code    middleware.Code
 	}{
-		{"verified", signed, middleware.Verified, ""},
-		{"replayed", replay, middleware.Invalid, middleware.CodeReplayedNonce},
-		{"unsigned", httptest.NewRequest("GET", testURL, nil), middleware.Unsigned, middleware.CodeMissingSignature},
-		{"bad signature", bad, middleware.Invalid, middleware.CodeInvalidSignature},
+		{"verified", signed, "verified", middleware.OutcomeVerified, ""},
+		{"replayed", replay, "invalid", middleware.OutcomeInvalid, middleware.CodeReplayedNonce},
+		{"unsigned", httptest.NewRequest("GET", testURL, nil), "unsigned", middleware.OutcomeUnverified, middleware.CodeMissingSignature},
+		{"bad signature", bad, "invalid", middleware.OutcomeInvalid, middleware.CodeInvalidSignature},
 	}
 	for _, mode := range []struct {
 		mode   middleware.Mode
-		passes map[middleware.Verdict]bool
+		passes map[string]bool
 	}{
-		{middleware.Required, map[middleware.Verdict]bool{middleware.Verified: true}},
-		{middleware.Optional, map[middleware.Verdict]bool{middleware.Verified: true, middleware.Unsigned: true}},
-		{middleware.Observe, map[middleware.Verdict]bool{middleware.Verified: true, middleware.Unsigned: true, middleware.Invalid: true}},
+		{middleware.Required, map[string]bool{"verified": true}},
+		{middleware.Optional, map[string]bool{"verified": true, "unsigned": true}},
+		{middleware.Observe, map[string]bool{"verified": true, "unsigned": true, "invalid": true}},
 	} {
 		t.Run(mode.mode.String(), func(t *testing.T) {
 			var (
@@ -60,13 +61,13 @@ func TestModes(t *testing.T) {
 					}
 					seen = &res
 					_, hasAgent := middleware.AgentFrom(r.Context())
-					if hasAgent != (res.Verdict == middleware.Verified) {
-						t.Errorf("%s: AgentFrom = %v with verdict %s", rq.name, hasAgent, res.Verdict)
+					if hasAgent != (res.Outcome == middleware.OutcomeVerified) {
+						t.Errorf("%s: AgentFrom = %v with verdict %s", rq.name, hasAgent, res.Outcome)
 					}
 				}))
 				rec := httptest.NewRecorder()
 				h.ServeHTTP(rec, rq.req.Clone(rq.req.Context()))
-				wantPass := mode.passes[rq.verdict]
+				wantPass := mode.passes[rq.kind]
 				if (seen != nil) != wantPass || (rec.Code == 200) != wantPass {
 					t.Errorf("%s: reached handler %v (status %d), want %v", rq.name, seen != nil, rec.Code, wantPass)
 				}
@@ -79,14 +80,14 @@ func TestModes(t *testing.T) {
 				}
 				got := results[i]
 				mu.Unlock()
-				if got.Verdict != rq.verdict || got.Passed != wantPass || (got.Err == nil) != (rq.code == "") || (got.Err != nil && got.Err.Code != rq.code) {
-					t.Errorf("%s: OnResult got verdict %s passed %v err %v; want %s %v %s", rq.name, got.Verdict, got.Passed, got.Err, rq.verdict, wantPass, rq.code)
+				if got.Outcome != rq.verdict || got.Passed != wantPass || (got.Err == nil) != (rq.code == "") || (got.Err != nil && got.Err.Code != rq.code) {
+					t.Errorf("%s: OnResult got outcome %s passed %v err %v; want %s %v %s", rq.name, got.Outcome, got.Passed, got.Err, rq.verdict, wantPass, rq.code)
 				}
-				if rq.verdict == middleware.Verified && (got.Agent.UID != testUID || got.Agent.ID != testOrigin) {
+				if rq.verdict == middleware.OutcomeVerified && (got.Agent.UID != testUID || got.Agent.ID != testOrigin) {
 					t.Errorf("%s: agent %+v", rq.name, got.Agent)
 				}
-				if seen != nil && seen.Verdict != got.Verdict {
-					t.Errorf("%s: ResultFrom verdict %s, OnResult %s", rq.name, seen.Verdict, got.Verdict)
+				if seen != nil && seen.Outcome != got.Outcome {
+					t.Errorf("%s: ResultFrom outcome %s, OnResult %s", rq.name, seen.Outcome, got.Outcome)
 				}
 			}
 		})

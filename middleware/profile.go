@@ -123,7 +123,7 @@ func strictFail(code Code, reason error, format string, args ...any) *Error {
 
 // Outcome is a request's outcome in the terms of
 // draft-ietf-webbotauth-httpsig-protocol-01: verified, invalid or
-// unverified.
+// unverified. X-Agent-Verdict, metrics and logs carry these strings.
 type Outcome string
 
 // Outcomes.
@@ -140,21 +140,14 @@ const (
 	OutcomeUnverified Outcome = "unverified"
 )
 
-// Outcome maps the result onto protocol-01's verified / invalid /
-// unverified.
-func (r Result) Outcome() Outcome {
-	if r.Verdict == Verified {
-		return OutcomeVerified
-	}
-	return errOutcome(r.Err)
-}
-
-// errOutcome is the outcome of a request refused with err.
-func errOutcome(err *Error) Outcome {
-	if err == nil {
+// Outcome is the outcome of a request refused with e: OutcomeUnverified
+// when no verdict on its signature was reached (e is nil, or says the
+// request is unsigned or its key could not be found), else OutcomeInvalid.
+func (e *Error) Outcome() Outcome {
+	if e == nil {
 		return OutcomeUnverified
 	}
-	switch err.Code {
+	switch e.Code {
 	case CodeMissingSignature, CodeUnknownKey, CodeUntrustedAgent, CodeKeyFetchFailed, CodeDatabaseUnavailable, CodeInternal:
 		return OutcomeUnverified
 	}

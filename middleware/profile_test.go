@@ -147,33 +147,33 @@ func TestResultOutcome(t *testing.T) {
 	t.Parallel()
 	fail := func(c middleware.Code) *middleware.Error { return &middleware.Error{Code: c} }
 	tests := []struct {
-		res  middleware.Result
+		err  *middleware.Error
 		want middleware.Outcome
 	}{
-		{middleware.Result{Verdict: middleware.Verified}, middleware.OutcomeVerified},
-		{middleware.Result{Verdict: middleware.Unsigned, Err: fail(middleware.CodeMissingSignature)}, middleware.OutcomeUnverified},
-		{middleware.Result{Verdict: middleware.Invalid, Err: fail(middleware.CodeKeyFetchFailed)}, middleware.OutcomeUnverified},
-		{middleware.Result{Verdict: middleware.Invalid, Err: fail(middleware.CodeUnknownKey)}, middleware.OutcomeUnverified},
-		{middleware.Result{Verdict: middleware.Invalid, Err: fail(middleware.CodeUntrustedAgent)}, middleware.OutcomeUnverified},
-		{middleware.Result{Verdict: middleware.Invalid, Err: fail(middleware.CodeInvalidSignature)}, middleware.OutcomeInvalid},
-		{middleware.Result{Verdict: middleware.Invalid, Err: fail(middleware.CodeExpiredSignature)}, middleware.OutcomeInvalid},
-		{middleware.Result{Verdict: middleware.Invalid, Err: fail(middleware.CodeReplayedNonce)}, middleware.OutcomeInvalid},
-		{middleware.Result{Verdict: middleware.Invalid, Err: fail(middleware.CodeMissingComponents)}, middleware.OutcomeInvalid},
-		{middleware.Result{Verdict: middleware.Invalid, Err: fail(middleware.CodeRevokedKey)}, middleware.OutcomeInvalid},
+		{nil, middleware.OutcomeUnverified},
+		{fail(middleware.CodeMissingSignature), middleware.OutcomeUnverified},
+		{fail(middleware.CodeKeyFetchFailed), middleware.OutcomeUnverified},
+		{fail(middleware.CodeUnknownKey), middleware.OutcomeUnverified},
+		{fail(middleware.CodeUntrustedAgent), middleware.OutcomeUnverified},
+		{fail(middleware.CodeInvalidSignature), middleware.OutcomeInvalid},
+		{fail(middleware.CodeExpiredSignature), middleware.OutcomeInvalid},
+		{fail(middleware.CodeReplayedNonce), middleware.OutcomeInvalid},
+		{fail(middleware.CodeMissingComponents), middleware.OutcomeInvalid},
+		{fail(middleware.CodeRevokedKey), middleware.OutcomeInvalid},
 	}
 	for _, tt := range tests {
-		if got := tt.res.Outcome(); got != tt.want {
-			t.Errorf("Outcome of %s/%v = %s, want %s", tt.res.Verdict, tt.res.Err, got, tt.want)
+		if got := tt.err.Outcome(); got != tt.want {
+			t.Errorf("Outcome of %v = %s, want %s", tt.err, got, tt.want)
 		}
 	}
 	// Through Check: an unsigned request is unverified, a forged one invalid.
 	v := profileVerifier(t, middleware.ProfileStrict01)
-	if got := v.Check(httptest.NewRequest(http.MethodGet, testURL, nil)).Outcome(); got != middleware.OutcomeUnverified {
+	if got := v.Check(httptest.NewRequest(http.MethodGet, testURL, nil)).Outcome; got != middleware.OutcomeUnverified {
 		t.Errorf("unsigned request: %s, want unverified", got)
 	}
 	r := signedRequest(t, keyA, signer.Options{SignatureAgent: testOrigin, Now: clock})
 	r.Host = "other.example"
-	if got := v.Check(r).Outcome(); got != middleware.OutcomeInvalid {
+	if got := v.Check(r).Outcome; got != middleware.OutcomeInvalid {
 		t.Errorf("request moved to another host: %s, want invalid", got)
 	}
 }

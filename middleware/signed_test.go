@@ -59,8 +59,8 @@ func TestCheckSignedParsesOnce(t *testing.T) {
 	r.Header["Signature"] = []string{"garbage"}
 
 	res := agent.CheckSigned(s, nil)
-	if res.Verdict != middleware.Verified {
-		t.Fatalf("agent signature: verdict %s (%v), want verified", res.Verdict, res.Err)
+	if res.Outcome != middleware.OutcomeVerified {
+		t.Fatalf("agent signature: verdict %s (%v), want verified", res.Outcome, res.Err)
 	}
 	if res.Agent.KeyID != keyA.KeyID() || res.Agent.SignatureAgent != testOrigin {
 		t.Errorf("agent = %s from %s, want %s from %s", res.Agent.KeyID, res.Agent.SignatureAgent, keyA.KeyID(), testOrigin)
@@ -68,16 +68,16 @@ func TestCheckSignedParsesOnce(t *testing.T) {
 	onlyB := middleware.NewStaticKeys()
 	onlyB.Add("", keyB.Public)
 	res = proof.CheckSigned(s, onlyB)
-	if res.Verdict != middleware.Verified || res.Agent.KeyID != keyB.KeyID() || res.Agent.Tag != signer.KeyPossessionTag {
-		t.Fatalf("possession signature: verdict %s key %s tag %q (%v), want verified by %s", res.Verdict, res.Agent.KeyID, res.Agent.Tag, res.Err, keyB.KeyID())
+	if res.Outcome != middleware.OutcomeVerified || res.Agent.KeyID != keyB.KeyID() || res.Agent.Tag != signer.KeyPossessionTag {
+		t.Fatalf("possession signature: verdict %s key %s tag %q (%v), want verified by %s", res.Outcome, res.Agent.KeyID, res.Agent.Tag, res.Err, keyB.KeyID())
 	}
 	if fb.reads != 0 {
 		t.Errorf("the body was read %d times after SetBody", fb.reads)
 	}
 	// The per-call key source replaces Config.Keys: the proof verifier's
 	// own (empty) source knows no key.
-	if res := proof.CheckSigned(s, nil); res.Verdict != middleware.Invalid || res.Err.Code != middleware.CodeUnknownKey {
-		t.Errorf("proof with Config.Keys: verdict %s (%v), want invalid unknown_key", res.Verdict, res.Err)
+	if res := proof.CheckSigned(s, nil); res.Outcome != middleware.OutcomeUnverified || res.Err.Code != middleware.CodeUnknownKey {
+		t.Errorf("proof with Config.Keys: verdict %s (%v), want unverified unknown_key", res.Outcome, res.Err)
 	}
 }
 

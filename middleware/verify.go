@@ -226,21 +226,18 @@ func (v *Verifier) check(res *Result) {
 // decide sets res's verdict from err (nil when verified) and whether the
 // request may go on by Config.Mode, and reports res to Config.OnResult.
 func (v *Verifier) decide(res *Result, err *Error) {
-	switch {
-	case err == nil:
-		res.Verdict = Verified
-	case err.Code == CodeMissingSignature:
-		res.Verdict, res.Err = Unsigned, err
-	default:
-		res.Verdict, res.Err = Invalid, err
+	if err == nil {
+		res.Outcome = OutcomeVerified
+	} else {
+		res.Outcome, res.Err = err.Outcome(), err
 	}
 	switch v.cfg.Mode {
 	case Observe:
 		res.Passed = true
 	case Optional:
-		res.Passed = res.Verdict != Invalid
+		res.Passed = err == nil || err.Code == CodeMissingSignature
 	default:
-		res.Passed = res.Verdict == Verified
+		res.Passed = err == nil
 	}
 	if v.cfg.OnResult != nil {
 		v.cfg.OnResult(*res)
@@ -280,7 +277,7 @@ func (v *Verifier) verify(r *http.Request, a *Agent) *Error {
 func (v *Verifier) logRefusal(r *http.Request, err *Error) *Error {
 	if err != nil && v.cfg.Logger.Enabled(r.Context(), slog.LevelDebug) {
 		v.cfg.Logger.LogAttrs(r.Context(), slog.LevelDebug, "signature rejected",
-			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("outcome", string(errOutcome(err))), slog.String("error", err.Error()))
+			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("outcome", string(err.Outcome())), slog.String("error", err.Error()))
 	}
 	return err
 }

@@ -72,7 +72,7 @@ func (e *refusal) Unwrap() error { return e.err }
 
 // refuse returns res's refusal by v as an error, or nil when res passed.
 func refuse(v *middleware.Verifier, res *middleware.Result) error {
-	if res.Verdict == middleware.Verified {
+	if res.Outcome == middleware.OutcomeVerified {
 		return nil
 	}
 	return &refusal{v: v, err: res.Err}

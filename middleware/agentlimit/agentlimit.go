@@ -184,7 +184,7 @@ type Decision struct {
 // covers it. Every name is short (bounded whatever the request carries),
 // and stores hash it to a fixed size.
 func (l *Limiter) Key(r *http.Request, res *middleware.Result) (key, policy string) {
-	if res != nil && res.Verdict == middleware.Verified {
+	if res != nil && res.Outcome == middleware.OutcomeVerified {
 		// One allocation for the whole name: the buffer stays on the
 		// stack unless a name outgrows it.
 		var buf [96]byte

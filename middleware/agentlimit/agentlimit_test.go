@@ -27,7 +27,7 @@ func (c *clock) Add(d time.Duration) {
 }
 
 func verified(id string, components ...string) *middleware.Result {
-	return &middleware.Result{Verdict: middleware.Verified, Passed: true, Agent: middleware.Agent{ID: id, Components: components}}
+	return &middleware.Result{Outcome: middleware.OutcomeVerified, Passed: true, Agent: middleware.Agent{ID: id, Components: components}}
 }
 
 func request(addr string) *http.Request {
@@ -87,7 +87,7 @@ func TestBudgetPerAgent(t *testing.T) {
 	if d := l.Take(request("192.0.2.1:1000"), nil); !d.Allowed || d.Policy != agentlimit.PolicyAddress {
 		t.Errorf("unsigned: %+v, want allowed by address", d)
 	}
-	if d := l.Take(request("192.0.2.1:2000"), &middleware.Result{Verdict: middleware.Unsigned}); d.Allowed {
+	if d := l.Take(request("192.0.2.1:2000"), &middleware.Result{Outcome: middleware.OutcomeUnverified}); d.Allowed {
 		t.Errorf("second unsigned request from the address (other port): %+v, want refused", d)
 	}
 	if d := l.Take(request("192.0.2.2:1000"), nil); !d.Allowed {

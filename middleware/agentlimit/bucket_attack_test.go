@@ -148,7 +148,7 @@ func BenchmarkMemoryStoreBuckets(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		res := &middleware.Result{Verdict: middleware.Verified, Agent: middleware.Agent{ID: "https://a.example", Components: []string{`"@authority"`, `"x-op"`}}}
+		res := &middleware.Result{Outcome: middleware.OutcomeVerified, Agent: middleware.Agent{ID: "https://a.example", Components: []string{`"@authority"`, `"x-op"`}}}
 		val := []byte(strings.Repeat("v", size))
 		r := request("192.0.2.1:1")
 		i := 0

@@ -42,7 +42,7 @@ func TestKeyIsBudget(t *testing.T) {
 		seen[strings.Fields(budget)[0]] = true
 		r := request("192.0.2.1:1000")
 		r.Header.Set("Signed-Agent-Metadata", "op=acme")
-		res := &middleware.Result{Verdict: middleware.Verified, Agent: a}
+		res := &middleware.Result{Outcome: middleware.OutcomeVerified, Agent: a}
 		if key, policy := l.Key(r, res); key != "agent "+budget || policy != agentlimit.PolicyAgent {
 			t.Errorf("%+v: key %q %q, want %q %q", a, key, policy, "agent "+budget, agentlimit.PolicyAgent)
 		}
@@ -72,7 +72,7 @@ func BenchmarkKey(b *testing.B) {
 	a := middleware.Agent{ID: "https://agent-0123456789abcdef01234567.agentid.example",
 		DirectoryURL: "https://agent-0123456789abcdef01234567.agentid.example/.well-known/http-message-signatures-directory",
 		Components:   []string{`"@authority"`, `"signed-agent-metadata"`}}
-	res := &middleware.Result{Verdict: middleware.Verified, Agent: a}
+	res := &middleware.Result{Outcome: middleware.OutcomeVerified, Agent: a}
 	r, _ := http.NewRequest("GET", "https://api.example/", nil)
 	r.Header.Set("Signed-Agent-Metadata", "op=acme")
 	for _, tc := range []struct{ name, header string }{{"agent", ""}, {"keyheader", "Signed-Agent-Metadata"}} {

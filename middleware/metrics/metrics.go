@@ -159,8 +159,8 @@ func (r *Registry) ObserveVerification(outcome string) {
 // Config.OnResult hook: "ok" for a verified request, else the error code.
 // Install it with middleware.Config{OnResult: reg.ObserveResult}.
 func (r *Registry) ObserveResult(res middleware.Result) {
-	r.outcomes.get(string(res.Outcome())).Add(1)
-	if res.Verdict == middleware.Verified || res.Err == nil {
+	r.outcomes.get(string(res.Outcome)).Add(1)
+	if res.Outcome == middleware.OutcomeVerified || res.Err == nil {
 		r.ObserveVerification("ok")
 		return
 	}

@@ -145,9 +145,9 @@ func TestVerificationOutcomes(t *testing.T) {
 	reg := metrics.NewRegistry()
 	// As middleware's OnResult hook…
 	for _, res := range []middleware.Result{
-		{Verdict: middleware.Verified},
-		{Verdict: middleware.Invalid, Err: middleware.Fail(middleware.CodeReplayedNonce, "x")},
-		{Verdict: middleware.Unsigned, Err: middleware.Fail(middleware.CodeMissingSignature, "x")},
+		{Outcome: middleware.OutcomeVerified},
+		{Outcome: middleware.OutcomeInvalid, Err: middleware.Fail(middleware.CodeReplayedNonce, "x")},
+		{Outcome: middleware.OutcomeUnverified, Err: middleware.Fail(middleware.CodeMissingSignature, "x")},
 	} {
 		reg.ObserveResult(res)
 	}

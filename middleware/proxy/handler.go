@@ -123,7 +123,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	StripAgentHeaders(r.Header)
 	if err := middleware.CheckPath(r.URL); err != nil {
 		h.cfg.Verifier.WriteError(sw, err)
-		h.observe(r, sw.Status, &middleware.Result{Request: r, Verdict: middleware.Invalid, Err: err}, nil, nil, start)
+		h.observe(r, sw.Status, &middleware.Result{Request: r, Outcome: err.Outcome(), Err: err}, nil, nil, start)
 		return
 	}
 	res := h.cfg.Verifier.Check(r)
@@ -165,13 +165,13 @@ func (h *Handler) observe(r *http.Request, status int, res *middleware.Result, r
 			slog.Int("status", status), slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
 		)
 		if res != nil {
-			attrs = append(attrs, slog.String("verdict", string(res.Outcome())))
+			attrs = append(attrs, slog.String("verdict", string(res.Outcome)))
 			if refusal != nil {
 				attrs = append(attrs, slog.String("reason", string(refusal.Code)))
 			} else if res.Err != nil {
 				attrs = append(attrs, slog.String("reason", string(res.Err.Code)))
 			}
-			if res.Verdict == middleware.Verified {
+			if res.Outcome == middleware.OutcomeVerified {
 				attrs = append(attrs, slog.String("agent", res.Agent.ID), slog.String("kid", res.Agent.KeyID))
 				if uid := h.uid(res.Agent.ID); uid != "" {
 					attrs = append(attrs, slog.String("uid", uid))

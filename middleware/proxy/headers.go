@@ -99,9 +99,9 @@ func SetAgentHeaders(hd http.Header, res *middleware.Result, services []signer.S
 		vals = append(vals, value)
 		hd[name] = vals[len(vals)-1 : len(vals) : len(vals)]
 	}
-	set(HeaderVerdict, string(res.Outcome()))
-	switch res.Verdict {
-	case middleware.Verified:
+	set(HeaderVerdict, string(res.Outcome))
+	switch {
+	case res.Outcome == middleware.OutcomeVerified:
 		set(HeaderID, res.Agent.ID)
 		set(HeaderKeyID, res.Agent.KeyID)
 		if uid := serviceUID(res.Agent.ID, services); uid != "" {
@@ -110,7 +110,7 @@ func SetAgentHeaders(hd http.Header, res *middleware.Result, services []signer.S
 		for k, v := range res.Agent.Metadata {
 			hd.Set(HeaderMetadataPrefix+k, v)
 		}
-	case middleware.Invalid:
+	case res.Err != nil && res.Err.Code != middleware.CodeMissingSignature:
 		set(HeaderReason, string(res.Err.Code))
 	}
 }

@@ -27,7 +27,7 @@ func (h *Handler) precheckBefore(orig *http.Request, signed *middleware.Signed) 
 		return nil
 	}
 	passed := h.cfg.Verifier.Mode() == middleware.Observe && err.Code != middleware.CodeForbidden
-	return &middleware.Result{Request: orig, Verdict: middleware.Invalid, Err: err, Passed: passed}
+	return &middleware.Result{Request: orig, Outcome: err.Outcome(), Err: err, Passed: passed}
 }
 
 // TestPrecheckAgrees: in every mode, for requests with and without
@@ -92,7 +92,7 @@ func TestPrecheckAgrees(t *testing.T) {
 			got, before := h.precheck(r, signed), h.precheckBefore(r, signed)
 			what := mode.String() + ", " + tc.name
 			if (got == nil) != (before == nil) || (got != nil && (got.Err.Code != before.Err.Code || got.Passed != before.Passed ||
-				got.Verdict != before.Verdict || got.Err.Message != before.Err.Message || got.Request != before.Request)) {
+				got.Outcome != before.Outcome || got.Err.Message != before.Err.Message || got.Request != before.Request)) {
 				t.Errorf("%s: precheck %+v, before %+v", what, got, before)
 			}
 			switch {
@@ -100,8 +100,8 @@ func TestPrecheckAgrees(t *testing.T) {
 				t.Errorf("%s: refused (%s), want nil", what, got.Err.Code)
 			case tc.want.refused && got == nil:
 				t.Errorf("%s: nil, want %s", what, tc.want.code)
-			case got != nil && (got.Err.Code != tc.want.code || got.Passed != tc.want.passed || got.Verdict != middleware.Invalid):
-				t.Errorf("%s: %s passed %v verdict %v, want %s passed %v invalid", what, got.Err.Code, got.Passed, got.Verdict, tc.want.code, tc.want.passed)
+			case got != nil && (got.Err.Code != tc.want.code || got.Passed != tc.want.passed || got.Outcome == middleware.OutcomeVerified):
+				t.Errorf("%s: %s passed %v verdict %v, want %s passed %v invalid", what, got.Err.Code, got.Passed, got.Outcome, tc.want.code, tc.want.passed)
 			}
 		}
 	}

@@ -40,7 +40,7 @@ func TestRespellingsShareOneRedisBucket(t *testing.T) {
 			if i%3 == 1 {
 				id = fmt.Sprintf("%s/keys/%d.json", base, i)
 			}
-			a := &middleware.Result{Verdict: middleware.Verified, Agent: middleware.Agent{ID: id}}
+			a := &middleware.Result{Outcome: middleware.OutcomeVerified, Agent: middleware.Agent{ID: id}}
 			if lims[i%2].Take(httptest.NewRequest("GET", "/", nil), a).Allowed {
 				passed++
 			}
@@ -49,7 +49,7 @@ func TestRespellingsShareOneRedisBucket(t *testing.T) {
 			t.Errorf("%s respelled 12 times on two instances: %d passed, want 3", base, passed)
 		}
 	}
-	covered := &middleware.Result{Verdict: middleware.Verified, Agent: middleware.Agent{ID: "https://ops.example", Components: []string{`"@authority"`, `"signed-agent-metadata"`}}}
+	covered := &middleware.Result{Outcome: middleware.OutcomeVerified, Agent: middleware.Agent{ID: "https://ops.example", Components: []string{`"@authority"`, `"signed-agent-metadata"`}}}
 	passed := 0
 	for i := range 500 {
 		r := httptest.NewRequest("GET", "/", nil)

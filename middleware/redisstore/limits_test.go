@@ -43,8 +43,8 @@ func TestSharedBudget(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	a := &middleware.Result{Verdict: middleware.Verified, Agent: middleware.Agent{ID: "https://a.example"}}
-	b := &middleware.Result{Verdict: middleware.Verified, Agent: middleware.Agent{ID: "https://b.example"}}
+	a := &middleware.Result{Outcome: middleware.OutcomeVerified, Agent: middleware.Agent{ID: "https://a.example"}}
+	b := &middleware.Result{Outcome: middleware.OutcomeVerified, Agent: middleware.Agent{ID: "https://b.example"}}
 	r := httptest.NewRequest("GET", "/", nil)
 	for i := range 4 {
 		d := lims[i%2].Take(r, a)

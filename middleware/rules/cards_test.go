@@ -35,7 +35,7 @@ func TestDenyCards(t *testing.T) {
 		{"https://c.example/card.json", false},
 		{"https://d.example/.well-known/http-message-signatures-directory", false},
 	} {
-		res := &middleware.Result{Verdict: middleware.Verified, Agent: middleware.Agent{ID: tc.keySet, DirectoryURL: tc.keySet}}
+		res := &middleware.Result{Outcome: middleware.OutcomeVerified, Agent: middleware.Agent{ID: tc.keySet, DirectoryURL: tc.keySet}}
 		d := g.Decide(httptest.NewRequest("GET", "/x", nil), res)
 		if denied := d.Err != nil && d.Err.Code == middleware.CodeForbidden; denied != tc.denied {
 			t.Errorf("%s: decision %v, want denied %v", tc.keySet, d.Err, tc.denied)

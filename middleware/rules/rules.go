@@ -198,7 +198,7 @@ type Decision struct {
 // by requests that would otherwise pass).
 func (g *Gate) Decide(r *http.Request, res *middleware.Result) Decision {
 	if res == nil {
-		res = &middleware.Result{Verdict: middleware.Unsigned, Err: middleware.Fail(middleware.CodeMissingSignature, "the request is not signed")}
+		res = &middleware.Result{Outcome: middleware.OutcomeUnverified, Err: middleware.Fail(middleware.CodeMissingSignature, "the request is not signed")}
 	}
 	if err := middleware.CheckPath(r.URL); err != nil {
 		return Decision{Err: err}
@@ -207,11 +207,11 @@ func (g *Gate) Decide(r *http.Request, res *middleware.Result) Decision {
 	switch {
 	case mode == middleware.Observe:
 		return Decision{}
-	case res.Verdict == middleware.Invalid,
-		res.Verdict != middleware.Verified && mode == middleware.Required:
+	case res.Outcome != middleware.OutcomeVerified &&
+		(mode == middleware.Required || res.Err == nil || res.Err.Code != middleware.CodeMissingSignature):
 		return Decision{Err: res.Err, Verification: true}
 	}
-	if res.Verdict == middleware.Verified {
+	if res.Outcome == middleware.OutcomeVerified {
 		id := g.deny.Services().Identity(res.Agent)
 		if g.deny.Match(id) {
 			return Decision{Err: middleware.Fail(middleware.CodeForbidden, "agent %s is not allowed here", signer.Truncate(res.Agent.ID))}

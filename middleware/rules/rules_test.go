@@ -17,12 +17,15 @@ const (
 	uid01 = "agent-01ab00000000000000000000"
 )
 
-func res(v middleware.Verdict, id, uid string) *middleware.Result {
-	r := &middleware.Result{Verdict: v, Agent: middleware.Agent{ID: id, UID: uid}}
+// unsigned is the outcome of an unsigned request (unverified, missing_signature).
+const unsigned middleware.Outcome = "unsigned"
+
+func res(v middleware.Outcome, id, uid string) *middleware.Result {
+	r := &middleware.Result{Outcome: v, Agent: middleware.Agent{ID: id, UID: uid}}
 	switch v {
-	case middleware.Unsigned:
-		r.Err = middleware.Fail(middleware.CodeMissingSignature, "no signature")
-	case middleware.Invalid:
+	case unsigned:
+		r.Outcome, r.Err = middleware.OutcomeUnverified, middleware.Fail(middleware.CodeMissingSignature, "no signature")
+	case middleware.OutcomeInvalid:
 		r.Err = middleware.Fail(middleware.CodeExpiredSignature, "expired")
 	}
 	return r
@@ -50,23 +53,23 @@ func TestDecide(t *testing.T) {
 		res        *middleware.Result
 		want       middleware.Code // "" passes
 	}{
-		{"required, verified, allowed host", "/x", res(middleware.Verified, "https://a.good.example", ""), ""},
-		{"required, unsigned", "/x", res(middleware.Unsigned, "", ""), middleware.CodeMissingSignature},
+		{"required, verified, allowed host", "/x", res(middleware.OutcomeVerified, "https://a.good.example", ""), ""},
+		{"required, unsigned", "/x", res(unsigned, "", ""), middleware.CodeMissingSignature},
 		{"required, no outcome", "/x", nil, middleware.CodeMissingSignature},
-		{"optional, unsigned", "/pub/a", res(middleware.Unsigned, "", ""), ""},
-		{"optional, invalid", "/pub/a", res(middleware.Invalid, "", ""), middleware.CodeExpiredSignature},
-		{"longest prefix wins: required", "/pub/private/a", res(middleware.Unsigned, "", ""), middleware.CodeMissingSignature},
-		{"observe, invalid", "/watch/a", res(middleware.Invalid, "", ""), ""},
-		{"observe, denied agent", "/watch/a", res(middleware.Verified, "https://bad.good.example", ""), ""},
-		{"denied host wins over allowed suffix", "/x", res(middleware.Verified, "https://bad.good.example", ""), middleware.CodeForbidden},
-		{"not on the allow list", "/x", res(middleware.Verified, "https://other.example", ""), middleware.CodeForbidden},
-		{"suffix needs a label boundary", "/x", res(middleware.Verified, "https://evilgood.example", ""), middleware.CodeForbidden},
-		{"suffix alone is not under itself", "/x", res(middleware.Verified, "https://good.example", ""), middleware.CodeForbidden},
-		{"exact identity", "/x", res(middleware.Verified, "https://solo.example", ""), ""},
-		{"host case-insensitive, port ignored", "/x", res(middleware.Verified, "https://A.Good.Example:8443", ""), ""},
-		{"uid pattern", "/x", res(middleware.Verified, "http://"+uid00+".svc.example", uid00), ""},
-		{"uid pattern miss", "/x", res(middleware.Verified, "http://"+uid01+".svc.example", uid01), middleware.CodeForbidden},
-		{"uid of another host", "/x", res(middleware.Verified, "http://"+uid00+".other.example", uid00), middleware.CodeForbidden},
+		{"optional, unsigned", "/pub/a", res(unsigned, "", ""), ""},
+		{"optional, invalid", "/pub/a", res(middleware.OutcomeInvalid, "", ""), middleware.CodeExpiredSignature},
+		{"longest prefix wins: required", "/pub/private/a", res(unsigned, "", ""), middleware.CodeMissingSignature},
+		{"observe, invalid", "/watch/a", res(middleware.OutcomeInvalid, "", ""), ""},
+		{"observe, denied agent", "/watch/a", res(middleware.OutcomeVerified, "https://bad.good.example", ""), ""},
+		{"denied host wins over allowed suffix", "/x", res(middleware.OutcomeVerified, "https://bad.good.example", ""), middleware.CodeForbidden},
+		{"not on the allow list", "/x", res(middleware.OutcomeVerified, "https://other.example", ""), middleware.CodeForbidden},
+		{"suffix needs a label boundary", "/x", res(middleware.OutcomeVerified, "https://evilgood.example", ""), middleware.CodeForbidden},
+		{"suffix alone is not under itself", "/x", res(middleware.OutcomeVerified, "https://good.example", ""), middleware.CodeForbidden},
+		{"exact identity", "/x", res(middleware.OutcomeVerified, "https://solo.example", ""), ""},
+		{"host case-insensitive, port ignored", "/x", res(middleware.OutcomeVerified, "https://A.Good.Example:8443", ""), ""},
+		{"uid pattern", "/x", res(middleware.OutcomeVerified, "http://"+uid00+".svc.example", uid00), ""},
+		{"uid pattern miss", "/x", res(middleware.OutcomeVerified, "http://"+uid01+".svc.example", uid01), middleware.CodeForbidden},
+		{"uid of another host", "/x", res(middleware.OutcomeVerified, "http://"+uid00+".other.example", uid00), middleware.CodeForbidden},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := httptest.NewRequest("GET", "http://api.example"+tc.path, nil)
@@ -112,7 +115,7 @@ func TestMatcherAgreesWithPolicy(t *testing.T) {
 	}
 	for _, a := range agents {
 		r := httptest.NewRequest("GET", "/", nil)
-		d := g.Decide(r, &middleware.Result{Verdict: middleware.Verified, Agent: a})
+		d := g.Decide(r, &middleware.Result{Outcome: middleware.OutcomeVerified, Agent: a})
 		if got, want := d.Err == nil, m.Allows(a); got != want {
 			t.Errorf("%+v: allowed = %v, policy.Allow(p).Allows = %v", a, got, want)
 		}

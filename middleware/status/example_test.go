@@ -10,8 +10,8 @@ import (
 // The page's numbers, as Snapshot returns them.
 func Example() {
 	page := status.New(status.Config{})
-	page.Observe(middleware.Result{Verdict: middleware.Verified, Agent: middleware.Agent{ID: "https://agent.example"}})
-	page.Observe(middleware.Result{Verdict: middleware.Invalid, Err: middleware.Fail(middleware.CodeExpiredSignature, "expired")})
+	page.Observe(middleware.Result{Outcome: middleware.OutcomeVerified, Agent: middleware.Agent{ID: "https://agent.example"}})
+	page.Observe(middleware.Result{Outcome: middleware.OutcomeInvalid, Err: middleware.Fail(middleware.CodeExpiredSignature, "expired")})
 	s := page.Snapshot()
 	fmt.Println(s.Hour.Verified, s.Hour.Invalid, s.Agents[0].ID, s.Reasons[0].Code)
 	// Output: 1 1 https://agent.example expired_signature

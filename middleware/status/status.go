@@ -59,12 +59,13 @@ type Config struct {
 	UID func(identity string) string
 }
 
-// verdictIndex numbers the verdicts in counts arrays.
-func verdictIndex(v middleware.Verdict) int {
-	switch v {
-	case middleware.Verified:
+// verdictIndex numbers the outcomes in counts arrays: verified, unsigned,
+// and the others.
+func verdictIndex(res *middleware.Result) int {
+	switch {
+	case res.Outcome == middleware.OutcomeVerified:
 		return 0
-	case middleware.Unsigned:
+	case res.Err != nil && res.Err.Code == middleware.CodeMissingSignature:
 		return 1
 	}
 	return 2
@@ -116,7 +117,7 @@ func New(cfg Config) *Page {
 func (p *Page) Observe(res middleware.Result) {
 	now := p.cfg.Now()
 	m := now.Unix() / 60
-	vi := verdictIndex(res.Verdict)
+	vi := verdictIndex(&res)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	slot := &p.ring[m%Minutes]
@@ -125,7 +126,7 @@ func (p *Page) Observe(res middleware.Result) {
 	}
 	slot.verdicts[vi]++
 	p.total[vi]++
-	if res.Err != nil && res.Verdict == middleware.Invalid {
+	if vi == 2 && res.Err != nil {
 		p.reasons[res.Err.Code]++
 		if res.Err.Code == middleware.CodeKeyFetchFailed {
 			slot.fetchErr++
@@ -133,7 +134,7 @@ func (p *Page) Observe(res middleware.Result) {
 			p.lastErr = now
 		}
 	}
-	if res.Verdict == middleware.Verified {
+	if vi == 0 {
 		p.fetchOK++
 	}
 	if id := res.Agent.ID; id != "" {

@@ -26,15 +26,15 @@ func (c *clock) Add(d time.Duration) {
 }
 
 func verified(id string) middleware.Result {
-	return middleware.Result{Verdict: middleware.Verified, Agent: middleware.Agent{ID: id}}
+	return middleware.Result{Outcome: middleware.OutcomeVerified, Agent: middleware.Agent{ID: id}}
 }
 
 func invalid(id string, code middleware.Code) middleware.Result {
-	return middleware.Result{Verdict: middleware.Invalid, Agent: middleware.Agent{ID: id}, Err: middleware.Fail(code, "x")}
+	return middleware.Result{Outcome: middleware.OutcomeInvalid, Agent: middleware.Agent{ID: id}, Err: middleware.Fail(code, "x")}
 }
 
 func unsigned() middleware.Result {
-	return middleware.Result{Verdict: middleware.Unsigned, Err: middleware.Fail(middleware.CodeMissingSignature, "x")}
+	return middleware.Result{Outcome: middleware.OutcomeUnverified, Err: middleware.Fail(middleware.CodeMissingSignature, "x")}
 }
 
 // TestSnapshot counts verdicts per minute over the last hour, ranks agents

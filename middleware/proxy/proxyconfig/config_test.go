@@ -316,7 +316,7 @@ func TestTrustHintsBounded(t *testing.T) {
 	h := &trustHints{logger: slog.New(slog.NewTextHandler(&buf, nil)), key: "--trust", seen: map[string]bool{}}
 	for i := range 3 * maxTrustHints {
 		ue := &keyfetch.UntrustedError{Host: fmt.Sprintf("agent-%d.evil.example:8443", i), Reason: keyfetch.ReasonUntrustedHost, Patterns: []string{"*.evil.example"}}
-		h.observe(middleware.Result{Verdict: middleware.Invalid, Err: &middleware.Error{Code: middleware.CodeUntrustedAgent, Err: ue}})
+		h.observe(middleware.Result{Outcome: middleware.OutcomeUnverified, Err: &middleware.Error{Code: middleware.CodeUntrustedAgent, Err: ue}})
 	}
 	if n := strings.Count(buf.String(), "\n"); n != maxTrustHints {
 		t.Errorf("%d lines, want %d", n, maxTrustHints)
