@@ -11,20 +11,8 @@ import (
 
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/middleware/agentlimit"
+	"github.com/agentid/agentid/signer/signertest"
 )
-
-// clock is a settable fake clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 func verified(id string, components ...string) *middleware.Result {
 	return &middleware.Result{Outcome: middleware.OutcomeVerified, Passed: true, Agent: middleware.Agent{ID: id, Components: components}}
@@ -49,7 +37,7 @@ func newLimiter(t *testing.T, cfg agentlimit.Config) *agentlimit.Limiter {
 // request is refused with Retry-After, another agent and the unsigned
 // address budget are unaffected, and tokens come back with time.
 func TestBudgetPerAgent(t *testing.T) {
-	clk := &clock{t: time.Unix(1_800_000_000, 0)}
+	clk := signertest.NewClock(time.Unix(1_800_000_000, 0))
 	l := newLimiter(t, agentlimit.Config{
 		Agent:   agentlimit.Limit{Quota: 3, Window: time.Minute},
 		Address: agentlimit.Limit{Quota: 1, Window: time.Minute},
@@ -93,7 +81,7 @@ func TestBudgetPerAgent(t *testing.T) {
 	if d := l.Take(request("192.0.2.2:1000"), nil); !d.Allowed {
 		t.Errorf("unsigned from another address refused: %+v", d)
 	}
-	clk.Add(20 * time.Second)
+	clk.Advance(20 * time.Second)
 	if d := l.Take(request("192.0.2.1:1000"), a); !d.Allowed || d.Remaining != 0 {
 		t.Errorf("after 20s: %+v, want one token back and spent", d)
 	}
@@ -212,7 +200,7 @@ func TestMemoryBounded(t *testing.T) {
 // TestMemoryConcurrent: of many concurrent takes on a bucket of 50, exactly
 // 50 succeed.
 func TestMemoryConcurrent(t *testing.T) {
-	clk := &clock{t: time.Unix(1_800_000_000, 0)}
+	clk := signertest.NewClock(time.Unix(1_800_000_000, 0))
 	s := agentlimit.NewMemoryStore(agentlimit.MemoryConfig{Now: clk.Now})
 	var wg sync.WaitGroup
 	var mu sync.Mutex

@@ -193,7 +193,7 @@ func TestStatusPageScreenshot(t *testing.T) {
 		t.Skip("AGENTID_STATUS_SCREENSHOT is not set")
 	}
 	bin := chromium(t)
-	clk := &clock{t: time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC)}
+	clk := signertest.NewClock(time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC))
 	page := status.New(status.Config{Now: clk.Now, Title: "agentid proxy — api.example.com"})
 	ids := []string{"https://chatgpt.com", "https://agent-3f9c2a61d0b74e85a1c2d3e4.agentid.example", "https://crawler.search.example", "https://bot.shop.example"}
 	for m := range 60 {
@@ -212,7 +212,7 @@ func TestStatusPageScreenshot(t *testing.T) {
 		if m%17 == 0 {
 			page.Observe(invalid("", middleware.CodeReplayedNonce))
 		}
-		clk.Add(time.Minute)
+		clk.Advance(time.Minute)
 	}
 	site := httptest.NewServer(page)
 	defer site.Close()

@@ -11,19 +11,8 @@ import (
 
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/middleware/status"
+	"github.com/agentid/agentid/signer/signertest"
 )
-
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 func verified(id string) middleware.Result {
 	return middleware.Result{Outcome: middleware.OutcomeVerified, Agent: middleware.Agent{ID: id}}
@@ -40,13 +29,13 @@ func unsigned() middleware.Result {
 // TestSnapshot counts verdicts per minute over the last hour, ranks agents
 // and reasons, and forgets minutes older than the hour.
 func TestSnapshot(t *testing.T) {
-	clk := &clock{t: time.Date(2026, 11, 25, 10, 0, 30, 0, time.UTC)}
+	clk := signertest.NewClock(time.Date(2026, 11, 25, 10, 0, 30, 0, time.UTC))
 	p := status.New(status.Config{Now: clk.Now})
 	for range 5 {
 		p.Observe(verified("https://a.example"))
 	}
 	p.Observe(unsigned())
-	clk.Add(time.Minute)
+	clk.Advance(time.Minute)
 	for range 3 {
 		p.Observe(verified("https://b.example"))
 	}
@@ -77,7 +66,7 @@ func TestSnapshot(t *testing.T) {
 	if s.Fetch.OK != 8 || s.Fetch.Failed != 1 || s.Fetch.FailedHour != 1 || !s.Fetch.LastFailure.Equal(clk.Now()) {
 		t.Errorf("fetch %+v", s.Fetch)
 	}
-	clk.Add(time.Hour)
+	clk.Advance(time.Hour)
 	s = p.Snapshot()
 	if s.Hour.Total() != 0 || s.Fetch.FailedHour != 0 || s.Totals.Total() != 12 {
 		t.Errorf("an hour later: hour %+v, failed %d, totals %+v; want the hour empty and the totals kept", s.Hour, s.Fetch.FailedHour, s.Totals)
