@@ -68,8 +68,8 @@ func compact(keys []signer.PublicKey) []signer.PublicKey {
 		k.JWK.Crv = intern(k.JWK.Crv, "Ed25519", "P-256")
 		k.JWK.Alg = intern(k.JWK.Alg, "EdDSA", "Ed25519", "RS256", "PS256", "PS512", "ES256")
 		k.JWK.E = intern(k.JWK.E, "AQAB")
-		// The Ed25519 backend's precomputed table (about 1.5 KB) is not
-		// kept per cached key: the verifier keeps those of the keys verifying
+		// The Ed25519 backend's precomputed table (most of a key's memory)
+		// is not kept per cached key: the verifier keeps those of the keys verifying
 		// most often (middleware.Config.ExpandedKeys).
 		out[i] = k.Unexpanded()
 	}

@@ -67,9 +67,8 @@ func TestSignatureAgentCacheSize(t *testing.T) {
 }
 
 // TestSignatureAgentCacheEntryBytes measures the heap an entry of the
-// Signature-Agent cache holds, for the figures documented at
-// Config.SignatureAgentCacheSize (a typical one-member value, and the
-// longest cached value).
+// Signature-Agent cache holds, for the figures in docs/benchmarks.md (a
+// typical one-member value, and the longest cached value).
 func TestSignatureAgentCacheEntryBytes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("measures the heap of 2,000 entries")

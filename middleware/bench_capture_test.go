@@ -146,7 +146,7 @@ func BenchmarkUncachedKeySets(b *testing.B) {
 
 // BenchmarkHugeRSAKeyRefused: the JWK a trusted host could publish to
 // make each verification slow — a 48,000-bit modulus with exponent
-// 2^31−1, about 100 ms per verification if it were used — is refused from
+// 2^31−1 — is refused from
 // the encoded members, before any arithmetic on them: "parse" is that
 // refusal (once per key-set fetch); "request" is a request signed in its
 // name to a verifier whose Fetcher has fetched that key set (the set is

@@ -237,12 +237,10 @@ type Config struct {
 	// the same value on every request, so it is parsed once while cached.
 	// Size it at least to the number of agents that sign requests here
 	// (with keyfetch, its MaxOrigins), or every request of an agent whose
-	// value was evicted parses it again. An entry holds about 360 bytes
-	// for a one-member value of a 24-byte URL, at most about 1.1 KB (values
-	// longer than 512 bytes are never cached): the default of 10,000 holds
-	// about 3.6 MB, at most 11 MB when filled with the longest values
-	// (anyone can send a value; the cache is bounded either way).
-	// TestSignatureAgentCacheEntryBytes measures these figures.
+	// value was evicted parses it again. Values longer than 512 bytes are
+	// never cached, so an entry's size is bounded; anyone can send a value,
+	// and the cache is bounded either way. TestSignatureAgentCacheEntryBytes
+	// measures an entry (docs/benchmarks.md has the figures).
 	// If 0, DefaultSignatureAgentCacheSize; negative: nothing is cached.
 	SignatureAgentCacheSize int
 	// ExpandedKeys keeps the expanded forms of the Ed25519 keys verifying

@@ -15,8 +15,8 @@ import (
 // Ed25519 verification runs on curve25519-voi with the standard library's
 // acceptance rules (VerifyOptionsStdLib: the same small-order and
 // non-canonical encodings accepted and refused as crypto/ed25519, checked by
-// FuzzEd25519Backend). A key's expanded form (its precomputed table, about
-// 1.5 KB) is computed when the PublicKey is made and reused by every
+// FuzzEd25519Backend). A key's expanded form (its precomputed table, most
+// of the key's memory) is computed when the PublicKey is made and reused by every
 // verification. A key without it (PublicKey.Unexpanded, as key caches
 // holding many keys keep them) is verified through a bounded cache of
 // expanded keys (ExpandedKeys), or without precomputation. Build with the tag

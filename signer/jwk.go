@@ -46,8 +46,8 @@ type PublicKey struct {
 }
 
 // Unexpanded returns k without the Ed25519 backend's precomputed form of
-// Key (about 1.5 KB with curve25519-voi, nothing with the standard library
-// backend): what a cache holding many agents' keys keeps. It verifies as k
+// Key (curve25519-voi's table, most of a key's memory; nothing with the
+// standard library backend): what a cache holding many agents' keys keeps. It verifies as k
 // does, without precomputation unless verified through an ExpandedKeys
 // cache (ExpandedKeys.Verify), as a verifier does.
 func (k PublicKey) Unexpanded() PublicKey {

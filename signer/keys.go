@@ -23,8 +23,8 @@ const (
 
 // RSA key bounds. A key set is fetched from hosts the verifier does not
 // control, and the cost of an RSA verification grows with the modulus and
-// the exponent: a 48,000-bit modulus with e = 2^31−1 costs tens of
-// milliseconds per check. So ParseKeySetJWK accepts moduli of MinRSABits
+// the exponent: a huge modulus with a huge exponent makes every check slow
+// (docs/benchmarks.md has the figure). So ParseKeySetJWK accepts moduli of MinRSABits
 // to LimitRSABits bits and only the exponent RSAExponent, refusing any other
 // key from the lengths of its members, before any arithmetic on them; a
 // verifier uses keys of up to DefaultMaxRSABits bits unless its

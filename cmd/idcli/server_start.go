@@ -229,10 +229,10 @@ func listenError(what, fix string, err error) error {
 }
 
 // serverGCPercent is the garbage collector target of `server start` when the
-// GOGC variable is unset. The server's live heap is small (tens of MiB even
-// under load), so collecting at 4× instead of 2× the live heap costs little
-// memory and, measured with `idcli bench` on two cores, raises /whoami
-// throughput by about 15–20% (less GC work competing with Ed25519).
+// GOGC variable is unset. The server's live heap is small, so letting the
+// heap grow to five times the live heap before collecting, instead of
+// twice, costs little memory and raises /whoami throughput: less GC work
+// competes with Ed25519 (docs/benchmarks.md has the measurement).
 const serverGCPercent = 400
 
 func setServerGC(env *cliEnv) {

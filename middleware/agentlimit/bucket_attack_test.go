@@ -57,8 +57,8 @@ func TestKeyHeaderValuesCapped(t *testing.T) {
 }
 
 // TestLongKeysBoundedMemory: buckets named by long keys (padded
-// identities, 512 KB covered key_header values) hold no copy of the key.
-// (Before, 200 such buckets held 100 MB until they were evicted.)
+// identities, 512 KB covered key_header values) hold no copy of the key
+// (before, each held one until it was evicted).
 func TestLongKeysBoundedMemory(t *testing.T) {
 	const n, size = 200, 512 << 10
 	store := agentlimit.NewMemoryStore(agentlimit.MemoryConfig{})

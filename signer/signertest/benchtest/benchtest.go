@@ -18,8 +18,8 @@ const depths = 16
 // atDepth calls f(i) n frames deeper than its caller. The speed of some
 // code (curve25519-voi's vector code among it) depends on where its stack
 // frames fall relative to the data it reads: measured at one stack depth,
-// a path can look up to 40% faster or slower than it is on average, as it
-// runs in a server's many goroutines. Spreading the calls over several
+// a path can look markedly faster or slower than it is on average, as it
+// runs in a server's many goroutines (docs/benchmarks.md). Spreading the calls over several
 // depths measures the average.
 //
 //go:noinline

@@ -14,14 +14,15 @@ import "strings"
 // runtime accepts (2^31-1 ms, about 24.8 days). A positive schedtrace keeps
 // the runtime's monitor thread out of its deep sleep, which it otherwise
 // enters whenever every processor is idle and leaves at the next system
-// call, polling every 20 µs for a while after each such wake-up. Under
-// moderate load the server goes idle and busy again thousands of times a
-// second, and those polls were the largest single source of context
-// switches (measured with perf on two cores: about 40% of them at
-// 3,000 req/s); without deep sleep the monitor backs off to one poll per
-// 10 ms however the load comes. The cost: one line of scheduler state on
-// stderr every 24.8 days of host uptime, one when a fatal error crashes
-// the process, and 100 polls a second while the server is fully idle.
+// call, polling at its shortest interval for a while after each such
+// wake-up. Under moderate load the server goes idle and busy again
+// thousands of times a second, and those polls were the largest single
+// source of context switches (docs/benchmarks.md has the measurement);
+// without deep sleep the monitor backs off to its longest interval
+// however the load comes. The cost: one line of scheduler state on stderr
+// every 24.8 days of host uptime, one when a fatal error crashes the
+// process, and the monitor's polls at its longest interval while the
+// server is fully idle.
 const serverSchedtrace = "schedtrace=2147483647"
 
 // schedtraceEnviron returns environ with serverSchedtrace added to
