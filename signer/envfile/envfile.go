@@ -1,5 +1,6 @@
-// Package envfile reads and edits dotenv files (".env"): the agent's
-// credentials file and the reference server's settings file are both one.
+// Package envfile reads and edits dotenv files (".env"), shared by the
+// agent (signer/agent, its credentials file) and idcli (the reference
+// server's settings file).
 // Lines an edit does not touch are written back byte for byte, so a file
 // shared with other tools (vestauth writes one) keeps its form.
 //

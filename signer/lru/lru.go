@@ -1,6 +1,7 @@
-// Package lru is a small, size-bounded, least-recently-used cache with an
-// optional time to live per entry, measured by an injected clock. It is
-// the one bounded cache type of the module.
+// Package lru is the module's one bounded cache, shared by keyfetch, the
+// verifier (middleware), the reference server and signer: size-bounded,
+// least recently used, with an optional time to live per entry measured by
+// an injected clock.
 //
 //	c := lru.New[string, Key](10_000, 500*time.Millisecond, nil)
 //	c.Add("kid", key)

@@ -1,7 +1,8 @@
 // Package redact hides what may be a credential in a URL before the URL
-// is printed, logged or put in an error: the module's one rule for that,
-// used wherever a configured URL (a database, Redis, a registry, an
-// upstream, an agentid service) can be shown.
+// is printed, logged or put in an error, shared by every tree (signer,
+// keyfetch, the proxy, the Redis and database stores, idcli): the module's
+// one rule for that, used wherever a configured URL (a database, Redis, a
+// registry, an upstream, an agentid service) can be shown.
 //
 //	redact.URL("https://u:pw@registry.example/list?token=abc&v=2#k")
 //	// "https://xxxxx@registry.example/list?token=xxxxx&v=xxxxx#xxxxx"
