@@ -406,18 +406,25 @@ func TestBoundedWork(t *testing.T) {
 	})
 }
 
-// TestDefaultLogger: without Config.Logger the verifier logs through
-// slog.Default(), so the warning about an empty Authorities reaches the
-// program's log. Not parallel: it swaps the process-wide default logger.
+// TestDefaultLogger: a library logs nothing unless given a logger: without
+// Config.Logger nothing reaches slog.Default(); with it, the warning about
+// an empty Authorities does. Not parallel: it swaps the process-wide
+// default logger.
 func TestDefaultLogger(t *testing.T) {
-	var logs bytes.Buffer
+	var global, own bytes.Buffer
 	old := slog.Default()
-	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))
+	slog.SetDefault(slog.New(slog.NewTextHandler(&global, nil)))
 	defer slog.SetDefault(old)
 	if _, err := middleware.New(middleware.Config{Keys: staticKeys()}); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(logs.String(), "Config.Authorities is empty") {
-		t.Errorf("default logger got %q, want the warning about Config.Authorities", logs.String())
+	if global.Len() != 0 {
+		t.Errorf("slog.Default() got %q, want nothing", global.String())
+	}
+	if _, err := middleware.New(middleware.Config{Keys: staticKeys(), Logger: slog.New(slog.NewTextHandler(&own, nil))}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(own.String(), "Config.Authorities is empty") {
+		t.Errorf("Config.Logger got %q, want the warning about Config.Authorities", own.String())
 	}
 }

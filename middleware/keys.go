@@ -74,16 +74,16 @@ func NewStaticKeys() *StaticKeys {
 // Add publishes pk for agent under its kid (and its thumbprint, when the
 // kid is another name).
 func (s *StaticKeys) Add(agent string, pk signer.PublicKey) {
-	s.AddWithID(agent, pk.JWK.Kid, pk)
+	s.addWithID(agent, pk.JWK.Kid, pk)
 	if pk.Thumbprint != "" && pk.Thumbprint != pk.JWK.Kid {
-		s.AddWithID(agent, pk.Thumbprint, pk)
+		s.addWithID(agent, pk.Thumbprint, pk)
 	}
 }
 
-// AddWithID publishes pk for agent under keyID (for key ids agreed out of
+// addWithID publishes pk for agent under keyID (for key ids agreed out of
 // band; at a well-known directory the verifier accepts them only with
 // Config.AllowAnyKeyID).
-func (s *StaticKeys) AddWithID(agent, keyID string, pk signer.PublicKey) {
+func (s *StaticKeys) addWithID(agent, keyID string, pk signer.PublicKey) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	m := s.keys[agent]

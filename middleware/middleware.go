@@ -112,29 +112,33 @@ type Result struct {
 	Passed bool
 }
 
-// Defaults of the limits checked before anything else; each is far above
-// what real signers send.
+// DefaultSkew is the clock skew a verifier allows unless Config.Skew says
+// otherwise.
+const DefaultSkew = 60 * time.Second
+
+// DefaultSignatureAgentCacheSize is the default of
+// Config.SignatureAgentCacheSize: as many values as keyfetch caches key sets
+// by default (keyfetch.DefaultMaxOrigins), so that every agent whose keys
+// are cached also has its Signature-Agent value cached.
+const DefaultSignatureAgentCacheSize = 10_000
+
+// The defaults of the other bounds (Config's doc states them); each is far
+// above what real signers send.
 const (
-	DefaultMaxWindow                = 10 * time.Minute
-	DefaultSkew                     = 60 * time.Second
-	DefaultMaxBodyBytes             = 1 << 20
-	DefaultMaxSignatures            = 8
-	DefaultMaxComponents            = 32
-	DefaultMaxSignatureAgentMembers = 8
-	DefaultMaxNonceLength           = 256
-	DefaultMaxKeyIDLength           = 256
-	DefaultMaxHeaderBytes           = 8 << 10
-	// DefaultMaxVerifyCost is the default of Config.MaxVerifyCost: one
-	// check of an RSA key of up to signer.DefaultMaxRSABits bits fits it,
-	// and no two such checks do. A request then costs at most ten Ed25519
-	// verifications' worth of signature checks, whatever algorithms and
-	// key sizes a trusted host publishes.
-	DefaultMaxVerifyCost = 10
-	// DefaultSignatureAgentCacheSize is the default of
-	// Config.SignatureAgentCacheSize: as many values as keyfetch caches key
-	// sets by default (keyfetch.DefaultMaxOrigins), so that every agent
-	// whose keys are cached also has its Signature-Agent value cached.
-	DefaultSignatureAgentCacheSize = 10_000
+	defaultMaxWindow                = 10 * time.Minute
+	defaultMaxBodyBytes             = 1 << 20
+	defaultMaxSignatures            = 8
+	defaultMaxComponents            = 32
+	defaultMaxSignatureAgentMembers = 8
+	defaultMaxNonceLength           = 256
+	defaultMaxKeyIDLength           = 256
+	defaultMaxHeaderBytes           = 8 << 10
+	// defaultMaxVerifyCost: one check of an RSA key of up to
+	// signer.DefaultMaxRSABits bits fits it, and no two such checks do. A
+	// request then costs at most ten Ed25519 verifications' worth of
+	// signature checks, whatever algorithms and key sizes a trusted host
+	// publishes.
+	defaultMaxVerifyCost = 10
 )
 
 // Config configures a Verifier and the middleware. The zero value of each
@@ -157,7 +161,7 @@ type Config struct {
 	OnResult func(Result)
 	// Replay remembers (key thumbprint, nonce) pairs (ReplayKey) until the
 	// signature's expiry plus Skew. If nil, an in-memory store on the Now clock is used
-	// (NewMemoryReplayStoreWithClock); several instances need a shared store.
+	// several instances need a shared store.
 	Replay ReplayStore
 	// Tag is the required tag parameter. If "", "web-bot-auth". Signatures
 	// with another tag are ignored.
@@ -222,7 +226,7 @@ type Config struct {
 	//     are tried in order while their checks fit; the first signature's
 	//     error then stands. A key whose one check costs more is refused
 	//     (unsupported_algorithm) without being used, and the next
-	//     signature is tried. If 0, DefaultMaxVerifyCost, which fits one
+	//     signature is tried. If 0, 10, which fits one
 	//     check of an RSA key of signer.DefaultMaxRSABits bits. Raising it
 	//     raises, in proportion, what a request with forged signatures can
 	//     cost.
@@ -268,7 +272,7 @@ type Config struct {
 
 	// Logger receives a warning at construction when Authorities is empty
 	// (without AnyAuthority) and one debug line per rejection. If nil,
-	// slog.Default().
+	// nothing is logged.
 	Logger *slog.Logger
 }
 

@@ -21,14 +21,14 @@ type MemoryReplayStore struct {
 
 // NewMemoryReplayStore returns an empty in-memory store on the real clock.
 func NewMemoryReplayStore() *MemoryReplayStore {
-	return NewMemoryReplayStoreWithClock(nil)
+	return newMemoryReplayStore(nil)
 }
 
-// NewMemoryReplayStoreWithClock returns an empty in-memory store that
-// measures the time left until each entry's expiry with now (the clock the
-// Verifier checks signatures with). If now is nil, time.Now is used. A
-// Verifier whose Config.Replay is nil builds its store this way.
-func NewMemoryReplayStoreWithClock(now func() time.Time) *MemoryReplayStore {
+// newMemoryReplayStore returns an empty in-memory store that measures the
+// time left until each entry's expiry with now (the clock the Verifier
+// checks signatures with). If now is nil, time.Now is used. A Verifier
+// whose Config.Replay is nil builds its store this way.
+func newMemoryReplayStore(now func() time.Time) *MemoryReplayStore {
 	if now == nil {
 		now = time.Now
 	}

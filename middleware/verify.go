@@ -90,31 +90,31 @@ func (c Config) withDefaults() Config {
 		c.Now = time.Now
 	}
 	if c.Replay == nil {
-		c.Replay = NewMemoryReplayStoreWithClock(c.Now)
+		c.Replay = newMemoryReplayStore(c.Now)
 	}
 	c.Tag = cmp.Or(c.Tag, signer.DefaultTag)
 	if c.Algorithms == nil {
 		c.Algorithms = []string{signer.AlgEd25519, signer.AlgRSAPSSSHA512, signer.AlgECDSAP256SHA256}
 	}
-	c.MaxWindow = cmp.Or(c.MaxWindow, DefaultMaxWindow)
+	c.MaxWindow = cmp.Or(c.MaxWindow, defaultMaxWindow)
 	if c.Skew == 0 {
 		c.Skew = DefaultSkew
 	} else if c.Skew < 0 {
 		c.Skew = 0
 	}
-	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, DefaultMaxBodyBytes)
+	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, defaultMaxBodyBytes)
 	if c.RefusalStatus == 0 && c.Profile == ProfileStrict01 {
 		c.RefusalStatus = http.StatusForbidden // protocol-01's refusal
 	}
 	c.RefusalStatus = cmp.Or(c.RefusalStatus, http.StatusUnauthorized)
 	l := &c.Limits
-	l.MaxFieldBytes = cmp.Or(l.MaxFieldBytes, DefaultMaxHeaderBytes)
-	l.MaxSignatures = cmp.Or(l.MaxSignatures, DefaultMaxSignatures)
-	l.MaxComponents = cmp.Or(l.MaxComponents, DefaultMaxComponents)
-	l.MaxSignatureAgentMembers = cmp.Or(l.MaxSignatureAgentMembers, DefaultMaxSignatureAgentMembers)
-	l.MaxNonceLength = cmp.Or(l.MaxNonceLength, DefaultMaxNonceLength)
-	l.MaxKeyIDLength = cmp.Or(l.MaxKeyIDLength, DefaultMaxKeyIDLength)
-	l.MaxVerifyCost = cmp.Or(l.MaxVerifyCost, DefaultMaxVerifyCost)
+	l.MaxFieldBytes = cmp.Or(l.MaxFieldBytes, defaultMaxHeaderBytes)
+	l.MaxSignatures = cmp.Or(l.MaxSignatures, defaultMaxSignatures)
+	l.MaxComponents = cmp.Or(l.MaxComponents, defaultMaxComponents)
+	l.MaxSignatureAgentMembers = cmp.Or(l.MaxSignatureAgentMembers, defaultMaxSignatureAgentMembers)
+	l.MaxNonceLength = cmp.Or(l.MaxNonceLength, defaultMaxNonceLength)
+	l.MaxKeyIDLength = cmp.Or(l.MaxKeyIDLength, defaultMaxKeyIDLength)
+	l.MaxVerifyCost = cmp.Or(l.MaxVerifyCost, defaultMaxVerifyCost)
 	l.MaxRSABits = cmp.Or(l.MaxRSABits, signer.DefaultMaxRSABits)
 	l.Tag = c.Tag
 	c.SignatureAgentCacheSize = cmp.Or(c.SignatureAgentCacheSize, DefaultSignatureAgentCacheSize)
@@ -122,7 +122,7 @@ func (c Config) withDefaults() Config {
 		c.ExpandedKeys = signer.NewExpandedKeys(signer.DefaultExpandedKeyCacheSize)
 	}
 	if c.Logger == nil {
-		c.Logger = slog.Default()
+		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	return c
 }
@@ -180,10 +180,6 @@ func acceptSignature(cfg Config, required []signer.Component) string {
 	b.WriteString(";tag=" + strconv.Quote(cfg.Tag))
 	return b.String()
 }
-
-// AcceptSignature returns the Accept-Signature field value sent with
-// refusals.
-func (v *Verifier) AcceptSignature() string { return v.acceptSignature }
 
 // Mode returns the mode the verifier was configured with.
 func (v *Verifier) Mode() Mode { return v.cfg.Mode }

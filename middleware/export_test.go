@@ -1,0 +1,22 @@
+package middleware
+
+import (
+	"time"
+
+	"github.com/agentid/agentid/signer"
+)
+
+// Test access to what the package keeps to itself.
+
+// DefaultMaxVerifyCost is the default of Config.Limits.MaxVerifyCost.
+const DefaultMaxVerifyCost = defaultMaxVerifyCost
+
+// NewMemoryReplayStoreWithClock is a MemoryReplayStore on the clock now.
+func NewMemoryReplayStoreWithClock(now func() time.Time) *MemoryReplayStore {
+	return newMemoryReplayStore(now)
+}
+
+// AddWithID publishes pk for agent under keyID.
+func (s *StaticKeys) AddWithID(agent, keyID string, pk signer.PublicKey) {
+	s.addWithID(agent, keyID, pk)
+}
