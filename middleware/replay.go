@@ -3,9 +3,14 @@ package middleware
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/patrickmn/go-cache"
+
+	"github.com/agentid/agentid/signer"
 )
 
 // MemoryReplayStore is an in-process ReplayStore on go-cache. Entries are
@@ -55,3 +60,40 @@ func (s *MemoryReplayStore) Seen(_ context.Context, key string, expiry time.Time
 // Len returns the number of remembered nonces (expired ones may linger until
 // the next purge).
 func (s *MemoryReplayStore) Len() int { return s.c.ItemCount() }
+
+// replay records the nonce of a verified signature (step 9).
+func (v *Verifier) replay(r *http.Request, a *Agent, hasExpires bool) *Error {
+	if a.Nonce == "" {
+		return nil
+	}
+	cfg := &v.cfg
+	expires := a.Expires
+	if !hasExpires {
+		expires = a.Created.Add(max(cfg.MaxWindow, 0))
+	}
+	seen, err := cfg.Replay.Seen(r.Context(), ReplayKey(a.Thumbprint, a.Nonce), expires.Add(cfg.Skew))
+	if err != nil {
+		return &Error{Code: CodeDatabaseUnavailable, Message: "the replay store is unavailable", Err: fmt.Errorf("%w: %w", ErrReplayStore, err)}
+	}
+	if seen {
+		return Fail(CodeReplayedNonce, "nonce already used with key %q", signer.Truncate(a.KeyID))
+	}
+	return nil
+}
+
+// ReplayKey is the key a Verifier records in its ReplayStore for a
+// verified signature: the SHA-256 digest (32 bytes, as a string) of the
+// verified key's RFC 7638 thumbprint and the nonce, each length-prefixed
+// so that no two pairs share a key. It depends on nothing else — not on
+// how Signature-Agent was spelled, the keyid, the route or the instance —
+// so a nonce is accepted once per key wherever the signature is sent.
+func ReplayKey(thumbprint, nonce string) string {
+	var buf [512]byte
+	b := buf[:0]
+	for _, s := range [2]string{thumbprint, nonce} {
+		b = binary.BigEndian.AppendUint32(b, uint32(len(s)))
+		b = append(b, s...)
+	}
+	sum := sha256.Sum256(b)
+	return string(sum[:])
+}

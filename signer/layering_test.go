@@ -129,7 +129,7 @@ func TestLayeringRefuses(t *testing.T) {
 		{"keyfetch/fetch.go", module + "/middleware", "above it"},
 		{"signer/base.go", module + "/signer/agent", "above it"},
 		{"signer/agent/agent.go", module + "/keyfetch", "above it"},
-		{"middleware/verify.go", module + "/refserver", "above it"},
+		{"middleware/verifier.go", module + "/refserver", "above it"},
 		{"refserver/server.go", module + "/cmd/idcli", "above it"},
 		{"signer/lru/lru.go", module + "/signer", "leaf package"},
 		{"signer/envfile/envfile.go", module + "/signer/lru", "leaf package"},
