@@ -3,8 +3,12 @@ package middleware
 import "net/http"
 
 // StatusWriter is an http.ResponseWriter that remembers the status and the
-// number of body bytes written, for request logs, metrics and proxies. The
-// first status written wins; a body written without one is 200.
+// number of body bytes written, for request logs, metrics and proxies: the
+// one wrapper of the module (refserver, the proxy and rules use it). The
+// first status written wins; a body written without one is 200; Status is
+// 0 until the header was written. Flush passes through, and Unwrap lets
+// http.ResponseController reach the underlying writer's other abilities
+// (Hijack, deadlines).
 type StatusWriter struct {
 	http.ResponseWriter
 	// Status is the status written, 0 until something was.

@@ -269,6 +269,9 @@ func (r *Registry) WriteTo(w io.Writer) (int64, error) {
 	return bw.n, bw.err
 }
 
+// countWriter counts what WriteTo writes and keeps its first error. It is
+// an io.Writer over a buffer, not a wrapped http.ResponseWriter: there is
+// no status to record, so it is not middleware.StatusWriter.
 type countWriter struct {
 	w   *bufio.Writer
 	n   int64

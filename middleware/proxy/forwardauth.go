@@ -159,7 +159,10 @@ func (h *Handler) writeRefusal(sw *middleware.StatusWriter, c *captureWriter) {
 	sw.Write(c.body.Bytes())
 }
 
-// captureWriter records a response written to it.
+// captureWriter records a response written to it, and sends nothing: the
+// refusal it holds is rewritten (its body into X-Agent-Refusal, its status
+// for nginx) before it is answered through the request's
+// middleware.StatusWriter, which passes everything on as it is written.
 type captureWriter struct {
 	header http.Header
 	status int

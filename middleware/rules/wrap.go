@@ -49,9 +49,9 @@ func (g *Gate) OnResult(res middleware.Result) {
 func (g *Gate) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s := &slot{}
-		gw := &writer{ResponseWriter: w, g: g, s: s, r: r}
+		gw := &writer{StatusWriter: middleware.StatusWriter{ResponseWriter: w}, g: g, s: s, r: r}
 		next.ServeHTTP(gw, r.WithContext(context.WithValue(r.Context(), slotKey{}, s)))
-		if s.decided && s.d.Err != nil && !gw.wrote {
+		if s.decided && s.d.Err != nil && !gw.wrote() {
 			gw.refuse()
 		}
 	})
@@ -78,31 +78,36 @@ func (t roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	return t.base.RoundTrip(req)
 }
 
-// writer replaces a refused request's answer by the refusal.
+// writer replaces a refused request's answer by the refusal. What reaches
+// the client (the refusal, or next's answer) goes through the embedded
+// StatusWriter, which records its status and provides Unwrap; the methods
+// below only decide what gets through.
 type writer struct {
-	http.ResponseWriter
+	middleware.StatusWriter
 	g       *Gate
 	s       *slot
 	r       *http.Request
-	wrote   bool // the refusal, or the first status, was written
+	refused bool // the refusal was written
 	scratch http.Header
 }
 
-func (w *writer) refused() bool { return w.s.decided && w.s.d.Err != nil }
+// wrote reports whether the refusal, or the first status, was written.
+func (w *writer) wrote() bool { return w.refused || w.Status != 0 }
+
+func (w *writer) refusing() bool { return w.s.decided && w.s.d.Err != nil }
 
 func (w *writer) refuse() {
-	w.wrote = true
-	sw := &middleware.StatusWriter{ResponseWriter: w.ResponseWriter}
-	w.g.write(sw, w.s.d)
+	w.refused = true
+	w.g.write(&w.StatusWriter, w.s.d)
 	if f := w.g.cfg.OnRefuse; f != nil {
-		f(w.r, &w.s.res, w.s.d.Err, sw.Status)
+		f(w.r, &w.s.res, w.s.d.Err, w.Status)
 	}
 }
 
 // Header returns a scratch header for a refused request, so that nothing
 // the wrapped handler sets reaches the client.
 func (w *writer) Header() http.Header {
-	if w.refused() {
+	if w.refusing() {
 		if w.scratch == nil {
 			w.scratch = http.Header{}
 		}
@@ -112,44 +117,38 @@ func (w *writer) Header() http.Header {
 }
 
 func (w *writer) WriteHeader(code int) {
-	if w.refused() {
-		if !w.wrote {
+	if w.refusing() {
+		if !w.wrote() {
 			w.refuse()
 		}
 		return
 	}
-	if !w.wrote && w.s.decided {
+	if !w.wrote() && w.s.decided {
 		w.s.d.Limit.SetHeaders(w.ResponseWriter.Header())
 	}
-	w.wrote = true
-	w.ResponseWriter.WriteHeader(code)
+	w.StatusWriter.WriteHeader(code)
 }
 
 func (w *writer) Write(b []byte) (int, error) {
-	if w.refused() {
-		if !w.wrote {
+	if w.refusing() {
+		if !w.wrote() {
 			w.refuse()
 		}
 		return len(b), nil
 	}
-	if !w.wrote {
+	if !w.wrote() {
 		w.WriteHeader(http.StatusOK)
 	}
-	return w.ResponseWriter.Write(b)
+	return w.StatusWriter.Write(b)
 }
 
 // Flush implements http.Flusher (streamed answers).
 func (w *writer) Flush() {
-	if w.refused() {
+	if w.refusing() {
 		return
 	}
-	if !w.wrote {
+	if !w.wrote() {
 		w.WriteHeader(http.StatusOK)
 	}
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
+	w.StatusWriter.Flush()
 }
-
-// Unwrap lets http.ResponseController reach the underlying writer.
-func (w *writer) Unwrap() http.ResponseWriter { return w.ResponseWriter }

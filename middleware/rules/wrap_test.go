@@ -3,6 +3,7 @@ package rules_test
 import (
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -138,5 +139,76 @@ func TestWrapProxy(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestWrapWriter checks what Wrap's writer lets through: a request let
+// through streams (Flush reaches the client's writer, the rate-limit
+// fields precede the first byte) and can take the connection over
+// (http.ResponseController reaches the server's writer); a refused
+// request's headers, flushes and body never reach the client, which gets
+// the refusal alone, reported to OnRefuse with its status.
+func TestWrapWriter(t *testing.T) {
+	t.Parallel()
+	lim, err := agentlimit.New(agentlimit.Config{Address: agentlimit.Limit{Quota: 100, Window: time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refusedStatus atomic.Int32
+	g, err := rules.New(rules.Config{
+		Routes:  []rules.Route{{Prefix: "/open/", Mode: middleware.Optional}},
+		Limiter: lim,
+		OnRefuse: func(_ *http.Request, _ *middleware.Result, _ *middleware.Error, status int) {
+			refusedStatus.Store(int32(status))
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := middleware.New(middleware.Config{Keys: middleware.NewStaticKeys(), Mode: middleware.Observe, OnResult: g.OnResult})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.SetRefuse(v.WriteError)
+	h := g.Wrap(v.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/open/hijack" {
+			c, brw, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				t.Errorf("Hijack through the gate: %v", err)
+				return
+			}
+			defer c.Close()
+			brw.WriteString("HTTP/1.1 200 OK\r\nX-Hijacked: yes\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+			brw.Flush()
+			return
+		}
+		w.Header().Set("X-Inner", "yes")
+		if err := http.NewResponseController(w).Flush(); err != nil {
+			t.Errorf("Flush through the gate: %v", err)
+		}
+		w.Write([]byte("streamed"))
+	})))
+
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/open/stream", nil))
+	if rec.Code != 200 || !rec.Flushed || rec.Body.String() != "streamed" || rec.Header().Get("X-Inner") != "yes" || rec.Header().Get("RateLimit") == "" {
+		t.Errorf("let through: %d flushed=%v body %q header %v; want 200, flushed, the body, X-Inner and RateLimit", rec.Code, rec.Flushed, rec.Body, rec.Header())
+	}
+
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/closed", nil))
+	if rec.Code != 401 || rec.Flushed || rec.Header().Get("X-Inner") != "" || strings.Contains(rec.Body.String(), "streamed") || refusedStatus.Load() != 401 {
+		t.Errorf("refused: %d flushed=%v body %q header %v, OnRefuse saw %d; want the 401 refusal alone", rec.Code, rec.Flushed, rec.Body, rec.Header(), refusedStatus.Load())
+	}
+
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/open/hijack")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("X-Hijacked") != "yes" {
+		t.Errorf("hijacked: %d %v; want the handler's own 200", resp.StatusCode, resp.Header)
 	}
 }
