@@ -395,6 +395,20 @@ func TestEmptyTrustedHostsWarns(t *testing.T) {
 	}
 }
 
+// TestEmptyTrustedHostsQuietByDefault: without Config.Logger, New's
+// warning goes nowhere, not to slog.Default(). Not parallel: it swaps the
+// process-wide default logger.
+func TestEmptyTrustedHostsQuietByDefault(t *testing.T) {
+	var global bytes.Buffer
+	old := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&global, nil)))
+	defer slog.SetDefault(old)
+	keyfetch.New(keyfetch.Config{})
+	if global.Len() != 0 {
+		t.Errorf("slog.Default() got %q, want nothing", global.String())
+	}
+}
+
 // TestLocalDevelopmentPreset: the preset trusts agents of a reference
 // server on this machine (any port under .localhost, over http) and
 // nothing else.

@@ -197,9 +197,9 @@ type Config struct {
 	// nil, time.Now is used.
 	Now func() time.Time
 
-	// Logger receives debug lines about fetches and warnings about skipped
-	// keys. If nil, nothing is logged, except New's warning that
-	// TrustedHosts is empty, which then goes to slog.Default().
+	// Logger receives debug lines about fetches, warnings about skipped
+	// keys and New's warning that TrustedHosts is empty. If nil, nothing
+	// is logged.
 	Logger *slog.Logger
 
 	// UserAgent is sent with each fetch. If "", "agentid-keyfetch/1".

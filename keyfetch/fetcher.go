@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
-	"log/slog"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -67,11 +66,7 @@ func New(cfg Config) *Fetcher {
 		f.regs = append(f.regs, &registryList{url: u, cards: map[string]*cardState{}})
 	}
 	if len(s.TrustedHosts) == 0 {
-		lg := cfg.Logger
-		if lg == nil {
-			lg = slog.Default()
-		}
-		lg.Warn("keyfetch: TrustedHosts is empty, so every key set is refused (untrusted_signature_agent): " +
+		s.Logger.Warn("keyfetch: TrustedHosts is empty, so every key set is refused (untrusted_signature_agent): " +
 			`name your agents' hosts, e.g. TrustedHosts: []string{"*.agentid.example"}, or use keyfetch.LocalDevelopment() for a server on this machine`)
 	}
 	if s.HTTPClient == nil {
