@@ -2,6 +2,7 @@ package signer
 
 import (
 	"cmp"
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
@@ -286,6 +287,12 @@ func Headers(method, rawURL string, key PrivateKey, opts Options) (SignatureHead
 // Key under Options before passing it to Base. The caller's request is never
 // modified. Because signing happens per round trip, redirects and retries
 // are signed afresh (with a new nonce and the new hop's authority).
+//
+// A refusal that names what to cover (Accept-Signature, or Signature-Error
+// invalid_input with required_input) or a clock_skew refusal is retried
+// once, re-signed, within bounds docs/signing.md ("Retries") lists: same
+// host only, a body only when GetBody can replay it, components and
+// parameters only added, never removed.
 type Transport struct {
 	// Base sends the signed request. If nil, http.DefaultTransport.
 	Base http.RoundTripper
@@ -293,6 +300,15 @@ type Transport struct {
 	Key PrivateKey
 	// Options for every request.
 	Options Options
+	// NoRetry turns the one re-signed retry off: every answer is returned
+	// as it came.
+	NoRetry bool
+	// SignWhenChallenged sends each request unsigned, and signs and sends
+	// it again (once) only when the answer is a signature challenge.
+	SignWhenChallenged bool
+	// Sleep waits out a clock_skew refusal before the retry. If nil, a
+	// timer that ends early, with ctx's error, when ctx is done.
+	Sleep func(ctx context.Context, d time.Duration) error
 }
 
 // RoundTrip implements http.RoundTripper. It closes the request body on
@@ -311,15 +327,26 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		clone.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(string(b))), nil }
 		clone.ContentLength = int64(len(b))
 	}
-	if err := Sign(clone, t.Key, t.Options); err != nil {
-		if clone.Body != nil {
-			clone.Body.Close()
+	opts := t.Options
+	if !t.SignWhenChallenged {
+		if opts.Created.IsZero() {
+			// Pinned, so that a clock_skew answer can be compared with it.
+			opts.Created = opts.withDefaults().Now()
 		}
-		return nil, err
+		if err := Sign(clone, t.Key, opts); err != nil {
+			if clone.Body != nil {
+				clone.Body.Close()
+			}
+			return nil, err
+		}
 	}
 	base := t.Base
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	return base.RoundTrip(clone)
+	resp, err := base.RoundTrip(clone)
+	if err != nil || t.NoRetry {
+		return resp, err
+	}
+	return t.retry(req, clone, resp, opts, base)
 }

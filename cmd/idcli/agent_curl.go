@@ -38,11 +38,14 @@ func newAgentCurlCmd(env *cliEnv) *ffcli.Command {
 	components := fs.String("components", "", componentsUsage)
 	asJSON := fs.Bool("json", false, `print the answer as one JSON object {"url","status","headers","body"} (unlike curl's --json, which sends a body: use -d)`)
 	p11URI := pkcs11URIFlag(fs)
+	whenChallenged := fs.Bool("sign-when-challenged", false, "send the request unsigned; sign it and send it again only when the answer is a signature challenge (401, or 400/403 with Signature-Error)")
 	return &ffcli.Command{
 		Name:       "curl",
-		ShortUsage: "idcli agent curl URL [-X METHOD] [-H 'K: V']… [-d JSON] [-i] [-v] [--pp] [--components C,…] [--standards] [--legacy] [--metadata K=V]… [--pkcs11-uri URI] [--json]",
+		ShortUsage: "idcli agent curl URL [-X METHOD] [-H 'K: V']… [-d JSON] [-i] [-v] [--pp] [--components C,…] [--standards] [--legacy] [--metadata K=V]… [--pkcs11-uri URI] [--json] [--sign-when-challenged]",
 		ShortHelp:  "make an HTTP request signed with this agent's credentials",
 		LongHelp: "Exit status 0 below HTTP 400, 22 at 400 and above (the body is printed either way).\n" +
+			"A refusal that names what to cover (Accept-Signature, Signature-Error invalid_input) or a clock_skew\n" +
+			"one is answered by one re-signed retry to the same host (docs/signing.md, \"Retries\").\n" +
 			`With --json the answer is {"url":FINAL_URL,"status":200,"headers":{"Name":["value"]},"body":…}` + "\n" +
 			"where body is the JSON body itself when it is JSON, else a string.",
 		FlagSet: fs,
@@ -67,7 +70,7 @@ func newAgentCurlCmd(env *cliEnv) *ffcli.Command {
 			}
 			c := curl{env: env, url: pos[0], method: *method, headers: headers,
 				include: *include, verbose: *verbose, pp: *pp, standards: *standards, components: comps, asJSON: *asJSON,
-				legacy: *legacy, metadata: md, pkcs11URI: *p11URI}
+				legacy: *legacy, metadata: md, pkcs11URI: *p11URI, whenChallenged: *whenChallenged}
 			if dataSet {
 				body, err := readData(env, *data)
 				if err != nil {
@@ -93,6 +96,7 @@ type curl struct {
 	components           []string // nil: the default profile
 	asJSON               bool
 	pkcs11URI            string // --pkcs11-uri
+	whenChallenged       bool   // --sign-when-challenged
 }
 
 // curlJSON is the --json output of `idcli agent curl`.
@@ -176,6 +180,7 @@ func (c curl) run(ctx context.Context) error {
 	tr.Options.Components = c.components
 	tr.Options.Legacy = c.legacy
 	tr.Options.Metadata = c.metadata
+	tr.SignWhenChallenged = c.whenChallenged
 	// The directory signature is refreshed, when due, while the call runs.
 	rt := newCurlRefresh(c.env, tr, tk.Signing())
 	defer rt.finish()
