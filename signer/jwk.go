@@ -198,6 +198,19 @@ func stringMember(m map[string]json.RawMessage, name string, required bool) (str
 	return s, nil
 }
 
+// checkCurve checks that m's crv member is want: the one curve its key
+// type supports here.
+func checkCurve(m map[string]json.RawMessage, want string) error {
+	crv, err := stringMember(m, "crv", true)
+	if err != nil {
+		return err
+	}
+	if crv != want {
+		return &JWKError{Member: "crv", Reason: fmt.Sprintf("%q is not supported, want %q", Truncate(crv), want)}
+	}
+	return nil
+}
+
 func decode32(member, s string) ([]byte, error) {
 	b, err := b64url.DecodeString(s)
 	if err != nil {
@@ -236,12 +249,8 @@ func parseJWK(data []byte) (m map[string]json.RawMessage, pk PublicKey, d string
 
 // parseOKP reads the crv and x members of an OKP JWK: an Ed25519 key.
 func parseOKP(m map[string]json.RawMessage) (PublicKey, error) {
-	crv, err := stringMember(m, "crv", true)
-	if err != nil {
+	if err := checkCurve(m, "Ed25519"); err != nil {
 		return PublicKey{}, err
-	}
-	if crv != "Ed25519" {
-		return PublicKey{}, &JWKError{Member: "crv", Reason: fmt.Sprintf("%q is not supported, want \"Ed25519\"", Truncate(crv))}
 	}
 	x, err := stringMember(m, "x", true)
 	if err != nil {

@@ -215,12 +215,8 @@ func parseRSA(m map[string]json.RawMessage) (PublicKey, error) {
 }
 
 func parseEC(m map[string]json.RawMessage) (PublicKey, error) {
-	crv, err := stringMember(m, "crv", true)
-	if err != nil {
+	if err := checkCurve(m, "P-256"); err != nil {
 		return PublicKey{}, err
-	}
-	if crv != "P-256" {
-		return PublicKey{}, &JWKError{Member: "crv", Reason: fmt.Sprintf("%q is not supported, want \"P-256\"", Truncate(crv))}
 	}
 	xs, err := stringMember(m, "x", true)
 	if err != nil {
