@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
 	"io"
 	"strings"
 
@@ -49,8 +48,8 @@ func newCompletionCmd(env *cliEnv) *ffcli.Command {
 			LongHelp:   "Load it with:\n  " + load,
 			FlagSet:    newFlagSet("idcli completion "+name, env),
 			Exec: func(_ context.Context, args []string) error {
-				if len(args) > 0 {
-					return fmt.Errorf("completion %s takes no arguments (got %q)", name, args[0])
+				if err := noArgs("completion "+name, args); err != nil {
+					return err
 				}
 				write(env.Stdout, completionEntries(newRootCmd(&cliEnv{}), ""))
 				return nil

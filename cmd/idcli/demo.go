@@ -53,8 +53,8 @@ func newDemoCmd(env *cliEnv) *ffcli.Command {
 			"under TMPDIR (default: the system's temporary directory).",
 		FlagSet: fs,
 		Exec: func(ctx context.Context, args []string) error {
-			if len(args) > 0 {
-				return fmt.Errorf("demo takes no arguments (got %q)", args[0])
+			if err := noArgs("demo", args); err != nil {
+				return err
 			}
 			return runDemo(ctx, env, *verbose)
 		},

@@ -115,6 +115,15 @@ func (env *cliEnv) terminated(fs *flag.FlagSet, args []string) bool {
 	return true
 }
 
+// noArgs refuses the positional arguments of command cmd ("server
+// start"), which takes none.
+func noArgs(cmd string, args []string) error {
+	if len(args) > 0 {
+		return fmt.Errorf("%s takes no arguments (got %q)", cmd, args[0])
+	}
+	return nil
+}
+
 // positional is parseInterspersed for a command that takes exactly n
 // positional arguments: with any other number it prints "usage: " and
 // usage to stderr and fails with the error want.

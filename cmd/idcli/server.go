@@ -162,8 +162,8 @@ func newServerDBCmd(env *cliEnv, name, help string, do func(ctx context.Context,
 		LongHelp:   `With --json: {"command":"` + name + `","database":NAME,"changed":true|false` + map[bool]string{true: `,"applied":[{"id","name"}…]}.`, false: `}.`}[name == "db:migrate"],
 		FlagSet:    fs,
 		Exec: func(ctx context.Context, args []string) error {
-			if len(args) > 0 {
-				return fmt.Errorf("server %s takes no arguments (got %q)", name, args[0])
+			if err := noArgs("server "+name, args); err != nil {
+				return err
 			}
 			s, err := resolveServerSettings(env, f, false)
 			if err != nil {

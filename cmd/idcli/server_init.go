@@ -24,8 +24,8 @@ func newServerInitCmd(env *cliEnv) *ffcli.Command {
 		LongHelp:   `With --json: {"path":".env","port":"3000","hostname":"http://localhost:3000","database_url":"…" (its user information and parameter values redacted)}.`,
 		FlagSet:    fs,
 		Exec: func(ctx context.Context, args []string) error {
-			if len(args) > 0 {
-				return fmt.Errorf("server init takes no arguments (got %q)", args[0])
+			if err := noArgs("server init", args); err != nil {
+				return err
 			}
 			s, err := resolveServerSettings(env, f, true)
 			if err != nil {

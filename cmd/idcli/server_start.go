@@ -116,8 +116,8 @@ func newServerStartCmd(env *cliEnv) *ffcli.Command {
 			"client; otherwise every client shares the proxy's limit.",
 		FlagSet: fs,
 		Exec: func(ctx context.Context, args []string) error {
-			if len(args) > 0 {
-				return fmt.Errorf("server start takes no arguments (got %q)", args[0])
+			if err := noArgs("server start", args); err != nil {
+				return err
 			}
 			ro, level, err := o.parse()
 			if err != nil {

@@ -75,8 +75,8 @@ func newVersionCmd(env *cliEnv) *ffcli.Command {
 			`PKCS#11 token (it needs a cgo build).`,
 		FlagSet: fs,
 		Exec: func(_ context.Context, args []string) error {
-			if len(args) > 0 {
-				return fmt.Errorf("version takes no arguments (got %q)", args[0])
+			if err := noArgs("version", args); err != nil {
+				return err
 			}
 			printVersion(env, *asJSON)
 			return nil
