@@ -32,6 +32,20 @@ var (
 
 func isNotFound(err error) bool { return errors.Is(err, gorm.ErrRecordNotFound) }
 
+// takeOne reads the one row of T that q selects; when there is none it
+// fails with notFound naming key ("store: no such agent: UID").
+func takeOne[T, K any](q *gorm.DB, notFound error, key K) (T, error) {
+	var row T
+	if err := q.Take(&row).Error; err != nil {
+		var zero T
+		if isNotFound(err) {
+			return zero, fmt.Errorf("%w: %v", notFound, key)
+		}
+		return zero, err
+	}
+	return row, nil
+}
+
 // duplicate returns ErrKeyRegistered (wrapping err too) for a unique
 // violation, else err.
 func duplicate(err error) error {
@@ -43,26 +57,12 @@ func duplicate(err error) error {
 
 // Agent returns the agent uid, or ErrNoSuchAgent.
 func (d *DB) Agent(ctx context.Context, uid string) (Agent, error) {
-	var agent Agent
-	if err := d.g.WithContext(ctx).Where("uid = ?", uid).Take(&agent).Error; err != nil {
-		if isNotFound(err) {
-			return Agent{}, fmt.Errorf("%w: %s", ErrNoSuchAgent, uid)
-		}
-		return Agent{}, err
-	}
-	return agent, nil
+	return takeOne[Agent](d.g.WithContext(ctx).Where("uid = ?", uid), ErrNoSuchAgent, uid)
 }
 
 // Key returns the key kid, whatever its agent, or ErrNoSuchKey.
 func (d *DB) Key(ctx context.Context, kid string) (PublicJWK, error) {
-	var key PublicJWK
-	if err := d.g.WithContext(ctx).Where("kid = ?", kid).Take(&key).Error; err != nil {
-		if isNotFound(err) {
-			return PublicJWK{}, fmt.Errorf("%w: %s", ErrNoSuchKey, kid)
-		}
-		return PublicJWK{}, err
-	}
-	return key, nil
+	return takeOne[PublicJWK](d.g.WithContext(ctx).Where("kid = ?", kid), ErrNoSuchKey, kid)
 }
 
 // KeyState is what a key lookup reads of a kid: its key row and its
@@ -79,15 +79,10 @@ type KeyState struct {
 // LookupKey reads kid's row, with its agent's state, in one indexed
 // query; ErrNoSuchKey when no agent holds kid.
 func (d *DB) LookupKey(ctx context.Context, kid string) (KeyState, error) {
-	var row KeyState
-	err := d.g.WithContext(ctx).Table("public_jwks").
+	return takeOne[KeyState](d.g.WithContext(ctx).Table("public_jwks").
 		Select("public_jwks.agent_uid, public_jwks.jwk, public_jwks.kid, public_jwks.revoked_at, public_jwks.proven_at, agents.disabled_at").
 		Joins("JOIN agents ON agents.uid = public_jwks.agent_uid").
-		Where("public_jwks.kid = ?", kid).Take(&row).Error
-	if isNotFound(err) {
-		return KeyState{}, fmt.Errorf("%w: %s", ErrNoSuchKey, kid)
-	}
-	return row, err
+		Where("public_jwks.kid = ?", kid), ErrNoSuchKey, kid)
 }
 
 // ProveKey records, at now, that possession of uid's active key kid was
@@ -104,14 +99,7 @@ func (d *DB) ProveKey(ctx context.Context, uid, kid string, now time.Time) error
 // transaction is the lock), and returns the agent's row; ErrNoSuchAgent when
 // uid is not registered.
 func lockAgent(tx *gorm.DB, uid string) (Agent, error) {
-	var agent Agent
-	if err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("uid = ?", uid).Take(&agent).Error; err != nil {
-		if isNotFound(err) {
-			return Agent{}, fmt.Errorf("%w: %s", ErrNoSuchAgent, uid)
-		}
-		return Agent{}, err
-	}
-	return agent, nil
+	return takeOne[Agent](tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("uid = ?", uid), ErrNoSuchAgent, uid)
 }
 
 // lockAgentWrite is lockAgent for a write the agent uid signed: an agent
@@ -223,11 +211,8 @@ func (d *DB) Rotate(ctx context.Context, r Rotation) (revoked []string, err erro
 		if err := lockAgentWrite(tx, r.UID); err != nil {
 			return err
 		}
-		var signing PublicJWK
-		if err := tx.Where("kid = ? AND agent_uid = ?", r.SigningKid, r.UID).Take(&signing).Error; err != nil {
-			if isNotFound(err) {
-				return fmt.Errorf("%w: %s", ErrNoSuchKey, r.SigningKid)
-			}
+		signing, err := takeOne[PublicJWK](tx.Where("kid = ? AND agent_uid = ?", r.SigningKid, r.UID), ErrNoSuchKey, r.SigningKid)
+		if err != nil {
 			return err
 		}
 		if signing.RevokedAt != nil {

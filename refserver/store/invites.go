@@ -9,7 +9,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
-	"fmt"
 	"time"
 	"unicode/utf8"
 
@@ -91,11 +90,8 @@ func (d *DB) RevokeInvite(ctx context.Context, id uint64) (InviteInfo, bool, err
 	var info InviteInfo
 	changed := false
 	err := d.g.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		var row InviteToken
-		if err := tx.Where("id = ?", id).Take(&row).Error; err != nil {
-			if isNotFound(err) {
-				return fmt.Errorf("%w: %d", ErrNoSuchToken, id)
-			}
+		row, err := takeOne[InviteToken](tx.Where("id = ?", id), ErrNoSuchToken, id)
+		if err != nil {
 			return err
 		}
 		if row.RevokedAt == nil {

@@ -122,11 +122,8 @@ func (d *DB) ShowAgent(ctx context.Context, uid string) (AgentInfo, error) {
 }
 
 func showAgent(db *gorm.DB, uid string) (AgentInfo, error) {
-	var row Agent
-	if err := db.Where("uid = ?", uid).Take(&row).Error; err != nil {
-		if isNotFound(err) {
-			return AgentInfo{}, fmt.Errorf("%w: %s", ErrNoSuchAgent, uid)
-		}
+	row, err := takeOne[Agent](db.Where("uid = ?", uid), ErrNoSuchAgent, uid)
+	if err != nil {
 		return AgentInfo{}, err
 	}
 	info := agentInfo(row)
