@@ -31,16 +31,34 @@ const MigrationsTable = "schema_migrations"
 // structs it touches (never the live models), so later model changes cannot
 // rewrite history.
 var migrations = []Migration{
-	{ID: "20260223204000", Name: "CreateAgentsTable", Migrate: createAgentsTable},
-	{ID: "20260223205500", Name: "CreatePublicJwksTable", Migrate: createPublicJwksTable},
-	{ID: "20260301120000", Name: "CreateReplayNoncesTable", Migrate: createReplayNoncesTable},
+	{ID: "20260223204000", Name: "CreateAgentsTable", Migrate: createTable[migrationV1Agent]},
+	{ID: "20260223205500", Name: "CreatePublicJwksTable", Migrate: createTable[migrationV1PublicJWK]},
+	{ID: "20260301120000", Name: "CreateReplayNoncesTable", Migrate: createTable[migrationV1ReplayNonce]},
 	{ID: "20261125120000", Name: "HashReplayNonceKeys", Migrate: hashReplayNonceKeys},
-	{ID: "20261127150000", Name: "CreateDirectorySignaturesTable", Migrate: createDirectorySignaturesTable},
-	{ID: "20261127160000", Name: "CreateKeyChangesTable", Migrate: createKeyChangesTable},
-	{ID: "20261127160100", Name: "AddAgentsDisabledAt", Migrate: addAgentsDisabledAt},
-	{ID: "20261127160200", Name: "CreateInviteTokensTable", Migrate: createInviteTokensTable},
-	{ID: "20261201120000", Name: "AddAgentsInviteTokenID", Migrate: addAgentsInviteTokenID},
+	{ID: "20261127150000", Name: "CreateDirectorySignaturesTable", Migrate: createTable[migrationV1DirectorySignature]},
+	{ID: "20261127160000", Name: "CreateKeyChangesTable", Migrate: createTable[migrationV1KeyChange]},
+	{ID: "20261127160100", Name: "AddAgentsDisabledAt", Migrate: addColumn[migrationV2Agent]("disabled_at", "DisabledAt")},
+	{ID: "20261127160200", Name: "CreateInviteTokensTable", Migrate: createTable[migrationV1InviteToken]},
+	{ID: "20261201120000", Name: "AddAgentsInviteTokenID", Migrate: addColumn[migrationV3Agent]("invite_token_id", "InviteTokenID")},
 	{ID: "20261201120100", Name: "AddPublicJwksProvenAt", Migrate: addPublicJwksProvenAt},
+}
+
+// createTable is the migration creating T's table, unless it exists.
+func createTable[T any](tx *gorm.DB) error {
+	if tx.Migrator().HasTable(new(T)) {
+		return nil
+	}
+	return tx.Migrator().CreateTable(new(T))
+}
+
+// addColumn is the migration adding T's field as column, unless it exists.
+func addColumn[T any](column, field string) func(*gorm.DB) error {
+	return func(tx *gorm.DB) error {
+		if tx.Migrator().HasColumn(new(T), column) {
+			return nil
+		}
+		return tx.Migrator().AddColumn(new(T), field)
+	}
 }
 
 // Migrations returns the schema migrations in order.
@@ -60,13 +78,6 @@ type migrationV1Agent struct {
 
 func (migrationV1Agent) TableName() string { return "agents" }
 
-func createAgentsTable(tx *gorm.DB) error {
-	if tx.Migrator().HasTable(&migrationV1Agent{}) {
-		return nil
-	}
-	return tx.Migrator().CreateTable(&migrationV1Agent{})
-}
-
 // migrationV1PublicJWK is public_jwks as created by 20260223205500, with a
 // foreign key to agents.uid (ON DELETE CASCADE).
 type migrationV1PublicJWK struct {
@@ -81,13 +92,6 @@ type migrationV1PublicJWK struct {
 
 func (migrationV1PublicJWK) TableName() string { return "public_jwks" }
 
-func createPublicJwksTable(tx *gorm.DB) error {
-	if tx.Migrator().HasTable(&migrationV1PublicJWK{}) {
-		return nil
-	}
-	return tx.Migrator().CreateTable(&migrationV1PublicJWK{})
-}
-
 // migrationV1ReplayNonce is replay_nonces as created by 20260301120000: one
 // row per replay key (keyid and nonce, as text) seen, kept until ExpiresAt.
 type migrationV1ReplayNonce struct {
@@ -96,13 +100,6 @@ type migrationV1ReplayNonce struct {
 }
 
 func (migrationV1ReplayNonce) TableName() string { return "replay_nonces" }
-
-func createReplayNoncesTable(tx *gorm.DB) error {
-	if tx.Migrator().HasTable(&migrationV1ReplayNonce{}) {
-		return nil
-	}
-	return tx.Migrator().CreateTable(&migrationV1ReplayNonce{})
-}
 
 // migrationV2ReplayNonce is replay_nonces as recreated by 20261125120000:
 // the primary key is the SHA-256 digest of the replay key (32 bytes, bytea
@@ -151,13 +148,6 @@ type migrationV1DirectorySignature struct {
 
 func (migrationV1DirectorySignature) TableName() string { return "directory_signatures" }
 
-func createDirectorySignaturesTable(tx *gorm.DB) error {
-	if tx.Migrator().HasTable(&migrationV1DirectorySignature{}) {
-		return nil
-	}
-	return tx.Migrator().CreateTable(&migrationV1DirectorySignature{})
-}
-
 // migrationV1KeyChange is key_changes as created by 20261127160000: the
 // ordered change log every server instance reads to drop what it caches
 // of the keys and agents a change names (see changelog.go).
@@ -172,13 +162,6 @@ type migrationV1KeyChange struct {
 
 func (migrationV1KeyChange) TableName() string { return "key_changes" }
 
-func createKeyChangesTable(tx *gorm.DB) error {
-	if tx.Migrator().HasTable(&migrationV1KeyChange{}) {
-		return nil
-	}
-	return tx.Migrator().CreateTable(&migrationV1KeyChange{})
-}
-
 // migrationV2Agent is agents as changed by 20261127160100: disabled_at is
 // set while an operator has disabled the agent.
 type migrationV2Agent struct {
@@ -187,13 +170,6 @@ type migrationV2Agent struct {
 }
 
 func (migrationV2Agent) TableName() string { return "agents" }
-
-func addAgentsDisabledAt(tx *gorm.DB) error {
-	if tx.Migrator().HasColumn(&migrationV2Agent{}, "disabled_at") {
-		return nil
-	}
-	return tx.Migrator().AddColumn(&migrationV2Agent{}, "DisabledAt")
-}
 
 // migrationV1InviteToken is invite_tokens as created by 20261127160200:
 // invitation tokens of a service whose registration needs one. Only the
@@ -213,13 +189,6 @@ type migrationV1InviteToken struct {
 
 func (migrationV1InviteToken) TableName() string { return "invite_tokens" }
 
-func createInviteTokensTable(tx *gorm.DB) error {
-	if tx.Migrator().HasTable(&migrationV1InviteToken{}) {
-		return nil
-	}
-	return tx.Migrator().CreateTable(&migrationV1InviteToken{})
-}
-
 // migrationV3Agent is agents as changed by 20261201120000:
 // invite_token_id is the invitation token the agent was created with
 // (registration mode token), NULL for an agent created without one.
@@ -229,13 +198,6 @@ type migrationV3Agent struct {
 }
 
 func (migrationV3Agent) TableName() string { return "agents" }
-
-func addAgentsInviteTokenID(tx *gorm.DB) error {
-	if tx.Migrator().HasColumn(&migrationV3Agent{}, "invite_token_id") {
-		return nil
-	}
-	return tx.Migrator().AddColumn(&migrationV3Agent{}, "InviteTokenID")
-}
 
 // migrationV2PublicJWK is public_jwks as changed by 20261201120100:
 // proven_at is when possession of the key was first proven to the server,
