@@ -110,16 +110,6 @@ func DefineCode(c Code, status int) Code {
 	return c
 }
 
-// Codes returns every code, those DefineCode added included, for
-// documentation checks.
-func Codes() []Code {
-	out := make([]Code, 0, len(statuses))
-	for c := range statuses {
-		out = append(out, c)
-	}
-	return out
-}
-
 // Status returns the HTTP status of c (500 for a code not in the table).
 func (c Code) Status() int {
 	if s, ok := statuses[c]; ok {

@@ -20,3 +20,12 @@ func NewMemoryReplayStoreWithClock(now func() time.Time) *MemoryReplayStore {
 func (s *StaticKeys) AddWithID(agent, keyID string, pk signer.PublicKey) {
 	s.addWithID(agent, keyID, pk)
 }
+
+// Codes returns every code in the table, those DefineCode added included.
+func Codes() []Code {
+	out := make([]Code, 0, len(statuses))
+	for c := range statuses {
+		out = append(out, c)
+	}
+	return out
+}

@@ -2,11 +2,17 @@ package refserver
 
 import (
 	"context"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -136,18 +142,107 @@ func TestOpenAPICoversRouter(t *testing.T) {
 	}
 }
 
-// TestOpenAPIErrorCodes checks that every error code in middleware's code
-// table (the only place codes are defined) is in the documented enum, with
-// the status the table gives it.
+// TestOpenAPIErrorCodes checks that every error code the module defines
+// (middleware's Code constants and each DefineCode call, found in the
+// non-test source, so a code no package here links is checked too) is in
+// the documented enum, with the status middleware's one table gives it;
+// and that every documented code is in that table.
 func TestOpenAPIErrorCodes(t *testing.T) {
 	doc := readOpenAPI(t)
-	codes := middleware.Codes()
+	codes := definedCodes(t)
 	if len(codes) < 15 {
-		t.Fatalf("middleware.Codes() has only %d codes", len(codes))
+		t.Fatalf("found only %d error codes defined in the source", len(codes))
 	}
-	for _, c := range codes {
+	for c, where := range codes {
+		if c.Status() == http.StatusInternalServerError && c != middleware.CodeInternal {
+			t.Errorf("%s: error code %q is not in middleware's table (Status() is the fallback 500; defined in a package this test does not import?)", where, c)
+		}
 		if !doc.codes[string(c)] {
-			t.Errorf("error code %q (status %d) is missing from docs/openapi.yaml", c, c.Status())
+			t.Errorf("%s: error code %q (status %d) is missing from docs/openapi.yaml", where, c, c.Status())
 		}
 	}
+	for c := range doc.codes {
+		if _, ok := codes[middleware.Code(c)]; !ok {
+			t.Errorf("docs/openapi.yaml documents error code %q, which the source does not define", c)
+		}
+	}
+}
+
+// definedCodes returns every error code defined in the module's non-test
+// source, with where: each constant of type Code (middleware.Code) and the
+// code of each DefineCode call, which must be a string literal.
+func definedCodes(t *testing.T) map[middleware.Code]string {
+	t.Helper()
+	isCode := func(e ast.Expr) bool {
+		switch e := e.(type) {
+		case *ast.Ident:
+			return e.Name == "Code"
+		case *ast.SelectorExpr:
+			return e.Sel.Name == "Code"
+		}
+		return false
+	}
+	literal := func(e ast.Expr) (middleware.Code, bool) {
+		lit, ok := e.(*ast.BasicLit)
+		if !ok || lit.Kind != token.STRING {
+			return "", false
+		}
+		s, err := strconv.Unquote(lit.Value)
+		return middleware.Code(s), err == nil
+	}
+	codes := map[middleware.Code]string{}
+	fset := token.NewFileSet()
+	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if name := d.Name(); path != ".." && (strings.HasPrefix(name, ".") || name == "testdata") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.ValueSpec:
+				if n.Type == nil || !isCode(n.Type) {
+					return true
+				}
+				for _, v := range n.Values {
+					if c, ok := literal(v); ok {
+						codes[c] = fset.Position(v.Pos()).String()
+					}
+				}
+			case *ast.CallExpr:
+				name := ""
+				switch fn := n.Fun.(type) {
+				case *ast.Ident:
+					name = fn.Name
+				case *ast.SelectorExpr:
+					name = fn.Sel.Name
+				}
+				if name != "DefineCode" || len(n.Args) == 0 {
+					return true
+				}
+				if c, ok := literal(n.Args[0]); ok {
+					codes[c] = fset.Position(n.Pos()).String()
+				} else {
+					t.Errorf("%s: DefineCode's code is not a string literal, so this test cannot check it", fset.Position(n.Pos()))
+				}
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return codes
 }
