@@ -217,7 +217,11 @@ func TestTransportWaitsOutClockSkew(t *testing.T) {
 		t.Errorf("the server saw %d requests, want 2", n)
 	}
 	first, second := seen.header(0).Get("Signature-Input"), seen.header(1).Get("Signature-Input")
-	created := func(in string) string { _, s, _ := strings.Cut(in, ";created="); c, _, _ := strings.Cut(s, ";"); return c }
+	created := func(in string) string {
+		_, s, _ := strings.Cut(in, ";created=")
+		c, _, _ := strings.Cut(s, ";")
+		return c
+	}
 	if created(first) != created(second) || created(first) == "" {
 		t.Errorf("created %q then %q, want the same", created(first), created(second))
 	}

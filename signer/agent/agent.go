@@ -90,8 +90,10 @@ func (c Credentials) Options() (signer.Options, error) {
 // Transport returns a RoundTripper that signs every request it sends with c
 // under the default profile. base nil means http.DefaultTransport. Signing
 // happens per round trip, so each redirect hop and retry is signed afresh
-// for its own @authority. c should come from Load (validated); with an
-// unusable uid or hostname the requests carry no Signature-Agent.
+// for its own @authority, and a refusal that names what to cover is
+// answered with one re-signed retry (signer.Transport). c should come from
+// Load (validated); with an unusable uid or hostname the requests carry no
+// Signature-Agent.
 func (c Credentials) Transport(base http.RoundTripper) *signer.Transport {
 	opts, _ := c.Options()
 	return &signer.Transport{Base: base, Key: c.Key, Options: opts}
