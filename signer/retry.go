@@ -2,7 +2,6 @@ package signer
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -13,9 +12,6 @@ const (
 	// maxSkewWait is the longest clock_skew wait: a verifier further
 	// behind is not waited for.
 	maxSkewWait = 60 * time.Second
-	// maxDrain is how much of a refusal's body is read before it is
-	// closed, so that its connection may be reused.
-	maxDrain = 64 << 10
 )
 
 // retry answers resp, the answer to clone (sent for req under sent, signed
@@ -52,7 +48,8 @@ func (t *Transport) retry(req, clone *http.Request, resp *http.Response, sent Op
 			return nil, err
 		}
 	}
-	io.CopyN(io.Discard, resp.Body, maxDrain)
+	// Closed unread: a server that trickles its refusal's body must not
+	// hold the retry (the connection is not reused, which is all it costs).
 	resp.Body.Close()
 	return base.RoundTrip(again)
 }

@@ -448,3 +448,34 @@ func TestTransportSignWhenChallenged(t *testing.T) {
 		t.Errorf("%s %q after %d requests", resp.Status, body, openSeen.n.Load())
 	}
 }
+
+// TestTransportRetryDoesNotReadRefusalBody: a refusal whose body trickles
+// forever does not hold the retry.
+func TestTransportRetryDoesNotReadRefusalBody(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	srv, seen := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Signature-Input") != "" && strings.Contains(r.Header.Get("Signature-Input"), `"@path"`) {
+			fmt.Fprint(w, "ok")
+			return
+		}
+		w.Header().Set("Accept-Signature", `sig1=("@authority" "@path")`)
+		w.WriteHeader(http.StatusUnauthorized)
+		fmt.Fprint(w, "r")
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	client := &http.Client{Transport: retryTransport(nil), Timeout: 10 * time.Second}
+	resp, err := client.Get(srv.URL + "/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if b, _ := io.ReadAll(resp.Body); resp.StatusCode != http.StatusOK || string(b) != "ok" || seen.n.Load() != 2 {
+		t.Errorf("%s %q after %d requests, want 200 ok after 2", resp.Status, b, seen.n.Load())
+	}
+}
