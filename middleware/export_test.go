@@ -29,3 +29,6 @@ func Codes() []Code {
 	}
 	return out
 }
+
+// ReplayLen is the number of nonces s remembers.
+func ReplayLen(s *MemoryReplayStore) int { return s.len() }

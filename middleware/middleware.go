@@ -99,10 +99,13 @@ func (m Mode) String() string {
 type Result struct {
 	// Request is the request verified.
 	Request *http.Request
-	// Outcome is OutcomeVerified (Agent is set), else OutcomeInvalid or
-	// OutcomeUnverified (Err says why; an unsigned request is unverified,
-	// with Err missing_signature).
+	// Outcome is OutcomeVerified (Agent is set), else OutcomeNotPresent
+	// (unsigned: Err is missing_signature), OutcomeInvalid or
+	// OutcomeUnverified (Err says why).
 	Outcome Outcome
+	// Reason is "verified", else Err.Code.Reason(): one of a fixed,
+	// bounded set of words (docs/outcomes.md), never client text.
+	Reason string
 	// Agent is the identity when Outcome is OutcomeVerified.
 	Agent Agent
 	// Err is the typed failure, nil when Verified.
@@ -126,7 +129,7 @@ func AgentFrom(ctx context.Context) (Agent, bool) {
 // WithAgent returns ctx carrying a as a verified agent; handler tests use
 // it to skip signing.
 func WithAgent(ctx context.Context, a Agent) context.Context {
-	return context.WithValue(ctx, resultKey{}, &Result{Outcome: OutcomeVerified, Agent: a, Passed: true})
+	return context.WithValue(ctx, resultKey{}, &Result{Outcome: OutcomeVerified, Reason: reasonVerified, Agent: a, Passed: true})
 }
 
 // ResultFrom returns the verification outcome of the request whose context

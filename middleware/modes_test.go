@@ -24,12 +24,13 @@ func TestModes(t *testing.T) {
 		req     *http.Request
 		kind    string // verified, unsigned or invalid: what Mode acts on
 		verdict middleware.Outcome
+		reason  string
 		code    middleware.Code
 	}{
-		{"verified", signed, "verified", middleware.OutcomeVerified, ""},
-		{"replayed", replay, "invalid", middleware.OutcomeInvalid, middleware.CodeReplayedNonce},
-		{"unsigned", httptest.NewRequest("GET", testURL, nil), "unsigned", middleware.OutcomeUnverified, middleware.CodeMissingSignature},
-		{"bad signature", bad, "invalid", middleware.OutcomeInvalid, middleware.CodeInvalidSignature},
+		{"verified", signed, "verified", middleware.OutcomeVerified, "verified", ""},
+		{"replayed", replay, "invalid", middleware.OutcomeInvalid, "replayed_nonce", middleware.CodeReplayedNonce},
+		{"unsigned", httptest.NewRequest("GET", testURL, nil), "unsigned", middleware.OutcomeNotPresent, "unsigned", middleware.CodeMissingSignature},
+		{"bad signature", bad, "invalid", middleware.OutcomeInvalid, "invalid_signature", middleware.CodeInvalidSignature},
 	}
 	for _, mode := range []struct {
 		mode   middleware.Mode
@@ -80,13 +81,13 @@ func TestModes(t *testing.T) {
 				}
 				got := results[i]
 				mu.Unlock()
-				if got.Outcome != rq.verdict || got.Passed != wantPass || (got.Err == nil) != (rq.code == "") || (got.Err != nil && got.Err.Code != rq.code) {
-					t.Errorf("%s: OnResult got outcome %s passed %v err %v; want %s %v %s", rq.name, got.Outcome, got.Passed, got.Err, rq.verdict, wantPass, rq.code)
+				if got.Outcome != rq.verdict || got.Reason != rq.reason || got.Passed != wantPass || (got.Err == nil) != (rq.code == "") || (got.Err != nil && got.Err.Code != rq.code) {
+					t.Errorf("%s: OnResult got outcome %s reason %s passed %v err %v; want %s %s %v %s", rq.name, got.Outcome, got.Reason, got.Passed, got.Err, rq.verdict, rq.reason, wantPass, rq.code)
 				}
 				if rq.verdict == middleware.OutcomeVerified && (got.Agent.UID != testUID || got.Agent.ID != testOrigin) {
 					t.Errorf("%s: agent %+v", rq.name, got.Agent)
 				}
-				if seen != nil && seen.Outcome != got.Outcome {
+				if seen != nil && (seen.Outcome != got.Outcome || seen.Reason != got.Reason) {
 					t.Errorf("%s: ResultFrom outcome %s, OnResult %s", rq.name, seen.Outcome, got.Outcome)
 				}
 			}

@@ -120,36 +120,3 @@ func strictFail(code Code, reason error, format string, args ...any) *Error {
 	e.Err = reason
 	return e
 }
-
-// Outcome is a request's outcome in the terms of
-// draft-ietf-webbotauth-httpsig-protocol-01: verified, invalid or
-// unverified. X-Agent-Verdict, metrics and logs carry these strings.
-type Outcome string
-
-// Outcomes.
-const (
-	// OutcomeVerified: every check passed.
-	OutcomeVerified Outcome = "verified"
-	// OutcomeInvalid: a signature was checked and is wrong (malformed,
-	// outside its window, not covering what is required, not verifying,
-	// replayed, revoked key, body digest mismatch).
-	OutcomeInvalid Outcome = "invalid"
-	// OutcomeUnverified: no verdict on the signature could be reached: the
-	// request is unsigned, or its key could not be found (unknown key,
-	// untrusted or unreachable key set, a store unavailable).
-	OutcomeUnverified Outcome = "unverified"
-)
-
-// Outcome is the outcome of a request refused with e: OutcomeUnverified
-// when no verdict on its signature was reached (e is nil, or says the
-// request is unsigned or its key could not be found), else OutcomeInvalid.
-func (e *Error) Outcome() Outcome {
-	if e == nil {
-		return OutcomeUnverified
-	}
-	switch e.Code {
-	case CodeMissingSignature, CodeUnknownKey, CodeUntrustedAgent, CodeKeyFetchFailed, CodeDatabaseUnavailable, CodeInternal:
-		return OutcomeUnverified
-	}
-	return OutcomeInvalid
-}

@@ -151,7 +151,7 @@ func TestResultOutcome(t *testing.T) {
 		want middleware.Outcome
 	}{
 		{nil, middleware.OutcomeUnverified},
-		{fail(middleware.CodeMissingSignature), middleware.OutcomeUnverified},
+		{fail(middleware.CodeMissingSignature), middleware.OutcomeNotPresent},
 		{fail(middleware.CodeKeyFetchFailed), middleware.OutcomeUnverified},
 		{fail(middleware.CodeUnknownKey), middleware.OutcomeUnverified},
 		{fail(middleware.CodeUntrustedAgent), middleware.OutcomeUnverified},
@@ -166,15 +166,22 @@ func TestResultOutcome(t *testing.T) {
 			t.Errorf("Outcome of %v = %s, want %s", tt.err, got, tt.want)
 		}
 	}
-	// Through Check: an unsigned request is unverified, a forged one invalid.
+	// Through Check: an unsigned request is not-present, a forged one
+	// invalid, a good one verified; each with its reason.
 	v := profileVerifier(t, middleware.ProfileStrict01)
-	if got := v.Check(httptest.NewRequest(http.MethodGet, testURL, nil)).Outcome; got != middleware.OutcomeUnverified {
-		t.Errorf("unsigned request: %s, want unverified", got)
+	if got := v.Check(httptest.NewRequest(http.MethodGet, testURL, nil)); got.Outcome != middleware.OutcomeNotPresent || got.Reason != "unsigned" {
+		t.Errorf("unsigned request: %s %s, want not-present unsigned", got.Outcome, got.Reason)
 	}
 	r := signedRequest(t, keyA, signer.Options{SignatureAgent: testOrigin, Now: clock})
 	r.Host = "other.example"
-	if got := v.Check(r).Outcome; got != middleware.OutcomeInvalid {
-		t.Errorf("request moved to another host: %s, want invalid", got)
+	if got := v.Check(r); got.Outcome != middleware.OutcomeInvalid || got.Reason != "misdirected_request" {
+		t.Errorf("request moved to another host: %s %s, want invalid misdirected_request", got.Outcome, got.Reason)
+	}
+	if got := profileVerifier(t, middleware.ProfileDeployed).Check(signedRequest(t, keyA, signOpts(nil))); got.Outcome != middleware.OutcomeVerified || got.Reason != "verified" {
+		t.Errorf("signed request: %s %s (%v), want verified verified", got.Outcome, got.Reason, got.Err)
+	}
+	if got, _ := middleware.ResultFrom(middleware.WithAgent(t.Context(), middleware.Agent{ID: testOrigin})); got.Reason != "verified" {
+		t.Errorf("WithAgent: reason %q, want verified", got.Reason)
 	}
 }
 
@@ -355,7 +362,7 @@ func TestRefusalLogNamesOutcome(t *testing.T) {
 	v.Check(r)
 	v.Check(httptest.NewRequest(http.MethodGet, testURL, nil))
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
-	if len(lines) != 2 || !strings.Contains(lines[0], `"outcome":"invalid"`) || !strings.Contains(lines[1], `"outcome":"unverified"`) {
-		t.Errorf("log lines = %q, want outcome invalid then unverified", lines)
+	if len(lines) != 2 || !strings.Contains(lines[0], `"outcome":"invalid","reason":"misdirected_request"`) || !strings.Contains(lines[1], `"outcome":"not-present","reason":"unsigned"`) {
+		t.Errorf("log lines = %q, want invalid misdirected_request then not-present unsigned", lines)
 	}
 }

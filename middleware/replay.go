@@ -57,9 +57,9 @@ func (s *MemoryReplayStore) Seen(_ context.Context, key string, expiry time.Time
 	return false, nil
 }
 
-// Len returns the number of remembered nonces (expired ones may linger until
+// len returns the number of remembered nonces (expired ones may linger until
 // the next purge).
-func (s *MemoryReplayStore) Len() int { return s.c.ItemCount() }
+func (s *MemoryReplayStore) len() int { return s.c.ItemCount() }
 
 // replay records the nonce of a verified signature (step 9).
 func (v *Verifier) replay(r *http.Request, a *Agent, hasExpires bool) *Error {

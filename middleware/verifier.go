@@ -118,9 +118,9 @@ func (v *Verifier) check(res *Result) {
 // request may go on by Config.Mode, and reports res to Config.OnResult.
 func (v *Verifier) decide(res *Result, err *Error) {
 	if err == nil {
-		res.Outcome = OutcomeVerified
+		res.Outcome, res.Reason = OutcomeVerified, reasonVerified
 	} else {
-		res.Outcome, res.Err = err.Outcome(), err
+		res.Outcome, res.Reason, res.Err = err.Outcome(), err.Code.Reason(), err
 	}
 	switch v.cfg.Mode {
 	case Observe:
@@ -168,7 +168,7 @@ func (v *Verifier) verify(r *http.Request, a *Agent) *Error {
 func (v *Verifier) logRefusal(r *http.Request, err *Error) *Error {
 	if err != nil && v.cfg.Logger.Enabled(r.Context(), slog.LevelDebug) {
 		v.cfg.Logger.LogAttrs(r.Context(), slog.LevelDebug, "signature rejected",
-			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("outcome", string(err.Outcome())), slog.String("error", err.Error()))
+			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("outcome", string(err.Outcome())), slog.String("reason", err.Code.Reason()), slog.String("error", err.Error()))
 	}
 	return err
 }

@@ -95,7 +95,7 @@ func TestProxyBehindCaddy(t *testing.T) {
 				req.Host = host
 				return req
 			}
-			verified := map[string]string{"X-Agent-Verdict": "verified", "X-Agent-Uid": uid, "X-Agent-Id": origin, "X-Agent-Key-Id": key.KeyID()}
+			verified := map[string]string{"X-Agent-Outcome": "verified", "X-Agent-Verdict": "verified", "X-Agent-Uid": uid, "X-Agent-Id": origin, "X-Agent-Key-Id": key.KeyID()}
 			full := signer.Options{Components: []string{"@method", "@authority", "@path", "@query"}}
 
 			// A signed request, with X-Forwarded-* claiming another one.
@@ -139,7 +139,7 @@ func TestProxyBehindCaddy(t *testing.T) {
 			// by the snippet's request_header (dash spellings), or refused
 			// by the endpoint (underscores, which caddy passes on); never
 			// seen by the service with the client's value.
-			for i, name := range []string{"X-Agent-Uid", "x-AGENT-role", "X-Agent-Reason", "X-Agent-Verdict", "X_Agent_Uid", "X_AGENT_ROLE"} {
+			for i, name := range []string{"X-Agent-Uid", "x-AGENT-role", "X-Agent-Reason", "X-Agent-Verdict", "X-Agent-Outcome", "X_Agent_Uid", "X_AGENT_ROLE", "X_AGENT_OUTCOME"} {
 				path := fmt.Sprintf("/%s/spoof/%d", mode, i)
 				req := get(path, signer.Options{})
 				req.Header[name] = []string{"agent-ffffffffffffffffffffffff"}
@@ -187,7 +187,7 @@ func TestProxyBehindCaddy(t *testing.T) {
 				if seen := up.got(path); len(seen) != 1 {
 					t.Fatalf("the service saw %d requests at %s, want 1", len(seen), path)
 				} else {
-					checkCaddyHeaders(t, "unsigned", seen[0], map[string]string{"X-Agent-Verdict": "unverified"})
+					checkCaddyHeaders(t, "unsigned", seen[0], map[string]string{"X-Agent-Outcome": "not-present", "X-Agent-Verdict": "unverified", "X-Agent-Reason": "unsigned"})
 				}
 			}
 
@@ -229,7 +229,7 @@ func TestProxyBehindCaddyObserve(t *testing.T) {
 	if seen := up.got("/admin"); len(seen) != 1 {
 		t.Fatalf("the service saw %d requests at /admin, want 1", len(seen))
 	} else {
-		checkCaddyHeaders(t, "observe, invalid", seen[0], map[string]string{"X-Agent-Verdict": "invalid", "X-Agent-Reason": "invalid_signature"})
+		checkCaddyHeaders(t, "observe, invalid", seen[0], map[string]string{"X-Agent-Outcome": "invalid", "X-Agent-Verdict": "invalid", "X-Agent-Reason": "invalid_signature"})
 	}
 }
 

@@ -153,7 +153,7 @@ func TestProxyBehindNginx(t *testing.T) {
 				req.Host = host
 				return req
 			}
-			verified := map[string]string{"X-Agent-Verdict": "verified", "X-Agent-Uid": uid, "X-Agent-Id": origin, "X-Agent-Key-Id": key.KeyID()}
+			verified := map[string]string{"X-Agent-Outcome": "verified", "X-Agent-Verdict": "verified", "X-Agent-Uid": uid, "X-Agent-Id": origin, "X-Agent-Key-Id": key.KeyID()}
 			full := signer.Options{Components: []string{"@method", "@authority", "@path", "@query"}}
 
 			// A signed request, with X-Forwarded-* claiming another one.
@@ -215,7 +215,7 @@ func TestProxyBehindNginx(t *testing.T) {
 			// X-Agent-* headers from the client, in any spelling: refused
 			// by the proxy, or dropped by nginx (underscores); never seen
 			// by the service.
-			for i, name := range []string{"X-Agent-Uid", "x-AGENT-role", "X-Agent-Reason", "X-Agent-Verdict", "X_Agent_Uid", "X_AGENT_ROLE"} {
+			for i, name := range []string{"X-Agent-Uid", "x-AGENT-role", "X-Agent-Reason", "X-Agent-Verdict", "X-Agent-Outcome", "X_Agent_Uid", "X_AGENT_ROLE", "X_AGENT_OUTCOME"} {
 				path := fmt.Sprintf("/%s/spoof/%d", mode, i)
 				req := get(path, signer.Options{})
 				req.Header[name] = []string{"agent-ffffffffffffffffffffffff"}
@@ -251,7 +251,7 @@ func TestProxyBehindNginx(t *testing.T) {
 				if seen := up.got(path); len(seen) != 1 {
 					t.Fatalf("the service saw %d requests at %s, want 1", len(seen), path)
 				} else {
-					checkNginxHeaders(t, "unsigned", seen[0], map[string]string{"X-Agent-Verdict": "unverified"})
+					checkNginxHeaders(t, "unsigned", seen[0], map[string]string{"X-Agent-Outcome": "not-present", "X-Agent-Verdict": "unverified", "X-Agent-Reason": "unsigned"})
 				}
 			}
 

@@ -139,6 +139,8 @@ func spoof(h http.Header) {
 	h.Set("X-Agent-Uid", "agent-ffffffffffffffffffffffff")
 	h.Set("X-Agent-Id", "https://agent-ffffffffffffffffffffffff.evil.example")
 	h.Set("X-Agent-Verdict", "verified")
+	h.Set("X-Agent-Outcome", "verified")
+	h.Set("X-Agent-Reason", "verified")
 	h.Set("X-Agent-Key-Id", "spoofed")
 	h["x-agent-role"] = []string{"admin"} // not canonical: sent as is
 }
@@ -315,7 +317,7 @@ func TestProxyModes(t *testing.T) {
 				wantVerdict, wantReason := w.verdict, w.reason
 				switch {
 				case w.verdict == "unverified" && w.reason == "" || w.code == "missing_signature":
-					wantVerdict, wantReason = "unverified", "missing_signature"
+					wantVerdict, wantReason = "unverified", "unsigned"
 				case w.code == "untrusted_signature_agent":
 					// No verdict on the signature: its key set is not trusted.
 					wantVerdict, wantReason = "unverified", w.code
@@ -338,15 +340,16 @@ func TestProxyModes(t *testing.T) {
 // and nothing a client sent.
 func checkAgentHeaders(t *testing.T, what string, h http.Header, verdict, reason, uid, origin, kid string) {
 	t.Helper()
-	want := map[string]string{"X-Agent-Verdict": verdict}
+	want := map[string]string{"X-Agent-Verdict": verdict, "X-Agent-Outcome": verdict}
 	switch verdict {
 	case "verified":
 		want["X-Agent-Uid"], want["X-Agent-Id"], want["X-Agent-Key-Id"] = uid, origin, kid
 	case "invalid":
 		want["X-Agent-Reason"] = reason
 	case "unverified":
-		if reason != "" {
-			want["X-Agent-Reason"] = reason
+		want["X-Agent-Reason"] = reason
+		if reason == "" { // unsigned
+			want["X-Agent-Outcome"], want["X-Agent-Reason"] = "not-present", "unsigned"
 		}
 	}
 	for name, values := range h {

@@ -302,7 +302,7 @@ func TestCaddyModule(t *testing.T) {
 		}
 		return seen[0]
 	}
-	verified := map[string]string{"X-Agent-Verdict": "verified", "X-Agent-Id": origin, "X-Agent-Key-Id": key.KeyID(), "X-Agent-Uid": uid}
+	verified := map[string]string{"X-Agent-Outcome": "verified", "X-Agent-Verdict": "verified", "X-Agent-Id": origin, "X-Agent-Key-Id": key.KeyID(), "X-Agent-Uid": uid}
 	full := []string{"@method", "@authority", "@path", "@query"}
 
 	// Verified, with the client's own X-Agent-* headers in several
@@ -313,7 +313,9 @@ func TestCaddyModule(t *testing.T) {
 	req.Header["x-agent-role"] = []string{"admin"}
 	req.Header["X_Agent_Id"] = []string{"https://evil.example"}
 	req.Header["X-AGENT-REASON"] = []string{"none"}
-	req.Header.Set("Connection", "X-Agent-Uid, x-agent-verdict, X-Agent-Id, X-Agent-Key-Id")
+	req.Header["X_Agent_Outcome"] = []string{"verified"}
+	req.Header.Set("X-Agent-Outcome", "invalid")
+	req.Header.Set("Connection", "X-Agent-Uid, x-agent-verdict, X-Agent-Id, X-Agent-Key-Id, X-Agent-Outcome")
 	passed("verified", req, "/api/verified", verified)
 
 	// The same signature again: replayed.
@@ -360,7 +362,8 @@ func TestCaddyModule(t *testing.T) {
 	unsigned, _ = http.NewRequest("GET", base+"/optional/unsigned", nil)
 	unsigned.Host = host
 	unsigned.Header["X_Agent_Uid"] = []string{uid}
-	passed("unsigned, optional", unsigned, "/optional/unsigned", map[string]string{"X-Agent-Verdict": "unverified"})
+	unsigned.Header.Set("X-Agent-Outcome", "verified")
+	passed("unsigned, optional", unsigned, "/optional/unsigned", map[string]string{"X-Agent-Outcome": "not-present", "X-Agent-Verdict": "unverified", "X-Agent-Reason": "unsigned"})
 	tampered = signed("GET", host, "/optional/a", "", full...)
 	tampered.URL.Path = "/optional/b"
 	refused("invalid, optional", tampered, "/optional/b", http.StatusUnauthorized, "invalid_signature")
@@ -369,10 +372,10 @@ func TestCaddyModule(t *testing.T) {
 	// Observe route: everything passes with its verdict.
 	tampered = signed("GET", host, "/observe/a", "", full...)
 	tampered.URL.Path = "/observe/b"
-	passed("invalid, observe", tampered, "/observe/b", map[string]string{"X-Agent-Verdict": "invalid", "X-Agent-Reason": "invalid_signature"})
+	passed("invalid, observe", tampered, "/observe/b", map[string]string{"X-Agent-Outcome": "invalid", "X-Agent-Verdict": "invalid", "X-Agent-Reason": "invalid_signature"})
 	unsigned, _ = http.NewRequest("GET", base+"/observe/unsigned", nil)
 	unsigned.Host = host
-	passed("unsigned, observe", unsigned, "/observe/unsigned", map[string]string{"X-Agent-Verdict": "unverified"})
+	passed("unsigned, observe", unsigned, "/observe/unsigned", map[string]string{"X-Agent-Outcome": "not-present", "X-Agent-Verdict": "unverified", "X-Agent-Reason": "unsigned"})
 
 	// A body covered by Content-Digest: checked, and passed on whole.
 	const payload = `{"amount":1000}`
@@ -489,7 +492,7 @@ func TestCaddyDocExample(t *testing.T) {
 	}
 	if seen := up.got("/orders"); len(seen) != 1 {
 		t.Fatalf("the service saw %d requests at /orders, want 1", len(seen))
-	} else if got, want := agentHeaders(seen[0].header), map[string]string{"X-Agent-Verdict": "verified", "X-Agent-Id": origin, "X-Agent-Key-Id": key.KeyID(), "X-Agent-Uid": uid}; !sameHeaders(got, want) {
+	} else if got, want := agentHeaders(seen[0].header), map[string]string{"X-Agent-Outcome": "verified", "X-Agent-Verdict": "verified", "X-Agent-Id": origin, "X-Agent-Key-Id": key.KeyID(), "X-Agent-Uid": uid}; !sameHeaders(got, want) {
 		t.Errorf("signed GET /orders: the service got %v, want %v", got, want)
 	}
 	resp, body = do(ports[1], replay)

@@ -316,7 +316,7 @@ func verifiedRequest(r *http.Request) *http.Request {
 // {http.agentid.verdict}, {http.agentid.id}, {http.agentid.key_id},
 // {http.agentid.uid} (uid as in X-Agent-Uid) and {http.agentid.reason}.
 func setPlaceholders(repl *caddy.Replacer, res *middleware.Result, uid string) {
-	repl.Set("http.agentid.verdict", string(res.Outcome))
+	repl.Set("http.agentid.verdict", proxy.Verdict(res.Outcome))
 	if res.Outcome == middleware.OutcomeVerified {
 		repl.Set("http.agentid.id", res.Agent.ID)
 		repl.Set("http.agentid.key_id", res.Agent.KeyID)

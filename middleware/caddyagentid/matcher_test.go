@@ -118,7 +118,7 @@ func TestCaddyMatcherAgentHeadersAttack(t *testing.T) {
 		if status, body := send(req); status != http.StatusOK {
 			t.Fatalf("%s: signed GET %s: %d %s, want 200", site, path, status, body)
 		}
-		want := map[string]string{"X-Agent-Verdict": "verified", "X-Agent-Id": origin, "X-Agent-Key-Id": key.KeyID(), "X-Agent-Uid": uid}
+		want := map[string]string{"X-Agent-Outcome": "verified", "X-Agent-Verdict": "verified", "X-Agent-Id": origin, "X-Agent-Key-Id": key.KeyID(), "X-Agent-Uid": uid}
 		if seen := up.got(path); len(seen) != 1 {
 			t.Fatalf("%s: the service saw %d requests at %s, want 1", site, len(seen), path)
 		} else if got := agentHeaders(seen[0].header); !sameHeaders(got, want) {

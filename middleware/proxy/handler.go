@@ -159,17 +159,17 @@ func (h *Handler) observe(r *http.Request, status int, res *middleware.Result, r
 	if l := h.cfg.AccessLog; l != nil {
 		// Room for every attribute below, so that the appends never grow
 		// (and copy) the slice.
-		attrs := make([]slog.Attr, 0, 13)
+		attrs := make([]slog.Attr, 0, 15)
 		attrs = append(attrs,
 			slog.String("method", r.Method), slog.String("host", r.Host), slog.String("path", r.URL.Path),
 			slog.Int("status", status), slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
 		)
 		if res != nil {
-			attrs = append(attrs, slog.String("verdict", string(res.Outcome)))
+			attrs = append(attrs, slog.String("outcome", string(res.Outcome)), slog.String("verdict", Verdict(res.Outcome)))
 			if refusal != nil {
-				attrs = append(attrs, slog.String("reason", string(refusal.Code)))
+				attrs = append(attrs, slog.String("reason", refusal.Code.Reason()), slog.String("code", string(refusal.Code)))
 			} else if res.Err != nil {
-				attrs = append(attrs, slog.String("reason", string(res.Err.Code)))
+				attrs = append(attrs, slog.String("reason", reasonOf(res)), slog.String("code", string(res.Err.Code)))
 			}
 			if res.Outcome == middleware.OutcomeVerified {
 				attrs = append(attrs, slog.String("agent", res.Agent.ID), slog.String("kid", res.Agent.KeyID))

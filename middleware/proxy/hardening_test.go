@@ -48,28 +48,28 @@ func TestReverseProxyAgentHeaders(t *testing.T) {
 	}{
 		{
 			name: "Connection names the proxy's headers", signed: true,
-			header: map[string]string{"Connection": "close, X-Agent-Verdict, X-Agent-Uid, X-Agent-Id, X-Agent-Key-Id"},
-			want:   map[string]string{"X-Agent-Verdict": "verified", "X-Agent-Id": testOrigin, "X-Agent-Uid": testUID, "X-Agent-Key-Id": key.KeyID()},
+			header: map[string]string{"Connection": "close, X-Agent-Verdict, X-Agent-Outcome, X-Agent-Uid, X-Agent-Id, X-Agent-Key-Id"},
+			want:   map[string]string{"X-Agent-Verdict": "verified", "X-Agent-Outcome": "verified", "X-Agent-Id": testOrigin, "X-Agent-Uid": testUID, "X-Agent-Key-Id": key.KeyID()},
 		},
 		{
 			name: "Connection names them, unsigned", signed: false,
 			header: map[string]string{"Connection": "X-Agent-Verdict", "X-Agent-Verdict": "verified"},
-			want:   map[string]string{"X-Agent-Verdict": "unverified"},
+			want:   map[string]string{"X-Agent-Verdict": "unverified", "X-Agent-Outcome": "not-present", "X-Agent-Reason": "unsigned"},
 		},
 		{
 			name:   "underscore spelling",
 			header: map[string]string{"X_Agent_Uid": "agent-ffffffffffffffffffffffff", "X_AGENT_VERDICT": "verified", "x_agent-id": "https://evil.example"},
-			want:   map[string]string{"X-Agent-Verdict": "unverified"},
+			want:   map[string]string{"X-Agent-Verdict": "unverified", "X-Agent-Outcome": "not-present", "X-Agent-Reason": "unsigned"},
 		},
 		{
 			name:   "other case and other names",
-			header: map[string]string{"x-AGENT-role": "admin", "X-Agent-Reason": "none", "x-agent-uid": "agent-ffffffffffffffffffffffff"},
-			want:   map[string]string{"X-Agent-Verdict": "unverified"},
+			header: map[string]string{"x-AGENT-role": "admin", "X-Agent-Reason": "none", "x-agent-uid": "agent-ffffffffffffffffffffffff", "x_agent_outcome": "verified"},
+			want:   map[string]string{"X-Agent-Verdict": "unverified", "X-Agent-Outcome": "not-present", "X-Agent-Reason": "unsigned"},
 		},
 		{
 			name: "signed, with forged spellings", signed: true,
 			header: map[string]string{"X_Agent_Uid": "agent-ffffffffffffffffffffffff", "x-AGENT-role": "admin", "Connection": "x-agent-uid"},
-			want:   map[string]string{"X-Agent-Verdict": "verified", "X-Agent-Id": testOrigin, "X-Agent-Uid": testUID, "X-Agent-Key-Id": key.KeyID()},
+			want:   map[string]string{"X-Agent-Verdict": "verified", "X-Agent-Outcome": "verified", "X-Agent-Id": testOrigin, "X-Agent-Uid": testUID, "X-Agent-Key-Id": key.KeyID()},
 		},
 	}
 	for i, tc := range tests {
@@ -634,15 +634,15 @@ func TestForwardAuthCaddyHeaders(t *testing.T) {
 	caddy := startProxyConfig(t, middleware.Optional, proxy.Config{Verifier: v, ForwardAuth: proxy.FrontCaddy, Services: []string{"https://other.example"}}, nil)
 	traefik := startProxyConfig(t, middleware.Optional, proxy.Config{Verifier: v, ForwardAuth: proxy.FrontTraefik, Services: []string{"https://other.example"}}, nil)
 	fwd := map[string]string{"X-Forwarded-Method": "GET", "X-Forwarded-Host": "api.example.com", "X-Forwarded-Uri": "/public", "X-Forwarded-Proto": "https"}
-	all := []string{proxy.HeaderVerdict, proxy.HeaderID, proxy.HeaderUID, proxy.HeaderKeyID, proxy.HeaderReason}
+	all := []string{proxy.HeaderOutcome, proxy.HeaderVerdict, proxy.HeaderID, proxy.HeaderUID, proxy.HeaderKeyID, proxy.HeaderReason}
 	tests := []struct {
 		name string
 		sig  func() http.Header
 		want map[string]string // the non-empty X-Agent-* headers
 	}{
 		// No uid: the agent is not of a configured service.
-		{"verified", func() http.Header { return signFor(t, "GET", "/public") }, map[string]string{proxy.HeaderVerdict: "verified", proxy.HeaderID: testOrigin, proxy.HeaderKeyID: key.KeyID()}},
-		{"unsigned", http.Header{}.Clone, map[string]string{proxy.HeaderVerdict: "unverified"}},
+		{"verified", func() http.Header { return signFor(t, "GET", "/public") }, map[string]string{proxy.HeaderOutcome: "verified", proxy.HeaderVerdict: "verified", proxy.HeaderID: testOrigin, proxy.HeaderKeyID: key.KeyID()}},
+		{"unsigned", http.Header{}.Clone, map[string]string{proxy.HeaderOutcome: "not-present", proxy.HeaderVerdict: "unverified", proxy.HeaderReason: "unsigned"}},
 	}
 	for _, tc := range tests {
 		for _, px := range []*httptest.Server{caddy, traefik} {

@@ -12,11 +12,18 @@ import (
 // The headers the proxy sets; every incoming X-Agent-* header is removed
 // (IsAgentHeader).
 const (
+	// HeaderOutcome is the outcome: verified, invalid, unverified or
+	// not-present (middleware.Outcome; docs/outcomes.md).
+	HeaderOutcome = "X-Agent-Outcome"
+	// HeaderReason is the outcome's reason (middleware.Result.Reason) when
+	// the outcome is not verified.
+	HeaderReason = "X-Agent-Reason"
+	// HeaderVerdict is the outcome in the words it had before not-present:
+	// an unsigned request is "unverified" (Verdict).
 	HeaderVerdict = "X-Agent-Verdict"
 	HeaderID      = "X-Agent-Id"
 	HeaderUID     = "X-Agent-Uid"
 	HeaderKeyID   = "X-Agent-Key-Id"
-	HeaderReason  = "X-Agent-Reason"
 	// HeaderRefusal carries, on a forward-auth refusal, the JSON error body
 	// again: nginx's auth_request drops the body of the subrequest's
 	// answer, but auth_request_set can read a header and error_page can
@@ -85,23 +92,23 @@ func (h *Handler) setAgentHeaders(hd http.Header, res *middleware.Result) {
 }
 
 // SetAgentHeaders writes res as the X-Agent-* headers the reverse proxy
-// sends upstream: X-Agent-Verdict, and X-Agent-Id, X-Agent-Key-Id,
-// X-Agent-Uid (for an agent of one of services only) and
-// X-Agent-Metadata-* for a verified request, X-Agent-Reason for an invalid
-// one. Call StripAgentHeaders on hd first: headers already there with
-// other spellings are left alone.
+// sends upstream: X-Agent-Outcome and X-Agent-Verdict, and X-Agent-Id,
+// X-Agent-Key-Id, X-Agent-Uid (for an agent of one of services only) and
+// X-Agent-Metadata-* for a verified request, X-Agent-Reason for any other.
+// Call StripAgentHeaders on hd first: headers already there with other
+// spellings are left alone.
 func SetAgentHeaders(hd http.Header, res *middleware.Result, services []signer.ServiceURL) {
 	// The names are canonical; the values share one array (each header
 	// gets a full slice of its own, so an append to one never reaches
 	// another).
-	vals := make([]string, 0, 4)
+	vals := make([]string, 0, 5)
 	set := func(name, value string) {
 		vals = append(vals, value)
 		hd[name] = vals[len(vals)-1 : len(vals) : len(vals)]
 	}
-	set(HeaderVerdict, string(res.Outcome))
-	switch {
-	case res.Outcome == middleware.OutcomeVerified:
+	set(HeaderOutcome, string(res.Outcome))
+	set(HeaderVerdict, Verdict(res.Outcome))
+	if res.Outcome == middleware.OutcomeVerified {
 		set(HeaderID, res.Agent.ID)
 		set(HeaderKeyID, res.Agent.KeyID)
 		if uid := serviceUID(res.Agent.ID, services); uid != "" {
@@ -110,9 +117,34 @@ func SetAgentHeaders(hd http.Header, res *middleware.Result, services []signer.S
 		for k, v := range res.Agent.Metadata {
 			hd.Set(HeaderMetadataPrefix+k, v)
 		}
-	case res.Err != nil && res.Err.Code != middleware.CodeMissingSignature:
-		set(HeaderReason, string(res.Err.Code))
+		return
 	}
+	if reason := reasonOf(res); reason != "" {
+		set(HeaderReason, reason)
+	}
+}
+
+// reasonOf is res's reason, for a Result built without one (from its
+// error).
+func reasonOf(res *middleware.Result) string {
+	switch {
+	case res.Reason != "":
+		return res.Reason
+	case res.Err != nil:
+		return res.Err.Code.Reason()
+	}
+	return ""
+}
+
+// Verdict is o as X-Agent-Verdict, the access log's verdict and Caddy's
+// {http.agentid.verdict} say it: the outcome, except that an unsigned
+// request (not-present) is "unverified", as it was before not-present was
+// told apart.
+func Verdict(o middleware.Outcome) string {
+	if o == middleware.OutcomeNotPresent {
+		return string(middleware.OutcomeUnverified)
+	}
+	return string(o)
 }
 
 // uid returns the uid of an identity <scheme>://<uid>.<host> of a

@@ -151,6 +151,8 @@ func spoof(r *http.Request) *http.Request {
 	r.Header.Set("x-agent-id", "https://evil.example")
 	r.Header.Set("X-AGENT-VERDICT", "verified")
 	r.Header.Set("X-Agent-Whatever", "1")
+	r.Header["X_Agent_Outcome"] = []string{"verified"}
+	r.Header.Set("X-Agent-Reason", "verified")
 	return r
 }
 
@@ -170,13 +172,13 @@ func TestReverseProxyModes(t *testing.T) {
 				t.Fatalf("verified: %d %q", resp.StatusCode, body)
 			}
 			got := up.requests()[0]
-			want := map[string]string{"X-Agent-Verdict": "verified", "X-Agent-Id": testOrigin, "X-Agent-Uid": testUID, "X-Agent-Key-Id": key.KeyID()}
+			want := map[string]string{"X-Agent-Verdict": "verified", "X-Agent-Outcome": "verified", "X-Agent-Id": testOrigin, "X-Agent-Uid": testUID, "X-Agent-Key-Id": key.KeyID()}
 			for k, v := range want {
 				if got.Get(k) != v {
 					t.Errorf("upstream %s = %q, want %q", k, got.Get(k), v)
 				}
 			}
-			if got.Get("X-Agent-Whatever") != "" || got.Get("X-Agent-Reason") != "" || len(got.Values("X-Agent-Uid")) != 1 {
+			if got.Get("X-Agent-Whatever") != "" || got.Get("X-Agent-Reason") != "" || len(got.Values("X-Agent-Uid")) != 1 || len(got.Values("X-Agent-Outcome")) != 1 || got["X_Agent_Outcome"] != nil {
 				t.Errorf("spoofed headers reached the upstream: %v", got)
 			}
 
@@ -186,7 +188,7 @@ func TestReverseProxyModes(t *testing.T) {
 			forwarded := len(up.requests()) > n
 			if mode == middleware.Observe {
 				last := up.requests()[len(up.requests())-1]
-				if !forwarded || last.Get("X-Agent-Verdict") != "invalid" || last.Get("X-Agent-Reason") != "replayed_nonce" || last.Get("X-Agent-Uid") != "" {
+				if !forwarded || last.Get("X-Agent-Verdict") != "invalid" || last.Get("X-Agent-Outcome") != "invalid" || last.Get("X-Agent-Reason") != "replayed_nonce" || last.Get("X-Agent-Uid") != "" {
 					t.Errorf("observe: replay forwarded %v with %v", forwarded, last)
 				}
 			} else if forwarded || resp.StatusCode != 401 || !strings.Contains(body, `"replayed_nonce"`) {
@@ -203,7 +205,7 @@ func TestReverseProxyModes(t *testing.T) {
 				}
 			} else {
 				last := up.requests()[len(up.requests())-1]
-				if !forwarded || last.Get("X-Agent-Verdict") != "unverified" || last.Get("X-Agent-Uid") != "" || last.Get("X-Agent-Id") != "" {
+				if !forwarded || last.Get("X-Agent-Verdict") != "unverified" || last.Get("X-Agent-Outcome") != "not-present" || last.Get("X-Agent-Reason") != "unsigned" || last.Get("X-Agent-Uid") != "" || last.Get("X-Agent-Id") != "" {
 					t.Errorf("%s: unsigned forwarded %v with %v", mode, forwarded, last)
 				}
 			}
@@ -227,7 +229,7 @@ func TestReverseProxyModes(t *testing.T) {
 			if err := json.Unmarshal([]byte(lines[1]), &entry); err != nil {
 				t.Fatal(err)
 			}
-			if entry["verdict"] != "invalid" || entry["reason"] != "replayed_nonce" {
+			if entry["verdict"] != "invalid" || entry["outcome"] != "invalid" || entry["reason"] != "replayed_nonce" || entry["code"] != "replayed_nonce" {
 				t.Errorf("replay log line = %s", lines[1])
 			}
 		})

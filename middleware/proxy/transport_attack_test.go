@@ -81,6 +81,8 @@ func TestDirectTransportClientHeadersAttack(t *testing.T) {
 		{"OPTIONS", "Connection: X-Agent-Id, X-Agent-Key-Id, X-Agent-Reason, TE\r\nTE: trailers\r\n", ""},
 		{"GET", "Proxy-Connection: X-Agent-Uid\r\nX-Agent-Uid: x\r\n", ""},
 		{"GET", "Trailer: X-Agent-Uid\r\n", ""},
+		{"GET", "X-Agent-Outcome: verified\r\nx_agent_reason: none\r\nConnection: X-Agent-Outcome\r\n", ""},
+		{"GET", "X_AGENT_OUTCOME: verified\r\nX-AGENT-REASON: verified\r\n", ""},
 	}
 	for round := range 2 { // the second round reuses the upstream connections
 		for i, tc := range cases {
@@ -104,7 +106,7 @@ func TestDirectTransportClientHeadersAttack(t *testing.T) {
 				t.Errorf("%q: the upstream did not see it", req)
 				continue
 			}
-			if got, want := agentHeaderNames(h), map[string][]string{proxy.HeaderVerdict: {"unverified"}}; !reflect.DeepEqual(got, want) {
+			if got, want := agentHeaderNames(h), map[string][]string{proxy.HeaderVerdict: {"unverified"}, proxy.HeaderOutcome: {"not-present"}, proxy.HeaderReason: {"unsigned"}}; !reflect.DeepEqual(got, want) {
 				t.Errorf("%q: the upstream saw X-Agent-* %v, want %v", req, got, want)
 			}
 		}
