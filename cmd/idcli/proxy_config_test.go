@@ -393,7 +393,7 @@ func TestProxyCheck(t *testing.T) {
 	if r.err != nil {
 		t.Fatalf("--check: %v\n%s", r.err, r.stderr)
 	}
-	for _, want := range []string{"mode: observe\n", "profile: strict-01\n", "redis_url: redis://xxxxx@127.0.0.1:1/0\n", "listen: 127.0.0.1:1\n", "- prefix: /pub/\n", "upstream_max_idle: 256\n", "cache:\n    key_sets: 20000\n", "    expanded_keys: 4096\n", "from proxy.yaml"} {
+	for _, want := range []string{"mode: observe\n", "profile: strict-01\n", "redis_url: redis://xxxxx@127.0.0.1:1/0\n", "listen: 127.0.0.1:1\n", "- prefix: /pub/\n", "upstream_max_idle: 256 # default\n", "cache:\n    key_sets: 20000\n", "    key_sets_on_probation: 20000 # default\n", "    expanded_keys: 4096 # default\n", "    buckets_per_agent: 64 # default\n", "from proxy.yaml"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("--check printed\n%s\nwithout %q", r.stdout, want)
 		}
@@ -457,5 +457,22 @@ func TestProxyRedisDownIsOneLine(t *testing.T) {
 	}
 	if strings.Contains(r.stderr+r.stdout, "hunter2") {
 		t.Errorf("the password was printed:\n%s", r)
+	}
+}
+
+// TestProxyConfigMissingKeys: a file that leaves out every required key is
+// refused with one error per key, each named as the file's key and as the
+// flag that could give it instead, all at once.
+func TestProxyConfigMissingKeys(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "proxy.yaml"), []byte("mode: optional\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := runCLI(t.Context(), dir, nil, "proxy", "--config", "proxy.yaml", "--check")
+	for _, want := range []string{"proxy.yaml: upstream (or --upstream) is required", "proxy.yaml: authorities (or --authority) is required", "proxy.yaml: trust.hosts (or --trust) is required"} {
+		if r.err == nil || !strings.Contains(r.err.Error(), want) {
+			t.Errorf("--check of a file without it: %v, want %q", r.err, want)
+		}
 	}
 }

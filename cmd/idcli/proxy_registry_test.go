@@ -69,7 +69,7 @@ func TestProxyRegistry(t *testing.T) {
 	// The registry's own host must be trusted.
 	r := runCLI(t.Context(), t.TempDir(), nil, "proxy", "--listen", "127.0.0.1:0", "--forward-auth", "--front", "nginx", "--authority", "api.example.com", "--trust", "*.agentid.example",
 		"--registry", "https://registry.example/list.txt")
-	if r.err == nil || !strings.Contains(r.err.Error(), `Registries entry "https://registry.example/list.txt": the registry itself must be trusted`) {
+	if r.err == nil || !strings.Contains(r.err.Error(), `--registry "https://registry.example/list.txt": the registry itself must be trusted`) {
 		t.Errorf("untrusted --registry: %v, want an error naming the registry", r.err)
 	}
 }

@@ -684,7 +684,7 @@ func TestProxyFlagErrors(t *testing.T) {
 		{[]string{"--upstream", "127.0.0.1:8000"}, `--upstream "127.0.0.1:8000": want an http:// or https:// URL`},
 		{[]string{"--upstream", "ftp://files.example"}, `--upstream "ftp://files.example"`},
 		{[]string{"--upstream", "localhost:8000"}, "did you mean http://localhost:8000?"},
-		{[]string{"--forward-auth", "--front", "nginx", "--trust", "https://agents.example"}, `--trust: TrustedHosts entry "https://agents.example"`},
+		{[]string{"--forward-auth", "--front", "nginx", "--trust", "https://agents.example"}, `--trust "https://agents.example": want a host such as`},
 		{[]string{"--forward-auth", "--front", "nginx", "--listen", "8080"}, `--listen "8080": want host:port`},
 		{[]string{"--forward-auth", "--front", "nginx", "--refusal-status", "404"}, "--refusal-status 404: want 401 or 403"},
 		{[]string{"--forward-auth", "--front", "nginx", "--access-log", "file"}, `--access-log "file": want stdout, stderr or off`},

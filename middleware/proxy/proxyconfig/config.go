@@ -362,7 +362,9 @@ func (c *Config) setOrigin(path, origin string) {
 }
 
 // UseFlagNames makes errors name a key that was set neither in a file nor
-// by a flag by its flag ("--upstream"), as a command line does.
+// by a flag by its flag ("--upstream"), as a command line does; with a
+// file, by the file, its key and its flag ("proxy.yaml: authorities (or
+// --authority)").
 func (c *Config) UseFlagNames() { c.flagNames = true }
 
 // where names the key path for an error: "FILE:LINE: path" for a key read
@@ -385,6 +387,9 @@ func (c *Config) where(path string) string {
 	}
 	if c.flagNames {
 		for _, k := range Keys() {
+			if k.Name == path && k.Flag != "" && c.display != "" {
+				return c.display + ": " + path + " (or --" + k.Flag + ")" // left out of the file
+			}
 			if k.Name == path && k.Flag != "" {
 				return "--" + k.Flag
 			}

@@ -40,7 +40,7 @@ func TestErrorShapes(t *testing.T) {
 		{"bad bool", base + "forward_auth: maybe\n", `proxy.yaml:4: forward_auth: want true or false, got "maybe"`},
 		{"mapping for a list", base + "agentid_services: {a: b}\n", `proxy.yaml:4: agentid_services: want a list, got a mapping`},
 		{"bad service", base + "agentid_services: [\"https://agentid.example/agents\"]\n", `proxy.yaml:4: agentid_services[0]: `},
-		{"bad registry", "upstream: http://127.0.0.1:8000\nauthorities: [a.example]\ntrust:\n  hosts: [a.example]\n  registries: [\"ftp://x\"]\n", `proxy.yaml:5: trust.registries: `},
+		{"bad registry", "upstream: http://127.0.0.1:8000\nauthorities: [a.example]\ntrust:\n  hosts: [a.example]\n  registries: [\"ftp://x\"]\n", `proxy.yaml:5: trust.registries[0]: "ftp://x": `},
 		{"excludes", base + "forward_auth: true\n", `proxy.yaml:1: upstream excludes forward_auth`},
 		{"front without forward_auth", base + "front: nginx\n", `proxy.yaml:4: front is for forward_auth`},
 		{"forward_auth_from entry", "forward_auth: true\nfront: nginx\nforward_auth_from: [10.0.0.1, nginx]\nauthorities: [a.example]\ntrust: {hosts: [a.example]}\n", `proxy.yaml:3: forward_auth_from[1]: "nginx": want an address or CIDR`},

@@ -158,12 +158,8 @@ func (c *Config) validate(embedded bool) (*Plan, error) {
 	p.Keys.Registries = clone(c.Trust.Registries)
 	if len(c.Trust.Hosts) == 0 {
 		v.fail("trust.hosts", "is required: name the hosts whose agents you accept, such as '*.agentid.example'")
-	} else if err := p.Keys.Validate(); err != nil {
-		key := "trust.hosts"
-		if strings.Contains(err.Error(), "egistr") {
-			key = "trust.registries"
-		}
-		v.fail(key, "%s", trim(err, "keyfetch: invalid config: "))
+	} else {
+		c.validateTrust(v, p.Keys)
 	}
 	if c.RefusalStatus != http.StatusUnauthorized && c.RefusalStatus != http.StatusForbidden {
 		v.fail("refusal_status", "%d: want 401 or 403", c.RefusalStatus)
@@ -214,7 +210,7 @@ func (c *Config) validateCache(v *validation, p *Plan) {
 	if within("key_sets", k.KeySets, 0, fmt.Sprintf(" (0: the default, %d)", keyfetch.DefaultMaxOrigins)) {
 		p.Keys.MaxOrigins = k.KeySets
 	}
-	if within("key_sets_on_probation", k.KeySetsOnProbation, 0, " (0: as many as cache.key_sets)") {
+	if within("key_sets_on_probation", k.KeySetsOnProbation, 0, " (0: as many as "+c.name("cache.key_sets")+")") {
 		p.Keys.MaxProbation = k.KeySetsOnProbation
 	}
 	if within("key_sets_per_site", k.KeySetsPerSite, -1, fmt.Sprintf(", or -1 for no cap (0: the default, %d)", keyfetch.DefaultMaxSetsPerSite)) {
@@ -230,6 +226,35 @@ func (c *Config) validateCache(v *validation, p *Plan) {
 		case -1:
 			p.ExpandedKeys = 0
 		}
+	}
+}
+
+// validateTrust checks each trust.hosts pattern, then each registry of
+// trust.registries against them, so that an error names its entry, in the
+// user's words for these settings rather than keyfetch.Config's.
+func (c *Config) validateTrust(v *validation, kc keyfetch.Config) {
+	words := strings.NewReplacer("TrustedHosts entry ", "", "Registries entry ", "", "untrusted signature agent: ", "",
+		"TrustedHosts pattern", c.name("trust.hosts")+" pattern")
+	check := func(path string, k keyfetch.Config) bool {
+		err := k.Validate()
+		if err != nil {
+			v.fail(path, "%s", words.Replace(trim(err, "keyfetch: invalid config: ")))
+		}
+		return err == nil
+	}
+	hostsOK := true
+	for i, h := range kc.TrustedHosts {
+		one := kc
+		one.TrustedHosts, one.Registries = []string{h}, nil
+		hostsOK = check(index("trust.hosts", i), one) && hostsOK
+	}
+	if !hostsOK {
+		return // a registry is checked against patterns that parse
+	}
+	for i, r := range kc.Registries {
+		one := kc
+		one.Registries = []string{r}
+		check(index("trust.registries", i), one)
 	}
 }
 
@@ -271,6 +296,9 @@ func (c *Config) rules(v *validation, mode middleware.Mode) Rules {
 	}
 	r.KeyHeader, r.RedisPrefix = strings.TrimSpace(l.KeyHeader), l.RedisPrefix
 	r.BucketsPer = l.BucketsPerAgent
+	if strings.ContainsAny(l.RedisPrefix, "{}") {
+		v.fail("limits.redis_prefix", "%q must not contain a hash tag ({…}): every bucket would land in one Redis Cluster slot", l.RedisPrefix)
+	}
 	if l.BucketsPerAgent < 0 {
 		v.fail("limits.buckets_per_agent", "%d: want a positive number (or 0 for the default, %d)", l.BucketsPerAgent, agentlimit.DefaultBucketsPerAgent)
 	}
@@ -321,7 +349,7 @@ func (v *validation) policy(name string, p Policy) policy.List {
 	check := func(kind string, list []string, one func(string) policy.List) {
 		for i, s := range list {
 			if err := one(s).Validate(); err != nil {
-				v.fail(index(name+"."+kind, i), "%s", err)
+				v.fail(index(name+"."+kind, i), "%s", strings.Replace(err.Error(), "signer: ", "", 1))
 			}
 		}
 	}
@@ -336,7 +364,8 @@ func (v *validation) policy(name string, p Policy) policy.List {
 		}
 	}
 	if len(p.UIDs) > 0 && len(services) == 0 {
-		v.fail(name+".uids", "%s", policy.List{UIDs: p.UIDs}.Validate())
+		v.fail(name+".uids", "uids %q need the agentid service they belong to (%s): without one any host named agent-… would match",
+			signer.Truncate(strings.Join(p.UIDs, ",")), v.c.name("agentid_services"))
 	} else {
 		check("uids", p.UIDs, func(s string) policy.List { return policy.List{UIDs: []string{s}, Services: services} })
 	}
