@@ -61,7 +61,7 @@ func newDirectoryCheckCmd(env *cliEnv) *ffcli.Command {
 				NegativeTTL:          -1,
 			}
 			if err := kc.Validate(); err != nil {
-				return fmt.Errorf("directory check: --trust: %s", strings.TrimPrefix(err.Error(), "keyfetch: invalid config: "))
+				return fmt.Errorf("directory check: %s", trustFlagWords(err))
 			}
 			r, cerr := keyfetch.New(kc).CheckKeySet(ctx, set)
 			if r == nil {
@@ -69,6 +69,9 @@ func newDirectoryCheckCmd(env *cliEnv) *ffcli.Command {
 				r = &keyfetch.Report{URL: set.URL, Kind: set.Kind, WellKnown: set.WellKnown, Problems: []string{cerr.Error()}}
 			}
 			hint := fetchHint(cerr)
+			if missing, _ := localDevFlags([]string{set.URL}, cerr, *allowHTTP, *allowPrivate); devRefusal(cerr) && len(missing) > 0 {
+				hint = set.URL + " is a local development key set: it needs " + missing.String() + "; run: " + rerunWith(env, missing)
+			}
 			if h := localSchemeHint(pos[0], func(with string) string { return "check " + with + " with --allow-http --allow-private" }); h != "" && !r.OK() {
 				hint = h
 			}

@@ -221,14 +221,21 @@ func TestDirectoryCheck(t *testing.T) {
 			resp:     directoryResponse{header: goodDirectoryHeader(), body: good},
 			flags:    []string{"--allow-private"},
 			wantExit: 1,
-			wantOut:  []string{"✘ keyfetch: untrusted signature agent: http scheme refused", "hint: the URL uses http://; add --allow-http"},
+			wantOut:  []string{"✘ keyfetch: untrusted signature agent: http scheme refused", " is a local development key set: it needs --allow-http; run: idcli directory check http://127.0.0.1:", " --allow-private --allow-http\n"},
 		},
 		{
 			name:     "loopback refused without --allow-private",
 			resp:     directoryResponse{header: goodDirectoryHeader(), body: good},
 			flags:    []string{"--allow-http"},
 			wantExit: 1,
-			wantOut:  []string{"refusing to connect to a non-public address", "hint: the host is on a private address; add --allow-private"},
+			wantOut:  []string{"refusing to connect to a non-public address", " is a local development key set: it needs --allow-private; run: idcli directory check http://127.0.0.1:", " --allow-http --allow-private\n"},
+		},
+		{
+			name:       "a local server without either flag: both named at once",
+			resp:       directoryResponse{header: goodDirectoryHeader(), body: good},
+			wantExit:   1,
+			wantOut:    []string{"http scheme refused", "signatures-directory is a local development key set: it needs --allow-http and --allow-private; run: idcli directory check http://127.0.0.1:", " --allow-http --allow-private\n"},
+			wantNotOut: []string{"add --allow"},
 		},
 	}
 	for _, tt := range tests {
@@ -294,7 +301,7 @@ func TestDirectoryCheckUsage(t *testing.T) {
 		{"not http", []string{"ftp://a.example"}, "invalid URL"},
 		{"fragment", []string{"https://a.example/keys.json#k"}, "no fragment"},
 		{"bad type", []string{"https://a.example/keys.json", "--type", "jwks"}, `--type "jwks": want directory, jwks_uri or cimd`},
-		{"bad trust", []string{"https://a.example/", "--trust", "https://b.example"}, "--trust: TrustedHosts entry"},
+		{"bad trust", []string{"https://a.example/", "--trust", "https://b.example"}, `--trust "https://b.example": want a host`},
 	})
 }
 

@@ -59,12 +59,13 @@ func (o *startFlags) register(fs *flag.FlagSet) {
 func (o startFlags) parse() (refserver.Options, slog.Level, error) {
 	ro := refserver.Options{ReplayStore: o.replayStore}
 	var level slog.Level
+	var errs []error // every bad flag at once
 	rate, on, err := ratelimit.ParseRate(o.rateLimit)
 	if err != nil {
-		return ro, level, fmt.Errorf("--rate-limit %q: want N/s, N/m, N/h (e.g. %s) or off", o.rateLimit, defaultRateLimit)
+		errs = append(errs, fmt.Errorf("--rate-limit %q: want N/s, N/m, N/h (e.g. %s) or off", o.rateLimit, defaultRateLimit))
 	}
 	if o.rateLimitBurst < 1 {
-		return ro, level, fmt.Errorf("--rate-limit-burst %d: want 1 or more", o.rateLimitBurst)
+		errs = append(errs, fmt.Errorf("--rate-limit-burst %d: want 1 or more", o.rateLimitBurst))
 	}
 	var proxies []string
 	for _, p := range strings.Split(o.trustedProxies, ",") {
@@ -73,13 +74,13 @@ func (o startFlags) parse() (refserver.Options, slog.Level, error) {
 		}
 	}
 	limit := ratelimit.Config{Rate: rate, Burst: o.rateLimitBurst, TrustedProxies: proxies}
-	if !on {
+	if !on || len(errs) > 0 {
 		// Validate the proxies anyway, so a typo is not silent until the
 		// limit is on.
 		limit = ratelimit.Config{TrustedProxies: proxies}
 	}
 	if err := limit.Validate(); err != nil {
-		return ro, level, fmt.Errorf("--trusted-proxies: %s", strings.TrimPrefix(err.Error(), "ratelimit: "))
+		errs = append(errs, fmt.Errorf("--trusted-proxies: %s", strings.TrimPrefix(err.Error(), "ratelimit: ")))
 	}
 	if on {
 		ro.RegisterLimit = &limit
@@ -90,12 +91,12 @@ func (o startFlags) parse() (refserver.Options, slog.Level, error) {
 	case refserver.RegistrationOpen, refserver.RegistrationClosed, refserver.RegistrationToken:
 		ro.Registration = o.registration
 	default:
-		return ro, level, fmt.Errorf("--registration %q: want %s, %s or %s", o.registration, refserver.RegistrationOpen, refserver.RegistrationClosed, refserver.RegistrationToken)
+		errs = append(errs, fmt.Errorf("--registration %q: want %s, %s or %s", o.registration, refserver.RegistrationOpen, refserver.RegistrationClosed, refserver.RegistrationToken))
 	}
 	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
-		return ro, level, fmt.Errorf("--log-level %q: want debug, info, warn or error", o.logLevel)
+		errs = append(errs, fmt.Errorf("--log-level %q: want debug, info, warn or error", o.logLevel))
 	}
-	return ro, level, nil
+	return ro, level, errors.Join(errs...)
 }
 
 func newServerStartCmd(env *cliEnv) *ffcli.Command {

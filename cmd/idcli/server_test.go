@@ -314,6 +314,16 @@ func TestServerStartFailures(t *testing.T) {
 			}
 		})
 	}
+	// Several bad flags are named at once, one line each.
+	r := runCLI(context.Background(), dir, nil, "server", "start", "--rate-limit", "fast", "--rate-limit-burst", "0", "--registration", "maybe", "--log-level", "loud")
+	if r.err == nil || len(strings.Split(r.err.Error(), "\n")) != 4 {
+		t.Fatalf("start with four bad flags: %v, want four lines", r.err)
+	}
+	for _, p := range []string{"--rate-limit \"fast\"", "--rate-limit-burst 0", "--registration \"maybe\"", "--log-level \"loud\""} {
+		if !strings.Contains(r.err.Error(), p) {
+			t.Errorf("error %q lacks %q", r.err, p)
+		}
+	}
 }
 
 // migratedSQLite returns the URL of a SQLite database in dir migrated by

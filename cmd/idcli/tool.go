@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"os"
 	"slices"
@@ -18,7 +17,6 @@ import (
 
 	"github.com/peterbourgon/ff/v3/ffcli"
 
-	"github.com/agentid/agentid/cmd/idcli/internal/hint"
 	"github.com/agentid/agentid/keyfetch"
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/signer"
@@ -179,9 +177,12 @@ func (tv *toolVerify) request(ctx context.Context, method, rawURL string) (*http
 			req.Header.Set(f.name, f.value)
 		}
 	}
-	if req.Header.Get("Signature") == "" || req.Header.Get("Signature-Input") == "" {
+	var missing missingFlags
+	missing.need("--signature", req.Header.Get("Signature") == "", false)
+	missing.need("--signature-input", req.Header.Get("Signature-Input") == "", false)
+	if len(missing) > 0 {
 		fmt.Fprintln(tv.env.Stderr, "usage:", toolVerifyUsage)
-		return nil, errors.New("tool verify: --signature and --signature-input are required")
+		return nil, fmt.Errorf("tool verify: %s %s required", missing, map[bool]string{true: "is", false: "are"}[len(missing) == 1])
 	}
 	return req, nil
 }
@@ -227,7 +228,7 @@ func (tv *toolVerify) keySource(req *http.Request, clock func() time.Time) (midd
 		NegativeTTL:          -1,
 	}
 	if err := kc.Validate(); err != nil {
-		return nil, fmt.Errorf("tool verify: --trust: %w", err)
+		return nil, fmt.Errorf("tool verify: %s", trustFlagWords(err))
 	}
 	return keyfetch.New(kc), nil
 }
@@ -405,39 +406,12 @@ func (tv *toolVerify) printFailure(e *middleware.Error) {
 
 // devFlagsHint names at once every local-development flag (--allow-http,
 // --allow-private) the key sets of the request need and were not given,
-// when the failure is one of theirs; else "".
+// with the command line to run, when the failure is one of theirs; else "".
 func (tv *toolVerify) devFlagsHint(e *middleware.Error) string {
-	var ue *keyfetch.UntrustedError
-	httpRefused := errors.As(e.Err, &ue) && ue.HTTP
-	private := errors.Is(e.Err, keyfetch.ErrPrivateAddress)
-	if !httpRefused && !private {
+	if !devRefusal(e.Err) {
 		return ""
 	}
-	needHTTP, needPrivate := httpRefused, private
-	var local []string
-	for _, raw := range tv.keySets {
-		u, err := url.Parse(raw)
-		if err != nil {
-			continue
-		}
-		host := strings.Trim(strings.ToLower(u.Hostname()), "[]")
-		isPrivate := hint.IsLocalHost(host)
-		if a, err := netip.ParseAddr(host); err == nil {
-			isPrivate = isPrivate || a.IsPrivate() || a.IsLinkLocalUnicast()
-		}
-		needHTTP = needHTTP || u.Scheme == "http"
-		needPrivate = needPrivate || isPrivate
-		if u.Scheme == "http" || isPrivate {
-			local = append(local, raw)
-		}
-	}
-	var missing []string
-	if needHTTP && !tv.allowHTTP {
-		missing = append(missing, "--allow-http")
-	}
-	if needPrivate && !tv.allowPrivate {
-		missing = append(missing, "--allow-private")
-	}
+	missing, local := localDevFlags(tv.keySets, e.Err, tv.allowHTTP, tv.allowPrivate)
 	if len(missing) == 0 {
 		return ""
 	}
@@ -445,7 +419,7 @@ func (tv *toolVerify) devFlagsHint(e *middleware.Error) string {
 	if len(local) > 0 {
 		where = " (" + strings.Join(local, ", ") + ")"
 	}
-	return "the key set is a local development one" + where + ": add " + strings.Join(missing, " ")
+	return "the key set is a local development one" + where + ": add " + strings.Join(missing, " ") + "; run: " + rerunWith(tv.env, missing)
 }
 
 // verifyHint suggests the flag that addresses a failure, if one does.
