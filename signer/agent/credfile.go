@@ -70,6 +70,21 @@ func lockCreds(ctx context.Context, path string) (unlock func(), err error) {
 	return unlock, nil
 }
 
+// openLocked takes the lock of the credentials file lo names (lockCreds)
+// and reads the file under it; the caller calls unlock once it has written
+// the file.
+func openLocked(ctx context.Context, lo LoadOptions) (src *source, unlock func(), err error) {
+	unlock, err = lockCreds(ctx, lo.Path)
+	if err != nil {
+		return nil, nil, err
+	}
+	if src, err = openSource(lo.Path, lo.Getenv); err != nil {
+		unlock()
+		return nil, nil, err
+	}
+	return src, unlock, nil
+}
+
 // writeCreds sets vars in the credentials file f (keeping every other
 // line), writes it atomically with mode 0600 and returns a git-ignore
 // warning, if any. The caller holds the file's lock and read f under it.

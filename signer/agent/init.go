@@ -86,15 +86,11 @@ type InitResult struct {
 // until it has written it, waiting for it until ctx is done, at most 90 s.
 func Init(ctx context.Context, opts InitOptions) (InitResult, error) {
 	lo := LoadOptions{Dir: opts.Dir, Path: opts.Path, Getenv: opts.Getenv}.withDefaults()
-	unlock, err := lockCreds(ctx, lo.Path)
+	src, unlock, err := openLocked(ctx, lo)
 	if err != nil {
 		return InitResult{}, err
 	}
 	defer unlock()
-	src, err := openSource(lo.Path, lo.Getenv)
-	if err != nil {
-		return InitResult{}, err
-	}
 	hostname, err := src.hostname(opts.Hostname)
 	if err != nil {
 		return InitResult{}, err
@@ -233,15 +229,11 @@ type RotateResult struct {
 // record its outcome and writes nothing (ErrCredentialsChanged).
 func Rotate(ctx context.Context, opts RotateOptions) (RotateResult, error) {
 	lo := LoadOptions{Dir: opts.Dir, Path: opts.Path, Getenv: opts.Getenv}.withDefaults()
-	unlock, err := lockCreds(ctx, lo.Path)
+	src, unlock, err := openLocked(ctx, lo)
 	if err != nil {
 		return RotateResult{}, err
 	}
 	defer unlock()
-	src, err := openSource(lo.Path, lo.Getenv)
-	if err != nil {
-		return RotateResult{}, err
-	}
 	var creds Credentials
 	if opts.Key.CanSign() {
 		if creds, err = src.credentialsWithKey(opts.UID, opts.Hostname, opts.Key); err == nil {
