@@ -43,7 +43,7 @@ func benchRequests(b *testing.B, n int, key signer.PrivateKey, components []stri
 }
 
 // benchRequest signs request i of n (its nonce names both).
-func benchRequest(b *testing.B, i, n int, key signer.PrivateKey, components []string) *http.Request {
+func benchRequest(b testing.TB, i, n int, key signer.PrivateKey, components []string) *http.Request {
 	var r *http.Request
 	if components != nil {
 		r = httptest.NewRequest(http.MethodPost, "https://api.example.com/v1/things", strings.NewReader(`{"hello":"world"}`))

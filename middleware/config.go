@@ -8,6 +8,9 @@ import (
 	"net/http"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/agentid/agentid/signer"
 )
 
@@ -170,9 +173,20 @@ type Config struct {
 	AnyAuthority bool
 
 	// Logger receives a warning at construction when Authorities is empty
-	// (without AnyAuthority) and one debug line per rejection. If nil,
-	// nothing is logged.
+	// (without AnyAuthority) and one debug line per rejection (with the
+	// trace id of the request's span, if any). If nil, nothing is logged.
 	Logger *slog.Logger
+
+	// TracerProvider gives the tracer of the span "agentid.verify" each
+	// verification starts, a child of the request's span, with the
+	// agentid.* attributes (docs/middleware.md). If nil, the global
+	// provider, which records nothing until an application sets one; until
+	// then the verifier starts no span.
+	TracerProvider trace.TracerProvider
+	// MeterProvider gives the meter of the histogram
+	// agentid.verify.duration, by agentid.outcome and agentid.reason. If
+	// nil, the global provider (a no-op until an application sets one).
+	MeterProvider metric.MeterProvider
 }
 
 // Validate reports a configuration that cannot work.

@@ -1,6 +1,7 @@
 package middleware
 
 import (
+	"net/http"
 	"time"
 
 	"github.com/agentid/agentid/signer"
@@ -32,3 +33,11 @@ func Codes() []Code {
 
 // ReplayLen is the number of nonces s remembers.
 func ReplayLen(s *MemoryReplayStore) int { return s.len() }
+
+// CheckUninstrumented is Check as it was before the verifier had a span and
+// a metric: the baseline of the no-provider allocation test and benchmark.
+func (v *Verifier) CheckUninstrumented(r *http.Request) *Result {
+	res := &Result{Request: r}
+	v.decide(res, v.logRefusal(r.Context(), r, v.verifyRequest(r, &res.Agent)))
+	return res
+}

@@ -74,14 +74,10 @@ func (s *Signed) SetBody(body []byte) {
 // body, passes a KeySource holding it).
 func (v *Verifier) CheckSigned(s *Signed, keys KeySource) *Result {
 	res := &Result{Request: s.r}
-	err := s.err
-	if err == nil {
-		if keys == nil {
-			keys = v.cfg.Keys
-		}
-		err = v.verifySignatures(s.r, s.tagged(v.cfg.Tag), &s.st, keys, &res.Agent)
+	if keys == nil {
+		keys = v.cfg.Keys
 	}
-	v.decide(res, v.logRefusal(s.r, err))
+	v.decide(res, v.observed(s.r, &res.Agent, s, keys))
 	return res
 }
 

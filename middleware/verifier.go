@@ -2,7 +2,6 @@ package middleware
 
 import (
 	"context"
-	"log/slog"
 	"net/http"
 	"slices"
 	"strconv"
@@ -20,6 +19,7 @@ type Verifier struct {
 	acceptSignature string
 	agents          *lru.Cache[string, *agentField]
 	authorities     []authority
+	otel            instruments
 }
 
 // New validates cfg (Config.Validate) and returns a Verifier, or the error
@@ -41,6 +41,7 @@ func New(cfg Config) (*Verifier, error) {
 		v.required = append(v.required, c)
 	}
 	v.acceptSignature = acceptSignature(v.cfg, v.required)
+	v.otel = newInstruments(cfg.TracerProvider, cfg.MeterProvider)
 	return v, nil
 }
 
@@ -161,14 +162,27 @@ func (v *Verifier) Verify(r *http.Request) (Agent, error) {
 }
 
 func (v *Verifier) verify(r *http.Request, a *Agent) *Error {
-	return v.logRefusal(r, v.verifyRequest(r, a))
+	return v.observed(r, a, nil, nil)
 }
 
-// logRefusal logs err, if any, at debug level and returns it.
-func (v *Verifier) logRefusal(r *http.Request, err *Error) *Error {
-	if err != nil && v.cfg.Logger.Enabled(r.Context(), slog.LevelDebug) {
-		v.cfg.Logger.LogAttrs(r.Context(), slog.LevelDebug, "signature rejected",
-			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("outcome", string(err.Outcome())), slog.String("reason", err.Code.Reason()), slog.String("error", err.Error()))
+// observed verifies r (or, when s is not nil, the parsed s with keys),
+// observed by a span and a metric when a provider records them, and logs
+// the refusal.
+func (v *Verifier) observed(r *http.Request, a *Agent, s *Signed, keys KeySource) *Error {
+	tracing, timing := v.otel.tracer.On(), v.otel.duration.Enabled(r.Context())
+	if tracing || timing {
+		return v.verifyObserved(r, a, s, keys, tracing, timing)
 	}
-	return err
+	return v.logRefusal(r.Context(), r, v.run(r, a, s, keys))
+}
+
+// run verifies r, or the parsed s with keys when s is not nil.
+func (v *Verifier) run(r *http.Request, a *Agent, s *Signed, keys KeySource) *Error {
+	if s == nil {
+		return v.verifyRequest(r, a)
+	}
+	if s.err != nil {
+		return s.err
+	}
+	return v.verifySignatures(r, s.tagged(v.cfg.Tag), &s.st, keys, a)
 }

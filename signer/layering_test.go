@@ -22,7 +22,8 @@ const module = "github.com/agentid/agentid"
 //   - leaf packages (the one bounded cache, the .env parser, the URL
 //     redaction, the log writer off the request path, the one "did you
 //     mean", the reader of the client address behind trusted proxies,
-//     the tests' rule for a missing need) import nothing of the module,
+//     the tests' rule for a missing need, the check whether an
+//     OpenTelemetry tracer records) import nothing of the module,
 //     so that every layer may use them;
 //   - signer does not import signer/agent (the agent client is above it);
 //   - middleware/policy (the allow and deny lists) imports of the
@@ -40,7 +41,7 @@ const module = "github.com/agentid/agentid"
 //     leaves) only, and refserver/dbtest only store.
 
 // leaves are the packages that import nothing of the module.
-var leaves = []string{"signer/lru", "signer/envfile", "signer/redact", "signer/asynclog", "signer/suggest", "signer/signertest/testenv", "middleware/clientaddr"}
+var leaves = []string{"signer/lru", "signer/envfile", "signer/redact", "signer/asynclog", "signer/suggest", "signer/signertest/testenv", "middleware/clientaddr", "middleware/internal/otelon"}
 
 // layers lists, for each part of the module, the module packages its
 // non-test files may import (a prefix covers subpackages); leaves may be
@@ -137,6 +138,7 @@ func TestLayeringRefuses(t *testing.T) {
 		{"refserver/dbtest/dbtest.go", module + "/signer/signertest/testenv", ""},
 		{"signer/suggest/suggest.go", module + "/signer", "leaf package"},
 		{"middleware/clientaddr/clientaddr.go", module + "/middleware", "leaf package"},
+		{"middleware/internal/otelon/otelon.go", module + "/signer", "leaf package"},
 		{"middleware/ratelimit/limiter.go", module + "/keyfetch", "above it"},
 		{"middleware/ratelimit/limiter.go", module + "/middleware/clientaddr", ""},
 		{"middleware/ratelimit/limiter.go", module + "/middleware/proxy", "above it"},
