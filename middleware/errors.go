@@ -1,7 +1,6 @@
 package middleware
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -176,26 +175,14 @@ type errorFields struct {
 	Reason keyfetch.Reason `json:"reason,omitempty"`
 }
 
-// WriteError writes err as the JSON error body
-// {"error":{"status":401,"code":"…","message":"…"}} with err's status. An
+// WriteError writes err as a refusal with err's status: the JSON error
+// body {"error":{"status":401,"code":"…","message":"…"}} or, when r's
+// Accept prefers application/problem+json, Problem Details (RFC 9457); a
+// code with a Signature-Error code (draft-hardt-httpbis-signature-key-09)
+// also gets that header; docs/signature-agent.md has the table. An
 // untrusted_signature_agent or key_fetch_failed error caused by keyfetch
-// also carries "reason" (keyfetch.ReasonOf).
-func WriteError(w http.ResponseWriter, err error) {
+// also carries "reason" (keyfetch.ReasonOf). r may be nil (the JSON body).
+func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	e := AsError(err)
-	writeErrorStatus(w, e, e.Status())
-}
-
-// writeErrorStatus writes e's JSON body with the given status.
-func writeErrorStatus(w http.ResponseWriter, e *Error, status int) {
-	f := errorFields{Status: status, Code: e.Code, Message: e.Message}
-	if e.Code == CodeUntrustedAgent || e.Code == CodeKeyFetchFailed {
-		f.Reason = keyfetch.ReasonOf(e.Err)
-	}
-	b, _ := json.Marshal(errorBody{Error: f})
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	w.Write(append(b, '\n'))
+	writeRefusal(w, r, e, e.Status(), "")
 }

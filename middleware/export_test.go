@@ -41,3 +41,10 @@ func (v *Verifier) CheckUninstrumented(r *http.Request) *Result {
 	v.decide(res, v.logRefusal(r.Context(), r, v.verifyRequest(r, &res.Agent)))
 	return res
 }
+
+// SignatureErrorOf is the Signature-Error code of c in the package's
+// table, "" for none.
+func SignatureErrorOf(c Code) string { return sigErrors[c] }
+
+// WantsProblem reports whether r's Accept prefers Problem Details.
+var WantsProblem = wantsProblem

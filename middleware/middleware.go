@@ -11,7 +11,7 @@
 //
 //	// Check inside a proxy (or a handler that answers by itself).
 //	if res := v.Check(r); !res.Passed {
-//		v.WriteError(w, res.Err)
+//		v.WriteError(w, r, res.Err)
 //	}
 //
 //	// Verify a captured request: the agent, or an *Error with a stable Code.

@@ -17,6 +17,7 @@ type Verifier struct {
 	cfg             Config
 	required        []signer.Component
 	acceptSignature string
+	inputError      string // Signature-Error of invalid_input, with required_input
 	agents          *lru.Cache[string, *agentField]
 	authorities     []authority
 	otel            instruments
@@ -40,15 +41,19 @@ func New(cfg Config) (*Verifier, error) {
 		c, _ := signer.ParseComponent(n)
 		v.required = append(v.required, c)
 	}
-	v.acceptSignature = acceptSignature(v.cfg, v.required)
+	ids := requiredIDs(v.cfg, v.required)
+	v.acceptSignature = acceptSignature(v.cfg, ids)
+	v.inputError = signatureErrorField("invalid_input", ids)
 	v.otel = newInstruments(cfg.TracerProvider, cfg.MeterProvider)
 	return v, nil
 }
 
-// acceptSignature builds the Accept-Signature field (RFC 9421 §5.1) that
-// refusals carry: the components and parameters this verifier requires,
-// and alg when only one algorithm is accepted.
-func acceptSignature(cfg Config, required []signer.Component) string {
+// requiredIDs returns the identifiers of the components this verifier
+// requires a signature to cover: @authority (or @target-uri, which the
+// verifier also takes), the configured ones, and the bound Signature-Agent
+// member when one is required. Accept-Signature and invalid_input's
+// required_input list them.
+func requiredIDs(cfg Config, required []signer.Component) []string {
 	ids := []string{`"@authority"`}
 	add := func(id string) {
 		if !slices.Contains(ids, id) {
@@ -61,6 +66,13 @@ func acceptSignature(cfg Config, required []signer.Component) string {
 	if cfg.RequireBound || cfg.Profile == ProfileStrict01 {
 		add(`"signature-agent";key="` + signer.DefaultLabel + `"`)
 	}
+	return ids
+}
+
+// acceptSignature builds the Accept-Signature field (RFC 9421 §5.1) that
+// refusals carry: the components (ids) and parameters this verifier
+// requires, and alg when only one algorithm is accepted.
+func acceptSignature(cfg Config, ids []string) string {
 	var b strings.Builder
 	b.WriteString(signer.DefaultLabel + "=(" + strings.Join(ids, " ") + ")")
 	if len(cfg.Algorithms) == 1 {
@@ -91,7 +103,7 @@ func (v *Verifier) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		res := v.Check(r)
 		if !res.Passed {
-			v.WriteError(w, res.Err)
+			v.WriteError(w, r, res.Err)
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), resultKey{}, res)))
@@ -136,18 +148,27 @@ func (v *Verifier) decide(res *Result, err *Error) {
 	}
 }
 
-// WriteError writes a verification failure: the JSON error body, with
-// Accept-Signature on refusals (401, or 403 by RefusalStatus).
-func (v *Verifier) WriteError(w http.ResponseWriter, err error) {
+// WriteError writes a verification failure as a refusal to r, as the
+// package's WriteError does (the body r's Accept prefers, Signature-Error,
+// Vary: Accept), with the verifier's additions: Accept-Signature on 401
+// and 403 (RefusalStatus), required_input listing the components it
+// requires on invalid_input, and Date from Config.Now, the clock that
+// judged created, from which an agent refused with clock_skew computes its
+// wait. r may be nil (the JSON body).
+func (v *Verifier) WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	e := AsError(err)
 	status := e.Status()
 	if status == http.StatusUnauthorized {
 		status = v.cfg.RefusalStatus
 	}
+	h := w.Header()
 	if status == http.StatusUnauthorized || status == http.StatusForbidden {
-		w.Header().Set("Accept-Signature", v.acceptSignature)
+		h.Set("Accept-Signature", v.acceptSignature)
 	}
-	writeErrorStatus(w, e, status)
+	if _, ok := h["Date"]; !ok {
+		h.Set("Date", v.cfg.Now().UTC().Format(http.TimeFormat))
+	}
+	writeRefusal(w, r, e, status, v.inputError)
 }
 
 // Verify checks r against the policy, cheapest step first, and returns the

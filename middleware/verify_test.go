@@ -908,7 +908,7 @@ func TestWriteError(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			rec := httptest.NewRecorder()
-			middleware.WriteError(rec, tt.err)
+			middleware.WriteError(rec, nil, tt.err)
 			var e errorJSON
 			if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil {
 				t.Fatal(err)

@@ -28,7 +28,7 @@ func (s *Server) serve(route string, h handler) http.Handler {
 		sw := &middleware.StatusWriter{ResponseWriter: w}
 		var e *middleware.Error
 		if err := s.run(h, sw, r); err != nil {
-			e = writeError(sw, err)
+			e = writeError(sw, r, err)
 		}
 		if sw.Status == 0 {
 			sw.Status = http.StatusOK
@@ -78,15 +78,16 @@ func refuse(v *middleware.Verifier, res *middleware.Result) error {
 	return &refusal{v: v, err: res.Err}
 }
 
-// writeError writes err as the JSON error answer, the only place this
+// writeError writes err as the error answer to r (the JSON error body, or
+// Problem Details when r's Accept prefers them), the only place this
 // package writes one, and returns it as the *middleware.Error the log line
 // reports (its code, and for a 5xx its internal cause).
-func writeError(w http.ResponseWriter, err error) *middleware.Error {
+func writeError(w http.ResponseWriter, r *http.Request, err error) *middleware.Error {
 	e := middleware.AsError(err)
 	if rf := (*refusal)(nil); errors.As(err, &rf) {
-		rf.v.WriteError(w, e)
+		rf.v.WriteError(w, r, e)
 	} else {
-		middleware.WriteError(w, e)
+		middleware.WriteError(w, r, e)
 	}
 	return e
 }

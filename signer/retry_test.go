@@ -170,7 +170,7 @@ func skewServer(t *testing.T, v *middleware.Verifier, now func() time.Time) (*ht
 			if res.Err.Code == middleware.CodeNotYetValid {
 				w.Header().Set("Signature-Error", "error=clock_skew")
 			}
-			v.WriteError(w, res.Err)
+			v.WriteError(w, r, res.Err)
 			return
 		}
 		fmt.Fprint(w, "ok")

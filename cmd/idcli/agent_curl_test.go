@@ -62,7 +62,7 @@ func newEchoServers(t *testing.T, dir string) *echoServers {
 			w.Header().Set("Content-Type", "text/plain")
 			fmt.Fprint(w, "{not json} plain text\n")
 		case "/fail":
-			middleware.WriteError(w, middleware.Fail(middleware.CodeInvalidRequest, "nope"))
+			middleware.WriteError(w, r, middleware.Fail(middleware.CodeInvalidRequest, "nope"))
 		case "/redirect":
 			http.Redirect(w, r, e.b.URL+"/echo", http.StatusFound)
 		case "/redirect307":

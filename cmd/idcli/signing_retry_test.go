@@ -70,7 +70,7 @@ func TestSigningRecipesRetry(t *testing.T) {
 						if res.Err.Code == middleware.CodeNotYetValid {
 							w.Header().Set("Signature-Error", "error=clock_skew")
 						}
-						v.WriteError(w, res.Err)
+						v.WriteError(w, r, res.Err)
 						return
 					}
 					json.NewEncoder(w).Encode(map[string]string{"uid": res.Agent.UID})

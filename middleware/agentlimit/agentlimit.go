@@ -301,7 +301,7 @@ func (l *Limiter) Middleware(next http.Handler) http.Handler {
 		d := l.Take(r, res)
 		d.SetHeaders(w.Header())
 		if err := d.Err(); err != nil {
-			middleware.WriteError(w, err)
+			middleware.WriteError(w, r, err)
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -191,7 +191,7 @@ func (r *Registry) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if req.Method != http.MethodGet && req.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
-			middleware.WriteError(w, middleware.Fail(middleware.CodeMethodNotAllowed, "use GET"))
+			middleware.WriteError(w, req, middleware.Fail(middleware.CodeMethodNotAllowed, "use GET"))
 			return
 		}
 		w.Header().Set("Content-Type", ContentType)

@@ -206,11 +206,11 @@ func (m *Matcher) Require(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		a, ok := middleware.AgentFrom(r.Context())
 		if !ok {
-			middleware.WriteError(w, middleware.Fail(middleware.CodeForbidden, "a verified agent is required"))
+			middleware.WriteError(w, r, middleware.Fail(middleware.CodeForbidden, "a verified agent is required"))
 			return
 		}
 		if !m.Allows(a) {
-			middleware.WriteError(w, middleware.Fail(middleware.CodeForbidden, "agent %s is not allowed here", signer.Truncate(a.ID)))
+			middleware.WriteError(w, r, middleware.Fail(middleware.CodeForbidden, "agent %s is not allowed here", signer.Truncate(a.ID)))
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -44,13 +44,13 @@ func (h *Handler) forwardAuth(sw *middleware.StatusWriter, r *http.Request, star
 	if addr, ok := h.allowed(r.RemoteAddr); !ok {
 		err := middleware.Fail(middleware.CodeForbidden,
 			"this forward-auth endpoint answers only the proxy in front of it, and %s is not one of its addresses", addr)
-		h.refuse(sw, err)
+		h.refuse(sw, r, err)
 		h.observe(r, sw.Status, &middleware.Result{Request: r, Outcome: err.Outcome(), Err: err}, nil, nil, start)
 		return
 	}
 	orig, err := originalRequest(r, h.cfg.ForwardAuth, h.fronts)
 	if err != nil {
-		h.refuse(sw, err)
+		h.refuse(sw, r, err)
 		h.observe(r, sw.Status, &middleware.Result{Request: r, Outcome: err.Outcome(), Err: err}, nil, nil, start)
 		return
 	}
@@ -60,7 +60,7 @@ func (h *Handler) forwardAuth(sw *middleware.StatusWriter, r *http.Request, star
 		res = h.cfg.Verifier.CheckSigned(signed, nil)
 	}
 	if !res.Passed {
-		h.refuse(sw, res.Err)
+		h.refuse(sw, orig, res.Err)
 		h.observe(orig, sw.Status, res, nil, nil, start)
 		return
 	}
@@ -68,7 +68,7 @@ func (h *Handler) forwardAuth(sw *middleware.StatusWriter, r *http.Request, star
 		c := &captureWriter{header: http.Header{}}
 		if refusal := h.cfg.Decide(c, orig, res); refusal != nil {
 			if c.status == 0 {
-				middleware.WriteError(c, refusal)
+				middleware.WriteError(c, orig, refusal)
 			}
 			h.writeRefusal(sw, c)
 			h.observe(orig, sw.Status, res, refusal, nil, start)
@@ -135,9 +135,9 @@ func (h *Handler) precheck(orig *http.Request, signed *middleware.Signed) *middl
 // X-Agent-Refusal for nginx. For nginx, the status is also in
 // X-Agent-Refusal-Status, and a status other than 401 and 403 is answered
 // 403 (the body keeps the real one), since auth_request would make it 500.
-func (h *Handler) refuse(sw *middleware.StatusWriter, err error) {
+func (h *Handler) refuse(sw *middleware.StatusWriter, r *http.Request, err error) {
 	c := &captureWriter{header: http.Header{}}
-	h.cfg.Verifier.WriteError(c, err)
+	h.cfg.Verifier.WriteError(c, r, err)
 	h.writeRefusal(sw, c)
 }
 

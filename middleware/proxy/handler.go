@@ -96,7 +96,7 @@ func New(cfg Config) (*Handler, error) {
 			if st, ok := r.Context().Value(stateKey{}).(*requestState); ok {
 				st.upstreamErr = err
 			}
-			middleware.WriteError(w, &middleware.Error{Code: middleware.CodeUpstreamUnavailable, Message: "the upstream service did not answer", Err: err})
+			middleware.WriteError(w, r, &middleware.Error{Code: middleware.CodeUpstreamUnavailable, Message: "the upstream service did not answer", Err: err})
 		},
 	}
 	return h, nil
@@ -122,20 +122,20 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	StripAgentHeaders(r.Header)
 	if err := middleware.CheckPath(r.URL); err != nil {
-		h.cfg.Verifier.WriteError(sw, err)
+		h.cfg.Verifier.WriteError(sw, r, err)
 		h.observe(r, sw.Status, &middleware.Result{Request: r, Outcome: err.Outcome(), Err: err}, nil, nil, start)
 		return
 	}
 	res := h.cfg.Verifier.Check(r)
 	if !res.Passed {
-		h.cfg.Verifier.WriteError(sw, res.Err)
+		h.cfg.Verifier.WriteError(sw, r, res.Err)
 		h.observe(r, sw.Status, res, nil, nil, start)
 		return
 	}
 	if h.cfg.Decide != nil {
 		if refusal := h.cfg.Decide(sw, r, res); refusal != nil {
 			if sw.Status == 0 { // a Decide that wrote nothing still refuses
-				middleware.WriteError(sw, refusal)
+				middleware.WriteError(sw, r, refusal)
 			}
 			h.observe(r, sw.Status, res, refusal, nil, start)
 			return

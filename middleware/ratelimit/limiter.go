@@ -162,7 +162,7 @@ func (l *Limiter) Check(w http.ResponseWriter, r *http.Request) error {
 func (l *Limiter) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := l.Check(w, r); err != nil {
-			middleware.WriteError(w, err)
+			middleware.WriteError(w, r, err)
 			return
 		}
 		next.ServeHTTP(w, r)

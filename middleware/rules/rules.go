@@ -88,7 +88,7 @@ type Config struct {
 	// request the route's mode refuses). If nil, middleware.WriteError;
 	// proxies pass the verifier's WriteError, which adds Accept-Signature
 	// and applies its refusal status.
-	Refuse func(http.ResponseWriter, error)
+	Refuse func(http.ResponseWriter, *http.Request, error)
 	// OnRefuse, if set, is told of each refusal Wrap or Apply writes, with
 	// the status sent: a handler wrapped by Wrap records its own intended
 	// answer in its logs and metrics, not the refusal, so this is where
@@ -162,7 +162,7 @@ func New(cfg Config) (*Gate, error) {
 
 // SetRefuse replaces Config.Refuse, for a verifier built after the gate
 // (its OnResult hook calls the gate). Call it before serving.
-func (g *Gate) SetRefuse(refuse func(http.ResponseWriter, error)) {
+func (g *Gate) SetRefuse(refuse func(http.ResponseWriter, *http.Request, error)) {
 	if refuse != nil {
 		g.cfg.Refuse = refuse
 	}
@@ -259,14 +259,14 @@ func (g *Gate) cardDenied(a middleware.Agent) bool {
 	return false
 }
 
-// write writes d's refusal, or sets its rate-limit headers on h.
-func (g *Gate) write(w http.ResponseWriter, d Decision) {
+// write writes d's refusal of r, or sets its rate-limit headers on h.
+func (g *Gate) write(w http.ResponseWriter, r *http.Request, d Decision) {
 	d.Limit.SetHeaders(w.Header())
 	if d.Verification {
-		g.cfg.Refuse(w, d.Err)
+		g.cfg.Refuse(w, r, d.Err)
 		return
 	}
-	middleware.WriteError(w, d.Err)
+	middleware.WriteError(w, r, d.Err)
 }
 
 // Apply decides r, whose verification outcome is res (nil: not verified),
@@ -282,7 +282,7 @@ func (g *Gate) Apply(w http.ResponseWriter, r *http.Request, res *middleware.Res
 		return nil
 	}
 	sw := &middleware.StatusWriter{ResponseWriter: w}
-	g.write(sw, d)
+	g.write(sw, r, d)
 	if f := g.cfg.OnRefuse; f != nil {
 		f(r, res, d.Err, sw.Status)
 	}
@@ -300,7 +300,7 @@ func (g *Gate) Middleware(next http.Handler) http.Handler {
 		}
 		d := g.Decide(r, res)
 		if d.Err != nil {
-			g.write(w, d)
+			g.write(w, r, d)
 			return
 		}
 		d.Limit.SetHeaders(w.Header())

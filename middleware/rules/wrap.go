@@ -98,7 +98,7 @@ func (w *writer) refusing() bool { return w.s.decided && w.s.d.Err != nil }
 
 func (w *writer) refuse() {
 	w.refused = true
-	w.g.write(&w.StatusWriter, w.s.d)
+	w.g.write(&w.StatusWriter, w.r, w.s.d)
 	if f := w.g.cfg.OnRefuse; f != nil {
 		f(w.r, &w.s.res, w.s.d.Err, w.Status)
 	}

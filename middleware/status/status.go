@@ -264,7 +264,7 @@ const ContentSecurityPolicy = "default-src 'none'; style-src 'unsafe-inline'; im
 func (p *Page) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
-		middleware.WriteError(w, middleware.Fail(middleware.CodeMethodNotAllowed, "use GET"))
+		middleware.WriteError(w, r, middleware.Fail(middleware.CodeMethodNotAllowed, "use GET"))
 		return
 	}
 	h := w.Header()

@@ -292,7 +292,7 @@ func (p *Proxy) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if p.gate.Load() != nil {
 			if err := middleware.CheckPath(r.URL); err != nil {
-				p.verifier.WriteError(w, err)
+				p.verifier.WriteError(w, r, err)
 				return
 			}
 		}
