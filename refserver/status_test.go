@@ -45,8 +45,10 @@ func TestStatusPageWiring(t *testing.T) {
 		body := string(r.body)
 		for _, want := range []string{
 			`data-id="` + e.origin(uid) + `" data-requests="2" data-verified="2" data-invalid="0"`,
-			`<tr class="reason" data-code="replayed_nonce" data-count="1">`,
-			`id="hour-unverified" data-count="1"`,
+			`<tr class="reason" data-outcome="invalid" data-reason="replayed_nonce" data-count="1">`,
+			`<tr class="refusal" data-outcome="invalid" data-reason="replayed_nonce" data-count="1">`,
+			`<tr class="refusal" data-outcome="not-present" data-reason="unsigned" data-count="1">`,
+			`id="hour-not-present" data-count="1"`,
 			`id="hour-verified" data-count="3"`, // registration, two whoami
 		} {
 			if !strings.Contains(body, want) {

@@ -211,8 +211,15 @@ access_log: "off"
 	}
 	statusURL := strings.TrimSuffix(metricsURL, "/metrics") + "/status"
 	page := clitest.MustDo(t, "GET", statusURL, "", nil, nil)
-	if want := `<tr class="reason" data-code="rate_limited" data-count="2">`; !strings.Contains(page.Body, want) {
-		t.Errorf("the status page lacks %s", want)
+	// Every refusal, by the request's outcome and the refusal's reason.
+	for _, want := range []string{
+		`<tr class="refusal" data-outcome="not-present" data-reason="unsigned" data-count="2">`,
+		`<tr class="refusal" data-outcome="verified" data-reason="rate_limited" data-count="1">`,
+		`<tr class="refusal" data-outcome="not-present" data-reason="rate_limited" data-count="1">`,
+	} {
+		if !strings.Contains(page.Body, want) {
+			t.Errorf("the status page lacks %s", want)
+		}
 	}
 }
 
@@ -311,12 +318,17 @@ func TestProxyStatusPage(t *testing.T) {
 	for _, want := range []string{
 		`<tr class="agent" data-id="` + origin + `" data-requests="2" data-verified="2"`,
 		`data-uid="` + uid + `"><td><b class="uid">` + uid + `</b>`, // an agentid service's agent, named by uid
-		`id="hour-unverified" data-count="1"`,
+		`id="hour-not-present" data-count="1"`,
 		`id="hour-verified" data-count="2"`,
+		// The unsigned request was refused with 401: a refusal, counted.
+		`<tr class="refusal" data-outcome="not-present" data-reason="unsigned" data-count="1">`,
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("the status page lacks %s", want)
 		}
+	}
+	if strings.Contains(string(body), "No refusal.") {
+		t.Error("the status page says No refusal while the proxy refused a request")
 	}
 }
 

@@ -9,7 +9,8 @@
 //
 // Series: agentid_http_requests_total{route,method,status},
 // agentid_verifications_total{outcome} (outcome "ok" or the error code of
-// the JSON error body), agentid_key_cache_total{result="hit"|"miss"},
+// the JSON error body), agentid_verification_outcomes_total{outcome,reason}
+// (docs/outcomes.md), agentid_key_cache_total{result="hit"|"miss"},
 // agentid_db_query_duration_seconds (histogram),
 // agentid_log_records_dropped_total (with CountLogDrops), plus Go runtime
 // memory and goroutine gauges.
@@ -44,6 +45,10 @@ var DBBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 
 // Unmatched is the route label of requests no route matched.
 const Unmatched = "unmatched"
 
+// outcomeKey labels agentid_verification_outcomes_total: one of the four
+// outcomes and a reason of the fixed set, so at most a few dozen series.
+type outcomeKey struct{ outcome, reason string }
+
 type requestKey struct {
 	route, method string
 	status        int
@@ -75,7 +80,7 @@ func (h *Histogram) Observe(d time.Duration) {
 type Registry struct {
 	requests      counters[requestKey]
 	verifications counters[string] // by outcome
-	outcomes      counters[string] // by protocol-01 outcome
+	outcomes      counters[outcomeKey]
 	keyHit        atomic.Uint64
 	keyMiss       atomic.Uint64
 	db            *Histogram
@@ -159,12 +164,27 @@ func (r *Registry) ObserveVerification(outcome string) {
 // Config.OnResult hook: "ok" for a verified request, else the error code.
 // Install it with middleware.Config{OnResult: reg.ObserveResult}.
 func (r *Registry) ObserveResult(res middleware.Result) {
-	r.outcomes.get(string(res.Outcome)).Add(1)
+	r.outcomes.get(outcomeOf(&res)).Add(1)
 	if res.Outcome == middleware.OutcomeVerified || res.Err == nil {
 		r.ObserveVerification("ok")
 		return
 	}
 	r.ObserveVerification(string(res.Err.Code))
+}
+
+// outcomeOf is res's outcome and reason, each from its fixed set
+// whatever a caller put in res: the reason is read from the error's code,
+// an unknown outcome counts as invalid.
+func outcomeOf(res *middleware.Result) outcomeKey {
+	k := outcomeKey{string(middleware.OutcomeInvalid), "verified"}
+	switch o := res.Outcome; o {
+	case middleware.OutcomeVerified, middleware.OutcomeNotPresent, middleware.OutcomeUnverified, middleware.OutcomeInvalid:
+		k.outcome = string(o)
+	}
+	if res.Err != nil {
+		k.reason = res.Err.Code.Reason()
+	}
+	return k
 }
 
 // ObserveKeyCache counts one key lookup answered from the cache (hit) or
@@ -223,10 +243,12 @@ func (r *Registry) WriteTo(w io.Writer) (int64, error) {
 		fmt.Fprintf(bw, "agentid_verifications_total{outcome=%s} %d\n", quote(o), counts[i])
 	}
 
-	family(bw, "agentid_verification_outcomes_total", "counter", "Verification outcomes in web-bot-auth protocol-01's terms: verified, invalid or unverified.")
-	names, counts := r.outcomes.sorted(strings.Compare)
-	for i, o := range names {
-		fmt.Fprintf(bw, "agentid_verification_outcomes_total{outcome=%s} %d\n", quote(o), counts[i])
+	family(bw, "agentid_verification_outcomes_total", "counter", "Verification outcomes (verified, invalid, unverified, not-present) by reason, as in docs/outcomes.md.")
+	names, counts := r.outcomes.sorted(func(a, b outcomeKey) int {
+		return cmp.Or(cmp.Compare(a.outcome, b.outcome), cmp.Compare(a.reason, b.reason))
+	})
+	for i, k := range names {
+		fmt.Fprintf(bw, "agentid_verification_outcomes_total{outcome=%s,reason=%s} %d\n", quote(k.outcome), quote(k.reason), counts[i])
 	}
 
 	family(bw, "agentid_key_cache_total", "counter", "Key lookups answered from the cache (hit) or not (miss).")

@@ -147,7 +147,13 @@ func TestVerificationOutcomes(t *testing.T) {
 	for _, res := range []middleware.Result{
 		{Outcome: middleware.OutcomeVerified},
 		{Outcome: middleware.OutcomeInvalid, Err: middleware.Fail(middleware.CodeReplayedNonce, "x")},
-		{Outcome: middleware.OutcomeUnverified, Err: middleware.Fail(middleware.CodeMissingSignature, "x")},
+		{Outcome: middleware.OutcomeNotPresent, Err: middleware.Fail(middleware.CodeMissingSignature, "x")},
+		{Outcome: middleware.OutcomeUnverified, Err: middleware.Fail(middleware.CodeKeyFetchFailed, "x")},
+		{Outcome: middleware.OutcomeInvalid, Err: middleware.Fail(middleware.CodeExpiredSignature, "x")},
+		{Outcome: middleware.OutcomeInvalid, Err: middleware.Fail(middleware.CodeWindowTooLong, "x")},
+		// A hand-made Result cannot add series: its Reason is not read,
+		// its unknown outcome counts as invalid.
+		{Outcome: "made-up", Reason: "client text", Err: middleware.Fail(middleware.CodeInvalidSignature, "x")},
 	} {
 		reg.ObserveResult(res)
 	}
@@ -159,10 +165,16 @@ func TestVerificationOutcomes(t *testing.T) {
 	e.want(t, `agentid_verifications_total{outcome="ok"}`, 1)
 	e.want(t, `agentid_verifications_total{outcome="replayed_nonce"}`, 1)
 	e.want(t, `agentid_verifications_total{outcome="missing_signature"}`, 2)
-	// protocol-01's outcomes, from the OnResult hook only.
-	e.want(t, `agentid_verification_outcomes_total{outcome="verified"}`, 1)
-	e.want(t, `agentid_verification_outcomes_total{outcome="invalid"}`, 1)
-	e.want(t, `agentid_verification_outcomes_total{outcome="unverified"}`, 1)
+	// Outcomes and reasons, from the OnResult hook only.
+	e.want(t, `agentid_verification_outcomes_total{outcome="verified",reason="verified"}`, 1)
+	e.want(t, `agentid_verification_outcomes_total{outcome="invalid",reason="replayed_nonce"}`, 1)
+	e.want(t, `agentid_verification_outcomes_total{outcome="not-present",reason="unsigned"}`, 1)
+	e.want(t, `agentid_verification_outcomes_total{outcome="unverified",reason="key_fetch_failed"}`, 1)
+	e.want(t, `agentid_verification_outcomes_total{outcome="invalid",reason="invalid_freshness"}`, 2)
+	e.want(t, `agentid_verification_outcomes_total{outcome="invalid",reason="invalid_signature"}`, 1)
+	if n := strings.Count(b.String(), "\nagentid_verification_outcomes_total{"); n != 6 {
+		t.Errorf("%d outcome series, want 6:\n%s", n, b.String())
+	}
 }
 
 func TestKeyCacheAndHistogram(t *testing.T) {

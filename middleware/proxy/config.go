@@ -73,9 +73,10 @@ type Config struct {
 	MaxIdleConnsPerHost int
 	// AccessLog, if set, gets one line per request: method, host, path
 	// (of the original request in forward-auth), status, duration_ms,
-	// verdict, reason (the error code: Decide's refusal's, else the
-	// verifier's), agent, kid, uid, agent_name and agent_purpose (see
-	// AgentCard) and, when the upstream failed, upstream_error.
+	// outcome, verdict (Verdict), reason and code (the reason and error
+	// code of Decide's refusal, else the verifier's), agent, kid, uid,
+	// agent_name and agent_purpose (see AgentCard) and, when the upstream
+	// failed, upstream_error.
 	AccessLog *slog.Logger
 	// Metrics, if set, counts answers.
 	Metrics Metrics
@@ -90,6 +91,13 @@ type Config struct {
 	// mode so that every request reaches it. It must be safe for
 	// concurrent use.
 	Decide func(w http.ResponseWriter, r *http.Request, res *middleware.Result) *middleware.Error
+	// OnRefuse, if set, hears of each request refused before the
+	// verifier saw it (a path that is not normal, a forward-auth
+	// subrequest it cannot answer), whose outcome the verifier's
+	// Config.OnResult never gets: with both, a status page counts every
+	// refusal. Decide reports its own refusals. It must be safe for
+	// concurrent use.
+	OnRefuse func(res *middleware.Result)
 	// AgentCard, if set, names verified agents in the access log: given
 	// the agent's key-set URL (middleware.Agent.DirectoryURL), it returns
 	// the name and purpose its Signature Agent Card gives, "" for none

@@ -45,13 +45,13 @@ func (h *Handler) forwardAuth(sw *middleware.StatusWriter, r *http.Request, star
 		err := middleware.Fail(middleware.CodeForbidden,
 			"this forward-auth endpoint answers only the proxy in front of it, and %s is not one of its addresses", addr)
 		h.refuse(sw, r, err)
-		h.observe(r, sw.Status, &middleware.Result{Request: r, Outcome: err.Outcome(), Err: err}, nil, nil, start)
+		h.observe(r, sw.Status, h.refusedBefore(r, err, false), nil, nil, start)
 		return
 	}
 	orig, err := originalRequest(r, h.cfg.ForwardAuth, h.fronts)
 	if err != nil {
 		h.refuse(sw, r, err)
-		h.observe(r, sw.Status, &middleware.Result{Request: r, Outcome: err.Outcome(), Err: err}, nil, nil, start)
+		h.observe(r, sw.Status, h.refusedBefore(r, err, false), nil, nil, start)
 		return
 	}
 	signed := h.cfg.Verifier.ParseChecked(orig)
@@ -118,14 +118,14 @@ func (h *Handler) precheck(orig *http.Request, signed *middleware.Signed) *middl
 		// headers would reach the service.
 		err := middleware.Fail(middleware.CodeForbidden,
 			"the request carries %s: X-Agent-* headers are set only by the proxy in front of the service, and this forward-auth endpoint cannot remove them", signer.Truncate(strings.Join(names, ", ")))
-		return &middleware.Result{Request: orig, Outcome: err.Outcome(), Err: err}
+		return h.refusedBefore(orig, err, false)
 	}
 	if h.cfg.Verifier.Covers(signed, "content-digest") {
 		// An invalid signature like any other: it passes, as invalid, in
 		// Observe mode only.
 		err := middleware.Fail(middleware.CodeInvalidSignatureInput,
 			"the signature covers content-digest, but a forward-auth endpoint never sees the request body: sign without content-digest, or verify where the body is seen (a reverse proxy or the service itself)")
-		return &middleware.Result{Request: orig, Outcome: err.Outcome(), Err: err, Passed: h.cfg.Verifier.Mode() == middleware.Observe}
+		return h.refusedBefore(orig, err, h.cfg.Verifier.Mode() == middleware.Observe)
 	}
 	return nil
 }

@@ -123,7 +123,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	StripAgentHeaders(r.Header)
 	if err := middleware.CheckPath(r.URL); err != nil {
 		h.cfg.Verifier.WriteError(sw, r, err)
-		h.observe(r, sw.Status, &middleware.Result{Request: r, Outcome: err.Outcome(), Err: err}, nil, nil, start)
+		h.observe(r, sw.Status, h.refusedBefore(r, err, false), nil, nil, start)
 		return
 	}
 	res := h.cfg.Verifier.Check(r)
@@ -144,6 +144,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	st := &requestState{res: res}
 	h.proxy.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), stateKey{}, st)))
 	h.observe(r, sw.Status, res, nil, st.upstreamErr, start)
+}
+
+// refusedBefore is the Result of a request refused (or, passed, let
+// through) before the verifier saw it; Config.OnRefuse hears of a
+// refusal.
+func (h *Handler) refusedBefore(r *http.Request, err *middleware.Error, passed bool) *middleware.Result {
+	res := &middleware.Result{Request: r, Outcome: err.Outcome(), Reason: err.Code.Reason(), Err: err, Passed: passed}
+	if !passed && h.cfg.OnRefuse != nil {
+		h.cfg.OnRefuse(res)
+	}
+	return res
 }
 
 // observe counts and logs one answer; r is the original request (in

@@ -56,9 +56,9 @@ func runChromium(t *testing.T, bin string, args ...string) string {
 }
 
 var (
-	minuteRE = regexp.MustCompile(`<g class="minute" data-minute="[^"]*" data-verified="(\d+)" data-unverified="(\d+)" data-invalid="(\d+)"`)
+	minuteRE = regexp.MustCompile(`<g class="minute" data-minute="[^"]*" data-verified="(\d+)" data-not-present="(\d+)" data-unverified="(\d+)" data-invalid="(\d+)"`)
 	agentRE  = regexp.MustCompile(`<tr class="agent" data-id="([^"]*)" data-requests="(\d+)" data-verified="(\d+)" data-invalid="(\d+)"`)
-	reasonRE = regexp.MustCompile(`<tr class="reason" data-code="([^"]*)" data-count="(\d+)"`)
+	reasonRE = regexp.MustCompile(`<tr class="reason" data-outcome="([^"]*)" data-reason="([^"]*)" data-count="(\d+)"`)
 	loadRE   = regexp.MustCompile(`(?i)\b(src|href|action|srcset|poster|formaction|background|ping)\s*=\s*"([^"]*)"`)
 )
 
@@ -145,15 +145,16 @@ func TestStatusPageInChromium(t *testing.T) {
 	if !strings.Contains(dom, `<svg id="chart"`) {
 		t.Fatalf("Chromium's DOM has no chart:\n%s", dom)
 	}
-	var verified, unsignedN, invalidN, bars int
+	var verified, unsignedN, unverifiedN, invalidN, bars int
 	for _, m := range minuteRE.FindAllStringSubmatch(dom, -1) {
 		bars++
 		verified += atoi(m[1])
 		unsignedN += atoi(m[2])
-		invalidN += atoi(m[3])
+		unverifiedN += atoi(m[3])
+		invalidN += atoi(m[4])
 	}
-	if bars != status.Minutes || verified != 10 || unsignedN != 2 || invalidN != 4 {
-		t.Errorf("chart: %d bars with %d verified, %d unsigned, %d invalid; want %d bars, 10, 2, 4", bars, verified, unsignedN, invalidN, status.Minutes)
+	if bars != status.Minutes || verified != 10 || unsignedN != 2 || unverifiedN != 0 || invalidN != 4 {
+		t.Errorf("chart: %d bars with %d verified, %d not-present, %d unverified, %d invalid; want %d bars, 10, 2, 0, 4", bars, verified, unsignedN, unverifiedN, invalidN, status.Minutes)
 	}
 	if n := strings.Count(dom, "<rect "); n < 1 {
 		t.Errorf("the chart draws no bar")
@@ -166,8 +167,12 @@ func TestStatusPageInChromium(t *testing.T) {
 		t.Errorf("top agents %v; want alpha 7 (7 verified), beta 3 (3 verified)", rows)
 	}
 	reasons := reasonRE.FindAllStringSubmatch(dom, -1)
-	if len(reasons) != 1 || reasons[0][1] != "expired_signature" || reasons[0][2] != "4" {
-		t.Errorf("reasons %v, want expired_signature 4", reasons)
+	if len(reasons) != 2 || reasons[0][1] != "invalid" || reasons[0][2] != "invalid_freshness" || reasons[0][3] != "4" ||
+		reasons[1][1] != "not-present" || reasons[1][2] != "unsigned" || reasons[1][3] != "2" {
+		t.Errorf("reasons %v, want invalid invalid_freshness 4, not-present unsigned 2", reasons)
+	}
+	if !strings.Contains(dom, `<td colspan="3">No refusal.</td>`) { // observe mode refuses nothing
+		t.Errorf("the page shows refusals in observe mode")
 	}
 	for _, m := range loadRE.FindAllStringSubmatch(dom, -1) {
 		if !strings.HasPrefix(m[2], "data:") {

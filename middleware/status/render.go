@@ -14,12 +14,13 @@ const (
 	barWidth    = chartWidth / Minutes
 )
 
-// bar is one minute of the chart, stacked bottom-up: verified, unverified,
-// invalid.
+// bar is one minute of the chart, stacked bottom-up: verified,
+// not-present, unverified, invalid.
 type bar struct {
 	MinuteCounts
 	X      float64
 	YV, HV float64
+	YN, HN float64
 	YU, HU float64
 	YI, HI float64
 	Label  string
@@ -46,10 +47,12 @@ func (s Snapshot) view() view {
 	for i, m := range s.Minutes {
 		b := bar{MinuteCounts: m, X: float64(i*barWidth) + 1, Label: m.Start.Format("15:04")}
 		b.HV = float64(m.Verified) * scale
-		b.HU = float64(m.Unsigned) * scale
+		b.HN = float64(m.NotPresent) * scale
+		b.HU = float64(m.Unverified) * scale
 		b.HI = float64(m.Invalid) * scale
 		b.YV = chartHeight - b.HV
-		b.YU = b.YV - b.HU
+		b.YN = b.YV - b.HN
+		b.YU = b.YN - b.HU
 		b.YI = b.YU - b.HI
 		v.Bars = append(v.Bars, b)
 	}
@@ -83,7 +86,7 @@ table{border-collapse:collapse;background:#fff;min-width:32rem}
 th,td{border:1px solid #ddd;padding:.25rem .6rem;text-align:left}
 td.n{text-align:right;font-variant-numeric:tabular-nums}
 svg{background:#fff;border:1px solid #ddd;border-radius:6px}
-.v{fill:#2e7d32}.u{fill:#9e9e9e}.i{fill:#c62828}
+.v{fill:#2e7d32}.n{fill:#bdbdbd}.u{fill:#f9a825}.i{fill:#c62828}
 .legend span{display:inline-block;width:.8rem;height:.8rem;margin:0 .3rem 0 .9rem;vertical-align:middle}
 .ok{color:#2e7d32}.bad{color:#c62828}
 </style>
@@ -94,21 +97,23 @@ svg{background:#fff;border:1px solid #ddd;border-radius:6px}
 <div class="cards" id="totals">
 <div class="card">Last hour<b id="hour-total" data-count="{{.Hour.Total}}">{{.Hour.Total}}</b></div>
 <div class="card">Verified<b id="hour-verified" data-count="{{.Hour.Verified}}">{{.Hour.Verified}}</b></div>
-<div class="card">Unverified<b id="hour-unverified" data-count="{{.Hour.Unsigned}}">{{.Hour.Unsigned}}</b></div>
+<div class="card">Not present<b id="hour-not-present" data-count="{{.Hour.NotPresent}}">{{.Hour.NotPresent}}</b></div>
+<div class="card">Unverified<b id="hour-unverified" data-count="{{.Hour.Unverified}}">{{.Hour.Unverified}}</b></div>
 <div class="card">Invalid<b id="hour-invalid" data-count="{{.Hour.Invalid}}">{{.Hour.Invalid}}</b></div>
 </div>
 
-<h2>Verdicts per minute, last hour</h2>
-<svg id="chart" role="img" aria-label="verdicts per minute" width="{{.Width}}" height="{{.H}}" viewBox="0 0 {{.Width}} {{.H}}">
+<h2>Outcomes per minute, last hour</h2>
+<svg id="chart" role="img" aria-label="outcomes per minute" width="{{.Width}}" height="{{.H}}" viewBox="0 0 {{.Width}} {{.H}}">
 {{- range .Bars}}
-<g class="minute" data-minute="{{.Label}}" data-verified="{{.Verified}}" data-unverified="{{.Unsigned}}" data-invalid="{{.Invalid}}"><title>{{.Label}}: {{.Verified}} verified, {{.Unsigned}} unverified, {{.Invalid}} invalid</title>
+<g class="minute" data-minute="{{.Label}}" data-verified="{{.Verified}}" data-not-present="{{.NotPresent}}" data-unverified="{{.Unverified}}" data-invalid="{{.Invalid}}"><title>{{.Label}}: {{.Verified}} verified, {{.NotPresent}} not-present, {{.Unverified}} unverified, {{.Invalid}} invalid</title>
 {{- if .HV}}<rect class="v" x="{{.X}}" y="{{.YV}}" width="{{$.BarW}}" height="{{.HV}}"/>{{end -}}
+{{- if .HN}}<rect class="n" x="{{.X}}" y="{{.YN}}" width="{{$.BarW}}" height="{{.HN}}"/>{{end -}}
 {{- if .HU}}<rect class="u" x="{{.X}}" y="{{.YU}}" width="{{$.BarW}}" height="{{.HU}}"/>{{end -}}
 {{- if .HI}}<rect class="i" x="{{.X}}" y="{{.YI}}" width="{{$.BarW}}" height="{{.HI}}"/>{{end -}}
 </g>
 {{- end}}
 </svg>
-<p class="legend">Peak {{.Max}} per minute.<span style="background:#2e7d32"></span>verified<span style="background:#9e9e9e"></span>unverified<span style="background:#c62828"></span>invalid</p>
+<p class="legend">Peak {{.Max}} per minute.<span style="background:#2e7d32"></span>verified<span style="background:#bdbdbd"></span>not-present<span style="background:#f9a825"></span>unverified<span style="background:#c62828"></span>invalid</p>
 
 <h2>Top agents</h2>
 <table id="agents">
@@ -122,14 +127,26 @@ svg{background:#fff;border:1px solid #ddd;border-radius:6px}
 </tbody>
 </table>
 
-<h2>Top refusal reasons</h2>
+<h2>Refusals</h2>
+<table id="refusals">
+<thead><tr><th>Outcome</th><th>Reason</th><th>Refused</th></tr></thead>
+<tbody>
+{{- range .Refusals}}
+<tr class="refusal" data-outcome="{{.Outcome}}" data-reason="{{.Reason}}" data-count="{{.Count}}"><td>{{.Outcome}}</td><td>{{.Reason}}</td><td class="n">{{.Count}}</td></tr>
+{{- else}}
+<tr><td colspan="3">No refusal.</td></tr>
+{{- end}}
+</tbody>
+</table>
+
+<h2>Requests not verified</h2>
 <table id="reasons">
-<thead><tr><th>Error code</th><th>Requests</th></tr></thead>
+<thead><tr><th>Outcome</th><th>Reason</th><th>Requests</th></tr></thead>
 <tbody>
 {{- range .Reasons}}
-<tr class="reason" data-code="{{.Code}}" data-count="{{.Count}}"><td>{{.Code}}</td><td class="n">{{.Count}}</td></tr>
+<tr class="reason" data-outcome="{{.Outcome}}" data-reason="{{.Reason}}" data-count="{{.Count}}"><td>{{.Outcome}}</td><td>{{.Reason}}</td><td class="n">{{.Count}}</td></tr>
 {{- else}}
-<tr><td colspan="2">No refusal.</td></tr>
+<tr><td colspan="3">Every request was verified.</td></tr>
 {{- end}}
 </tbody>
 </table>

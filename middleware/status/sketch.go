@@ -21,7 +21,7 @@ type sketchEntry struct {
 	keySet   string // the key-set URL it was first seen with
 	count    uint64
 	err      uint64
-	verdicts [3]uint64 // exact since the entry was taken
+	verdicts [4]uint64 // exact since the entry was taken
 }
 
 func newSketch(k int) sketch {

@@ -3,8 +3,10 @@
 // JavaScript and no external assets. The server (refserver) and the proxy
 // (proxyconfig) both serve it, so it sits beside the verifier, not under
 // either of them. It is fed by the verifier's Config.OnResult hook and
-// keeps fixed memory: a per-minute ring buffer of verdicts over the last
-// hour, a space-saving top-N sketch of agents, and counts by error code.
+// keeps fixed memory: a per-minute ring buffer of outcomes over the last
+// hour, a space-saving top-N sketch of agents, and counts by outcome and
+// reason (docs/outcomes.md) of the requests not verified and of every
+// refusal.
 //
 //	page := status.New(status.Config{})
 //	v, _ := middleware.New(middleware.Config{Keys: keys, OnResult: page.Observe})
@@ -59,22 +61,35 @@ type Config struct {
 	UID func(identity string) string
 }
 
-// verdictIndex numbers the outcomes in counts arrays: verified, unsigned,
-// and the others.
-func verdictIndex(res *middleware.Result) int {
-	switch {
-	case res.Outcome == middleware.OutcomeVerified:
-		return 0
-	case res.Err != nil && res.Err.Code == middleware.CodeMissingSignature:
-		return 1
+// outcomes are the outcomes in the order of counts arrays.
+var outcomes = [4]middleware.Outcome{middleware.OutcomeVerified, middleware.OutcomeNotPresent, middleware.OutcomeUnverified, middleware.OutcomeInvalid}
+
+// outcomeIndex numbers o in counts arrays; an outcome outside the four
+// counts as invalid.
+func outcomeIndex(o middleware.Outcome) int {
+	for i, x := range outcomes {
+		if o == x {
+			return i
+		}
 	}
-	return 2
+	return 3
+}
+
+// reasonKey is a row of the reason tables: bounded by the four outcomes
+// and the fixed set of reasons.
+type reasonKey struct {
+	outcome middleware.Outcome
+	reason  string
+}
+
+func keyOf(o middleware.Outcome, c middleware.Code) reasonKey {
+	return reasonKey{outcomes[outcomeIndex(o)], c.Reason()}
 }
 
 // minute is one slot of the ring buffer.
 type minute struct {
 	at       int64 // unix minute the slot holds
-	verdicts [3]uint64
+	verdicts [4]uint64
 	fetchErr uint64 // key_fetch_failed outcomes
 }
 
@@ -87,8 +102,9 @@ type Page struct {
 	mu       sync.Mutex
 	ring     [Minutes]minute
 	sketch   sketch
-	reasons  map[middleware.Code]uint64 // bounded by the code table
-	total    [3]uint64
+	reasons  map[reasonKey]uint64 // requests not verified
+	refusals map[reasonKey]uint64
+	total    [4]uint64
 	fetchOK  uint64 // verified outcomes (each used a key)
 	fetchErr uint64
 	lastErr  time.Time
@@ -109,15 +125,16 @@ func New(cfg Config) *Page {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Page{cfg: cfg, started: cfg.Now(), sketch: newSketch(cfg.SketchSize), reasons: map[middleware.Code]uint64{}}
+	return &Page{cfg: cfg, started: cfg.Now(), sketch: newSketch(cfg.SketchSize), reasons: map[reasonKey]uint64{}, refusals: map[reasonKey]uint64{}}
 }
 
-// Observe records one outcome; install it as the verifier's
+// Observe records one outcome, and a refusal when the verifier refused
+// the request (res.Passed false); install it as the verifier's
 // Config.OnResult (or call it from there).
 func (p *Page) Observe(res middleware.Result) {
 	now := p.cfg.Now()
 	m := now.Unix() / 60
-	vi := verdictIndex(&res)
+	vi := outcomeIndex(res.Outcome)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	slot := &p.ring[m%Minutes]
@@ -126,8 +143,12 @@ func (p *Page) Observe(res middleware.Result) {
 	}
 	slot.verdicts[vi]++
 	p.total[vi]++
-	if vi == 2 && res.Err != nil {
-		p.reasons[res.Err.Code]++
+	if vi != 0 && res.Err != nil {
+		k := keyOf(res.Outcome, res.Err.Code)
+		p.reasons[k]++
+		if !res.Passed {
+			p.refusals[k]++
+		}
 		if res.Err.Code == middleware.CodeKeyFetchFailed {
 			slot.fetchErr++
 			p.fetchErr++
@@ -142,13 +163,16 @@ func (p *Page) Observe(res middleware.Result) {
 	}
 }
 
-// ObserveRefusal counts a refusal made after verification, by rules the
-// verifier does not know (such as 403 forbidden by an allow list or 429
-// rate_limited), among the refusal reasons. The request's verdict is
-// counted by Observe already.
-func (p *Page) ObserveRefusal(code middleware.Code) {
+// ObserveRefusal counts a refusal the verifier did not make: by rules
+// after verification (a verifier in Observe mode, such as 403 forbidden
+// by an allow list, 429 rate_limited, or 401 missing_signature on a
+// required route), or before it (a path that is not normal). outcome is
+// the request's (the error's own, e.Outcome(), when it was not
+// verified); the row is the reason of code. Observe counts the refusals
+// the verifier makes itself.
+func (p *Page) ObserveRefusal(outcome middleware.Outcome, code middleware.Code) {
 	p.mu.Lock()
-	p.reasons[code]++
+	p.refusals[keyOf(outcome, code)]++
 	p.mu.Unlock()
 }
 
@@ -161,21 +185,22 @@ type Snapshot struct {
 	Totals  VerdictCounts  // since start
 	Hour    VerdictCounts  // over the chart's hour
 	Agents  []AgentCounts  // top agents, most requests first
-	Reasons []ReasonCount  // refusal reasons, most frequent first
-	Fetch   FetchHealth
+	// Reasons counts the requests not verified by outcome and reason,
+	// Refusals every refusal; most frequent first.
+	Reasons, Refusals []ReasonCount
+	Fetch             FetchHealth
 }
 
-// VerdictCounts counts outcomes by verdict. The page calls Unsigned
-// "unverified", as X-Agent-Verdict and the access log do.
+// VerdictCounts counts requests by outcome (docs/outcomes.md).
 type VerdictCounts struct {
-	Verified, Unsigned, Invalid uint64
+	Verified, NotPresent, Unverified, Invalid uint64
 }
 
 // Total is the sum of the counts.
-func (c VerdictCounts) Total() uint64 { return c.Verified + c.Unsigned + c.Invalid }
+func (c VerdictCounts) Total() uint64 { return c.Verified + c.NotPresent + c.Unverified + c.Invalid }
 
-func countsOf(a [3]uint64) VerdictCounts {
-	return VerdictCounts{Verified: a[0], Unsigned: a[1], Invalid: a[2]}
+func countsOf(a [4]uint64) VerdictCounts {
+	return VerdictCounts{Verified: a[0], NotPresent: a[1], Unverified: a[2], Invalid: a[3]}
 }
 
 // MinuteCounts is one minute of the chart.
@@ -202,10 +227,11 @@ type AgentCounts struct {
 	VerdictCounts
 }
 
-// ReasonCount is one refusal reason (error code).
+// ReasonCount is one row of a reason table: an outcome and a reason.
 type ReasonCount struct {
-	Code  middleware.Code
-	Count uint64
+	Outcome middleware.Outcome
+	Reason  string
+	Count   uint64
 }
 
 // FetchHealth summarises key fetches: verified requests (each found its
@@ -221,7 +247,7 @@ func (p *Page) Snapshot() Snapshot {
 	cur := now.Unix() / 60
 	s := Snapshot{Title: p.cfg.Title, Now: now, Since: p.started}
 	p.mu.Lock()
-	var hour [3]uint64
+	var hour [4]uint64
 	for i := range Minutes {
 		m := cur - Minutes + 1 + int64(i)
 		mc := MinuteCounts{Start: time.Unix(m*60, 0).UTC()}
@@ -236,12 +262,7 @@ func (p *Page) Snapshot() Snapshot {
 	}
 	s.Hour, s.Totals = countsOf(hour), countsOf(p.total)
 	s.Agents = p.sketch.top(p.cfg.TopAgents)
-	for c, n := range p.reasons {
-		s.Reasons = append(s.Reasons, ReasonCount{c, n})
-	}
-	slices.SortFunc(s.Reasons, func(a, b ReasonCount) int {
-		return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.Code, b.Code))
-	})
+	s.Reasons, s.Refusals = sortedCounts(p.reasons), sortedCounts(p.refusals)
 	s.Fetch.OK, s.Fetch.Failed, s.Fetch.LastFailure = p.fetchOK, p.fetchErr, p.lastErr
 	p.mu.Unlock()
 	for i := range s.Agents { // outside the lock: Observe never waits for these
@@ -254,6 +275,18 @@ func (p *Page) Snapshot() Snapshot {
 		}
 	}
 	return s
+}
+
+// sortedCounts returns m's rows, most frequent first.
+func sortedCounts(m map[reasonKey]uint64) []ReasonCount {
+	out := make([]ReasonCount, 0, len(m))
+	for k, n := range m {
+		out = append(out, ReasonCount{k.outcome, k.reason, n})
+	}
+	slices.SortFunc(out, func(a, b ReasonCount) int {
+		return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.Outcome, b.Outcome), cmp.Compare(a.Reason, b.Reason))
+	})
+	return out
 }
 
 // ContentSecurityPolicy is sent with the page: nothing may load, no script

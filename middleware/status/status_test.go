@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -23,7 +24,7 @@ func invalid(id string, code middleware.Code) middleware.Result {
 }
 
 func unsigned() middleware.Result {
-	return middleware.Result{Outcome: middleware.OutcomeUnverified, Err: middleware.Fail(middleware.CodeMissingSignature, "x")}
+	return middleware.Result{Outcome: middleware.OutcomeNotPresent, Err: middleware.Fail(middleware.CodeMissingSignature, "x")}
 }
 
 // TestSnapshot counts verdicts per minute over the last hour, ranks agents
@@ -42,33 +43,44 @@ func TestSnapshot(t *testing.T) {
 	p.Observe(invalid("https://b.example", middleware.CodeExpiredSignature))
 	p.Observe(invalid("https://c.example", middleware.CodeKeyFetchFailed))
 	p.Observe(invalid("", middleware.CodeExpiredSignature))
-	p.ObserveRefusal(middleware.CodeRateLimited)
+	passed := invalid("", middleware.CodeReplayedNonce) // observe mode: counted, not refused
+	passed.Passed = true
+	p.Observe(passed)
+	p.ObserveRefusal(middleware.OutcomeVerified, middleware.CodeRateLimited)
 
 	s := p.Snapshot()
 	if len(s.Minutes) != status.Minutes {
 		t.Fatalf("%d minutes, want %d", len(s.Minutes), status.Minutes)
 	}
 	last, prev := s.Minutes[len(s.Minutes)-1], s.Minutes[len(s.Minutes)-2]
-	if last.Verified != 3 || last.Invalid != 3 || last.Unsigned != 0 || prev.Verified != 5 || prev.Unsigned != 1 {
+	if last.Verified != 3 || last.Invalid != 4 || last.NotPresent != 0 || prev.Verified != 5 || prev.NotPresent != 1 {
 		t.Errorf("last two minutes %+v, %+v; want 5 verified + 1 unsigned, then 3 verified + 3 invalid", prev, last)
 	}
-	if s.Hour.Total() != 12 || s.Hour.Invalid != 3 {
-		t.Errorf("hour %+v, want 12 with 3 invalid", s.Hour)
+	if s.Hour.Total() != 13 || s.Hour.Invalid != 4 {
+		t.Errorf("hour %+v, want 13 with 4 invalid", s.Hour)
 	}
 	if len(s.Agents) != 3 || s.Agents[0].ID != "https://a.example" || s.Agents[0].Requests != 5 ||
 		s.Agents[1].ID != "https://b.example" || s.Agents[1].Verified != 3 || s.Agents[1].Invalid != 1 {
 		t.Errorf("agents %+v", s.Agents)
 	}
-	if len(s.Reasons) != 3 || s.Reasons[0].Code != middleware.CodeExpiredSignature || s.Reasons[0].Count != 2 ||
-		s.Reasons[1].Code != middleware.CodeKeyFetchFailed || s.Reasons[2].Code != middleware.CodeRateLimited || s.Reasons[2].Count != 1 {
-		t.Errorf("reasons %+v, want expired_signature 2, key_fetch_failed 1, rate_limited 1", s.Reasons)
+	// Every request not verified, by outcome and reason; every refusal,
+	// the rules' (ObserveRefusal) and the verifier's (Passed false).
+	want := []status.ReasonCount{{Outcome: "invalid", Reason: "invalid_freshness", Count: 2}, {Outcome: "invalid", Reason: "key_fetch_failed", Count: 1},
+		{Outcome: "invalid", Reason: "replayed_nonce", Count: 1}, {Outcome: "not-present", Reason: "unsigned", Count: 1}}
+	if !slices.Equal(s.Reasons, want) {
+		t.Errorf("reasons %+v, want %+v", s.Reasons, want)
+	}
+	want = []status.ReasonCount{{Outcome: "invalid", Reason: "invalid_freshness", Count: 2}, {Outcome: "invalid", Reason: "key_fetch_failed", Count: 1},
+		{Outcome: "not-present", Reason: "unsigned", Count: 1}, {Outcome: "verified", Reason: "rate_limited", Count: 1}}
+	if !slices.Equal(s.Refusals, want) {
+		t.Errorf("refusals %+v, want %+v", s.Refusals, want)
 	}
 	if s.Fetch.OK != 8 || s.Fetch.Failed != 1 || s.Fetch.FailedHour != 1 || !s.Fetch.LastFailure.Equal(clk.Now()) {
 		t.Errorf("fetch %+v", s.Fetch)
 	}
 	clk.Advance(time.Hour)
 	s = p.Snapshot()
-	if s.Hour.Total() != 0 || s.Fetch.FailedHour != 0 || s.Totals.Total() != 12 {
+	if s.Hour.Total() != 0 || s.Fetch.FailedHour != 0 || s.Totals.Total() != 13 {
 		t.Errorf("an hour later: hour %+v, failed %d, totals %+v; want the hour empty and the totals kept", s.Hour, s.Fetch.FailedHour, s.Totals)
 	}
 }
@@ -170,9 +182,10 @@ func TestAgentNames(t *testing.T) {
 	}
 }
 
-// TestVocabularyAndUIDs: the page says "unverified", as X-Agent-Verdict
-// and the access log do, never "Unsigned"; and Config.UID names an agentid
-// service's agents by uid (others by identity alone).
+// TestVocabularyAndUIDs: the page speaks the outcomes of X-Agent-Outcome
+// and the access log (an unsigned request is not-present, its reason
+// "unsigned"); and Config.UID names an agentid service's agents by uid
+// (others by identity alone).
 func TestVocabularyAndUIDs(t *testing.T) {
 	const svcAgent = "https://agent-0123456789abcdef01234567.agentid.example"
 	p := status.New(status.Config{UID: func(id string) string {
@@ -188,17 +201,21 @@ func TestVocabularyAndUIDs(t *testing.T) {
 	p.ServeHTTP(rec, httptest.NewRequest("GET", "/status", nil))
 	body := rec.Body.String()
 	for _, want := range []string{
-		`Unverified<b id="hour-unverified" data-count="1">`,
+		`Not present<b id="hour-not-present" data-count="1">`,
+		`Unverified<b id="hour-unverified" data-count="0">`,
+		`<tr class="refusal" data-outcome="not-present" data-reason="unsigned" data-count="1">`,
+		`<tr class="reason" data-outcome="not-present" data-reason="unsigned" data-count="1">`,
 		`data-uid="agent-0123456789abcdef01234567"><td><b class="uid">agent-0123456789abcdef01234567</b><br>` + svcAgent + `</td>`,
 		`data-id="https://bot.example" data-requests="1" data-verified="1" data-invalid="0"><td>https://bot.example</td>`,
+		`></span>not-present<`,
 		`></span>unverified<`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the page lacks %s", want)
 		}
 	}
-	if strings.Contains(strings.ToLower(body), "unsigned") {
-		t.Errorf("the page still says unsigned")
+	if strings.Contains(body, "Unsigned") || strings.Count(body, "unsigned") != 4 { // the two rows' attribute and cell
+		t.Errorf("the page says unsigned elsewhere than as a reason:\n%s", body)
 	}
 	if got := p.Snapshot().Agents; len(got) != 2 || got[0].UID == got[1].UID {
 		t.Errorf("agents %+v, want one with a uid", got)

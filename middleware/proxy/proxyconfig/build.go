@@ -188,6 +188,9 @@ func Build(ctx context.Context, cfg *Config, opts Options) (*Proxy, error) {
 		MaxIdleConnsPerHost: cfg.UpstreamMaxIdle,
 		AgentCard:           p.keys.AgentName, // agent_name, agent_purpose in the access log
 	}
+	if p.status != nil { // refusals before verification, on the status page
+		pc.OnRefuse = func(res *middleware.Result) { p.status.ObserveRefusal(res.Outcome, res.Err.Code) }
+	}
 	if reg != nil {
 		pc.Metrics = reg
 	}
@@ -245,10 +248,14 @@ func (p *Proxy) newGate(r Rules, limits Limits) (*rules.Gate, error) {
 	}
 	var onRefuse func(*http.Request, *middleware.Result, *middleware.Error, int)
 	if p.status != nil {
-		onRefuse = func(_ *http.Request, _ *middleware.Result, e *middleware.Error, _ int) {
-			if e.Code == middleware.CodeForbidden || e.Code == middleware.CodeRateLimited {
-				p.status.ObserveRefusal(e.Code) // the verifier's own refusals are counted by Observe
+		// The rules make every refusal (the verifier runs in Observe
+		// mode): each is counted here, the verifier's outcomes by Observe.
+		onRefuse = func(_ *http.Request, res *middleware.Result, e *middleware.Error, _ int) {
+			o := e.Outcome()
+			if res != nil {
+				o = res.Outcome
 			}
+			p.status.ObserveRefusal(o, e.Code)
 		}
 	}
 	g, err := rules.New(rules.Config{Mode: r.Mode, Routes: r.Routes, Allow: r.Allow, Deny: r.Deny, DenyCards: r.DenyCards,
@@ -293,6 +300,9 @@ func (p *Proxy) Middleware(next http.Handler) http.Handler {
 		if p.gate.Load() != nil {
 			if err := middleware.CheckPath(r.URL); err != nil {
 				p.verifier.WriteError(w, r, err)
+				if p.status != nil {
+					p.status.ObserveRefusal(err.Outcome(), err.Code)
+				}
 				return
 			}
 		}
