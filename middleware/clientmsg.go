@@ -26,7 +26,7 @@ func ClientMessage(err error) string {
 // "agentid", the Caddy module's.
 var packagePrefixes = map[string]bool{
 	"agent": true, "agentid": true, "agentlimit": true, "asynclog": true, "caddyagentid": true, "clientaddr": true,
-	"envfile": true, "idcli": true, "keyfetch": true, "lru": true, "metrics": true,
+	"envfile": true, "telemetry": true, "idcli": true, "keyfetch": true, "lru": true, "metrics": true,
 	"middleware": true, "otelon": true, "pkcs11": true, "policy": true, "proxy": true, "proxyconfig": true, "ratelimit": true,
 	"redact": true, "redisstore": true, "refserver": true, "replaypg": true, "rules": true,
 	"signer": true, "status": true, "store": true, "suggest": true, "testenv": true,
