@@ -8,7 +8,10 @@ import (
 	"runtime/debug"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/middleware/metrics"
 )
 
 // handler is a route's handler: it writes the answer, or returns the error
@@ -19,12 +22,18 @@ type handler func(http.ResponseWriter, *http.Request) error
 
 // serve is h as the http.Handler of the route named route (the path
 // template, or metrics.Unmatched): the one place a request is answered
-// and accounted for. It runs h, writes the error h returns (writeError),
-// turns a panic into 500 internal, then writes the request's log line and,
-// with Metrics, counts the request by route, method and status.
+// and accounted for. It starts the request's server span, runs h, writes
+// the error h returns (writeError), turns a panic into 500 internal, then
+// ends the span, writes the request's log line and, with Metrics, counts
+// the request by route, method and status.
 func (s *Server) serve(route string, h handler) http.Handler {
+	spanRoute := route // http.route: none when no route matched
+	if route == metrics.Unmatched {
+		spanRoute = ""
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		r, tr := s.tel.Start(r, spanRoute)
 		sw := &middleware.StatusWriter{ResponseWriter: w}
 		var e *middleware.Error
 		if err := s.run(h, sw, r); err != nil {
@@ -36,6 +45,7 @@ func (s *Server) serve(route string, h handler) http.Handler {
 		if m := s.cfg.Metrics; m != nil {
 			m.ObserveRequest(route, r.Method, sw.Status)
 		}
+		tr.End(sw.Status, nil)
 		s.logRequest(r, sw, e, time.Since(start))
 	})
 }
@@ -93,8 +103,9 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) *middleware.E
 }
 
 // logRequest writes one line per request: method, path, status, host,
-// duration, bytes, and for an error its code (plus the internal cause for
-// a 5xx). Headers, signatures, keys and bodies are never logged.
+// duration, bytes, for an error its code (plus the internal cause for a
+// 5xx) and, under a span, its trace_id. Headers, signatures, keys and
+// bodies are never logged.
 func (s *Server) logRequest(r *http.Request, sw *middleware.StatusWriter, e *middleware.Error, d time.Duration) {
 	level := slog.LevelInfo
 	if sw.Status >= 500 {
@@ -103,7 +114,7 @@ func (s *Server) logRequest(r *http.Request, sw *middleware.StatusWriter, e *mid
 	if !s.log.Enabled(r.Context(), level) {
 		return // e.g. --log-level warn: no per-request cost beyond this
 	}
-	attrs := make([]slog.Attr, 0, 8)
+	attrs := make([]slog.Attr, 0, 9)
 	attrs = append(attrs,
 		slog.String("method", r.Method),
 		slog.String("path", r.URL.Path),
@@ -117,6 +128,9 @@ func (s *Server) logRequest(r *http.Request, sw *middleware.StatusWriter, e *mid
 		if sw.Status >= 500 && e.Err != nil {
 			attrs = append(attrs, slog.String("cause", e.Err.Error()))
 		}
+	}
+	if sc := trace.SpanContextFromContext(r.Context()); sc.HasTraceID() {
+		attrs = append(attrs, slog.String("trace_id", sc.TraceID().String()))
 	}
 	s.log.LogAttrs(r.Context(), level, "request", attrs...)
 }

@@ -9,10 +9,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/middleware/metrics"
 	"github.com/agentid/agentid/middleware/ratelimit"
 	"github.com/agentid/agentid/middleware/status"
+	"github.com/agentid/agentid/middleware/telemetry"
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/lru"
 	"golang.org/x/sync/singleflight"
@@ -76,6 +80,14 @@ type Config struct {
 	// Options.MetricsListen). If nil, nothing is counted. GET /metrics on
 	// the service host is 404 either way.
 	Metrics *metrics.Registry
+	// TracerProvider and MeterProvider give each request a server span and
+	// the metric http.server.request.duration (package
+	// middleware/telemetry), each verification its span and metric
+	// (middleware.Config), and the request's log line its trace_id. If nil,
+	// the global providers, which record nothing until the application
+	// sets them.
+	TracerProvider trace.TracerProvider
+	MeterProvider  metric.MeterProvider
 	// Status, if set, is fed every verification outcome of the server's
 	// verifiers and served at GET /status on the service host:
 	// verdicts per minute, top agents (their identities and request
@@ -180,6 +192,7 @@ type Server struct {
 
 	handler     http.Handler
 	whoamiRoute http.Handler // the router's handler of /whoami (routes sets it)
+	tel         *telemetry.Server
 }
 
 // New validates cfg and builds the server and its routes.
@@ -188,7 +201,8 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	s := &Server{cfg: cfg, db: cfg.DB, log: cfg.Logger}
+	s := &Server{cfg: cfg, db: cfg.DB, log: cfg.Logger,
+		tel: telemetry.New(telemetry.Config{TracerProvider: cfg.TracerProvider, MeterProvider: cfg.MeterProvider})}
 	s.service, _ = ParseHostname(cfg.Hostname)
 	s.agentSuffix = "." + s.service.Host
 	var observeKey func(bool)
@@ -219,7 +233,8 @@ func New(cfg Config) (*Server, error) {
 // clock, the replay store, the logger, the body cap and, with Metrics or
 // Status, the outcome hook that records every verification.
 func (s *Server) verifierConfig() middleware.Config {
-	c := middleware.Config{Authorities: []string{s.service.Host}, Now: s.cfg.Now, Replay: s.cfg.Replay, Logger: s.cfg.Logger, MaxBodyBytes: s.cfg.MaxBodyBytes}
+	c := middleware.Config{Authorities: []string{s.service.Host}, Now: s.cfg.Now, Replay: s.cfg.Replay, Logger: s.cfg.Logger, MaxBodyBytes: s.cfg.MaxBodyBytes,
+		TracerProvider: s.cfg.TracerProvider, MeterProvider: s.cfg.MeterProvider}
 	m, p := s.cfg.Metrics, s.cfg.Status
 	switch {
 	case m != nil && p != nil:

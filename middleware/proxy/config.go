@@ -6,6 +6,9 @@ import (
 	"net/netip"
 	"net/url"
 
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/agentid/agentid/middleware"
 )
 
@@ -75,8 +78,8 @@ type Config struct {
 	// (of the original request in forward-auth), status, duration_ms,
 	// outcome, verdict (Verdict), reason and code (the reason and error
 	// code of Decide's refusal, else the verifier's), agent, kid, uid,
-	// agent_name and agent_purpose (see AgentCard) and, when the upstream
-	// failed, upstream_error.
+	// agent_name and agent_purpose (see AgentCard), when the upstream
+	// failed, upstream_error and, under a span, trace_id.
 	AccessLog *slog.Logger
 	// Metrics, if set, counts answers.
 	Metrics Metrics
@@ -105,4 +108,11 @@ type Config struct {
 	// (*keyfetch.Fetcher).AgentCard answers it without I/O. It must be safe
 	// for concurrent use.
 	AgentCard func(keySetURL string) (name, purpose string)
+	// TracerProvider and MeterProvider, if set, give each request a
+	// server span and the metric http.server.request.duration (package
+	// middleware/telemetry), whose trace id the access log line then
+	// carries as trace_id. If nil, the global providers, which record
+	// nothing until the application sets them. The Verifier takes its own.
+	TracerProvider trace.TracerProvider
+	MeterProvider  metric.MeterProvider
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/middleware/clientaddr"
+	"github.com/agentid/agentid/middleware/telemetry"
 	"github.com/agentid/agentid/signer"
 )
 
@@ -40,18 +41,18 @@ const (
 var Fronts = []Front{FrontNginx, FrontTraefik, FrontCaddy}
 
 // forwardAuth answers one auth subrequest.
-func (h *Handler) forwardAuth(sw *middleware.StatusWriter, r *http.Request, start time.Time) {
+func (h *Handler) forwardAuth(sw *middleware.StatusWriter, r *http.Request, start time.Time, tr *telemetry.Request) {
 	if addr, ok := h.allowed(r.RemoteAddr); !ok {
 		err := middleware.Fail(middleware.CodeForbidden,
 			"this forward-auth endpoint answers only the proxy in front of it, and %s is not one of its addresses", addr)
 		h.refuse(sw, r, err)
-		h.observe(r, sw.Status, h.refusedBefore(r, err, false), nil, nil, start)
+		h.observe(r, sw.Status, h.refusedBefore(r, err, false), nil, nil, start, tr)
 		return
 	}
 	orig, err := originalRequest(r, h.cfg.ForwardAuth, h.fronts)
 	if err != nil {
 		h.refuse(sw, r, err)
-		h.observe(r, sw.Status, h.refusedBefore(r, err, false), nil, nil, start)
+		h.observe(r, sw.Status, h.refusedBefore(r, err, false), nil, nil, start, tr)
 		return
 	}
 	signed := h.cfg.Verifier.ParseChecked(orig)
@@ -61,7 +62,7 @@ func (h *Handler) forwardAuth(sw *middleware.StatusWriter, r *http.Request, star
 	}
 	if !res.Passed {
 		h.refuse(sw, orig, res.Err)
-		h.observe(orig, sw.Status, res, nil, nil, start)
+		h.observe(orig, sw.Status, res, nil, nil, start, tr)
 		return
 	}
 	if h.cfg.Decide != nil {
@@ -71,7 +72,7 @@ func (h *Handler) forwardAuth(sw *middleware.StatusWriter, r *http.Request, star
 				middleware.WriteError(c, orig, refusal)
 			}
 			h.writeRefusal(sw, c)
-			h.observe(orig, sw.Status, res, refusal, nil, start)
+			h.observe(orig, sw.Status, res, refusal, nil, start, tr)
 			return
 		}
 		for k, v := range c.header {
@@ -90,7 +91,7 @@ func (h *Handler) forwardAuth(sw *middleware.StatusWriter, r *http.Request, star
 	}
 	h.setAgentHeaders(sw.Header(), res)
 	sw.WriteHeader(http.StatusOK)
-	h.observe(orig, sw.Status, res, nil, nil, start)
+	h.observe(orig, sw.Status, res, nil, nil, start, tr)
 }
 
 // allowed reports whether a subrequest from remoteAddr may be answered, and

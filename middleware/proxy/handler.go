@@ -10,8 +10,11 @@ import (
 	"net/netip"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/middleware/clientaddr"
+	"github.com/agentid/agentid/middleware/telemetry"
 	"github.com/agentid/agentid/signer"
 )
 
@@ -23,6 +26,7 @@ type Handler struct {
 	from     []netip.Prefix
 	fronts   *clientaddr.Reader // X-Forwarded-For of the fronts in from
 	services []signer.ServiceURL
+	tel      *telemetry.Server
 }
 
 var loopback = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
@@ -32,7 +36,8 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Verifier == nil {
 		return nil, errors.New("proxy: Config.Verifier is required")
 	}
-	h := &Handler{cfg: cfg, route: "forward-auth", from: cfg.ForwardAuthFrom}
+	h := &Handler{cfg: cfg, route: "forward-auth", from: cfg.ForwardAuthFrom,
+		tel: telemetry.New(telemetry.Config{TracerProvider: cfg.TracerProvider, MeterProvider: cfg.MeterProvider})}
 	for _, s := range cfg.Services {
 		u, err := signer.ParseServiceURL(s)
 		if err != nil {
@@ -115,21 +120,24 @@ type requestState struct {
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	// Every path is the proxy's one route: "/" (as a catch-all pattern of
+	// http.ServeMux would be named).
+	r, tr := h.tel.Start(r, "/")
 	sw := &middleware.StatusWriter{ResponseWriter: w}
 	if h.cfg.ForwardAuth != "" {
-		h.forwardAuth(sw, r, start)
+		h.forwardAuth(sw, r, start, tr)
 		return
 	}
 	StripAgentHeaders(r.Header)
 	if err := middleware.CheckPath(r.URL); err != nil {
 		h.cfg.Verifier.WriteError(sw, r, err)
-		h.observe(r, sw.Status, h.refusedBefore(r, err, false), nil, nil, start)
+		h.observe(r, sw.Status, h.refusedBefore(r, err, false), nil, nil, start, tr)
 		return
 	}
 	res := h.cfg.Verifier.Check(r)
 	if !res.Passed {
 		h.cfg.Verifier.WriteError(sw, r, res.Err)
-		h.observe(r, sw.Status, res, nil, nil, start)
+		h.observe(r, sw.Status, res, nil, nil, start, tr)
 		return
 	}
 	if h.cfg.Decide != nil {
@@ -137,13 +145,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if sw.Status == 0 { // a Decide that wrote nothing still refuses
 				middleware.WriteError(sw, r, refusal)
 			}
-			h.observe(r, sw.Status, res, refusal, nil, start)
+			h.observe(r, sw.Status, res, refusal, nil, start, tr)
 			return
 		}
 	}
 	st := &requestState{res: res}
 	h.proxy.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), stateKey{}, st)))
-	h.observe(r, sw.Status, res, nil, st.upstreamErr, start)
+	h.observe(r, sw.Status, res, nil, st.upstreamErr, start, tr)
 }
 
 // refusedBefore is the Result of a request refused (or, passed, let
@@ -157,13 +165,14 @@ func (h *Handler) refusedBefore(r *http.Request, err *middleware.Error, passed b
 	return res
 }
 
-// observe counts and logs one answer; r is the original request (in
-// forward-auth, once rebuilt), refusal the error of Config.Decide's
-// refusal (nil if none).
-func (h *Handler) observe(r *http.Request, status int, res *middleware.Result, refusal *middleware.Error, upstreamErr error, start time.Time) {
+// observe counts and logs one answer and ends its span tr; r is the
+// original request (in forward-auth, once rebuilt), refusal the error of
+// Config.Decide's refusal (nil if none).
+func (h *Handler) observe(r *http.Request, status int, res *middleware.Result, refusal *middleware.Error, upstreamErr error, start time.Time, tr *telemetry.Request) {
 	if status == 0 {
 		status = http.StatusOK
 	}
+	tr.End(status, res)
 	if m := h.cfg.Metrics; m != nil {
 		m.ObserveRequest(h.route, r.Method, status)
 	}
@@ -200,6 +209,9 @@ func (h *Handler) observe(r *http.Request, status int, res *middleware.Result, r
 		}
 		if upstreamErr != nil {
 			attrs = append(attrs, slog.String("upstream_error", upstreamErr.Error()))
+		}
+		if sc := trace.SpanContextFromContext(r.Context()); sc.HasTraceID() {
+			attrs = append(attrs, slog.String("trace_id", sc.TraceID().String()))
 		}
 		l.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
 	}
