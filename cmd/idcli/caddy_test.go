@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/signertest"
@@ -70,7 +71,7 @@ func startCaddySite(t *testing.T, block, host, upstream, auth string) string {
 // reaches the service with the agent's identity; the client's
 // X-Forwarded-* cannot change the verified method, path or host; no
 // X-Agent-* header of the client, in any spelling, reaches the service;
-// refusals reach the client as the proxy's JSON body with
+// refusals reach the client as the proxy's body with Signature-Error and
 // Accept-Signature, and with their own status (503 too).
 func TestProxyBehindCaddy(t *testing.T) {
 	t.Parallel()
@@ -119,7 +120,7 @@ func TestProxyBehindCaddy(t *testing.T) {
 			req.Host = host
 			copySignature(req.Header, public.Header)
 			forwarded(req.Header, "GET", host, "/"+mode+"/public")
-			checkNginxRefusal(t, "caddy: POST with X-Forwarded-* of a signed GET", req, http.StatusUnauthorized, "invalid_signature")
+			checkNginxRefusal(t, "caddy: POST with X-Forwarded-* of a signed GET", req, http.StatusUnauthorized, "invalid_signature", "error=invalid_signature")
 			if n := len(up.got(path)); n != 0 {
 				t.Errorf("the service saw %d requests at %s, want none", n, path)
 			}
@@ -133,7 +134,17 @@ func TestProxyBehindCaddy(t *testing.T) {
 			req.Host = host
 			copySignature(req.Header, other.Header)
 			forwarded(req.Header, "GET", "other.example.com", path)
-			checkNginxRefusal(t, "caddy: X-Forwarded-Host of another host", req, http.StatusUnauthorized, "invalid_signature")
+			checkNginxRefusal(t, "caddy: X-Forwarded-Host of another host", req, http.StatusUnauthorized, "invalid_signature", "error=invalid_signature")
+
+			// A refusal passes through forward_auth as the endpoint wrote
+			// it: Signature-Error clock_skew, Accept-Signature, Vary and,
+			// when asked for, Problem Details.
+			path = "/" + mode + "/ahead"
+			ahead := signer.Options{Components: full.Components, Created: time.Now().Add(5 * time.Minute)}
+			checkNginxRefusal(t, "caddy: created ahead", get(path, ahead), http.StatusUnauthorized, "signature_not_yet_valid", "error=clock_skew")
+			req = get(path, ahead)
+			req.Header.Set("Accept", "application/problem+json")
+			checkNginxRefusal(t, "caddy: created ahead, Problem Details", req, http.StatusUnauthorized, "signature_not_yet_valid", "error=clock_skew")
 
 			// X-Agent-* headers from the client, in any spelling: removed
 			// by the snippet's request_header (dash spellings), or refused
@@ -144,7 +155,7 @@ func TestProxyBehindCaddy(t *testing.T) {
 				req := get(path, signer.Options{})
 				req.Header[name] = []string{"agent-ffffffffffffffffffffffff"}
 				if strings.Contains(name, "_") {
-					checkNginxRefusal(t, "caddy: "+name, req, http.StatusForbidden, "forbidden")
+					checkNginxRefusal(t, "caddy: "+name, req, http.StatusForbidden, "forbidden", "")
 					if n := len(up.got(path)); n != 0 {
 						t.Errorf("%s: the service saw %d requests, want none", name, n)
 					}
@@ -165,7 +176,7 @@ func TestProxyBehindCaddy(t *testing.T) {
 			req = signedGet(t, "http://"+host+path, key, "http://"+uid+".localhost:"+freePort(t), full)
 			req.URL, _ = req.URL.Parse(base + path)
 			req.Host = host
-			checkNginxRefusal(t, "caddy: key set not fetched", req, http.StatusServiceUnavailable, "key_fetch_failed")
+			checkNginxRefusal(t, "caddy: key set not fetched", req, http.StatusServiceUnavailable, "key_fetch_failed", "")
 			if n := len(up.got(path)); n != 0 {
 				t.Errorf("key set not fetched: the service saw %d requests, want none", n)
 			}
@@ -176,7 +187,7 @@ func TestProxyBehindCaddy(t *testing.T) {
 			req, _ = http.NewRequest(http.MethodGet, base+path, nil)
 			req.Host = host
 			if mode == "required" {
-				checkNginxRefusal(t, "caddy: unsigned", req, http.StatusUnauthorized, "missing_signature")
+				checkNginxRefusal(t, "caddy: unsigned", req, http.StatusUnauthorized, "missing_signature", "error=invalid_signature")
 				if n := len(up.got(path)); n != 0 {
 					t.Errorf("unsigned: the service saw %d requests, want none", n)
 				}

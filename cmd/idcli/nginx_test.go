@@ -122,8 +122,8 @@ func runListening(t *testing.T, name string, cmd *exec.Cmd, stop os.Signal, addr
 // agent's identity; the client's X-Forwarded-* cannot change the verified
 // method, path or host; no X-Agent-* header of the client, in any
 // spelling, reaches the service; refusals reach the client as the proxy's
-// JSON body with Accept-Signature; the proxy logs the original method and
-// path.
+// body (JSON, or Problem Details when asked for) with Signature-Error,
+// Accept-Signature and Vary; the proxy logs the original method and path.
 func TestProxyBehindNginx(t *testing.T) {
 	t.Parallel()
 	blocks := docBlocks(t, "docs/proxy.md", "nginx")
@@ -177,7 +177,7 @@ func TestProxyBehindNginx(t *testing.T) {
 			req.Host = host
 			copySignature(req.Header, public.Header)
 			forwarded(req.Header, "GET", host, "/"+mode+"/public")
-			checkNginxRefusal(t, "POST with X-Forwarded-* of a signed GET", req, http.StatusUnauthorized, "invalid_signature")
+			checkNginxRefusal(t, "POST with X-Forwarded-* of a signed GET", req, http.StatusUnauthorized, "invalid_signature", "error=invalid_signature")
 			if n := len(up.got(path)); n != 0 {
 				t.Errorf("the service saw %d requests at %s, want none", n, path)
 			}
@@ -190,7 +190,22 @@ func TestProxyBehindNginx(t *testing.T) {
 			copySignature(req.Header, signed.Header)
 			req.Host = "other.example"
 			forwarded(req.Header, "GET", host, path)
-			checkNginxRefusal(t, "another Host with X-Forwarded-Host", req, http.StatusUnauthorized, "invalid_signature")
+			checkNginxRefusal(t, "another Host with X-Forwarded-Host", req, http.StatusUnauthorized, "invalid_signature", "error=invalid_signature")
+
+			// What an agent acts on reaches it through nginx: a signature
+			// created ahead of the verifier's clock is refused with
+			// Signature-Error clock_skew and Accept-Signature, its body in
+			// Problem Details when asked for (one Content-Type, whatever
+			// the path's extension).
+			path = "/" + mode + "/ahead.html"
+			req = get(path, signer.Options{Components: full.Components, Created: time.Now().Add(5 * time.Minute)})
+			checkNginxRefusal(t, "created ahead", req, http.StatusUnauthorized, "signature_not_yet_valid", "error=clock_skew")
+			req = get(path, signer.Options{Components: full.Components, Created: time.Now().Add(5 * time.Minute)})
+			req.Header.Set("Accept", "application/problem+json")
+			checkNginxRefusal(t, "created ahead, Problem Details", req, http.StatusUnauthorized, "signature_not_yet_valid", "error=clock_skew")
+			if n := len(up.got(path)); n != 0 {
+				t.Errorf("the service saw %d requests at %s, want none", n, path)
+			}
 
 			// Refusals whose status auth_request would turn into 500 reach
 			// the client with their own status: a signature for a host
@@ -200,12 +215,17 @@ func TestProxyBehindNginx(t *testing.T) {
 			req = signedGet(t, "http://evil.example"+path, key, origin, full)
 			req.URL, _ = req.URL.Parse(base + path)
 			req.Host = "evil.example"
-			checkNginxRefusal(t, "signed for a host not served", req, http.StatusMisdirectedRequest, "misdirected_request")
+			checkNginxRefusal(t, "signed for a host not served", req, http.StatusMisdirectedRequest, "misdirected_request", "")
+			req = signedGet(t, "http://evil.example"+path, key, origin, full)
+			req.URL, _ = req.URL.Parse(base + path)
+			req.Host = "evil.example"
+			req.Header.Set("Accept", "application/problem+json")
+			checkNginxRefusal(t, "signed for a host not served, Problem Details", req, http.StatusMisdirectedRequest, "misdirected_request", "")
 			path = "/" + mode + "/down"
 			req = signedGet(t, "http://"+host+path, key, "http://"+uid+".localhost:"+freePort(t), full)
 			req.URL, _ = req.URL.Parse(base + path)
 			req.Host = host
-			checkNginxRefusal(t, "key set not fetched", req, http.StatusServiceUnavailable, "key_fetch_failed")
+			checkNginxRefusal(t, "key set not fetched", req, http.StatusServiceUnavailable, "key_fetch_failed", "")
 			for _, p := range []string{"/" + mode + "/evil", path} {
 				if n := len(up.got(p)); n != 0 {
 					t.Errorf("the service saw %d requests at %s, want none", n, p)
@@ -229,7 +249,7 @@ func TestProxyBehindNginx(t *testing.T) {
 					}
 					continue
 				}
-				checkNginxRefusal(t, name, req, http.StatusForbidden, "forbidden")
+				checkNginxRefusal(t, name, req, http.StatusForbidden, "forbidden", "")
 				if n := len(up.got(path)); n != 0 {
 					t.Errorf("%s: the service saw %d requests, want none", name, n)
 				}
@@ -240,7 +260,7 @@ func TestProxyBehindNginx(t *testing.T) {
 			path = "/" + mode + "/unsigned"
 			req, _ = http.NewRequest(http.MethodGet, base+path, nil)
 			if mode == "required" {
-				checkNginxRefusal(t, "unsigned", req, http.StatusUnauthorized, "missing_signature")
+				checkNginxRefusal(t, "unsigned", req, http.StatusUnauthorized, "missing_signature", "error=invalid_signature")
 				if n := len(up.got(path)); n != 0 {
 					t.Errorf("unsigned: the service saw %d requests, want none", n)
 				}
@@ -298,22 +318,45 @@ func nginxSend(t *testing.T, req *http.Request) (*http.Response, string) {
 }
 
 // checkNginxRefusal sends req through nginx and wants the proxy's refusal:
-// status, the JSON error body with code, and Accept-Signature exactly when
-// the status is 401 or 403.
-func checkNginxRefusal(t *testing.T, what string, req *http.Request, status int, code string) {
+// status, the error body with code (Problem Details when req's Accept asks
+// for application/problem+json, else JSON) under one Content-Type, the
+// Signature-Error field sig ("" for none), Vary: Accept, and
+// Accept-Signature exactly when the status is 401 or 403.
+func checkNginxRefusal(t *testing.T, what string, req *http.Request, status int, code, sig string) {
 	t.Helper()
 	resp, body := nginxSend(t, req)
+	ct, want := "application/json", ""
 	var e struct {
 		Error struct {
 			Status int
 			Code   string
 		} `json:"error"`
+		Type   string
+		Status int
+		Code   string
 	}
-	if err := json.Unmarshal([]byte(body), &e); err != nil || resp.StatusCode != status || e.Error.Code != code || e.Error.Status != status {
-		t.Errorf("%s through nginx: %d %q, want %d with the JSON error %q", what, resp.StatusCode, body, status, code)
+	err := json.Unmarshal([]byte(body), &e)
+	if strings.Contains(req.Header.Get("Accept"), "application/problem+json") {
+		// Problem Details: the draft's type for a Signature-Error, else
+		// about:blank; our code as a member.
+		ct, want = "application/problem+json", "about:blank"
+		if sig != "" {
+			code, _, _ := strings.Cut(strings.TrimPrefix(sig, "error="), ",")
+			want = "urn:ietf:params:sig-error:" + code
+		}
+		e.Error.Status, e.Error.Code = e.Status, e.Code
 	}
-	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
-		t.Errorf("%s through nginx: Content-Type %q, want application/json", what, ct)
+	if err != nil || resp.StatusCode != status || e.Error.Code != code || e.Error.Status != status || e.Type != want {
+		t.Errorf("%s through nginx: %d %q, want %d with the error %q (type %q)", what, resp.StatusCode, body, status, code, want)
+	}
+	if got := resp.Header.Values("Content-Type"); len(got) != 1 || got[0] != ct {
+		t.Errorf("%s through nginx: Content-Type %q, want %s", what, got, ct)
+	}
+	if got := resp.Header.Values("Signature-Error"); strings.Join(got, "\n") != sig {
+		t.Errorf("%s through nginx: Signature-Error %q, want %q", what, got, sig)
+	}
+	if got := resp.Header.Values("Vary"); len(got) != 1 || got[0] != "Accept" {
+		t.Errorf("%s through nginx: Vary %q, want Accept", what, got)
 	}
 	as := resp.Header.Get("Accept-Signature")
 	if challenge := status == http.StatusUnauthorized || status == http.StatusForbidden; challenge && as == "" {
