@@ -110,6 +110,21 @@ func newReq(t *testing.T, method, u string, body io.Reader) *http.Request {
 	return r
 }
 
+// throughProxy serves our reverse proxy, verifying with v, in front of up.
+func throughProxy(t *testing.T, v *middleware.Verifier, up http.Handler) (*httptest.Server, *counted) {
+	t.Helper()
+	upSrv := httptest.NewServer(up)
+	t.Cleanup(upSrv.Close)
+	upURL, _ := url.Parse(upSrv.URL)
+	h, err := proxy.New(proxy.Config{Verifier: v, Upstream: upURL, Services: []string{retryService}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return serve(t, h)
+}
+
+var okHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") })
+
 // TestTransportRetryThroughProxy: a required route whose verifier needs
 // @path and content-digest passes on the first call of a Transport that
 // signs only the default profile: the proxy's refusal names them, and the
@@ -117,19 +132,12 @@ func newReq(t *testing.T, method, u string, body io.Reader) *http.Request {
 func TestTransportRetryThroughProxy(t *testing.T) {
 	t.Parallel()
 	var upBody atomic.Value
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	v := retryVerifier(t, func(c *middleware.Config) { c.RequiredComponents = []string{"@path", "content-digest"} })
+	px, seen := throughProxy(t, v, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		upBody.Store(string(b))
 		fmt.Fprint(w, "ok")
 	}))
-	t.Cleanup(up.Close)
-	upURL, _ := url.Parse(up.URL)
-	v := retryVerifier(t, func(c *middleware.Config) { c.RequiredComponents = []string{"@path", "content-digest"} })
-	h, err := proxy.New(proxy.Config{Verifier: v, Upstream: upURL, Services: []string{retryService}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	px, seen := serve(t, h)
 
 	// Without the retry the route refuses: the test can fail.
 	resp, _ := do(t, retryTransport(func(tr *signer.Transport) { tr.NoRetry = true }),
@@ -157,56 +165,38 @@ func TestTransportRetryThroughProxy(t *testing.T) {
 	}
 }
 
-// skewServer answers as a server whose clock is now: its Date, and the
-// verifier v on the same clock. A refusal for a created in the
-// verifier's future gets Signature-Error: error=clock_skew, which the
-// middleware does not send itself (yet).
-func skewServer(t *testing.T, v *middleware.Verifier, now func() time.Time) (*httptest.Server, *counted) {
-	t.Helper()
-	return serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Date", now().UTC().Format(http.TimeFormat))
-		res := v.Check(r)
-		if !res.Passed {
-			if res.Err.Code == middleware.CodeNotYetValid {
-				w.Header().Set("Signature-Error", "error=clock_skew")
-			}
-			v.WriteError(w, r, res.Err)
-			return
-		}
-		fmt.Fprint(w, "ok")
-	}))
-}
-
-// TestTransportWaitsOutClockSkew: through a verifier 30 s behind the
-// agent's clock, the call passes: it waits the 30 s read from Date (on
-// the test's clock) and sends the same created again.
+// TestTransportWaitsOutClockSkew: through our proxy, whose verifier's
+// clock is 30 s behind the agent's, the first call passes: the proxy's
+// refusal carries Signature-Error: error=clock_skew and Date (its
+// verifier's clock), the Transport waits the 30 s between that Date and
+// its created (on the test's clock) and sends the same created again.
 func TestTransportWaitsOutClockSkew(t *testing.T) {
 	t.Parallel()
 	clock := signertest.NewClock(time.Unix(1_900_000_000, 250e6))
 	v := retryVerifier(t, func(c *middleware.Config) { c.Now = clock.Now; c.Skew = 5 * time.Second })
+	ahead := func() time.Time { return clock.Now().Add(30 * time.Second) }
 
-	// What the verifier answers for a created 30 s in its future.
-	req := newReq(t, http.MethodGet, "http://api.example/x", nil)
-	if err := signer.Sign(req, retryKey, signer.Options{SignatureAgent: retryOrigin, Created: clock.Now().Add(30 * time.Second)}); err != nil {
-		t.Fatal(err)
-	}
-	rec := httptest.NewRecorder()
-	v.Middleware(http.NotFoundHandler()).ServeHTTP(rec, req)
-	if rec.Code != http.StatusUnauthorized || !strings.Contains(rec.Body.String(), string(middleware.CodeNotYetValid)) {
-		t.Fatalf("the verifier answers %d %s for a created in its future", rec.Code, rec.Body)
+	// What the proxy answers for a created 30 s in its verifier's future.
+	px, _ := throughProxy(t, v, okHandler)
+	resp, _ := do(t, retryTransport(func(tr *signer.Transport) { tr.Options.Now, tr.NoRetry = ahead, true }),
+		newReq(t, http.MethodGet, px.URL+"/x", nil))
+	if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("Signature-Error") != "error=clock_skew" ||
+		resp.Header.Get("Date") != clock.Now().UTC().Format(http.TimeFormat) {
+		t.Fatalf("the proxy answers %s, Signature-Error %q, Date %q for a created in its future, want 401 clock_skew at %s",
+			resp.Status, resp.Header.Get("Signature-Error"), resp.Header.Get("Date"), clock.Now().UTC().Format(http.TimeFormat))
 	}
 
-	srv, seen := skewServer(t, v, clock.Now)
+	px, seen := throughProxy(t, v, okHandler)
 	var slept []time.Duration
 	tr := retryTransport(func(tr *signer.Transport) {
-		tr.Options.Now = func() time.Time { return clock.Now().Add(30 * time.Second) }
+		tr.Options.Now = ahead
 		tr.Sleep = func(ctx context.Context, d time.Duration) error {
 			slept = append(slept, d)
 			clock.Advance(d)
 			return nil
 		}
 	})
-	resp, body := do(t, tr, newReq(t, http.MethodGet, srv.URL+"/x", nil))
+	resp, body := do(t, tr, newReq(t, http.MethodGet, px.URL+"/x", nil))
 	if resp.StatusCode != http.StatusOK || body != "ok" {
 		t.Fatalf("%s %q, want 200 ok", resp.Status, body)
 	}
@@ -214,7 +204,7 @@ func TestTransportWaitsOutClockSkew(t *testing.T) {
 		t.Errorf("slept %v, want [30s]", slept)
 	}
 	if n := seen.n.Load(); n != 2 {
-		t.Errorf("the server saw %d requests, want 2", n)
+		t.Errorf("the proxy saw %d requests, want 2", n)
 	}
 	first, second := seen.header(0).Get("Signature-Input"), seen.header(1).Get("Signature-Input")
 	created := func(in string) string {
@@ -231,12 +221,12 @@ func TestTransportWaitsOutClockSkew(t *testing.T) {
 }
 
 // TestTransportWaitsOutClockSkewRealTime: the same with a real wait, a
-// verifier a little over a second behind.
+// verifier (the middleware) a little over a second behind.
 func TestTransportWaitsOutClockSkewRealTime(t *testing.T) {
 	t.Parallel()
 	behind := func() time.Time { return time.Now().Add(-1500 * time.Millisecond) }
 	v := retryVerifier(t, func(c *middleware.Config) { c.Now = behind; c.Skew = -1 })
-	srv, seen := skewServer(t, v, behind)
+	srv, seen := serve(t, v.Middleware(okHandler))
 	start := time.Now()
 	resp, body := do(t, retryTransport(nil), newReq(t, http.MethodGet, srv.URL+"/x", nil))
 	if resp.StatusCode != http.StatusOK || body != "ok" {
@@ -268,7 +258,8 @@ func acceptSig(v string) http.Header { return http.Header{"Accept-Signature": {v
 
 // TestTransportRetriesOnlyOnce: a server that always challenges, each time
 // for something new, sees exactly two requests; so does one that always
-// answers clock_skew.
+// answers clock_skew (a hostile server: a verifier accepts the created
+// it refused once its clock has reached it).
 func TestTransportRetriesOnlyOnce(t *testing.T) {
 	t.Parallel()
 	h, _ := challenger(func(n int32) http.Header {
@@ -395,14 +386,16 @@ func TestTransportRetryConditions(t *testing.T) {
 	}
 }
 
-// TestTransportSkewWaitHonoursContext: a cancelled call ends the wait at
-// once, and a deadline before the wait's end means no wait at all.
+// TestTransportSkewWaitHonoursContext: through a verifier 50 s behind, a
+// cancelled call ends the wait at once, and a deadline before the wait's
+// end means no wait at all.
 func TestTransportSkewWaitHonoursContext(t *testing.T) {
 	t.Parallel()
-	h, _ := challenger(func(int32) http.Header {
-		return http.Header{"Signature-Error": {"error=clock_skew"}, "Date": {time.Now().Add(-50 * time.Second).UTC().Format(http.TimeFormat)}}
+	v := retryVerifier(t, func(c *middleware.Config) {
+		c.Now = func() time.Time { return time.Now().Add(-50 * time.Second) }
+		c.Skew = -1
 	})
-	srv, seen := serve(t, h)
+	srv, seen := serve(t, v.Middleware(okHandler))
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(100*time.Millisecond, cancel)
 	start := time.Now()
