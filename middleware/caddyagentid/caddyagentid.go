@@ -229,7 +229,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		}
 		h.services = append(h.services, u)
 	}
-	opts := proxyconfig.Options{Embedded: true, Reloadable: true, Logger: ctx.Slogger()}
+	opts := proxyconfig.Options{Embedded: true, Reloadable: true, Logger: ctx.Slogger(), OnResult: h.setPlaceholders}
 	if cfg.RedisURL == "" {
 		v, _, err := memoryReplay.LoadOrNew(memoryReplayKey, func() (caddy.Destructor, error) {
 			return pooledReplay{middleware.NewMemoryReplayStore()}, nil
@@ -279,6 +279,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	st := &passState{r: r, next: next}
 	vr := verifiedRequest(r)
 	h.chain.ServeHTTP(w, vr.WithContext(context.WithValue(vr.Context(), passKey{}, st)))
+	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
+		if _, set := repl.Get("http.agentid.outcome"); !set {
+			// Refused before verification: the path is not normal.
+			if err := middleware.CheckPath(vr.URL); err != nil {
+				placeholders(repl, &middleware.Result{Outcome: err.Outcome(), Reason: err.Code.Reason(), Err: err}, "")
+			}
+		}
+	}
 	return st.err
 }
 
@@ -292,9 +300,6 @@ func (h *Handler) pass(w http.ResponseWriter, vr *http.Request) {
 	r.Body = vr.Body
 	stripClient(r)
 	proxy.SetAgentHeaders(r.Header, &res, h.services)
-	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
-		setPlaceholders(repl, &res, r.Header.Get(proxy.HeaderUID))
-	}
 	st.err = st.next.ServeHTTP(w, r)
 }
 
@@ -312,19 +317,50 @@ func verifiedRequest(r *http.Request) *http.Request {
 	return &c
 }
 
-// setPlaceholders makes the outcome available to the rest of the site as
-// {http.agentid.verdict}, {http.agentid.id}, {http.agentid.key_id},
-// {http.agentid.uid} (uid as in X-Agent-Uid) and {http.agentid.reason}.
-func setPlaceholders(repl *caddy.Replacer, res *middleware.Result, uid string) {
-	repl.Set("http.agentid.verdict", proxy.Verdict(res.Outcome))
+// setPlaceholders is the verifier's OnResult hook: it makes every
+// request's outcome, whatever the mode and whether the rules then let it
+// through, available to the rest of the site (routes, matchers, log,
+// header) as placeholders in the request's Replacer (docs/caddy.md).
+func (h *Handler) setPlaceholders(res middleware.Result) {
+	repl, ok := res.Request.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	if !ok {
+		return
+	}
+	uid := ""
+	if res.Outcome == middleware.OutcomeVerified && len(h.services) > 0 {
+		// The uid X-Agent-Uid would carry: an agent of agentid_services.
+		hd := make(http.Header, 4)
+		proxy.SetAgentHeaders(hd, &res, h.services)
+		uid = hd.Get(proxy.HeaderUID)
+	}
+	placeholders(repl, &res, uid)
+}
+
+// placeholders sets {http.agentid.outcome} and {http.agentid.reason}
+// (docs/outcomes.md; reason "verified" when verified), and for a verified
+// request {http.agentid.agent}, {http.agentid.keyid} and
+// {http.agentid.uid} (empty otherwise, so a matcher never reads another
+// request's or a client's value); and the older names
+// {http.agentid.verdict} (proxy.Verdict), {http.agentid.id} and
+// {http.agentid.key_id}. Every value is the verifier's: an outcome and a
+// reason of fixed sets, a verified identity and keyid.
+func placeholders(repl *caddy.Replacer, res *middleware.Result, uid string) {
+	reason := res.Reason
+	if reason == "" && res.Err != nil {
+		reason = res.Err.Code.Reason()
+	}
+	agent, keyID := "", ""
 	if res.Outcome == middleware.OutcomeVerified {
-		repl.Set("http.agentid.id", res.Agent.ID)
-		repl.Set("http.agentid.key_id", res.Agent.KeyID)
-		repl.Set("http.agentid.uid", uid)
+		agent, keyID = res.Agent.ID, res.Agent.KeyID
 	}
-	if res.Err != nil {
-		repl.Set("http.agentid.reason", string(res.Err.Code))
-	}
+	repl.Set("http.agentid.outcome", string(res.Outcome))
+	repl.Set("http.agentid.reason", reason)
+	repl.Set("http.agentid.agent", agent)
+	repl.Set("http.agentid.keyid", keyID)
+	repl.Set("http.agentid.uid", uid)
+	repl.Set("http.agentid.verdict", proxy.Verdict(res.Outcome))
+	repl.Set("http.agentid.id", agent)
+	repl.Set("http.agentid.key_id", keyID)
 }
 
 // Interface guards.

@@ -55,6 +55,11 @@ type Options struct {
 	// the proxy on each reload of its configuration passes one store, so
 	// that no reload forgets the nonces already seen.
 	Replay middleware.ReplayStore
+	// OnResult, if set, is told every verification's outcome after the
+	// proxy's own hooks (metrics, status page), as the verifier's
+	// Config.OnResult: an embedding server reads res.Request's context
+	// (the Caddy module sets its placeholders from it).
+	OnResult func(res middleware.Result)
 }
 
 // Proxy is a configuration built: the verifier, the rules and the proxy
@@ -160,6 +165,10 @@ func Build(ctx context.Context, cfg *Config, opts Options) (*Proxy, error) {
 		p.metrics = http.NewServeMux()
 		p.metrics.Handle("/metrics", reg.Handler())
 		p.metrics.Handle("/status", p.status)
+	}
+	if f := opts.OnResult; f != nil {
+		own := vc.OnResult
+		vc.OnResult = func(r middleware.Result) { own(r); f(r) }
 	}
 	gated := opts.Reloadable || plan.Rules.Active()
 	if gated {
