@@ -101,3 +101,7 @@ func trustFlagWords(err error) string {
 	msg := strings.TrimPrefix(err.Error(), "keyfetch: invalid config: ")
 	return strings.ReplaceAll(msg, "TrustedHosts entry ", "--trust ")
 }
+
+// flagWords rewrites keyfetch's names of its settings, in the messages of
+// a refused fetch, into the flags that set them.
+var flagWords = strings.NewReplacer("AllowHTTP is off", "no --allow-http", "AllowPrivateNetworks is off", "no --allow-private")

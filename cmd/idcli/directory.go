@@ -68,6 +68,9 @@ func newDirectoryCheckCmd(env *cliEnv) *ffcli.Command {
 				// Refused before any I/O (scheme or host).
 				r = &keyfetch.Report{URL: set.URL, Kind: set.Kind, WellKnown: set.WellKnown, Problems: []string{cerr.Error()}}
 			}
+			for i, p := range r.Problems {
+				r.Problems[i] = flagWords.Replace(p)
+			}
 			hint := fetchHint(cerr)
 			if missing, _ := localDevFlags([]string{set.URL}, cerr, *allowHTTP, *allowPrivate); devRefusal(cerr) && len(missing) > 0 {
 				hint = set.URL + " is a local development key set: it needs " + missing.String() + "; run: " + rerunWith(env, missing)

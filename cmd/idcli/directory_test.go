@@ -234,8 +234,8 @@ func TestDirectoryCheck(t *testing.T) {
 			name:       "a local server without either flag: both named at once",
 			resp:       directoryResponse{header: goodDirectoryHeader(), body: good},
 			wantExit:   1,
-			wantOut:    []string{"http scheme refused", "signatures-directory is a local development key set: it needs --allow-http and --allow-private; run: idcli directory check http://127.0.0.1:", " --allow-http --allow-private\n"},
-			wantNotOut: []string{"add --allow"},
+			wantOut:    []string{"http scheme refused (no --allow-http)", "signatures-directory is a local development key set: it needs --allow-http and --allow-private; run: idcli directory check http://127.0.0.1:", " --allow-http --allow-private\n"},
+			wantNotOut: []string{"add --allow", "AllowHTTP"},
 		},
 	}
 	for _, tt := range tests {

@@ -385,7 +385,7 @@ func (tv *toolVerify) printAgent(a middleware.Agent) error {
 func (tv *toolVerify) printFailure(e *middleware.Error) {
 	detail := ""
 	if e.Err != nil {
-		detail = e.Err.Error()
+		detail = flagWords.Replace(e.Err.Error())
 	}
 	if tv.asJSON {
 		_ = writeJSON(tv.env.Stdout, verifyResult{Error: &verifyFailed{Code: string(e.Code), Status: e.Status(), Message: e.Message, Detail: detail}}, true)
