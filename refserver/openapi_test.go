@@ -246,3 +246,43 @@ func definedCodes(t *testing.T) map[middleware.Code]string {
 	}
 	return codes
 }
+
+// TestOpenAPIProblemTypes: the Problem schema's type enum is about:blank
+// and the URN of each Signature-Error code that docs/signature-agent.md's
+// table maps a code to (that table is checked against the code by
+// package middleware's tests), no more, no less.
+func TestOpenAPIProblemTypes(t *testing.T) {
+	api, err := os.ReadFile("../docs/openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, problem, ok := strings.Cut(string(api), "\n    Problem:\n")
+	if !ok {
+		t.Fatal("docs/openapi.yaml has no Problem schema")
+	}
+	got := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^ {12}- (about:blank|urn:\S+)$`).FindAllStringSubmatch(problem, -1) {
+		got[m[1]] = true
+	}
+	table, err := os.ReadFile("../docs/signature-agent.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{"about:blank": true}
+	for _, m := range regexp.MustCompile("(?m)^\\| `[a-z_]+` \\| `([a-z_]+)` \\| [0-9]{3} \\|").FindAllStringSubmatch(string(table), -1) {
+		want["urn:ietf:params:sig-error:"+m[1]] = true
+	}
+	if len(want) < 3 {
+		t.Fatalf("docs/signature-agent.md: found %d Signature-Error codes; the table changed?", len(want)-1)
+	}
+	for typ := range want {
+		if !got[typ] {
+			t.Errorf("docs/openapi.yaml: the Problem type enum lacks %s", typ)
+		}
+	}
+	for typ := range got {
+		if !want[typ] {
+			t.Errorf("docs/openapi.yaml: the Problem type enum has %s, which no code maps to", typ)
+		}
+	}
+}
