@@ -16,6 +16,7 @@ import (
 	"github.com/peterbourgon/ff/v3/ffcli"
 
 	"github.com/agentid/agentid/cmd/idcli/internal/accesslog"
+	"github.com/agentid/agentid/cmd/idcli/internal/otelsetup"
 	"github.com/agentid/agentid/middleware/proxy/proxyconfig"
 	"github.com/agentid/agentid/signer/redact"
 )
@@ -28,6 +29,9 @@ const (
 	// proxyReadHeaderTimeout bounds how long a client may take to send its
 	// request headers.
 	proxyReadHeaderTimeout = 10 * time.Second
+	// telemetryFlushTimeout bounds the export of the last spans and
+	// metrics at exit.
+	telemetryFlushTimeout = 5 * time.Second
 )
 
 const proxyUsage = "idcli proxy (--upstream URL | --forward-auth --front nginx|traefik|caddy [--forward-auth-from CIDR…]) --authority HOST… --trust PATTERN… [--agentid-service URL…] [--registry URL…] [--config FILE [--check]] [--listen ADDR] [--mode required|optional|observe] [--allow-http] [--allow-private] [--redis-url URL] [--metrics-listen ADDR] [--access-log stdout|stderr|off] [--refusal-status 401|403] [--profile deployed|strict-01] [--upstream-max-idle N] [--log-level info|debug|…] [--cache-key-sets N] [--cache-key-sets-on-probation N] [--cache-key-sets-per-site N|-1] [--cache-signature-agents N|-1] [--cache-expanded-keys N|-1]"
@@ -169,6 +173,11 @@ func newProxyCmd(env *cliEnv) *ffcli.Command {
 // runProxy builds the proxy of cfg, listens, prints the banner and serves
 // until ctx ends; with --config, SIGHUP reloads the file's rules.
 func runProxy(ctx context.Context, env *cliEnv, f proxyFlags, cfg *proxyconfig.Config) error {
+	stopTelemetry, err := startTelemetry(ctx, env, "agentid-proxy")
+	if err != nil {
+		return err
+	}
+	defer stopTelemetry()
 	p, err := proxyconfig.Build(ctx, cfg, proxyconfig.Options{
 		Stdout: env.Stdout, Stderr: env.Stderr,
 		AccessLogHandler: func(w io.Writer) slog.Handler {
@@ -212,6 +221,22 @@ func runProxy(ctx context.Context, env *cliEnv, f proxyFlags, cfg *proxyconfig.C
 		defer stop()
 	}
 	return serveUntilDone(ctx, servers, listeners)
+}
+
+// startTelemetry sets the OpenTelemetry providers from the OTEL_*
+// variables when an OTLP endpoint is set (package otelsetup; service is
+// the default service.name) and returns what flushes them, waiting up to
+// telemetryFlushTimeout.
+func startTelemetry(ctx context.Context, env *cliEnv, service string) (stop func(), err error) {
+	shutdown, err := otelsetup.Start(ctx, env.Getenv, service)
+	if err != nil {
+		return nil, err
+	}
+	return func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), telemetryFlushTimeout)
+		defer cancel()
+		shutdown(sctx)
+	}, nil
 }
 
 func newProxyServer(h http.Handler, logger *slog.Logger) *http.Server {

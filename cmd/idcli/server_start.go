@@ -157,6 +157,11 @@ func newServerStartCmd(env *cliEnv) *ffcli.Command {
 // (in-flight requests finish, up to 20 s).
 func serverStart(ctx context.Context, env *cliEnv, ro refserver.Options) error {
 	setServerGC(env)
+	stopTelemetry, err := startTelemetry(ctx, env, "agentid")
+	if err != nil {
+		return err
+	}
+	defer stopTelemetry()
 	in, err := refserver.Open(ctx, ro)
 	if err != nil {
 		return startError(ro, err)
