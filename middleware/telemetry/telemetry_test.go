@@ -94,7 +94,7 @@ func TestServerSpans(t *testing.T) {
 		"url.path": "/v1/things/42", "server.address": "api.example.com", "network.protocol.version": "1.1",
 		"agentid.outcome": "verified", "agentid.reason": "verified", "agentid.agent": origin, "agentid.keyid": key.KeyID(),
 		"agentid.uid": "agent-0123456789abcdef01234567"} {
-		if got := g[k].Emit(); got != want {
+		if got := g[k].String(); got != want {
 			t.Errorf("GET span: %s = %q, want %q", k, got, want)
 		}
 	}
@@ -102,14 +102,14 @@ func TestServerSpans(t *testing.T) {
 		t.Errorf("GET span: status code %v, span status %v", g["http.response.status_code"], get.Status())
 	}
 	p := attrs(post.Attributes())
-	if p["http.response.status_code"].AsInt64() != 401 || p["agentid.outcome"].Emit() != "not-present" || post.Status().Code != codes.Unset {
+	if p["http.response.status_code"].AsInt64() != 401 || p["agentid.outcome"].String() != "not-present" || post.Status().Code != codes.Unset {
 		t.Errorf("POST span (a 401): %v, status %v; want the status unset", p, post.Status())
 	}
 	if _, has := p["error.type"]; has {
 		t.Errorf("a 4xx server span has error.type")
 	}
 	o := attrs(other.Attributes())
-	if o["http.request.method"].Emit() != "_OTHER" || o["http.request.method_original"].Emit() != "BREW" || o["error.type"].Emit() != "503" || other.Status().Code != codes.Error {
+	if o["http.request.method"].String() != "_OTHER" || o["http.request.method_original"].String() != "BREW" || o["error.type"].String() != "503" || other.Status().Code != codes.Error {
 		t.Errorf("BREW span (a 503): %v, status %v", o, other.Status())
 	}
 	if _, has := o["http.route"]; has {
@@ -133,7 +133,7 @@ func TestServerSpans(t *testing.T) {
 				method, _ := dp.Attributes.Value("http.request.method")
 				status, _ := dp.Attributes.Value("http.response.status_code")
 				route, _ := dp.Attributes.Value("http.route")
-				counts[method.Emit()+" "+status.Emit()+" "+route.Emit()] += dp.Count
+				counts[method.String()+" "+status.String()+" "+route.String()] += dp.Count
 			}
 		}
 	}
