@@ -35,6 +35,8 @@ var cpuBenchRequests = flag.Int("cpubench.requests", 20000, "requests per run of
 
 var cpuBenchConns = flag.Int("cpubench.conns", 64, "keep-alive connections BenchmarkWhoamiServerCPU keeps busy")
 
+var cpuBenchOtel = flag.Bool("cpubench.otel", false, "BenchmarkProxyServerCPU: also run the same proxy exporting OpenTelemetry over OTLP/HTTP (every request sampled) to a sink in this process, interleaved with the untraced one")
+
 var cpuBenchMemory = flag.Bool("cpubench.memory", false, "BenchmarkWhoamiServerCPU: also run the same server with nonces in its memory (--replay-store memory), to show what the shared replay store costs")
 
 // BenchmarkWhoamiServerCPU measures the CPU a /whoami request costs the
@@ -257,12 +259,20 @@ func backendVerifyCPU(n int) time.Duration {
 // group when the benchmark ends.
 func startChild(b *testing.B, dir, label, addr, name string, args ...string) {
 	b.Helper()
+	startChildEnv(b, nil, dir, label, addr, name, args...)
+}
+
+// startChildEnv is startChild with env as the child's environment (nil:
+// this process's).
+func startChildEnv(b *testing.B, env []string, dir, label, addr, name string, args ...string) {
+	b.Helper()
 	log, err := os.Create(filepath.Join(dir, label+".log"))
 	if err != nil {
 		b.Fatal(err)
 	}
 	cmd := exec.Command(name, args...)
 	cmd.Dir = dir
+	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -365,10 +375,21 @@ func startVestauth(b *testing.B, bin, modules, dir string) (string, *agent.Crede
 // (proxy-µs/req, from /proc), one crypto/ed25519.Verify timed on this
 // goroutine's thread in the same run, their difference (beyond-verify-µs)
 // and the mean latency at that concurrency straight to the upstream and
-// through the proxy (direct-latency-µs, proxied-latency-µs). Run with -benchtime 1x: every iteration
-// sends cpubench.requests whatever b.N is.
+// through the proxy (direct-latency-µs, proxied-latency-µs). Run with
+// -benchtime 1x: every iteration sends cpubench.requests whatever b.N is.
 //
-//	go test -run '^$' -bench ProxyServerCPU -benchtime 1x -count 3 ./cmd/idcli
+// With -cpubench.otel the same binary also runs as two more proxies with
+// OpenTelemetry on (OTEL_EXPORTER_OTLP_ENDPOINT naming an OTLP/HTTP sink
+// in this process, OTEL_TRACES_SAMPLER=always_on, the SDK's defaults
+// otherwise): traces only (traced-proxy-µs/req) and traces and metrics
+// (otel-proxy-µs/req). Each gets the same load as the untraced proxy, the
+// three measured one after another in an order that turns every
+// iteration; traced-x-untraced and otel-x-untraced are their CPU per
+// request over the untraced proxy's, the export of every span included
+// (spans/req counts what the sink received; the sink's own CPU, this
+// process's, is not counted).
+//
+//	go test -run '^$' -bench ProxyServerCPU -benchtime 1x -count 3 ./cmd/idcli -args -cpubench.otel
 func BenchmarkProxyServerCPU(b *testing.B) {
 	bin := idcliBinary(b)
 	dir := b.TempDir()
@@ -381,19 +402,38 @@ func BenchmarkProxyServerCPU(b *testing.B) {
 	key := signertest.Key(94)
 	uid := clitest.Register(b, nil, srv.URL, key)
 	origin := srv.AgentOrigin(uid)
-	startProxy := func(label, bin string) (string, *proccpu.Probe) {
+	startProxy := func(label, bin string, env []string) (string, *proccpu.Probe) {
 		addr := "127.0.0.1:" + freePort(b)
-		startChild(b, dir, label, addr, bin, "proxy", "--listen", addr, "--upstream", upstream.URL,
+		startChildEnv(b, env, dir, label, addr, bin, "proxy", "--listen", addr, "--upstream", upstream.URL,
 			"--authority", addr, "--trust", "*.localhost:*", "--allow-http", "--allow-private")
 		return addr, listenerProbe(b, addr)
 	}
-	addr, probe := startProxy("proxy", bin)
+	// The proxies measured in every iteration, in an order that turns
+	// from one iteration to the next: this build's, untraced, first.
+	type side struct {
+		name  string // metric prefix: "" for the untraced proxy
+		addr  string
+		probe *proccpu.Probe
+		sink  *otlpSink // nil: no export
+	}
+	sides := []*side{{name: ""}}
+	sides[0].addr, sides[0].probe = startProxy("proxy", bin, nil)
+	// -cpubench.otel: the same binary exporting over OTLP/HTTP, every
+	// request sampled; traces only ("traced-"), and traces and metrics
+	// ("otel-"), each to a sink of its own.
+	if *cpuBenchOtel {
+		for _, name := range []string{"traced-", "otel-"} {
+			sd := &side{name: name, sink: startOTLPSink(b)}
+			sd.addr, sd.probe = startProxy(strings.TrimSuffix(name, "-"), bin, sd.sink.env(name == "otel-"))
+			sides = append(sides, sd)
+		}
+	}
 	// AGENTID_CPUBENCH_BASELINE: that binary's proxy gets the same load,
 	// interleaved (base-proxy-µs/req).
-	var baseAddr string
-	var baseProbe *proccpu.Probe
 	if base := os.Getenv("AGENTID_CPUBENCH_BASELINE"); base != "" {
-		baseAddr, baseProbe = startProxy("baseline", base)
+		sd := &side{name: "base-"}
+		sd.addr, sd.probe = startProxy("baseline", base, nil)
+		sides = append(sides, sd)
 	}
 
 	n := *cpuBenchRequests
@@ -411,46 +451,68 @@ func BenchmarkProxyServerCPU(b *testing.B) {
 		}
 		return hs
 	}
-	// measure sends hs through the proxy at addr and returns its CPU per
-	// request in µs and the mean latency.
-	measure := func(addr string, probe *proccpu.Probe, hs []signer.SignatureHeaders) (float64, time.Duration) {
-		before, err := probe.Snapshot()
+	// measure sends hs through sd's proxy and returns its CPU per request
+	// in µs, the mean latency and, when it exports, the spans its sink
+	// received per request. An exporting proxy's CPU includes the export
+	// of the last batch: the measure ends when the sink holds every span
+	// of the load (two a request: the server's and the verifier's) or
+	// none has arrived for two schedule delays.
+	measure := func(sd *side, hs []signer.SignatureHeaders) (float64, time.Duration, float64) {
+		var spans int64
+		if sd.sink != nil {
+			spans = sd.sink.spans.Load()
+		}
+		before, err := sd.probe.Snapshot()
 		if err != nil {
 			b.Fatal(err)
 		}
-		proxied := load(b, "http://"+addr+"/x", hs)
-		use, err := probe.Since(before)
+		proxied := load(b, "http://"+sd.addr+"/x", hs)
+		if sd.sink != nil {
+			spans = sd.sink.await(spans+2*int64(len(hs))) - spans
+		}
+		use, err := sd.probe.Since(before)
 		if err != nil {
 			b.Fatal(err)
 		}
-		return float64(use.Server.Nanoseconds()) / 1e3 / float64(len(hs)), proxied
+		return float64(use.Server.Nanoseconds()) / 1e3 / float64(len(hs)), proxied, float64(spans) / float64(len(hs))
 	}
-	load(b, "http://"+addr+"/x", sign(addr, 500)) // key fetch, connections
-	if baseAddr != "" {
-		load(b, "http://"+baseAddr+"/x", sign(baseAddr, 500))
+	for _, sd := range sides { // key fetch, connections
+		measure(sd, sign(sd.addr, 500))
 	}
 	b.ResetTimer()
-	for range b.N {
+	for i := range b.N {
 		b.StopTimer()
-		hs := sign(addr, n)
-		var baseHs []signer.SignatureHeaders
-		if baseAddr != "" {
-			baseHs = sign(baseAddr, n)
+		hs := make([][]signer.SignatureHeaders, len(sides))
+		for j, sd := range sides {
+			hs[j] = sign(sd.addr, n)
 		}
 		b.StartTimer()
 		verify := ed25519VerifyCPU(5000)
 		direct := load(b, upstream.URL+"/x", make([]signer.SignatureHeaders, n))
-		if baseAddr != "" {
-			basePerReq, _ := measure(baseAddr, baseProbe, baseHs)
-			b.ReportMetric(basePerReq, "base-proxy-µs/req")
+		perReq := make([]float64, len(sides))
+		var proxied time.Duration
+		for k := range sides {
+			j := (i + k) % len(sides)
+			sd := sides[j]
+			var spans float64
+			perReq[j], proxied, spans = measure(sd, hs[j])
+			if j == 0 {
+				b.ReportMetric(float64(proxied.Nanoseconds())/1e3, "proxied-latency-µs")
+			}
+			if sd.sink != nil {
+				b.ReportMetric(spans, sd.name+"spans/req")
+			}
 		}
-		perReq, proxied := measure(addr, probe, hs)
 		v := float64(verify.Nanoseconds()) / 1e3
-		b.ReportMetric(perReq, "proxy-µs/req")
+		for j, sd := range sides {
+			b.ReportMetric(perReq[j], sd.name+"proxy-µs/req")
+			if j > 0 && sd.name != "base-" {
+				b.ReportMetric(perReq[j]/perReq[0], sd.name+"x-untraced")
+			}
+		}
 		b.ReportMetric(v, "ed25519-µs")
-		b.ReportMetric(perReq-v, "beyond-verify-µs")
+		b.ReportMetric(perReq[0]-v, "beyond-verify-µs")
 		b.ReportMetric(float64(direct.Nanoseconds())/1e3, "direct-latency-µs")
-		b.ReportMetric(float64(proxied.Nanoseconds())/1e3, "proxied-latency-µs")
 	}
 }
 
