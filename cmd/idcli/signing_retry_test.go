@@ -50,7 +50,11 @@ func TestSigningRecipesRetry(t *testing.T) {
 				t.Parallel()
 				argv := prog(t)
 				var n atomic.Int32
-				srv := httptest.NewServer(nil)
+				// The handler is registered on a mux after the server has
+				// started (it needs the server's URL), so the mux's lock orders
+				// that write before the requests that read it.
+				mux := http.NewServeMux()
+				srv := httptest.NewServer(mux)
 				t.Cleanup(srv.Close)
 				hostname := strings.Replace(srv.URL, "127.0.0.1", "localhost", 1)
 				keys := middleware.NewStaticKeys()
@@ -62,10 +66,10 @@ func TestSigningRecipesRetry(t *testing.T) {
 					a, _ := middleware.AgentFrom(r.Context())
 					json.NewEncoder(w).Encode(map[string]string{"uid": a.UID})
 				}))
-				srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 					n.Add(1)
 					whoami.ServeHTTP(w, r)
-				})
+				}))
 				env := procEnv("AGENT_UID="+uid, "AGENT_PRIVATE_JWK="+string(k.MarshalPrivateJWK()), "AGENT_HOSTNAME="+hostname)
 				out, errOut, code := runBin(t, t.TempDir(), env, argv[0], argv[1:]...)
 				if code != 0 {
