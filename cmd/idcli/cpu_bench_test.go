@@ -35,7 +35,7 @@ var cpuBenchRequests = flag.Int("cpubench.requests", 20000, "requests per run of
 
 var cpuBenchConns = flag.Int("cpubench.conns", 64, "keep-alive connections BenchmarkWhoamiServerCPU keeps busy")
 
-var cpuBenchOtel = flag.Bool("cpubench.otel", false, "BenchmarkProxyServerCPU: also run the same proxy exporting OpenTelemetry over OTLP/HTTP (every request sampled) to a sink in this process, interleaved with the untraced one")
+var cpuBenchOtel = flag.Bool("cpubench.otel", false, "BenchmarkProxyServerCPU and BenchmarkWhoamiServerCPU: also run the same binary exporting OpenTelemetry over OTLP/HTTP (every request sampled) to a sink in this process, interleaved with the untraced one")
 
 var cpuBenchMemory = flag.Bool("cpubench.memory", false, "BenchmarkWhoamiServerCPU: also run the same server with nonces in its memory (--replay-store memory), to show what the shared replay store costs")
 
@@ -75,6 +75,14 @@ var cpuBenchMemory = flag.Bool("cpubench.memory", false, "BenchmarkWhoamiServerC
 // its own schema, interleaved with this one's in every iteration, for a
 // before/after in one run (base-server-µs/req, base-pg-µs/req).
 //
+// With -cpubench.otel the same binary also serves the same load exporting
+// traces over OTLP/HTTP to a sink in this process, every request sampled,
+// on its own schema, before this one's load in odd iterations and after it
+// in even ones: traced-server-µs/req, traced-x-untraced (the server's CPU
+// over the untraced server's) and traced-total-x-untraced (with
+// PostgreSQL's). The export of the last batch may fall after the measure;
+// the sink's CPU is this process's and is not counted.
+//
 // With AGENTID_INTEROP_NODE_MODULES (vestauth 0.21.1, see
 // testdata/interop) the same load, measured the same way, also runs
 // against vestauth's own server on its own PostgreSQL database.
@@ -93,6 +101,12 @@ func BenchmarkWhoamiServerCPU(b *testing.B) {
 	}
 	if *cpuBenchMemory {
 		memURL = startAgentid(b, bin, dir, "memory", "memory")
+	}
+	var tracedURL string
+	var tracedSink *otlpSink
+	if *cpuBenchOtel {
+		tracedSink = startOTLPSink(b)
+		tracedURL = startAgentidEnv(b, tracedSink.env(false), bin, dir, "traced", "postgres")
 	}
 
 	var vestauthURL string
@@ -116,16 +130,44 @@ func BenchmarkWhoamiServerCPU(b *testing.B) {
 	if memURL != "" {
 		cpuLoad(b, memURL, nil, false, 500)
 	}
+	if tracedURL != "" {
+		cpuLoad(b, tracedURL, nil, false, 500)
+		tracedSink.await(2 * 500) // so that no warm-up span is exported in a measure
+	}
 	if vestauthCreds != nil {
 		cpuLoad(b, vestauthURL, vestauthCreds, true, 200)
 	}
 
 	b.ResetTimer()
-	for range b.N {
+	// tracedLoad sends the load to the traced server and reports the
+	// spans its sink received per request.
+	tracedLoad := func() bench.TargetReport {
+		spans := tracedSink.spans.Load()
+		tt := cpuLoad(b, tracedURL, nil, false, n)
+		got := tracedSink.await(spans+2*int64(n)) - spans
+		b.ReportMetric(float64(got)/float64(n), "traced-spans/req")
+		return tt
+	}
+	for i := range b.N {
 		verify := ed25519VerifyCPU(5000)
 		verifyUS := float64(verify.Nanoseconds()) / 1e3
 		b.ReportMetric(float64(backendVerifyCPU(5000).Nanoseconds())/1e3, "backend-ed25519-µs")
+		// The traced server's load goes before this one's in odd
+		// iterations, after it in even ones.
+		var tt bench.TargetReport
+		if tracedURL != "" && i%2 == 1 {
+			tt = tracedLoad()
+		}
 		t := cpuLoad(b, agentidURL, nil, false, n)
+		if tracedURL != "" {
+			if i%2 == 0 {
+				tt = tracedLoad()
+			}
+			b.ReportMetric(tt.CPU.ServerUS, "traced-server-µs/req")
+			b.ReportMetric(tt.CPU.DatabaseUS, "traced-pg-µs/req")
+			b.ReportMetric(tt.CPU.ServerUS/t.CPU.ServerUS, "traced-x-untraced")
+			b.ReportMetric((tt.CPU.ServerUS+tt.CPU.DatabaseUS)/(t.CPU.ServerUS+t.CPU.DatabaseUS), "traced-total-x-untraced")
+		}
 		total := t.CPU.ServerUS + t.CPU.DatabaseUS
 		b.ReportMetric(verifyUS, "ed25519-µs")
 		b.ReportMetric(t.CPU.ServerUS, "server-µs/req")
@@ -204,12 +246,19 @@ func startHTTPFloor(b *testing.B, dir string) (string, *agent.Credentials) {
 // unlimited; request lines logged to dir/<label>.log) and returns its URL.
 func startAgentid(b *testing.B, bin, dir, label, replayStore string) string {
 	b.Helper()
+	return startAgentidEnv(b, nil, bin, dir, label, replayStore)
+}
+
+// startAgentidEnv is startAgentid with env as the server's environment
+// (nil: this process's).
+func startAgentidEnv(b *testing.B, env []string, bin, dir, label, replayStore string) string {
+	b.Helper()
 	dbURL := dbtest.PostgresURL(b)
 	if out, err := exec.Command(bin, "server", "db:migrate", "--database-url", dbURL).CombinedOutput(); err != nil {
 		b.Fatalf("%s db:migrate: %v\n%s", label, err, out)
 	}
 	port := freePort(b)
-	startChild(b, dir, label, "127.0.0.1:"+port, bin, "server", "start", "--port", port, "--bind", "127.0.0.1",
+	startChildEnv(b, env, dir, label, "127.0.0.1:"+port, bin, "server", "start", "--port", port, "--bind", "127.0.0.1",
 		"--hostname", "http://localhost:"+port, "--database-url", dbURL, "--replay-store", replayStore,
 		"--rate-limit", "off")
 	return "http://localhost:" + port
