@@ -18,18 +18,6 @@ import (
 // scope is the instrumentation scope of the verifier's spans and metrics.
 const scope = "github.com/agentid/agentid/middleware"
 
-// The attributes of the verification span and metric (docs/middleware.md).
-const (
-	attrOutcome = attribute.Key("agentid.outcome")
-	attrReason  = attribute.Key("agentid.reason")
-	attrAgent   = attribute.Key("agentid.agent")
-	attrUID     = attribute.Key("agentid.uid")
-	attrKeyID   = attribute.Key("agentid.keyid")
-)
-
-// maxAttrLen bounds the agent identity and keyid a span carries.
-const maxAttrLen = 256
-
 // instruments are the verifier's span and metric: one span
 // "agentid.verify" per verification and the histogram
 // agentid.verify.duration, by outcome and reason.
@@ -52,7 +40,7 @@ func newInstruments(tp trace.TracerProvider, mp metric.MeterProvider) instrument
 		metric.WithUnit("s"), metric.WithDescription("Duration of request signature verifications."),
 		metric.WithExplicitBucketBoundaries(0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5))
 	in.byCode = map[Code]metric.MeasurementOption{"": metric.WithAttributeSet(attribute.NewSet(
-		attrOutcome.String(string(OutcomeVerified)), attrReason.String(reasonVerified)))}
+		otelon.AttrOutcome.String(string(OutcomeVerified)), otelon.AttrReason.String(reasonVerified)))}
 	for c := range statuses {
 		in.byCode[c] = metricAttrs(c)
 	}
@@ -62,7 +50,7 @@ func newInstruments(tp trace.TracerProvider, mp metric.MeterProvider) instrument
 // metricAttrs is the attribute set of a refusal with code c.
 func metricAttrs(c Code) metric.MeasurementOption {
 	e := Error{Code: c}
-	return metric.WithAttributeSet(attribute.NewSet(attrOutcome.String(string(e.Outcome())), attrReason.String(c.Reason())))
+	return metric.WithAttributeSet(attribute.NewSet(otelon.AttrOutcome.String(string(e.Outcome())), otelon.AttrReason.String(c.Reason())))
 }
 
 // verifyObserved is verify with the span and the metric, when either
@@ -91,14 +79,11 @@ func (v *Verifier) verifyObserved(r *http.Request, a *Agent, s *Signed, keys Key
 	}
 	if tracing {
 		if err == nil {
-			kv := []attribute.KeyValue{attrOutcome.String(string(OutcomeVerified)), attrReason.String(reasonVerified),
-				attrAgent.String(truncateAttr(a.ID)), attrKeyID.String(truncateAttr(a.KeyID)), attrUID.String(a.UID)}
-			if a.UID == "" {
-				kv = kv[:4]
-			}
-			span.SetAttributes(kv...)
+			span.SetAttributes(otelon.ResultAttrs(make([]attribute.KeyValue, 0, 5),
+				string(OutcomeVerified), reasonVerified, true, a.ID, a.KeyID, a.UID)...)
 		} else {
-			span.SetAttributes(attrOutcome.String(string(err.Outcome())), attrReason.String(err.Code.Reason()))
+			span.SetAttributes(otelon.ResultAttrs(make([]attribute.KeyValue, 0, 2),
+				string(err.Outcome()), err.Code.Reason(), false, "", "", "")...)
 			if err.Status() >= 500 {
 				span.SetStatus(codes.Error, "")
 			}
@@ -106,14 +91,6 @@ func (v *Verifier) verifyObserved(r *http.Request, a *Agent, s *Signed, keys Key
 		span.End()
 	}
 	return v.logRefusal(ctx, r, err)
-}
-
-// truncateAttr bounds s (a verified identity or keyid) to maxAttrLen bytes.
-func truncateAttr(s string) string {
-	if len(s) > maxAttrLen {
-		return s[:maxAttrLen]
-	}
-	return s
 }
 
 // logRefusal logs err, if any, at debug level with the trace id of ctx's

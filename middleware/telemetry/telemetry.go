@@ -36,10 +36,6 @@ import (
 // scope is the instrumentation scope of the spans and the metric.
 const scope = "github.com/agentid/agentid/middleware/telemetry"
 
-// maxAttrLen bounds the client-sent values (path, host) and the agent's
-// identity and keyid a span carries.
-const maxAttrLen = 256
-
 // Config names the providers. A nil field means the global one (for the
 // propagator too), which does nothing until an application sets it.
 type Config struct {
@@ -115,16 +111,16 @@ func (s *Server) Start(r *http.Request, route string) (*http.Request, *Request) 
 			name += " " + route
 		}
 		attrs := make([]attribute.KeyValue, 0, 9)
-		attrs = append(attrs, q.method, semconv.URLScheme(q.scheme), semconv.URLPath(bound(r.URL.Path)),
+		attrs = append(attrs, q.method, semconv.URLScheme(q.scheme), semconv.URLPath(otelon.Bound(r.URL.Path)),
 			semconv.NetworkProtocolVersion(protocolVersion(r)))
 		if q.method.Value.AsString() == "_OTHER" {
-			attrs = append(attrs, semconv.HTTPRequestMethodOriginal(bound(r.Method)))
+			attrs = append(attrs, semconv.HTTPRequestMethodOriginal(otelon.Bound(r.Method)))
 		}
 		if route != "" {
 			attrs = append(attrs, semconv.HTTPRoute(route))
 		}
 		if host, port := splitHost(r.Host); host != "" {
-			attrs = append(attrs, semconv.ServerAddress(bound(host)))
+			attrs = append(attrs, semconv.ServerAddress(otelon.Bound(host)))
 			if port > 0 {
 				attrs = append(attrs, semconv.ServerPort(port))
 			}
@@ -173,13 +169,8 @@ func (q *Request) End(status int, res *middleware.Result) {
 		q.span.SetStatus(codes.Error, "")
 	}
 	if res != nil {
-		attrs = append(attrs, attribute.String("agentid.outcome", string(res.Outcome)), attribute.String("agentid.reason", res.Reason))
-		if res.Outcome == middleware.OutcomeVerified {
-			attrs = append(attrs, attribute.String("agentid.agent", bound(res.Agent.ID)), attribute.String("agentid.keyid", bound(res.Agent.KeyID)))
-			if res.Agent.UID != "" {
-				attrs = append(attrs, attribute.String("agentid.uid", res.Agent.UID))
-			}
-		}
+		attrs = otelon.ResultAttrs(attrs, string(res.Outcome), res.Reason, res.Outcome == middleware.OutcomeVerified,
+			res.Agent.ID, res.Agent.KeyID, res.Agent.UID)
 	}
 	q.span.SetAttributes(attrs...)
 	q.span.End()
@@ -217,12 +208,4 @@ func splitHost(hostport string) (string, int) {
 	}
 	port, _ := strconv.Atoi(p)
 	return host, port
-}
-
-// bound cuts s to maxAttrLen bytes.
-func bound(s string) string {
-	if len(s) > maxAttrLen {
-		return s[:maxAttrLen]
-	}
-	return s
 }
