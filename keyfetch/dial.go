@@ -7,9 +7,14 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/agentid/agentid/signer"
+	"github.com/agentid/agentid/signer/redact"
 )
 
 // ErrPrivateAddress is wrapped by the fetch error when a key-set host
@@ -135,9 +140,19 @@ func (l localDialer) DialContext(ctx context.Context, network, addr string) (net
 	return nil, err
 }
 
-// newHTTPClient builds the default client: no proxy, a guarded dialer that
-// resolves the loopback names itself, no redirects.
-func newHTTPClient(allowPrivate bool, timeout time.Duration) *http.Client {
+// NewClient returns the HTTP client keyfetch fetches key sets with, for
+// any other request a server makes to a URL someone else chose (a webhook,
+// a callback): no proxy (one would be dialed instead of the host), no
+// redirect followed (the first answer is returned as it is), timeout on
+// the dial, the TLS handshake and the wait for the answer's header (the
+// caller bounds the body's read with its context), 64 KiB of header at
+// most. Unless allowPrivate, every address the dialer is about to connect
+// to, after name resolution, must be public: a loopback, private,
+// link-local, multicast, reserved or NAT64/6to4 form of one is refused
+// with an error wrapping ErrPrivateAddress, before any byte is sent, and
+// so are "localhost" and the names under ".localhost" (RFC 6761), which
+// the client resolves to loopback itself when allowPrivate is set.
+func NewClient(allowPrivate bool, timeout time.Duration) *http.Client {
 	d := &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}
 	if !allowPrivate {
 		d.Control = dialControl
@@ -154,6 +169,53 @@ func newHTTPClient(allowPrivate bool, timeout time.Duration) *http.Client {
 		MaxResponseHeaderBytes: 64 << 10,
 	}
 	return &http.Client{Transport: t, CheckRedirect: noRedirect}
+}
+
+// CheckDestination reports, without I/O, whether a server may send
+// requests to rawURL under the rules NewClient applies when dialing, so
+// that a configured URL (a webhook) is refused at startup with a clear
+// error rather than at each attempt: an absolute URL without user
+// information or fragment, a valid host, https (http only with
+// allowPrivate, which is for local development), and, unless
+// allowPrivate, a host that is neither a non-public IP literal nor a
+// loopback name (errors wrapping ErrPrivateAddress). A host name passing
+// here may still resolve to a private address: NewClient refuses that at
+// dial time. Errors show the URL through redact.URL.
+func CheckDestination(rawURL string, allowPrivate bool) error {
+	shown := signer.Truncate(redact.URL(rawURL))
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Opaque != "" || u.User != nil || u.Fragment != "" || u.Host == "" || strings.HasSuffix(u.Host, ":") {
+		return fmt.Errorf("keyfetch: %q is not an absolute https URL without user information, fragment or empty port", shown)
+	}
+	switch scheme := strings.ToLower(u.Scheme); {
+	case scheme == "https":
+	case scheme == "http" && allowPrivate:
+	case scheme == "http":
+		return fmt.Errorf("keyfetch: %q: plain http is refused (https is required unless private networks are allowed, for local development)", shown)
+	default:
+		return fmt.Errorf("keyfetch: %q: scheme %q refused, want https", shown, signer.Truncate(u.Scheme))
+	}
+	host := strings.ToLower(u.Hostname())
+	a, ipErr := netip.ParseAddr(host)
+	switch {
+	case ipErr == nil && a.Zone() != "":
+		return fmt.Errorf("keyfetch: %q: zoned addresses are refused", shown)
+	case ipErr == nil && a.Is6() != strings.HasPrefix(u.Host, "["):
+		return fmt.Errorf("keyfetch: %q: IPv6 must be bracketed", shown)
+	case ipErr != nil && !signer.ValidHostname(host):
+		return fmt.Errorf("keyfetch: %q has an invalid host name", shown)
+	case allowPrivate:
+	case ipErr == nil && !publicAddr(a):
+		return fmt.Errorf("%w: %q: %s is not a public address (private networks are not allowed)", ErrPrivateAddress, shown, a)
+	case isLocalhost(host):
+		return fmt.Errorf("%w: %q: %s is a loopback name (private networks are not allowed)", ErrPrivateAddress, shown, host)
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("keyfetch: %q: invalid port", shown)
+		}
+	}
+	return nil
 }
 
 func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }

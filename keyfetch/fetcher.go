@@ -70,7 +70,7 @@ func New(cfg Config) *Fetcher {
 			`name your agents' hosts, e.g. TrustedHosts: []string{"*.agentid.example"}, or use keyfetch.LocalDevelopment() for a server on this machine`)
 	}
 	if s.HTTPClient == nil {
-		f.client = newHTTPClient(s.AllowPrivateNetworks, s.Timeout)
+		f.client = NewClient(s.AllowPrivateNetworks, s.Timeout)
 	} else {
 		c := *s.HTTPClient
 		c.CheckRedirect = noRedirect
