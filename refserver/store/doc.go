@@ -2,8 +2,9 @@
 // migrations, opening a DATABASE_URL (PostgreSQL or the embedded SQLite),
 // creating, migrating and dropping the database, the queries the server
 // makes for each request, the operator's queries (`idcli server agents`,
-// `keys`, `tokens`), invitation tokens, and the change log through which
-// every server instance learns of a change within 1 s.
+// `keys`, `tokens`), invitation tokens, the admin API's operator tokens,
+// and the change log through which every server instance learns of a
+// change within 1 s.
 //
 //	db, err := store.Open(ctx, databaseURL) // errors are *DBError
 //	defer db.Close()

@@ -41,6 +41,7 @@ var migrations = []Migration{
 	{ID: "20261127160200", Name: "CreateInviteTokensTable", Migrate: createTable[migrationV1InviteToken]},
 	{ID: "20261201120000", Name: "AddAgentsInviteTokenID", Migrate: addColumn[migrationV3Agent]("invite_token_id", "InviteTokenID")},
 	{ID: "20261201120100", Name: "AddPublicJwksProvenAt", Migrate: addPublicJwksProvenAt},
+	{ID: "20261210130000", Name: "CreateOperatorTokensTable", Migrate: createTable[migrationV1OperatorToken]},
 }
 
 // createTable is the migration creating T's table, unless it exists.

@@ -1,0 +1,187 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentid/agentid/refserver/dbtest"
+	"github.com/agentid/agentid/refserver/store"
+	"gorm.io/gorm"
+)
+
+// TestOperatorTokens: a token is created once by name, shown once and
+// stored as its digest; it authenticates until revoked or expired (by the
+// database's clock), each refusal with its own error, none of which, nor
+// any listing, holds the token.
+func TestOperatorTokens(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, g *gorm.DB) {
+		ctx := context.Background()
+		if err := store.Migrate(ctx, g, nil); err != nil {
+			t.Fatal(err)
+		}
+		db := store.New(g)
+		start := time.Now()
+		token, info, err := db.CreateOperatorToken(ctx, "ci-bot", []string{"audit:read", "agents:read", "agents:read"}, 720*time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !store.ValidOperatorTokenFormat(token) || len(token) != store.OperatorTokenLen || !strings.HasPrefix(token, "aidop_") {
+			t.Errorf("token %q is not of the format", token)
+		}
+		if info.Name != "ci-bot" || info.Prefix != token[:12] || strings.Join(info.Scopes, " ") != "agents:read audit:read" ||
+			info.State != store.TokenActive || info.RevokedAt != nil || info.LastUsedAt != nil {
+			t.Errorf("info = %+v", info)
+		}
+		if d := info.ExpiresAt.Sub(info.CreatedAt); d < 720*time.Hour-time.Second || d > 720*time.Hour+time.Second {
+			t.Errorf("expires %v after creation, want 720h", d)
+		}
+		if skew := info.CreatedAt.Sub(start); skew < -time.Minute || skew > time.Minute {
+			t.Errorf("created_at %v is far from now %v", info.CreatedAt, start)
+		}
+		var stored []byte
+		if err := g.Raw("SELECT hash FROM operator_tokens WHERE name = ?", "ci-bot").Row().Scan(&stored); err != nil || len(stored) != 32 {
+			t.Errorf("stored hash: %x, %v; want 32 bytes", stored, err)
+		}
+		if _, _, err := db.CreateOperatorToken(ctx, "ci-bot", []string{"agents:read"}, time.Hour); !errors.Is(err, store.ErrOperatorTokenExists) {
+			t.Errorf("second ci-bot: %v, want ErrOperatorTokenExists", err)
+		}
+
+		got, err := db.AuthenticateOperator(ctx, token)
+		if err != nil || got.Name != "ci-bot" || !got.Allows(store.ScopeAuditRead) || got.Allows(store.ScopeAgentsWrite) {
+			t.Fatalf("AuthenticateOperator = %+v, %v", got, err)
+		}
+		// last_used_at is written at the first use, then at most once a minute.
+		list, err := db.ListOperatorTokens(ctx)
+		if err != nil || len(list) != 1 || list[0].LastUsedAt == nil {
+			t.Fatalf("list after use = %+v, %v", list, err)
+		}
+		first := *list[0].LastUsedAt
+		if _, err := db.AuthenticateOperator(ctx, token); err != nil {
+			t.Fatal(err)
+		}
+		if list, _ := db.ListOperatorTokens(ctx); !list[0].LastUsedAt.Equal(first) {
+			t.Errorf("last_used_at moved from %v to %v within a minute", first, list[0].LastUsedAt)
+		}
+		if err := g.Exec("UPDATE operator_tokens SET last_used_at = ?", time.Now().UTC().Add(-2*time.Minute)).Error; err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.AuthenticateOperator(ctx, token); err != nil {
+			t.Fatal(err)
+		}
+		if list, _ := db.ListOperatorTokens(ctx); !list[0].LastUsedAt.After(first.Add(-time.Second)) {
+			t.Errorf("last_used_at %v not written again after two minutes", list[0].LastUsedAt)
+		}
+
+		other := "aidop_" + strings.Repeat("A", 43)
+		for _, bad := range []string{other, "", token[:len(token)-1], token + "A", strings.ToUpper(token), " " + token,
+			"Bearer " + token, strings.Replace(token, "aidop_", "aidop-", 1), token[:len(token)-1] + "!"} {
+			if _, err := db.AuthenticateOperator(ctx, bad); !errors.Is(err, store.ErrOperatorTokenUnknown) {
+				t.Errorf("AuthenticateOperator(%q) = %v, want ErrOperatorTokenUnknown", bad, err)
+			}
+		}
+
+		short, _, err := db.CreateOperatorToken(ctx, "short", []string{"agents:read"}, 500*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.AuthenticateOperator(ctx, short); err != nil {
+			t.Fatalf("short-lived token at once: %v", err)
+		}
+		time.Sleep(700 * time.Millisecond)
+		if _, err := db.AuthenticateOperator(ctx, short); !errors.Is(err, store.ErrOperatorTokenExpired) || strings.Contains(err.Error(), short) {
+			t.Errorf("short-lived token after its ttl: %v, want ErrOperatorTokenExpired", err)
+		}
+
+		revoked, changed, err := db.RevokeOperatorToken(ctx, "ci-bot")
+		if err != nil || !changed || revoked.State != store.TokenRevoked || revoked.RevokedAt == nil {
+			t.Fatalf("revoke = %+v, %v, %v", revoked, changed, err)
+		}
+		if _, changed, err := db.RevokeOperatorToken(ctx, "ci-bot"); err != nil || changed {
+			t.Errorf("second revoke: changed %v, %v; want false, nil", changed, err)
+		}
+		if _, err := db.AuthenticateOperator(ctx, token); !errors.Is(err, store.ErrOperatorTokenRevoked) || strings.Contains(err.Error(), token) {
+			t.Errorf("revoked token: %v, want ErrOperatorTokenRevoked", err)
+		}
+		if _, _, err := db.RevokeOperatorToken(ctx, "nobody"); !errors.Is(err, store.ErrNoSuchOperatorToken) {
+			t.Errorf("revoke nobody: %v, want ErrNoSuchOperatorToken", err)
+		}
+		// A revoked name stays taken: the audit trail's operator:ci-bot is one token.
+		if _, _, err := db.CreateOperatorToken(ctx, "ci-bot", []string{"agents:read"}, time.Hour); !errors.Is(err, store.ErrOperatorTokenExists) {
+			t.Errorf("ci-bot after revoke: %v, want ErrOperatorTokenExists", err)
+		}
+
+		list, err = db.ListOperatorTokens(ctx)
+		if err != nil || len(list) != 2 || list[0].Name != "ci-bot" || list[0].State != store.TokenRevoked ||
+			list[1].Name != "short" || list[1].State != store.TokenExpired {
+			t.Fatalf("list = %+v, %v", list, err)
+		}
+		b, _ := json.Marshal(list)
+		if strings.Contains(string(b), token) || strings.Contains(string(b), short) {
+			t.Errorf("the listing holds a token: %s", b)
+		}
+	})
+}
+
+// TestOperatorTokenRequestsRefused: names, scopes and lifetimes outside
+// the rules are refused before anything is written.
+func TestOperatorTokenRequestsRefused(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, g *gorm.DB) {
+		ctx := context.Background()
+		if err := store.Migrate(ctx, g, nil); err != nil {
+			t.Fatal(err)
+		}
+		db := store.New(g)
+		for _, c := range []struct {
+			name   string
+			scopes []string
+			ttl    time.Duration
+		}{
+			{"", []string{"agents:read"}, time.Hour},
+			{"CI", []string{"agents:read"}, time.Hour},
+			{"-ci", []string{"agents:read"}, time.Hour},
+			{".ci", []string{"agents:read"}, time.Hour},
+			{"ci bot", []string{"agents:read"}, time.Hour},
+			{"ci/bot", []string{"agents:read"}, time.Hour},
+			{"cí", []string{"agents:read"}, time.Hour},
+			{strings.Repeat("a", 65), []string{"agents:read"}, time.Hour},
+			{"ci", nil, time.Hour},
+			{"ci", []string{"agents:read", "agents:admin"}, time.Hour},
+			{"ci", []string{"Agents:Read"}, time.Hour},
+			{"ci", []string{"agents:read"}, 0},
+			{"ci", []string{"agents:read"}, -time.Hour},
+			{"ci", []string{"agents:read"}, store.MaxOperatorTokenTTL + time.Second},
+		} {
+			if _, _, err := db.CreateOperatorToken(ctx, c.name, c.scopes, c.ttl); !errors.Is(err, store.ErrInvalidOperatorToken) {
+				t.Errorf("CreateOperatorToken(%q, %q, %v) = %v, want ErrInvalidOperatorToken", c.name, c.scopes, c.ttl, err)
+			}
+		}
+		if list, err := db.ListOperatorTokens(ctx); err != nil || len(list) != 0 {
+			t.Errorf("after refusals: %+v, %v; want none", list, err)
+		}
+		if _, _, err := db.CreateOperatorToken(ctx, strings.Repeat("a", 64), store.Scopes(), store.MaxOperatorTokenTTL); err != nil {
+			t.Errorf("the longest name, every scope, the longest life: %v", err)
+		}
+	})
+}
+
+func TestParseScopes(t *testing.T) {
+	t.Parallel()
+	got, err := store.ParseScopes("audit:read, agents:read agents:read\tkeys:revoke")
+	if err != nil || strings.Join(got, " ") != "agents:read keys:revoke audit:read" {
+		t.Errorf("ParseScopes = %q, %v", got, err)
+	}
+	if _, err := store.ParseScopes("agent:read"); err == nil || !strings.Contains(err.Error(), "did you mean agents:read?") {
+		t.Errorf("ParseScopes(agent:read) = %v, want a suggestion", err)
+	}
+	for _, bad := range []string{"", " , ", "*", "agents:*", "agents:read,admin"} {
+		if _, err := store.ParseScopes(bad); !errors.Is(err, store.ErrInvalidOperatorToken) {
+			t.Errorf("ParseScopes(%q) = %v, want ErrInvalidOperatorToken", bad, err)
+		}
+	}
+}
