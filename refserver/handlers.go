@@ -77,6 +77,14 @@ func (s *Server) directory(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	s.writeDirectory(w, r, &d)
+	return nil
+}
+
+// writeDirectory answers r with the key directory d: its body, or 304
+// when If-None-Match holds its ETag, with the headers every key directory
+// of the server has (see directory).
+func (s *Server) writeDirectory(w http.ResponseWriter, r *http.Request, d *dirEntry) {
 	h := w.Header()
 	cacheControl, etag := directoryCacheControl, d.etag
 	now := s.cfg.Now()
@@ -97,14 +105,13 @@ func (s *Server) directory(w http.ResponseWriter, r *http.Request) error {
 	h.Set("X-Content-Type-Options", "nosniff")
 	if etagMatches(r.Header.Values("If-None-Match"), etag) {
 		w.WriteHeader(http.StatusNotModified)
-		return nil
+		return
 	}
 	h.Set("Content-Type", signer.DirectoryMediaType)
 	h.Set("Content-Digest", d.digest)
 	h.Set("Content-Length", strconv.Itoa(len(d.body)))
 	w.WriteHeader(http.StatusOK)
 	w.Write(d.body)
-	return nil
 }
 
 // unexpired returns the signatures of d that have not expired at now, as

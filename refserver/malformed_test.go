@@ -173,8 +173,8 @@ func TestMalformedRequests(t *testing.T) {
 			{"directory bad uid in host", func() *http.Request {
 				return e.request(http.MethodGet, "http://agent-xyz."+e.host+"/.well-known/http-message-signatures-directory", nil)
 			}, 404, "agent_not_found"},
-			{"directory on the base host", func() *http.Request {
-				return e.request(http.MethodGet, e.base+"/.well-known/http-message-signatures-directory", nil)
+			{"directory with a query on the base host", func() *http.Request {
+				return e.request(http.MethodGet, e.base+"/.well-known/http-message-signatures-directory?x", nil)
 			}, 404, "not_found"},
 			{"POST to a directory", func() *http.Request { return e.request(http.MethodPost, e.directoryURL(uidA), []byte(`{}`)) }, 405, "method_not_allowed"},
 			{"whoami on an agent host", func() *http.Request { return e.request(http.MethodGet, e.origin(uidA)+"/whoami", nil) }, 404, "not_found"},

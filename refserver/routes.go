@@ -33,6 +33,10 @@ func (s *Server) routes() http.Handler {
 	if s.cfg.VestauthCompat {
 		s.compatRoutes(api)
 	}
+	s.handle(api, signer.DirectoryPath, methods{
+		http.MethodGet:     s.serviceDirectory,
+		http.MethodOptions: s.directoryPreflight,
+	})
 	if p := s.cfg.Status; p != nil {
 		s.handle(api, "/status", methods{http.MethodGet: plain(p)})
 	}
@@ -63,11 +67,20 @@ func (s *Server) routes() http.Handler {
 // of the same agent.
 func ownForm(h handler) handler {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		if r.URL.RawQuery != "" || r.URL.ForceQuery || r.URL.RawPath != "" {
-			return middleware.Fail(CodeNotFound, "an agent's key directory has no query and no escapes: it is served at %s and / only", signer.DirectoryPath)
+		if err := ownFormCheck(r); err != nil {
+			return err
 		}
 		return h(w, r)
 	}
+}
+
+// ownFormCheck refuses a directory request with a query or an escape in
+// its path (see ownForm).
+func ownFormCheck(r *http.Request) error {
+	if r.URL.RawQuery != "" || r.URL.ForceQuery || r.URL.RawPath != "" {
+		return middleware.Fail(CodeNotFound, "a key directory has no query and no escapes: it is served at %s only (and at / on an agent host)", signer.DirectoryPath)
+	}
+	return nil
 }
 
 // direct serves the requests for path on the service host with h, the

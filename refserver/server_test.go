@@ -424,7 +424,7 @@ func TestDirectory(t *testing.T) {
 			wantCode   string
 		}{
 			{"unknown agent", e.directoryURL("agent-000000000000000000000000"), 404, "agent_not_found"},
-			{"base host", e.base + "/.well-known/http-message-signatures-directory", 404, "not_found"},
+			{"base host, below the directory", e.base + "/.well-known/http-message-signatures-directory/x", 404, "not_found"},
 			{"bad uid label", "http://bob." + e.host + "/.well-known/http-message-signatures-directory", 404, "agent_not_found"},
 			{"foreign host", "http://evil.example/.well-known/http-message-signatures-directory", 421, "misdirected_request"},
 			{"nested label", "http://x." + uid + "." + e.host + "/.well-known/http-message-signatures-directory", 421, "misdirected_request"},

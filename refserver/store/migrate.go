@@ -42,6 +42,7 @@ var migrations = []Migration{
 	{ID: "20261201120000", Name: "AddAgentsInviteTokenID", Migrate: addColumn[migrationV3Agent]("invite_token_id", "InviteTokenID")},
 	{ID: "20261201120100", Name: "AddPublicJwksProvenAt", Migrate: addPublicJwksProvenAt},
 	{ID: "20261210130000", Name: "CreateOperatorTokensTable", Migrate: createTable[migrationV1OperatorToken]},
+	{ID: "20261210140000", Name: "CreateServiceKeysTable", Migrate: createTable[migrationV1ServiceKey]},
 }
 
 // createTable is the migration creating T's table, unless it exists.
