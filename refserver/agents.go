@@ -14,6 +14,7 @@ import (
 	"github.com/agentid/agentid/signer"
 	"github.com/gorilla/mux"
 
+	"github.com/agentid/agentid/refserver/internal/reqid"
 	"github.com/agentid/agentid/refserver/store"
 )
 
@@ -84,6 +85,7 @@ func (k *keyRequest) directorySignatures() ([]directorySignatureJSON, error) {
 // signature made with it. An already registered (active) key answers 200
 // with its agent and is_new false.
 func (s *Server) registerAgent(w http.ResponseWriter, r *http.Request) error {
+	r = reqid.Name(w, r)
 	invite, v, err := s.checkRegistrationMode(r, s.verify.register)
 	if err != nil {
 		return err
@@ -136,6 +138,7 @@ func (s *Server) proveAndRegister(r *http.Request, body []byte, pk signer.Public
 // new key in the body; then, in one transaction holding the agent row lock,
 // the new key is inserted and every other active key revoked.
 func (s *Server) rotateKeys(w http.ResponseWriter, r *http.Request) error {
+	r = reqid.Name(w, r)
 	uid, err := pathUID(r)
 	if err != nil {
 		return err
@@ -240,7 +243,7 @@ func (s *Server) forgetDirectory(uid string) {
 // would have, had the commit failed) with any error, as the answer to the
 // request.
 func (s *Server) rotate(ctx context.Context, uid, signingKid string, pk signer.PublicKey, proven bool, sigs []store.DirectorySignature) (revoked []string, err error) {
-	revoked, err = s.db.Rotate(ctx, store.Rotation{UID: uid, SigningKid: signingKid, Kid: pk.JWK.Kid,
+	revoked, err = s.db.Rotate(store.WithActor(ctx, actorAgent(uid)), store.Rotation{UID: uid, SigningKid: signingKid, Kid: pk.JWK.Kid,
 		JWK: pk.JWK.MarshalPublic(), Proven: proven, Now: s.cfg.Now().UTC(), Signatures: sigs})
 	switch {
 	case err == nil:

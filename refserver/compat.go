@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/refserver/internal/reqid"
 	"github.com/agentid/agentid/refserver/store"
 	"github.com/agentid/agentid/signer"
 	"github.com/gorilla/mux"
@@ -59,6 +60,7 @@ func (s *Server) readCompatKeyBody(w http.ResponseWriter, r *http.Request) (keyR
 // @authority with tag "web-bot-auth" or "null". Registration is POST
 // /agents's (registerKey); the answer is always 200 with is_new.
 func (s *Server) compatRegister(w http.ResponseWriter, r *http.Request) error {
+	r = reqid.Name(w, r)
 	if _, _, err := s.checkRegistrationMode(r, s.verify.compatRegister); err != nil {
 		return err
 	}
@@ -93,6 +95,7 @@ func (s *Server) compatRegister(w http.ResponseWriter, r *http.Request) error {
 // holder's registration takes it to a new agent rather than answering
 // with this one (registerKey).
 func (s *Server) compatRotate(w http.ResponseWriter, r *http.Request) error {
+	r = reqid.Name(w, r)
 	kr, err := s.readCompatKeyBody(w, r)
 	if err != nil {
 		return err

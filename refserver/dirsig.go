@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/refserver/internal/reqid"
 	"github.com/agentid/agentid/refserver/store"
 	"github.com/agentid/agentid/signer"
 )
@@ -234,6 +235,7 @@ type directorySignatureState struct {
 // against it, and the stored set is replaced (an empty list leaves the
 // directory unsigned).
 func (s *Server) refreshDirectorySignatures(w http.ResponseWriter, r *http.Request) error {
+	r = reqid.Name(w, r)
 	uid, err := pathUID(r)
 	if err != nil {
 		return err
@@ -260,7 +262,7 @@ func (s *Server) refreshDirectorySignatures(w http.ResponseWriter, r *http.Reque
 	}
 	ctx, cancel := s.dbContext(r.Context())
 	defer cancel()
-	rows, err := s.db.ReplaceDirectorySignatures(ctx, uid, func(stored []store.PublicJWK) ([]store.DirectorySignature, error) {
+	rows, err := s.db.ReplaceDirectorySignatures(store.WithActor(ctx, actorAgent(uid)), uid, func(stored []store.PublicJWK) ([]store.DirectorySignature, error) {
 		keys, err := storedKeys(stored)
 		if err != nil {
 			return nil, err

@@ -81,6 +81,9 @@ type Options struct {
 	VestauthCompat bool
 	// Registration is the registration mode (see Config.Registration).
 	Registration string
+	// AuditRetention is how long the audit trail is kept (see
+	// Config.AuditRetention).
+	AuditRetention time.Duration
 	// Logger receives the request log and warnings. If nil, nothing is logged.
 	Logger *slog.Logger
 	// Version is reported by the health route. If "", signer.Version.
@@ -179,7 +182,8 @@ func Open(ctx context.Context, o Options) (_ *Instance, err error) {
 		in.URL = "http://localhost:" + strconv.Itoa(port)
 	}
 
-	cfg := Config{DB: in.db, Hostname: in.URL, Version: o.Version, Logger: logger, VestauthCompat: o.VestauthCompat, Registration: o.Registration}
+	cfg := Config{DB: in.db, Hostname: in.URL, Version: o.Version, Logger: logger, VestauthCompat: o.VestauthCompat, Registration: o.Registration,
+		AuditRetention: o.AuditRetention}
 	if o.MetricsListen != "" {
 		if in.mln, err = net.Listen("tcp", o.MetricsListen); err != nil {
 			return nil, fmt.Errorf("%w on %s: %w", ErrMetricsListen, o.MetricsListen, err)
@@ -257,6 +261,10 @@ func (in *Instance) servers() ([]*http.Server, []net.Listener) {
 // releases the database. It returns nil after a clean shutdown, or the
 // error that stopped serving.
 func (in *Instance) Serve(ctx context.Context) error {
+	// Background work (see housekeep) runs while the instance serves.
+	bg, stopBG := context.WithCancel(ctx)
+	defer stopBG()
+	go in.Server.housekeep(bg)
 	servers, listeners := in.servers()
 	served := make(chan error, len(servers))
 	for i, hs := range servers {

@@ -73,7 +73,8 @@ func TestOperatorChangesAcrossInstances(t *testing.T) {
 			}
 			defer adb.Close()
 			const actor = "idcli server agents disable (user tester on host1)"
-			info, changed, err := adb.SetAgentDisabled(ctx, uid, true, actor)
+			ctx = store.WithActor(ctx, actor)
+			info, changed, err := adb.SetAgentDisabled(ctx, uid, true, "abuse")
 			if err != nil || !changed || info.DisabledAt == nil || info.ActiveKeys != 1 || len(info.Keys) != 2 {
 				t.Fatalf("disable: %+v changed %v err %v", info, changed, err)
 			}

@@ -129,7 +129,7 @@ func (s *Server) registerKey(ctx context.Context, pk signer.PublicKey, invite st
 		if err != nil {
 			return "", false, err
 		}
-		err = s.db.CreateAgent(ctx, store.NewAgent{UID: uid, Kid: pk.JWK.Kid, JWK: pk.JWK.MarshalPublic(),
+		err = s.db.CreateAgent(store.WithActor(ctx, actorAgent(uid)), store.NewAgent{UID: uid, Kid: pk.JWK.Kid, JWK: pk.JWK.MarshalPublic(),
 			Now: s.cfg.Now().UTC(), Invite: invite, ClaimFrom: from})
 		if from != "" {
 			s.forgetDirectory(from) // even on error: a failed commit may have committed
@@ -177,3 +177,6 @@ func (s *Server) admitRegistered(ctx context.Context, uid, invite string) error 
 	}
 	return nil
 }
+
+// actorAgent names the agent uid as the actor of a change it signed.
+func actorAgent(uid string) string { return "agent:" + uid }

@@ -112,6 +112,11 @@ type Config struct {
 	// there). It applies to POST /agents and, with VestauthCompat, to POST
 	// /register.
 	Registration string
+	// AuditRetention is how long the audit trail is kept (by the
+	// database's clock); an Instance prunes it hourly while it serves.
+	// If 0, store.DefaultAuditRetention (a year); negative keeps it for
+	// ever.
+	AuditRetention time.Duration
 
 	// manualKeySync (tests) leaves the change log unread until the test
 	// reads it (keySource.SyncChanges).
@@ -159,6 +164,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.KeyCacheTTL == 0 {
 		c.KeyCacheTTL = DefaultKeyCacheTTL
+	}
+	if c.AuditRetention == 0 {
+		c.AuditRetention = store.DefaultAuditRetention
 	}
 	return c
 }

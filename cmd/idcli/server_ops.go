@@ -90,7 +90,7 @@ func newOpsCmd(env *cliEnv, c opsCmd) *ffcli.Command {
 				return cliDBError(err)
 			}
 			o := &ops{env: env, db: db, asJSON: *asJSON, by: opsActor(env, c.path)}
-			return c.run(ctx, o, pos)
+			return c.run(store.WithActor(ctx, o.by), o, pos)
 		},
 	}
 }
@@ -219,7 +219,7 @@ func (o *ops) setDisabled(ctx context.Context, uid string, disabled bool) error 
 	if err := checkUIDArg(uid); err != nil {
 		return err
 	}
-	a, changed, err := o.db.SetAgentDisabled(ctx, uid, disabled, o.by)
+	a, changed, err := o.db.SetAgentDisabled(ctx, uid, disabled, "")
 	if err != nil {
 		return opsError(err)
 	}
@@ -255,7 +255,7 @@ func newServerKeysCmd(env *cliEnv) *ffcli.Command {
 				if err := checkUIDArg(uid); err != nil {
 					return err
 				}
-				k, changed, err := o.db.RevokeKey(ctx, uid, kid, o.by)
+				k, changed, err := o.db.RevokeKey(ctx, uid, kid, "")
 				if err != nil {
 					return opsError(err)
 				}

@@ -12,9 +12,11 @@ import (
 	"runtime/debug"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/agentid/agentid/middleware/ratelimit"
 	"github.com/agentid/agentid/refserver"
+	"github.com/agentid/agentid/refserver/store"
 	"github.com/agentid/agentid/signer/asynclog"
 	"github.com/agentid/agentid/signer/envfile"
 	"github.com/peterbourgon/ff/v3/ffcli"
@@ -32,6 +34,7 @@ type startFlags struct {
 	vestauthCompat bool
 	bind           string // listen host; "" means every interface
 	registration   string // open | closed | token
+	auditRetention time.Duration
 }
 
 // Defaults of `idcli server start`.
@@ -50,6 +53,7 @@ func (o *startFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info (one line per request), warn or error (warn drops the per-request lines; 5xx are still logged)")
 	fs.StringVar(&o.bind, "bind", "", "address to listen on, such as 127.0.0.1 for this machine only (default: every interface)")
 	fs.StringVar(&o.registration, "registration", refserver.RegistrationOpen, "who may register new agents (POST /agents): open (anyone), closed (no one), or token (with an invitation token from idcli server tokens create)")
+	fs.DurationVar(&o.auditRetention, "audit-retention", store.DefaultAuditRetention, "how long the audit trail is kept (idcli server audit); 0 keeps it for ever")
 	fs.BoolVar(&o.vestauthCompat, "vestauth-compat", false, "also serve vestauth clients' POST /register and POST /rotate (rotation binds less than PUT /agents/{uid}/keys: see docs/migrating-from-vestauth.md)")
 }
 
@@ -87,6 +91,10 @@ func (o startFlags) parse() (refserver.Options, slog.Level, error) {
 	}
 	ro.StatusPage = o.statusPage
 	ro.VestauthCompat = o.vestauthCompat
+	ro.AuditRetention = o.auditRetention
+	if o.auditRetention == 0 {
+		ro.AuditRetention = -1 // for ever
+	}
 	switch o.registration {
 	case refserver.RegistrationOpen, refserver.RegistrationClosed, refserver.RegistrationToken:
 		ro.Registration = o.registration
@@ -107,7 +115,7 @@ func newServerStartCmd(env *cliEnv) *ffcli.Command {
 	o.register(fs)
 	return &ffcli.Command{
 		Name:       "start",
-		ShortUsage: "idcli server start [--port P] [--hostname URL] [--database-url URL] [--replay-store memory|postgres] [--rate-limit 60/m|off] [--rate-limit-burst N] [--trusted-proxies CIDR,…] [--metrics-listen ADDR] [--status-page] [--log-level info|warn|…] [--bind ADDR] [--registration open|closed|token] [--vestauth-compat]",
+		ShortUsage: "idcli server start [--port P] [--hostname URL] [--database-url URL] [--replay-store memory|postgres] [--rate-limit 60/m|off] [--rate-limit-burst N] [--trusted-proxies CIDR,…] [--metrics-listen ADDR] [--status-page] [--log-level info|warn|…] [--bind ADDR] [--registration open|closed|token] [--vestauth-compat] [--audit-retention 8760h]",
 		ShortHelp:  "run the reference server until SIGINT/SIGTERM",
 		LongHelp: "Runs the reference server. Several instances behind a load balancer share one\n" +
 			"database: start each with --replay-store postgres so a nonce accepted by one is\n" +

@@ -125,6 +125,9 @@ type NewAgent struct {
 	// ClaimFrom, if not "", is the agent holding Kid as an unproven key
 	// (a vestauth-compat rotation attached it): the key moves to UID.
 	ClaimFrom string
+	// Pending creates the agent pending an operator's review
+	// (registration mode approval).
+	Pending bool
 }
 
 // CreateAgent creates the agent a.UID and its key a.Kid, proven at a.Now,
@@ -135,21 +138,29 @@ type NewAgent struct {
 func (d *DB) CreateAgent(ctx context.Context, a NewAgent) error {
 	err := d.g.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		agent := Agent{UID: a.UID, CreatedAt: a.Now, UpdatedAt: a.Now}
+		registered := auditEntry{Action: ActionRegister, AgentUID: a.UID, Kid: a.Kid}
 		if a.Invite != "" {
 			id, err := spendInvite(tx, a.Invite, a.Now)
 			if err != nil {
 				return err
 			}
 			agent.InviteTokenID = &id
+			registered.Detail = map[string]any{"invitation_id": id}
+		}
+		if a.Pending {
+			agent.Review = ReviewPending
 		}
 		if err := tx.Create(&agent).Error; err != nil {
 			return err
 		}
 		if a.ClaimFrom != "" {
-			return claimKey(tx, a.Kid, a.ClaimFrom, a.UID, a.Now)
+			return claimKey(tx, a.Kid, a.ClaimFrom, a.UID, a.Now, registered)
 		}
 		now := a.Now
-		return tx.Create(&PublicJWK{Kid: a.Kid, AgentUID: a.UID, JWK: JSON(a.JWK), CreatedAt: now, ProvenAt: &now}).Error
+		if err := tx.Create(&PublicJWK{Kid: a.Kid, AgentUID: a.UID, JWK: JSON(a.JWK), CreatedAt: now, ProvenAt: &now}).Error; err != nil {
+			return err
+		}
+		return record(tx, registered)
 	})
 	return duplicate(err)
 }
@@ -161,8 +172,9 @@ func (d *DB) CreateAgent(ctx context.Context, a NewAgent) error {
 // directory that changed, are dropped) under from's row lock, and the
 // change log names it, so every instance drops what it caches of the key
 // and of from's directory. It returns ErrKeyChanged when the key is no
-// longer from's unproven active key.
-func claimKey(tx *gorm.DB, kid, from, uid string, now time.Time) error {
+// longer from's unproven active key. The audit trail records registered,
+// then the claim.
+func claimKey(tx *gorm.DB, kid, from, uid string, now time.Time, registered auditEntry) error {
 	if _, err := lockAgent(tx, from); err != nil {
 		if errors.Is(err, ErrNoSuchAgent) {
 			return ErrKeyChanged
@@ -181,6 +193,9 @@ func claimKey(tx *gorm.DB, kid, from, uid string, now time.Time) error {
 		return err
 	}
 	if err := tx.Model(&Agent{}).Where("uid = ?", from).Update("updated_at", now).Error; err != nil {
+		return err
+	}
+	if err := record(tx, registered, auditEntry{Action: ActionKeyClaim, AgentUID: from, Kid: kid, Detail: map[string]any{"to": uid}}); err != nil {
 		return err
 	}
 	return logChanges(tx, []KeyChange{{Kid: kid, AgentUID: from, Change: ChangeClaim, Actor: "registration by the key's holder"}})
@@ -239,7 +254,7 @@ func (d *DB) Rotate(ctx context.Context, r Rotation) (revoked []string, err erro
 		if err := tx.Model(&PublicJWK{}).Where(others, r.UID, r.Kid).Pluck("kid", &revoked).Error; err != nil {
 			return err
 		}
-		if err := tx.Model(&PublicJWK{}).Where(others, r.UID, r.Kid).Update("revoked_at", now).Error; err != nil {
+		if err := tx.Model(&PublicJWK{}).Where(others, r.UID, r.Kid).Updates(map[string]any{"revoked_at": now, "revoked_why": RevokedRotated}).Error; err != nil {
 			return err
 		}
 		if err := replaceDirectorySignatures(tx, r.UID, r.Signatures); err != nil {
@@ -249,8 +264,13 @@ func (d *DB) Rotate(ctx context.Context, r Rotation) (revoked []string, err erro
 			return err
 		}
 		changes := make([]KeyChange, len(revoked))
+		entries := []auditEntry{{Action: ActionKeyAdd, AgentUID: r.UID, Kid: r.Kid, Detail: map[string]any{"proven": r.Proven}}}
 		for i, kid := range revoked {
 			changes[i] = KeyChange{Kid: kid, AgentUID: r.UID, Change: ChangeRotate, Actor: "rotation by the agent"}
+			entries = append(entries, auditEntry{Action: ActionKeyRotate, AgentUID: r.UID, Kid: kid, Detail: map[string]any{"by": r.Kid}})
+		}
+		if err := record(tx, entries...); err != nil {
+			return err
 		}
 		return logChanges(tx, changes)
 	})
@@ -312,7 +332,10 @@ func (d *DB) ReplaceDirectorySignatures(ctx context.Context, uid string, check f
 		if rows, err = check(keys); err != nil {
 			return err
 		}
-		return replaceDirectorySignatures(tx, uid, rows)
+		if err := replaceDirectorySignatures(tx, uid, rows); err != nil {
+			return err
+		}
+		return record(tx, auditEntry{Action: ActionRefresh, AgentUID: uid, Detail: map[string]any{"signatures": len(rows)}})
 	})
 	return rows, err
 }

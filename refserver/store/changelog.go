@@ -44,7 +44,6 @@ import (
 	"context"
 	"database/sql/driver"
 	"errors"
-	"fmt"
 	"strings"
 	"time"
 
@@ -119,19 +118,6 @@ func insertChanges(tx *gorm.DB, rows []KeyChange) error {
 	return nil
 }
 
-// changeCutoff is the SQL expression, for db's dialect, of the oldest
-// created_at a prune keeps: the database's clock less changeRetention.
-// (SQLite's CURRENT_TIMESTAMP and datetime() are both UTC text
-// "YYYY-MM-DD HH:MM:SS", which compares as the time it names with rows
-// gorm wrote in its own, longer, UTC form.)
-func changeCutoff(db *gorm.DB) string {
-	secs := int64(changeRetention / time.Second)
-	if db.Dialector.Name() == "postgres" {
-		return fmt.Sprintf("CURRENT_TIMESTAMP - INTERVAL '%d seconds'", secs)
-	}
-	return fmt.Sprintf("datetime('now', '-%d seconds')", secs)
-}
-
 // changeChannel is the PostgreSQL notification channel on which writers
 // of the change log wake its readers. A notification is only a hint to
 // read now: a lost one delays a reader to its next interval, and the
@@ -173,7 +159,7 @@ func (d *DB) ChangesAfter(ctx context.Context, id uint64, limit int) ([]KeyChang
 // the database's clock.
 func (d *DB) PruneChanges(ctx context.Context) error {
 	db := d.g.WithContext(ctx)
-	return db.Where("created_at < " + changeCutoff(db)).Delete(&KeyChange{}).Error
+	return db.Where("created_at < " + cutoff(db, changeRetention)).Delete(&KeyChange{}).Error
 }
 
 // ListenChanges signals wake at each notification that the change log

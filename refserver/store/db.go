@@ -84,13 +84,21 @@ func (d *DB) DeleteAgents(ctx context.Context, uids []string) (int, error) {
 			// changelog.go).
 			changes := make([]KeyChange, len(deleted))
 			for i, k := range deleted {
-				changes[i] = KeyChange{Kid: k.Kid, AgentUID: k.AgentUID, Change: ChangeDelete, Actor: "idcli bench cleanup"}
+				changes[i] = KeyChange{Kid: k.Kid, AgentUID: k.AgentUID, Change: ChangeDelete, Actor: truncActor(actorOf(ctx))}
 			}
-			res := tx.Where("uid IN ?", batch).Delete(&Agent{})
+			var gone []Agent
+			res := tx.Clauses(clause.Returning{Columns: []clause.Column{{Name: "uid"}}}).Where("uid IN ?", batch).Delete(&gone)
 			if res.Error != nil {
 				return res.Error
 			}
 			n = int(res.RowsAffected)
+			entries := make([]auditEntry, len(gone))
+			for i, a := range gone {
+				entries[i] = auditEntry{Action: ActionDelete, AgentUID: a.UID}
+			}
+			if err := record(tx, entries...); err != nil {
+				return err
+			}
 			return logChanges(tx, changes) // last: it takes the log's lock until the commit
 		})
 		if err != nil {

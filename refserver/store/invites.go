@@ -65,7 +65,14 @@ func (d *DB) CreateInvite(ctx context.Context, note string, uses int64, ttl time
 		exp := now.Add(ttl)
 		row.ExpiresAt = &exp
 	}
-	if err := d.g.WithContext(ctx).Create(&row).Error; err != nil {
+	err := d.g.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Create(&row).Error; err != nil {
+			return err
+		}
+		return record(tx, auditEntry{Action: ActionInviteCreate, Reason: note,
+			Detail: map[string]any{"invitation_id": row.ID, "uses": uses}})
+	})
+	if err != nil {
 		return "", InviteInfo{}, err
 	}
 	return token, inviteInfo(row), nil
@@ -99,6 +106,9 @@ func (d *DB) RevokeInvite(ctx context.Context, id uint64) (InviteInfo, bool, err
 			now := time.Now().UTC()
 			row.RevokedAt = &now
 			if err := tx.Model(&InviteToken{}).Where("id = ?", id).Update("revoked_at", now).Error; err != nil {
+				return err
+			}
+			if err := record(tx, auditEntry{Action: ActionInviteRevoke, Detail: map[string]any{"invitation_id": id}}); err != nil {
 				return err
 			}
 		}

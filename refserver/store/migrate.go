@@ -41,6 +41,12 @@ var migrations = []Migration{
 	{ID: "20261127160200", Name: "CreateInviteTokensTable", Migrate: createTable[migrationV1InviteToken]},
 	{ID: "20261201120000", Name: "AddAgentsInviteTokenID", Migrate: addColumn[migrationV3Agent]("invite_token_id", "InviteTokenID")},
 	{ID: "20261201120100", Name: "AddPublicJwksProvenAt", Migrate: addPublicJwksProvenAt},
+	{ID: "20261210120000", Name: "AddAgentsReview", Migrate: addColumns[migrationV4Agent](
+		"review", "Review", "review_reason", "ReviewReason", "reviewed_at", "ReviewedAt", "disabled_reason", "DisabledReason")},
+	{ID: "20261210120100", Name: "AddPublicJwksRevokedWhy", Migrate: addColumns[migrationV3PublicJWK](
+		"revoked_why", "RevokedWhy", "revoke_reason", "RevokeReason")},
+	{ID: "20261210120200", Name: "CreateAuditEventsTable", Migrate: createTable[migrationV1AuditEvent]},
+	{ID: "20261210120300", Name: "CreateOutboxEventsTable", Migrate: createTable[migrationV1OutboxEvent]},
 	{ID: "20261210130000", Name: "CreateOperatorTokensTable", Migrate: createTable[migrationV1OperatorToken]},
 	{ID: "20261210140000", Name: "CreateServiceKeysTable", Migrate: createTable[migrationV1ServiceKey]},
 }

@@ -24,7 +24,21 @@ type Agent struct {
 	// InviteTokenID is the invitation token the agent was created with
 	// (registration mode token); nil when it was created without one.
 	InviteTokenID *uint64 `gorm:"column:invite_token_id"`
+	// Review is "" for an agent let in, ReviewPending while an operator
+	// has not reviewed it (registration mode approval), ReviewRejected
+	// after a refusal; ReviewReason and ReviewedAt record the decision.
+	Review       string     `gorm:"column:review;size:16;not null;default:''"`
+	ReviewReason string     `gorm:"column:review_reason;size:500;not null;default:''"`
+	ReviewedAt   *time.Time `gorm:"column:reviewed_at"`
+	// DisabledReason is the operator's reason for disabling the agent.
+	DisabledReason string `gorm:"column:disabled_reason;size:500;not null;default:''"`
 }
+
+// Review states of an agent (Agent.Review).
+const (
+	ReviewPending  = "pending"
+	ReviewRejected = "rejected"
+)
 
 // TableName implements gorm's tabler.
 func (Agent) TableName() string { return "agents" }
@@ -78,7 +92,18 @@ type PublicJWK struct {
 	CreatedAt time.Time  `gorm:"not null"`
 	RevokedAt *time.Time `gorm:"column:revoked_at"`
 	ProvenAt  *time.Time `gorm:"column:proven_at"`
+	// RevokedWhy is why the key is revoked: RevokedRotated or
+	// RevokedByOperator ("" while active). RevokeReason is the
+	// operator's reason.
+	RevokedWhy   string `gorm:"column:revoked_why;size:16;not null;default:''"`
+	RevokeReason string `gorm:"column:revoke_reason;size:500;not null;default:''"`
 }
+
+// Why a key was revoked (PublicJWK.RevokedWhy).
+const (
+	RevokedRotated    = "rotated" // a rotation replaced it
+	RevokedByOperator = "revoked" // an operator revoked it
+)
 
 // TableName implements gorm's tabler.
 func (PublicJWK) TableName() string { return "public_jwks" }

@@ -141,14 +141,18 @@ func showAgent(db *gorm.DB, uid string) (AgentInfo, error) {
 	return info, nil
 }
 
-// SetAgentDisabled disables (disabled true) or enables uid on behalf of
-// actor (who or what made the change, as the change log records it). It
+// SetAgentDisabled disables (disabled true) or enables uid for reason (see
+// CheckReason), on behalf of the actor in ctx (see WithActor). It
 // returns the agent as it is after the change, and whether anything
 // changed (false when it already was so). A disabled agent's directory
 // lists no key (an empty set, as when its only key is revoked, so that
 // third-party verifiers drop its keys within their cache lifetime) and its
 // signatures are refused with 403 forbidden by every instance within 1 s.
-func (d *DB) SetAgentDisabled(ctx context.Context, uid string, disabled bool, actor string) (AgentInfo, bool, error) {
+func (d *DB) SetAgentDisabled(ctx context.Context, uid string, disabled bool, reason string) (AgentInfo, bool, error) {
+	if err := CheckReason(reason); err != nil {
+		return AgentInfo{}, false, err
+	}
+	actor := actorOf(ctx)
 	var info AgentInfo
 	changed := false
 	err := d.g.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
@@ -159,11 +163,14 @@ func (d *DB) SetAgentDisabled(ctx context.Context, uid string, disabled bool, ac
 		if (row.DisabledAt != nil) != disabled {
 			changed = true
 			var at any // NULL
-			change := ChangeEnable
+			change, action, why := ChangeEnable, ActionEnable, ""
 			if disabled {
-				at, change = time.Now().UTC(), ChangeDisable
+				at, change, action, why = time.Now().UTC(), ChangeDisable, ActionDisable, reason
 			}
-			if err := tx.Model(&Agent{}).Where("uid = ?", uid).Update("disabled_at", at).Error; err != nil {
+			if err := tx.Model(&Agent{}).Where("uid = ?", uid).Updates(map[string]any{"disabled_at": at, "disabled_reason": why}).Error; err != nil {
+				return err
+			}
+			if err := record(tx, auditEntry{Action: action, AgentUID: uid, Reason: reason}); err != nil {
 				return err
 			}
 			var kids []string
@@ -187,11 +194,16 @@ func (d *DB) SetAgentDisabled(ctx context.Context, uid string, disabled bool, ac
 	return info, changed, err
 }
 
-// RevokeKey revokes uid's key kid on behalf of actor. It returns the key
+// RevokeKey revokes uid's key kid for reason (see CheckReason), on behalf
+// of the actor in ctx (see WithActor). It returns the key
 // as it is after the change and whether anything changed (false when it
 // already was revoked); ErrNoSuchAgent or ErrNoSuchKey when uid does not
 // hold kid. Every instance refuses the key within 1 s.
-func (d *DB) RevokeKey(ctx context.Context, uid, kid, actor string) (KeyInfo, bool, error) {
+func (d *DB) RevokeKey(ctx context.Context, uid, kid, reason string) (KeyInfo, bool, error) {
+	if err := CheckReason(reason); err != nil {
+		return KeyInfo{}, false, err
+	}
+	actor := actorOf(ctx)
 	var info KeyInfo
 	changed := false
 	err := d.g.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
@@ -209,10 +221,14 @@ func (d *DB) RevokeKey(ctx context.Context, uid, kid, actor string) (KeyInfo, bo
 		if key.RevokedAt == nil {
 			changed = true
 			now := time.Now().UTC()
-			if err := tx.Model(&PublicJWK{}).Where("id = ?", key.ID).Update("revoked_at", now).Error; err != nil {
+			if err := tx.Model(&PublicJWK{}).Where("id = ?", key.ID).
+				Updates(map[string]any{"revoked_at": now, "revoked_why": RevokedByOperator, "revoke_reason": reason}).Error; err != nil {
 				return err
 			}
 			key.RevokedAt = &now
+			if err := record(tx, auditEntry{Action: ActionKeyRevoke, AgentUID: uid, Kid: kid, Reason: reason}); err != nil {
+				return err
+			}
 			if err := logChanges(tx, []KeyChange{{Kid: kid, AgentUID: uid, Change: ChangeRevoke, Actor: truncActor(actor)}}); err != nil {
 				return err
 			}

@@ -1,0 +1,84 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// AuditQuery selects rows of the audit trail (see Audit). Empty fields
+// select everything.
+type AuditQuery struct {
+	AgentUID string    // the agent the change is about
+	Kid      string    // the key the change is about
+	Action   string    // one of the Action… constants
+	Actor    string    // exactly as recorded
+	Since    time.Time // at or after (the database's clock)
+	// Before is a cursor: only rows with a smaller id (0: from the newest).
+	Before uint64
+	// Limit caps the rows returned (1 to MaxAuditPage; 0: 100).
+	Limit int
+}
+
+// MaxAuditPage is the largest AuditQuery.Limit.
+const MaxAuditPage = 1000
+
+// Audit returns the rows of the audit trail q selects, newest first. The
+// next page is q with Before set to the last row's ID.
+func (d *DB) Audit(ctx context.Context, q AuditQuery) ([]AuditEvent, error) {
+	limit := q.Limit
+	switch {
+	case limit == 0:
+		limit = 100
+	case limit < 0 || limit > MaxAuditPage:
+		return nil, fmt.Errorf("store: an audit page holds 1 to %d rows", MaxAuditPage)
+	}
+	db := d.g.WithContext(ctx).Order("id DESC").Limit(limit)
+	for col, v := range map[string]string{"agent_uid": q.AgentUID, "kid": q.Kid, "action": q.Action, "actor": q.Actor} {
+		if v != "" {
+			db = db.Where(col+" = ?", v)
+		}
+	}
+	if !q.Since.IsZero() {
+		db = db.Where("created_at >= ?", q.Since.UTC())
+	}
+	if q.Before > 0 {
+		db = db.Where("id < ?", q.Before)
+	}
+	var rows []AuditEvent
+	if err := db.Find(&rows).Error; err != nil {
+		return nil, err
+	}
+	for i := range rows {
+		rows[i].CreatedAt = rows[i].CreatedAt.UTC()
+	}
+	return rows, nil
+}
+
+// DefaultAuditRetention is how long the audit trail is kept unless the
+// operator says otherwise.
+const DefaultAuditRetention = 365 * 24 * time.Hour
+
+// PruneAudit deletes the rows of the audit trail older than retention by
+// the database's clock (nothing when retention is not positive).
+func (d *DB) PruneAudit(ctx context.Context, retention time.Duration) error {
+	if retention <= 0 {
+		return nil
+	}
+	db := d.g.WithContext(ctx)
+	return db.Where("created_at < " + cutoff(db, retention)).Delete(&AuditEvent{}).Error
+}
+
+// cutoff is the SQL expression, for db's dialect, of the database's clock
+// less age. (SQLite's CURRENT_TIMESTAMP and datetime() are both UTC text
+// "YYYY-MM-DD HH:MM:SS", which compares as the time it names with rows
+// gorm wrote in its own, longer, UTC form.)
+func cutoff(db *gorm.DB, age time.Duration) string {
+	secs := int64(age / time.Second)
+	if db.Dialector.Name() == "postgres" {
+		return fmt.Sprintf("CURRENT_TIMESTAMP - INTERVAL '%d seconds'", secs)
+	}
+	return fmt.Sprintf("datetime('now', '-%d seconds')", secs)
+}

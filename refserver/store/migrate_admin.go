@@ -1,0 +1,78 @@
+package store
+
+// Migrations of the service run for others: review state and reasons on
+// agents and keys, the audit trail and the change events' outbox. Each
+// has its own copy of the columns it creates, as in migrate.go.
+
+import (
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// migrationV4Agent is agents as changed by 20261210120000: review is ""
+// for an agent let in, "pending" while an operator has not reviewed it
+// (registration mode approval), "rejected" after a refusal;
+// review_reason and reviewed_at record the operator's decision, and
+// disabled_reason why an operator disabled it.
+type migrationV4Agent struct {
+	migrationV3Agent
+	Review         string     `gorm:"column:review;size:16;not null;default:''"`
+	ReviewReason   string     `gorm:"column:review_reason;size:500;not null;default:''"`
+	ReviewedAt     *time.Time `gorm:"column:reviewed_at"`
+	DisabledReason string     `gorm:"column:disabled_reason;size:500;not null;default:''"`
+}
+
+func (migrationV4Agent) TableName() string { return "agents" }
+
+// migrationV3PublicJWK is public_jwks as changed by 20261210120100:
+// revoked_why tells a key rotated away from one an operator revoked (or
+// its holder claimed), and revoke_reason is the operator's reason.
+type migrationV3PublicJWK struct {
+	migrationV2PublicJWK
+	RevokedWhy   string `gorm:"column:revoked_why;size:16;not null;default:''"`
+	RevokeReason string `gorm:"column:revoke_reason;size:500;not null;default:''"`
+}
+
+func (migrationV3PublicJWK) TableName() string { return "public_jwks" }
+
+// migrationV1AuditEvent is audit_events as created by 20261210120200.
+type migrationV1AuditEvent struct {
+	ID        uint64    `gorm:"primaryKey"`
+	CreatedAt time.Time `gorm:"column:created_at;not null;index:idx_audit_events_created_at"`
+	Action    string    `gorm:"column:action;size:32;not null"`
+	Actor     string    `gorm:"column:actor;size:128;not null"`
+	AgentUID  string    `gorm:"column:agent_uid;size:64;not null;index:idx_audit_events_agent_uid"`
+	Kid       string    `gorm:"column:kid;size:64;not null"`
+	Reason    string    `gorm:"column:reason;size:500;not null"`
+	RequestID string    `gorm:"column:request_id;size:64;not null"`
+	Detail    JSON      `gorm:"column:detail"`
+}
+
+func (migrationV1AuditEvent) TableName() string { return "audit_events" }
+
+// migrationV1OutboxEvent is outbox_events as created by 20261210120300.
+type migrationV1OutboxEvent struct {
+	ID        uint64    `gorm:"primaryKey"`
+	EventID   string    `gorm:"column:event_id;size:32;not null;uniqueIndex"`
+	Kind      string    `gorm:"column:kind;size:32;not null"`
+	AgentUID  string    `gorm:"column:agent_uid;size:64;not null"`
+	Kid       string    `gorm:"column:kid;size:64;not null"`
+	Reason    string    `gorm:"column:reason;size:500;not null"`
+	CreatedAt time.Time `gorm:"column:created_at;not null"`
+}
+
+func (migrationV1OutboxEvent) TableName() string { return "outbox_events" }
+
+// addColumns is the migration adding T's fields as columns, in order,
+// each unless it exists: columnFields alternates a column and its field.
+func addColumns[T any](columnFields ...string) func(*gorm.DB) error {
+	return func(tx *gorm.DB) error {
+		for i := 0; i+1 < len(columnFields); i += 2 {
+			if err := addColumn[T](columnFields[i], columnFields[i+1])(tx); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
