@@ -10,6 +10,7 @@ import (
 
 	"github.com/peterbourgon/ff/v3/ffcli"
 
+	"github.com/agentid/agentid/cmd/idcli/internal/cfrules"
 	"github.com/agentid/agentid/keyfetch"
 	"github.com/agentid/agentid/signer"
 )
@@ -78,7 +79,7 @@ func newDirectoryCheckCmd(env *cliEnv) *ffcli.Command {
 			if h := localSchemeHint(pos[0], func(with string) string { return "check " + with + " with --allow-http --allow-private" }); h != "" && !r.OK() {
 				hint = h
 			}
-			cf := cloudflareRules(r, time.Now())
+			cf := cfrules.Check(r, time.Now())
 			if *asJSON {
 				if err := writeJSON(env.Stdout, newDirectoryReport(r, hint, cf), true); err != nil {
 					return err
@@ -156,7 +157,7 @@ type directoryReport struct {
 	Hint         string         `json:"hint,omitempty"`
 	// Cloudflare is what Cloudflare's key-directory validator checks, per
 	// key (directories only).
-	Cloudflare *cloudflareReport `json:"cloudflare,omitempty"`
+	Cloudflare *cfrules.Report `json:"cloudflare,omitempty"`
 }
 
 // directoryKey is one usable key of a checked key set.
@@ -167,7 +168,7 @@ type directoryKey struct {
 	PublicJWK  signer.JWK `json:"public_jwk"`
 }
 
-func newDirectoryReport(r *keyfetch.Report, hint string, cf *cloudflareReport) directoryReport {
+func newDirectoryReport(r *keyfetch.Report, hint string, cf *cfrules.Report) directoryReport {
 	d := directoryReport{
 		URL: r.URL, Kind: r.Kind.String(), WellKnown: r.WellKnown, JWKSURI: r.JWKSURI, OK: r.OK(), Status: r.StatusCode,
 		ContentType: r.ContentType, CacheControl: r.CacheControl, ETag: r.ETag,
@@ -194,7 +195,7 @@ func keySetNoun(r *keyfetch.Report) string {
 	return "directory"
 }
 
-func printDirectoryReport(env *cliEnv, r *keyfetch.Report, hint string, cf *cloudflareReport) {
+func printDirectoryReport(env *cliEnv, r *keyfetch.Report, hint string, cf *cfrules.Report) {
 	w := env.Stdout
 	what := map[signer.KeySetKind]string{signer.KindDirectory: "key directory", signer.KindJWKS: "JSON Web Key Set", signer.KindCard: "Signature Agent Card"}[r.Kind]
 	if r.WellKnown {
@@ -225,7 +226,7 @@ func printDirectoryReport(env *cliEnv, r *keyfetch.Report, hint string, cf *clou
 	case len(r.Keys) > 0:
 		fmt.Fprintf(w, "• response unsigned (accepted unless a verifier requires signed key sets)\n")
 	}
-	printCloudflareRules(env, cf)
+	cfrules.Print(env.Stdout, cf)
 	for _, p := range r.Warnings {
 		fmt.Fprintf(w, "! %s\n", p)
 	}

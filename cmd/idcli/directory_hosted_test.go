@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentid/agentid/cmd/idcli/internal/cfrules"
 	"github.com/agentid/agentid/cmd/idcli/internal/clitest"
 	"github.com/agentid/agentid/keyfetch"
 	"github.com/agentid/agentid/refserver"
@@ -291,7 +292,7 @@ func readEnvVar(t *testing.T, dir, name string) string {
 	return string(m[1])
 }
 
-// cloudflareRules (directory check) judges each key as the validator
+// cfrules.Check (directory check) judges each key as the validator
 // does: a signature that expired, one made for another authority, one
 // under another tag and one by a key the directory does not hold each
 // break a rule; a good one passes and says whether it binds the body.
@@ -326,7 +327,7 @@ func TestCloudflareRulesPerKey(t *testing.T) {
 	for _, tt := range tests {
 		r := &keyfetch.Report{URL: "https://" + authority + signer.DirectoryPath, Kind: signer.KindDirectory, StatusCode: 200,
 			Keys: []signer.PublicKey{key.Public}, Header: tt.header, Body: body}
-		cf := cloudflareRules(r, now.Add(time.Minute))
+		cf := cfrules.Check(r, now.Add(time.Minute))
 		if cf == nil || len(cf.Keys) != 1 || !cf.HTTPS {
 			t.Fatalf("%s: report %+v", tt.name, cf)
 		}

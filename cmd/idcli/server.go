@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/agentid/agentid/cmd/idcli/internal/envflag"
 	"github.com/agentid/agentid/cmd/idcli/internal/hint"
 	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/refserver/store"
@@ -34,10 +35,10 @@ type serverFlags struct {
 
 func (f *serverFlags) register(fs *flag.FlagSet, withPortHost bool) {
 	if withPortHost {
-		fs.StringVar(&f.port, "port", "", "port to listen on (default: PORT, then "+defaultServerPort+")")
-		fs.StringVar(&f.hostname, "hostname", "", "public base URL with scheme (default: HOSTNAME, then http://localhost:<port>)")
+		fs.StringVar(&f.port, "port", "", "port to listen on (default: AGENTID_PORT, PORT, then "+defaultServerPort+")")
+		fs.StringVar(&f.hostname, "hostname", "", "public base URL with scheme (default: AGENTID_HOSTNAME, HOSTNAME, then http://localhost:<port>)")
 	}
-	fs.StringVar(&f.databaseURL, "database-url", "", "database URL (default: DATABASE_URL, then "+defaultServerDatabaseURL+")")
+	fs.StringVar(&f.databaseURL, "database-url", "", "database URL (default: AGENTID_DATABASE_URL, DATABASE_URL, then "+defaultServerDatabaseURL+")")
 }
 
 // serverSettings are the resolved PORT, HOSTNAME and DATABASE_URL.
@@ -45,68 +46,114 @@ type serverSettings struct {
 	Port, Hostname, DatabaseURL string
 }
 
-// resolveServerSettings applies flags > process environment > ./.env > defaults.
-// HOSTNAME is resolved (and a scheme-less value warned about) only when
-// needHostname is set: the db: commands do not use it.
-func resolveServerSettings(env *cliEnv, f serverFlags, needHostname bool) (serverSettings, error) {
+// serverEnvPrefix prefixes the variables of the server's flags:
+// AGENTID_RATE_LIMIT sets --rate-limit.
+const serverEnvPrefix = "AGENTID"
+
+// serverEnv is where the server commands read variables: the process
+// environment, then ./.env.
+func serverEnv(env *cliEnv) ([]envflag.Source, error) {
 	ef, err := envfile.Read(filepath.Join(env.Dir, ".env"))
+	if err != nil {
+		return nil, err
+	}
+	dotenv := func(k string) string { v, _ := ef.Get(k); return v }
+	return []envflag.Source{{Lookup: env.Getenv}, {Lookup: dotenv, Where: " in .env"}}, nil
+}
+
+// withServerEnv makes every flag of c settable from its AGENTID_ variable
+// (the environment, then .env) when the command line leaves it unset, names
+// the variable in each flag's help, and in c's errors about a flag so set.
+func withServerEnv(env *cliEnv, c *ffcli.Command) *ffcli.Command {
+	envflag.Document(c.FlagSet, serverEnvPrefix)
+	run := c.Exec
+	c.Exec = func(ctx context.Context, args []string) error {
+		set, err := applyServerEnv(env, c.FlagSet)
+		if err != nil {
+			return err
+		}
+		return set.Reword(run(ctx, args))
+	}
+	return c
+}
+
+func applyServerEnv(env *cliEnv, fs *flag.FlagSet) (envflag.Sources, error) {
+	src, err := serverEnv(env)
+	if err != nil {
+		return nil, err
+	}
+	return envflag.Apply(fs, serverEnvPrefix, src...)
+}
+
+// resolveServerSettings applies flags > AGENTID_ variables > the older
+// PORT, HOSTNAME and DATABASE_URL > defaults, each variable from the process
+// environment, then ./.env. HOSTNAME is resolved (and a scheme-less value
+// warned about) only when needHostname is set: the db: commands do not use
+// it.
+func resolveServerSettings(env *cliEnv, f serverFlags, needHostname bool) (serverSettings, error) {
+	src, err := serverEnv(env)
 	if err != nil {
 		return serverSettings{}, err
 	}
-	var s serverSettings
-	lookup := func(flagValue, name string) string {
+	// lookup returns the value of a setting and where it came from; an
+	// AGENTID_ variable counts as its flag.
+	lookup := func(flagValue, flagName, name string) (v, source string, explicit bool) {
 		if flagValue != "" {
-			return flagValue
+			return flagValue, "--" + flagName, true
 		}
-		if v := env.Getenv(name); v != "" {
-			return v
-		}
-		v, _ := ef.Get(name)
-		return v
+		v, n, where := envflag.First(src, envflag.Var(serverEnvPrefix, flagName), name)
+		return v, n + where, strings.HasPrefix(n, serverEnvPrefix)
 	}
-	s.Port = lookup(f.port, "PORT")
+	port, source, portExplicit := lookup(f.port, "port", "PORT")
+	s := serverSettings{Port: port}
 	portGiven := s.Port != ""
 	if s.Port == "" {
 		s.Port = defaultServerPort
 	}
 	if n, err := strconv.Atoi(s.Port); err != nil || n < 0 || n > 65535 {
-		return serverSettings{}, fmt.Errorf("port %q is not a port number (0-65535)", s.Port)
+		return serverSettings{}, fmt.Errorf("%s %q is not a port number (0-65535)", source, s.Port)
 	}
-	s.DatabaseURL = lookup(f.databaseURL, "DATABASE_URL")
+	s.DatabaseURL, source, _ = lookup(f.databaseURL, "database-url", "DATABASE_URL")
 	if s.DatabaseURL == "" {
-		s.DatabaseURL = defaultServerDatabaseURL
+		s.DatabaseURL, source = defaultServerDatabaseURL, "DATABASE_URL"
 	}
 	if store.DatabaseKind(s.DatabaseURL) == "" {
-		//lint:ignore ST1005 the message ends with the URL form sqlite::memory:
-		return serverSettings{}, fmt.Errorf("DATABASE_URL %s is not supported: use postgres://USER:PASS@HOST:PORT/DATABASE, sqlite://PATH or sqlite::memory:", redact.URL(s.DatabaseURL))
+		return serverSettings{}, fmt.Errorf("%s %s is not supported: use postgres://USER:PASS@HOST:PORT/DATABASE, sqlite://PATH or sqlite::memory:", source, redact.URL(s.DatabaseURL))
 	}
 
 	if !needHostname {
 		return s, nil
 	}
-	// HOSTNAME: a flag without a scheme is an error; a variable without a
-	// scheme is most likely the shell's machine name and is skipped.
-	candidates := []struct{ value, source string }{{f.hostname, "--hostname"}, {env.Getenv("HOSTNAME"), "the environment"}}
-	if v, ok := ef.Get("HOSTNAME"); ok {
-		candidates = append(candidates, struct{ value, source string }{v, ".env"})
+	// HOSTNAME: --hostname or AGENTID_HOSTNAME without a scheme is an
+	// error; HOSTNAME without a scheme is most likely the shell's machine
+	// name and is skipped.
+	type candidate struct {
+		value, name, where string
+		explicit           bool
+	}
+	candidates := []candidate{{f.hostname, "--hostname", "", true}}
+	for _, n := range []string{envflag.Var(serverEnvPrefix, "hostname"), "HOSTNAME"} {
+		for _, e := range src {
+			candidates = append(candidates, candidate{e.Lookup(n), n, e.Where, n != "HOSTNAME"})
+		}
 	}
 	for _, c := range candidates {
 		if c.value == "" {
 			continue
 		}
-		if c.source != "--hostname" && !strings.Contains(c.value, "://") {
-			fmt.Fprintf(env.Stderr, "idcli: warning: ignoring HOSTNAME=%q from %s: it has no scheme (want e.g. https://agentid.example)\n", c.value, c.source)
+		if !c.explicit && !strings.Contains(c.value, "://") {
+			fmt.Fprintf(env.Stderr, "idcli: warning: ignoring %s=%q%s: it has no scheme (want e.g. https://agentid.example)\n", c.name, c.value, c.where)
 			continue
 		}
 		svc, err := refserver.ParseHostname(c.value)
 		if err != nil {
-			return serverSettings{}, fmt.Errorf("%s: %s", c.source, strings.TrimPrefix(err.Error(), "refserver: "))
+			return serverSettings{}, fmt.Errorf("%s%s: %s", c.name, c.where, strings.TrimPrefix(err.Error(), "refserver: "))
 		}
 		s.Hostname = svc.String()
 		// A local HOSTNAME names the port the server listens on: from
-		// --hostname unless --port is given, from a variable unless PORT is
-		// set anywhere.
-		if port, ok := localPort(c.value); ok && f.port == "" && (c.source == "--hostname" || !portGiven) {
+		// --hostname (or AGENTID_HOSTNAME) unless --port is given, from
+		// HOSTNAME unless PORT is set anywhere.
+		if port, ok := localPort(c.value); ok && !portExplicit && (c.explicit || !portGiven) {
 			s.Port = port
 		}
 		break

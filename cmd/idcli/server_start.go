@@ -8,17 +8,16 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/agentid/agentid/cmd/idcli/internal/envflag"
 	"github.com/agentid/agentid/middleware/ratelimit"
 	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/refserver/store"
 	"github.com/agentid/agentid/signer/asynclog"
-	"github.com/agentid/agentid/signer/envfile"
 	"github.com/peterbourgon/ff/v3/ffcli"
 )
 
@@ -48,7 +47,7 @@ func (o *startFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.rateLimit, "rate-limit", defaultRateLimit, "sustained rate of registrations (POST /agents, and POST /register with --vestauth-compat) per client address, after --rate-limit-burst: N/s, N/m, N/h, or off")
 	fs.IntVar(&o.rateLimitBurst, "rate-limit-burst", defaultRateLimitBurst, "registrations a client address may make at once before --rate-limit applies")
 	fs.StringVar(&o.trustedProxies, "trusted-proxies", "", "comma-separated CIDRs or addresses of reverse proxies whose X-Forwarded-For names the client (default: none; the peer address is the client)")
-	fs.StringVar(&o.metricsListen, "metrics-listen", "", "serve Prometheus metrics (request counts, verification outcomes, no identities) at GET /metrics on this separate address, such as 127.0.0.1:9090, never on the service host (default: METRICS_LISTEN, then off)")
+	fs.StringVar(&o.metricsListen, "metrics-listen", "", "serve Prometheus metrics (request counts, verification outcomes, no identities) at GET /metrics on this separate address, such as 127.0.0.1:9090, never on the service host (default: AGENTID_METRICS_LISTEN, METRICS_LISTEN, then off)")
 	fs.BoolVar(&o.statusPage, "status-page", false, "also serve the status page at GET /status on the service host: it shows anyone who reaches the host the top agents' identities and request counts (default off)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info (one line per request), warn or error (warn drops the per-request lines; 5xx are still logged)")
 	fs.StringVar(&o.bind, "bind", "", "address to listen on, such as 127.0.0.1 for this machine only (default: every interface)")
@@ -113,7 +112,7 @@ func newServerStartCmd(env *cliEnv) *ffcli.Command {
 	f.register(fs, true)
 	var o startFlags
 	o.register(fs)
-	return &ffcli.Command{
+	return withServerEnv(env, &ffcli.Command{
 		Name:       "start",
 		ShortUsage: "idcli server start [--port P] [--hostname URL] [--database-url URL] [--replay-store memory|postgres] [--rate-limit 60/m|off] [--rate-limit-burst N] [--trusted-proxies CIDR,…] [--metrics-listen ADDR] [--status-page] [--log-level info|warn|…] [--bind ADDR] [--registration open|closed|token] [--vestauth-compat] [--audit-retention 8760h]",
 		ShortHelp:  "run the reference server until SIGINT/SIGTERM",
@@ -122,7 +121,9 @@ func newServerStartCmd(env *cliEnv) *ffcli.Command {
 			"refused by all. Registration (POST /agents) is limited per client address\n" +
 			"(default " + defaultRateLimit + ", burst " + fmt.Sprint(defaultRateLimitBurst) + "; 429 rate_limited with Retry-After). Behind a\n" +
 			"reverse proxy, list it in --trusted-proxies so its X-Forwarded-For names the\n" +
-			"client; otherwise every client shares the proxy's limit.",
+			"client; otherwise every client shares the proxy's limit. Each flag may be set\n" +
+			"by the AGENTID_ variable its help names, in the environment or ./.env; a flag\n" +
+			"on the command line wins.",
 		FlagSet: fs,
 		Exec: func(ctx context.Context, args []string) error {
 			if err := noArgs("server start", args); err != nil {
@@ -157,7 +158,7 @@ func newServerStartCmd(env *cliEnv) *ffcli.Command {
 			}
 			return serverStart(ctx, env, ro)
 		},
-	}
+	})
 }
 
 // serverStart opens the server with refserver.Open, prints where it
@@ -181,21 +182,20 @@ func serverStart(ctx context.Context, env *cliEnv, ro refserver.Options) error {
 	return in.Serve(ctx)
 }
 
-// metricsListen resolves the metrics address: the --metrics-listen flag,
-// else METRICS_LISTEN from the environment, else from ./.env; "" for none.
-// It must be host:port (the host may be empty: every interface).
+// metricsListen resolves the metrics address: the --metrics-listen flag
+// (or AGENTID_METRICS_LISTEN), else METRICS_LISTEN from the environment,
+// else from ./.env; "" for none. It must be host:port (the host may be
+// empty: every interface).
 func metricsListen(env *cliEnv, flagValue string) (string, error) {
 	addr, source := flagValue, "--metrics-listen"
 	if addr == "" {
-		addr, source = env.Getenv("METRICS_LISTEN"), "METRICS_LISTEN (--metrics-listen)"
-	}
-	if addr == "" {
-		ef, err := envfile.Read(filepath.Join(env.Dir, ".env"))
+		src, err := serverEnv(env)
 		if err != nil {
 			return "", err
 		}
-		addr, _ = ef.Get("METRICS_LISTEN")
-		source = "METRICS_LISTEN in .env (--metrics-listen)"
+		var name, where string
+		addr, name, where = envflag.First(src, "METRICS_LISTEN")
+		source = name + where + " (--metrics-listen)"
 	}
 	if addr == "" {
 		return "", nil

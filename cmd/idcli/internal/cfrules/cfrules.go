@@ -1,7 +1,11 @@
-package main
+// Package cfrules applies the checks of Cloudflare's key-directory
+// validator (http-signature-directory, in cloudflare/web-bot-auth) to a
+// directory response, per key, for idcli directory check.
+package cfrules
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -11,10 +15,10 @@ import (
 	"github.com/agentid/agentid/signer"
 )
 
-// cloudflareKey is what Cloudflare's key-directory validator
+// Key is what Cloudflare's key-directory validator
 // (http-signature-directory, in cloudflare/web-bot-auth) checks of one key
 // of a directory response, and whether its signature binds the body.
-type cloudflareKey struct {
+type Key struct {
 	Thumbprint string `json:"thumbprint"`
 	// Ed25519: the validator accepts OKP Ed25519 keys only.
 	Ed25519 bool `json:"ed25519"`
@@ -36,17 +40,17 @@ type cloudflareKey struct {
 }
 
 // OK reports whether the key passes the validator's rules.
-func (k cloudflareKey) OK() bool { return k.Problem == "" }
+func (k Key) OK() bool { return k.Problem == "" }
 
-// cloudflareReport is the validator's verdict on a directory response.
-type cloudflareReport struct {
+// Report is the validator's verdict on a directory response.
+type Report struct {
 	// HTTPS: the validator refuses any other scheme.
-	HTTPS bool            `json:"https"`
-	Keys  []cloudflareKey `json:"keys"`
+	HTTPS bool  `json:"https"`
+	Keys  []Key `json:"keys"`
 }
 
 // OK reports whether the validator would accept the directory.
-func (c *cloudflareReport) OK() bool {
+func (c *Report) OK() bool {
 	if !c.HTTPS || len(c.Keys) == 0 {
 		return false
 	}
@@ -58,10 +62,10 @@ func (c *cloudflareReport) OK() bool {
 	return true
 }
 
-// cloudflareRules applies, per key of r, the checks of Cloudflare's
+// Check applies, per key of r, the checks of Cloudflare's
 // key-directory validator to the response r received from r.URL, at now.
 // It returns nil for a report that is not a directory or holds no response.
-func cloudflareRules(r *keyfetch.Report, now time.Time) *cloudflareReport {
+func Check(r *keyfetch.Report, now time.Time) *Report {
 	if r.Kind != signer.KindDirectory || r.Header == nil {
 		return nil
 	}
@@ -69,7 +73,7 @@ func cloudflareRules(r *keyfetch.Report, now time.Time) *cloudflareReport {
 	if err != nil {
 		return nil
 	}
-	out := &cloudflareReport{HTTPS: u.Scheme == "https", Keys: []cloudflareKey{}}
+	out := &Report{HTTPS: u.Scheme == "https", Keys: []Key{}}
 	h := r.Header
 	var sigs []signer.Signature
 	if in := h.Values("Signature-Input"); len(in) > 0 {
@@ -81,7 +85,7 @@ func cloudflareRules(r *keyfetch.Report, now time.Time) *cloudflareReport {
 	resp := &http.Response{StatusCode: r.StatusCode, Header: h,
 		Request: &http.Request{Method: http.MethodGet, Host: u.Host, URL: u, Header: http.Header{}}}
 	for _, k := range r.Keys {
-		ck := cloudflareKey{Thumbprint: k.Thumbprint, Ed25519: k.Algorithm() == signer.AlgEd25519}
+		ck := Key{Thumbprint: k.Thumbprint, Ed25519: k.Algorithm() == signer.AlgEd25519}
 		if !ck.Ed25519 {
 			ck.Problem = "not an Ed25519 key (the validator accepts OKP Ed25519 only)"
 			out.Keys = append(out.Keys, ck)
@@ -125,14 +129,13 @@ func cloudflareRules(r *keyfetch.Report, now time.Time) *cloudflareReport {
 	return out
 }
 
-// printCloudflareRules prints the validator's verdict, one line per key.
+// Print writes the validator's verdict to w, one line per key.
 // Its rules are stricter than a verifier's (an unsigned directory is
 // usable), so a rule not met is a note ("•"), not a problem.
-func printCloudflareRules(env *cliEnv, c *cloudflareReport) {
+func Print(w io.Writer, c *Report) {
 	if c == nil || len(c.Keys) == 0 {
 		return
 	}
-	w := env.Stdout
 	signed := false
 	for _, k := range c.Keys {
 		signed = signed || k.Signed
