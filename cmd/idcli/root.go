@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/agentid/agentid/cmd/idcli/internal/ops"
 	"github.com/peterbourgon/ff/v3/ffcli"
 )
 
@@ -165,14 +166,12 @@ func newRootCmd(env *cliEnv) *ffcli.Command {
 					"PORT=3000, HOSTNAME=http://localhost:<PORT>, DATABASE_URL="+defaultServerDatabaseURL+".\n"+
 					"HOSTNAME must carry a scheme; a bare shell $HOSTNAME (a machine name) is ignored.\n"+
 					"DATABASE_URL may also be sqlite://PATH or sqlite::memory: (embedded database).",
-				newServerInitCmd(env),
-				newServerStartCmd(env),
-				newServerDBCmd(env, "db:create", "create the database (needs the CREATEDB privilege)", serverDBCreate),
-				newServerDBCmd(env, "db:migrate", "create or update the schema (idempotent)", serverDBMigrate),
-				newServerDBCmd(env, "db:drop", "permanently delete the database and all agent data", serverDBDrop),
-				newServerAgentsCmd(env),
-				newServerKeysCmd(env),
-				newServerTokensCmd(env),
+				append([]*ffcli.Command{newServerInitCmd(env),
+					newServerStartCmd(env),
+					newServerDBCmd(env, "db:create", "create the database (needs the CREATEDB privilege)", serverDBCreate),
+					newServerDBCmd(env, "db:migrate", "create or update the schema (idempotent)", serverDBMigrate),
+					newServerDBCmd(env, "db:drop", "permanently delete the database and all agent data", serverDBDrop),
+				}, ops.Commands(opsEnv(env))...)...,
 			),
 			newDemoCmd(env),
 			newProxyCmd(env),

@@ -1,0 +1,58 @@
+package ops
+
+// idcli server keys: revoke.
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/agentid/agentid/refserver/store"
+	"github.com/peterbourgon/ff/v3/ffcli"
+)
+
+func keysCmd(env *Env) *ffcli.Command {
+	return env.Group("idcli server keys", "idcli server keys <revoke> [flags]",
+		"revoke agents' keys", "",
+		newCmd(env, cmd{path: "keys revoke", args: "UID KID", nargs: 2,
+			help: "revoke an agent's key: every instance refuses it within 1 s (the agent keeps its other keys)",
+			longHelp: "A KID may begin with - (one key id in 64 does): idcli server keys revoke UID -KID\n" +
+				"revokes it, and so does idcli server keys revoke -- UID -KID (after --, every word\n" +
+				"is an argument); flags may come before or after.\n" +
+				`With --json: {"uid","key":{"kid","created_at","revoked_at"},"changed":true|false,"active_keys":N}.`,
+			run: func(ctx context.Context, o *ops, args []string) error {
+				uid, kid := args[0], args[1]
+				if err := checkUID(uid); err != nil {
+					return err
+				}
+				k, changed, err := o.be.RevokeKey(ctx, uid, kid, "")
+				if err != nil {
+					return o.word(err)
+				}
+				if changed {
+					o.logChange("key revoked", slog.String("uid", uid), slog.String("kid", kid))
+				}
+				a, err := o.be.ShowAgent(ctx, uid)
+				if err != nil {
+					return o.word(err)
+				}
+				if o.asJSON {
+					return o.printJSON(struct {
+						UID        string        `json:"uid"`
+						Key        store.KeyInfo `json:"key"`
+						Changed    bool          `json:"changed"`
+						ActiveKeys int           `json:"active_keys"`
+					}{uid, k, changed, a.ActiveKeys})
+				}
+				if !changed {
+					fmt.Fprintf(o.env.Stdout, "• key %s of %s already revoked\n", kid, uid)
+					return nil
+				}
+				fmt.Fprintf(o.env.Stdout, "✔ key %s of %s revoked (every instance within 1 s, third parties within 60 s)\n", kid, uid)
+				if a.ActiveKeys == 0 {
+					fmt.Fprintf(o.env.Stdout, "• %s has no active key left: it can neither sign nor rotate; it needs a new registration\n", uid)
+				}
+				return nil
+			}}),
+	)
+}
