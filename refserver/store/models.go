@@ -130,6 +130,24 @@ func (j JSON) Value() (driver.Value, error) {
 	return string(j), nil
 }
 
+// MarshalJSON writes the document as it is (null when empty), not as
+// the base64 of its bytes.
+func (j JSON) MarshalJSON() ([]byte, error) {
+	if len(j) == 0 {
+		return []byte("null"), nil
+	}
+	return json.RawMessage(j).MarshalJSON()
+}
+
+// UnmarshalJSON keeps the document as it is.
+func (j *JSON) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*j = nil
+		return nil
+	}
+	return (*json.RawMessage)(j).UnmarshalJSON(b)
+}
+
 // Scan implements sql.Scanner.
 func (j *JSON) Scan(v any) error {
 	switch v := v.(type) {
