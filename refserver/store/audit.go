@@ -115,13 +115,14 @@ func actorOf(ctx context.Context) string {
 const MaxReason = 500
 
 // CheckReason returns an error unless reason is valid UTF-8 of at most
-// MaxReason bytes, without control characters.
+// MaxReason bytes, without control characters (C0, DEL or C1: a reason is
+// shown in listings and terminals).
 func CheckReason(reason string) error {
 	if len(reason) > MaxReason || !utf8.ValidString(reason) {
 		return fmt.Errorf("%w: a reason must be valid UTF-8 of at most %d bytes", ErrInvalidReason, MaxReason)
 	}
 	for _, r := range reason {
-		if r < 0x20 || r == 0x7f {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) { // C0, DEL, C1 (0x9b is a terminal's CSI)
 			return fmt.Errorf("%w: a reason must not hold control characters", ErrInvalidReason)
 		}
 	}

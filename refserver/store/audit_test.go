@@ -156,6 +156,38 @@ func TestAuditSameTransaction(t *testing.T) {
 				}
 				return !ok
 			}},
+		{store.ActionOperatorCreate, false,
+			func(t *testing.T, f *auditFixture) error {
+				_, _, err := f.db.CreateOperatorToken(ctx, "ci", []string{store.ScopeAgentsRead}, time.Hour)
+				return err
+			},
+			func(t *testing.T, f *auditFixture) bool {
+				l, err := f.db.ListOperatorTokens(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				return len(l) == 1
+			}},
+		{store.ActionOperatorRevoke, false,
+			func(t *testing.T, f *auditFixture) error {
+				// Created once: the failed revocation leaves it.
+				if l, err := f.db.ListOperatorTokens(context.Background()); err != nil {
+					t.Fatal(err)
+				} else if len(l) == 0 {
+					if _, _, err := f.db.CreateOperatorToken(context.Background(), "ci", []string{store.ScopeAgentsRead}, time.Hour); err != nil {
+						t.Fatal(err)
+					}
+				}
+				_, _, err := f.db.RevokeOperatorToken(ctx, "ci")
+				return err
+			},
+			func(t *testing.T, f *auditFixture) bool {
+				l, err := f.db.ListOperatorTokens(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				return len(l) == 1 && l[0].RevokedAt != nil
+			}},
 		{store.ActionInviteCreate, false,
 			func(t *testing.T, f *auditFixture) error {
 				_, _, err := f.db.CreateInvite(ctx, "for bob", 1, time.Hour)

@@ -242,7 +242,8 @@ func tokenHash(token string) []byte {
 
 // CreateOperatorToken creates the operator token name with scopes (see
 // ParseScopes), good for ttl (at most MaxOperatorTokenTTL) from now by
-// the database's clock. The token is returned once; only its SHA-256
+// the database's clock, on behalf of the actor in ctx (see WithActor); the
+// audit trail records it (its name, scopes and expiry, never the token). The token is returned once; only its SHA-256
 // digest is stored (32 random bytes need no slow hash: nothing can guess
 // them). ErrOperatorTokenExists when the name is taken,
 // ErrInvalidOperatorToken for a name, scope or ttl refused.
@@ -278,9 +279,8 @@ func (d *DB) CreateOperatorToken(ctx context.Context, name string, scopes []stri
 			return err
 		}
 		info = row.info()
-		// TODO(audit): record(tx, auditEntry{Action: ActionOperatorCreate, …})
-		// once the audit trail lands.
-		return nil
+		return record(tx, auditEntry{Action: ActionOperatorCreate,
+			Detail: map[string]any{"name": name, "scopes": strings.Join(scopes, " "), "expires_at": info.ExpiresAt}})
 	})
 	if err != nil {
 		return "", OperatorTokenInfo{}, err
@@ -301,8 +301,9 @@ func (d *DB) ListOperatorTokens(ctx context.Context) ([]OperatorTokenInfo, error
 	return out, nil
 }
 
-// RevokeOperatorToken revokes the operator token name: the admin API
-// refuses it from the next request on. It returns the token as it is
+// RevokeOperatorToken revokes the operator token name, on behalf of the
+// actor in ctx (recorded in the audit trail): the admin API refuses it
+// from the next request on. It returns the token as it is
 // after the change and whether anything changed (false when it already
 // was revoked), or ErrNoSuchOperatorToken.
 func (d *DB) RevokeOperatorToken(ctx context.Context, name string) (OperatorTokenInfo, bool, error) {
@@ -322,9 +323,10 @@ func (d *DB) RevokeOperatorToken(ctx context.Context, name string) (OperatorToke
 			return err
 		}
 		info = row.info()
-		// TODO(audit): when changed, record(tx, auditEntry{Action:
-		// ActionOperatorRevoke, …}) once the audit trail lands.
-		return nil
+		if !changed {
+			return nil
+		}
+		return record(tx, auditEntry{Action: ActionOperatorRevoke, Detail: map[string]any{"name": name}})
 	})
 	return info, changed, err
 }

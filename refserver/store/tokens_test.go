@@ -124,6 +124,27 @@ func TestOperatorTokens(t *testing.T) {
 		if strings.Contains(string(b), token) || strings.Contains(string(b), short) {
 			t.Errorf("the listing holds a token: %s", b)
 		}
+		// Two creations and one revocation (the second changed nothing),
+		// by the actor of the context (none here: the database), never the token.
+		audit, err := db.Audit(ctx, store.AuditQuery{Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var trail []string
+		for _, r := range audit {
+			var d struct{ Name, Scopes string }
+			json.Unmarshal(r.Detail, &d)
+			trail = append(trail, r.Action+" "+r.Actor+" "+d.Name+" "+d.Scopes)
+		}
+		want := []string{"operator_token.revoked database ci-bot ", "operator_token.created database short agents:read",
+			"operator_token.created database ci-bot agents:read audit:read"}
+		if strings.Join(trail, "\n") != strings.Join(want, "\n") {
+			t.Errorf("audit trail:\n%s\nwant\n%s", strings.Join(trail, "\n"), strings.Join(want, "\n"))
+		}
+		b, _ = json.Marshal(audit)
+		if strings.Contains(string(b), token) || strings.Contains(string(b), short) || strings.Contains(string(b), token[:12]) {
+			t.Errorf("the audit trail holds a token or its prefix: %s", b)
+		}
 	})
 }
 
