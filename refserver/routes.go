@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/middleware/metrics"
+	"github.com/agentid/agentid/refserver/internal/adminapi"
 	"github.com/agentid/agentid/signer"
 	"github.com/gorilla/mux"
 )
@@ -40,6 +41,7 @@ func (s *Server) routes() http.Handler {
 	if p := s.cfg.Status; p != nil {
 		s.handle(api, "/status", methods{http.MethodGet: plain(p)})
 	}
+	s.adminRoutes(api)
 
 	dir := r.MatcherFunc(s.onAgentHost).Subrouter()
 	s.handle(dir, signer.DirectoryPath, methods{
@@ -54,6 +56,24 @@ func (s *Server) routes() http.Handler {
 		http.MethodOptions: s.directoryPreflight,
 	})
 	return r
+}
+
+// adminRoutes mounts the admin API (refserver/internal/adminapi, whose
+// table decides which operator token scope may call which route) under
+// /admin/v1/ on the service host.
+func (s *Server) adminRoutes(api *mux.Router) {
+	byPath := map[string]methods{}
+	var paths []string
+	for _, rt := range adminapi.Routes(adminapi.Config{DB: s.db, MaxBodyBytes: s.cfg.MaxBodyBytes, DBTimeout: s.cfg.DBTimeout}) {
+		if byPath[rt.Path] == nil {
+			byPath[rt.Path] = methods{}
+			paths = append(paths, rt.Path)
+		}
+		byPath[rt.Path][rt.Method] = handler(rt.Handle)
+	}
+	for _, p := range paths {
+		s.handle(api, p, byPath[p])
+	}
 }
 
 // ownForm serves an agent's key directory only under the server's own two

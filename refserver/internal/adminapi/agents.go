@@ -1,0 +1,177 @@
+package adminapi
+
+// The agents routes: list, show, disable, enable, revoke a key. The JSON
+// answers are those of `idcli server agents|keys … --json`.
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/agentid/agentid/middleware"
+	"github.com/agentid/agentid/refserver/store"
+	"github.com/agentid/agentid/signer"
+	"github.com/gorilla/mux"
+)
+
+// Page sizes of GET /agents.
+const (
+	defaultLimit = 100
+	maxLimit     = 1000
+)
+
+// agentsPage is the answer of GET /agents: Next is the after of the next
+// page, nil on the last.
+type agentsPage struct {
+	Agents []store.AgentInfo `json:"agents"`
+	Next   *string           `json:"next"`
+}
+
+// listAgents is GET /agents?after=UID&limit=N: at most limit agents
+// (default 100, at most 1000) in uid order, after the uid after.
+func (a *api) listAgents(w http.ResponseWriter, r *http.Request) error {
+	q, err := query(r, "after", "limit")
+	if err != nil {
+		return err
+	}
+	after := q.Get("after")
+	if after != "" && !signer.ValidUID(after) {
+		return middleware.Fail(middleware.CodeInvalidRequest, "after %q is not an agent uid (want agent-<24 hex>, the next of the page before)", signer.Truncate(after))
+	}
+	limit := defaultLimit
+	if s, ok := q["limit"]; ok {
+		n, err := strconv.Atoi(s[0])
+		if err != nil || n < 1 || n > maxLimit {
+			return middleware.Fail(middleware.CodeInvalidRequest, "limit %q: want 1 to %d", signer.Truncate(s[0]), maxLimit)
+		}
+		limit = n
+	}
+	ctx, cancel := a.dbContext(r.Context())
+	defer cancel()
+	list, err := a.cfg.DB.ListAgents(ctx, after, limit+1, false)
+	if err != nil {
+		return dbUnavailable(err)
+	}
+	page := agentsPage{Agents: list}
+	if len(list) > limit {
+		page.Agents = list[:limit]
+		next := list[limit-1].UID
+		page.Next = &next
+	}
+	return writeJSON(w, http.StatusOK, page)
+}
+
+// uidVar returns the route's {uid}, or 404 when it is not a uid.
+func uidVar(r *http.Request) (string, error) {
+	uid := mux.Vars(r)["uid"]
+	if !signer.ValidUID(uid) {
+		return "", middleware.Fail(codeAgentNotFound, "%q is not an agent uid (want agent-<24 hex>)", signer.Truncate(uid))
+	}
+	return uid, nil
+}
+
+// storeError is the answer to a store error: 404 for what does not
+// exist, else 503.
+func storeError(err error) error {
+	switch {
+	case errors.Is(err, store.ErrNoSuchAgent):
+		return middleware.Fail(codeAgentNotFound, "no such agent")
+	case errors.Is(err, store.ErrNoSuchKey):
+		return middleware.Fail(codeKeyNotFound, "the agent has no such key")
+	case errors.Is(err, store.ErrNoSuchToken):
+		return middleware.Fail(codeInvitationNotFound, "no such invitation token")
+	case errors.Is(err, store.ErrInvalidReason):
+		return middleware.Fail(middleware.CodeInvalidRequest, "%s", strings.TrimPrefix(err.Error(), "store: "))
+	}
+	return dbUnavailable(err)
+}
+
+// showAgent is GET /agents/{uid}: the agent and its keys.
+func (a *api) showAgent(w http.ResponseWriter, r *http.Request) error {
+	uid, err := uidVar(r)
+	if err != nil {
+		return err
+	}
+	if _, err := query(r); err != nil {
+		return err
+	}
+	ctx, cancel := a.dbContext(r.Context())
+	defer cancel()
+	info, err := a.cfg.DB.ShowAgent(ctx, uid)
+	if err != nil {
+		return storeError(err)
+	}
+	return writeJSON(w, http.StatusOK, info)
+}
+
+func (a *api) disableAgent(w http.ResponseWriter, r *http.Request) error {
+	return a.setDisabled(w, r, true)
+}
+
+func (a *api) enableAgent(w http.ResponseWriter, r *http.Request) error {
+	return a.setDisabled(w, r, false)
+}
+
+// setDisabled is POST /agents/{uid}/disable and /enable, body
+// {"reason":"…"} (optional): the agent as it is after, and whether
+// anything changed.
+func (a *api) setDisabled(w http.ResponseWriter, r *http.Request, disabled bool) error {
+	uid, err := uidVar(r)
+	if err != nil {
+		return err
+	}
+	if _, err := query(r); err != nil {
+		return err
+	}
+	reason, err := a.readReason(w, r)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := a.dbContext(r.Context())
+	defer cancel()
+	info, changed, err := a.cfg.DB.SetAgentDisabled(ctx, uid, disabled, reason)
+	if err != nil {
+		return storeError(err)
+	}
+	return writeJSON(w, http.StatusOK, struct {
+		Agent   store.AgentInfo `json:"agent"`
+		Changed bool            `json:"changed"`
+	}{info, changed})
+}
+
+// revokeKey is POST /agents/{uid}/keys/{kid}/revoke, body
+// {"reason":"…"} (optional).
+func (a *api) revokeKey(w http.ResponseWriter, r *http.Request) error {
+	uid, err := uidVar(r)
+	if err != nil {
+		return err
+	}
+	kid := mux.Vars(r)["kid"]
+	if kid == "" || len(kid) > 64 {
+		return middleware.Fail(codeKeyNotFound, "the agent has no such key")
+	}
+	if _, err := query(r); err != nil {
+		return err
+	}
+	reason, err := a.readReason(w, r)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := a.dbContext(r.Context())
+	defer cancel()
+	key, changed, err := a.cfg.DB.RevokeKey(ctx, uid, kid, reason)
+	if err != nil {
+		return storeError(err)
+	}
+	info, err := a.cfg.DB.ShowAgent(ctx, uid)
+	if err != nil {
+		return storeError(err)
+	}
+	return writeJSON(w, http.StatusOK, struct {
+		UID        string        `json:"uid"`
+		Key        store.KeyInfo `json:"key"`
+		Changed    bool          `json:"changed"`
+		ActiveKeys int           `json:"active_keys"`
+	}{uid, key, changed, info.ActiveKeys})
+}
