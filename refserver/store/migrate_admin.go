@@ -76,3 +76,19 @@ func addColumns[T any](columnFields ...string) func(*gorm.DB) error {
 		return nil
 	}
 }
+
+// indexAgentQueries adds the indexes the operator's filters read by
+// (20261210150000): agents by creation time and by invitation token, the
+// audit trail by key.
+func indexAgentQueries(tx *gorm.DB) error {
+	for _, stmt := range []string{
+		"CREATE INDEX IF NOT EXISTS idx_agents_created_at ON agents (created_at)",
+		"CREATE INDEX IF NOT EXISTS idx_agents_invite_token_id ON agents (invite_token_id)",
+		"CREATE INDEX IF NOT EXISTS idx_audit_events_kid ON audit_events (kid)",
+	} {
+		if err := tx.Exec(stmt).Error; err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -26,10 +26,22 @@ var (
 
 // AgentInfo is an agent as the operator sees it.
 type AgentInfo struct {
-	UID        string     `json:"uid"`
+	UID string `json:"uid"`
+	// State is one of StateActive, StateNoKeys, StateDisabled,
+	// StatePending and StateRejected (see AgentState).
+	State      string     `json:"state"`
 	CreatedAt  time.Time  `json:"created_at"`
 	UpdatedAt  time.Time  `json:"updated_at"`
 	DisabledAt *time.Time `json:"disabled_at"`
+	// DisabledReason is the operator's reason for disabling the agent.
+	DisabledReason string `json:"disabled_reason,omitempty"`
+	// ReviewReason and ReviewedAt record an operator's review
+	// (registration mode approval).
+	ReviewReason string     `json:"review_reason,omitempty"`
+	ReviewedAt   *time.Time `json:"reviewed_at,omitempty"`
+	// InvitationID is the invitation token the agent registered with
+	// (registration mode token), nil when none.
+	InvitationID *uint64 `json:"invitation_id,omitempty"`
 	// ActiveKeys counts the keys not revoked.
 	ActiveKeys int `json:"active_keys"`
 	// Keys lists every key, oldest first (ShowAgent only).
@@ -41,6 +53,14 @@ type KeyInfo struct {
 	Kid       string     `json:"kid"`
 	CreatedAt time.Time  `json:"created_at"`
 	RevokedAt *time.Time `json:"revoked_at"`
+	// RevokedWhy is RevokedRotated or RevokedByOperator for a revoked
+	// key ("" while active, and for a key revoked before the cause was
+	// recorded); RevokeReason is the operator's reason.
+	RevokedWhy   string `json:"revoked_why,omitempty"`
+	RevokeReason string `json:"revoke_reason,omitempty"`
+	// Proven reports whether possession of the key was ever proven to
+	// the server (see PublicJWK.ProvenAt).
+	Proven bool `json:"proven"`
 }
 
 // CheckMigrated returns a *DBError (ErrNotMigrated) when migrations are
@@ -57,88 +77,6 @@ func (d *DB) CheckMigrated(ctx context.Context) error {
 			Fix:   "migrate it first"}
 	}
 	return nil
-}
-
-// ListAgents returns at most limit agents (oldest first) whose uid sorts
-// after after ("" for the first page), only the disabled ones when
-// disabledOnly is set.
-func (d *DB) ListAgents(ctx context.Context, after string, limit int, disabledOnly bool) ([]AgentInfo, error) {
-	q := d.g.WithContext(ctx).Model(&Agent{}).Order("uid").Limit(limit)
-	if after != "" {
-		q = q.Where("uid > ?", after)
-	}
-	if disabledOnly {
-		q = q.Where("disabled_at IS NOT NULL")
-	}
-	var rows []Agent
-	if err := q.Find(&rows).Error; err != nil {
-		return nil, err
-	}
-	out := make([]AgentInfo, len(rows))
-	uids := make([]string, len(rows))
-	for i, r := range rows {
-		out[i] = agentInfo(r)
-		uids[i] = r.UID
-	}
-	if len(rows) == 0 {
-		return out, nil
-	}
-	active := make(map[string]int, len(rows))
-	for start := 0; start < len(uids); start += uidBatch {
-		var counts []struct {
-			AgentUID string
-			N        int
-		}
-		batch := uids[start:min(start+uidBatch, len(uids))]
-		if err := d.g.WithContext(ctx).Model(&PublicJWK{}).Select("agent_uid, count(*) AS n").
-			Where("agent_uid IN ? AND revoked_at IS NULL", batch).Group("agent_uid").Scan(&counts).Error; err != nil {
-			return nil, err
-		}
-		for _, c := range counts {
-			active[c.AgentUID] = c.N
-		}
-	}
-	for i := range out {
-		out[i].ActiveKeys = active[out[i].UID]
-	}
-	return out, nil
-}
-
-func agentInfo(r Agent) AgentInfo {
-	return AgentInfo{UID: r.UID, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), DisabledAt: utcPtr(r.DisabledAt)}
-}
-
-func utcPtr(t *time.Time) *time.Time {
-	if t == nil {
-		return nil
-	}
-	u := t.UTC()
-	return &u
-}
-
-// ShowAgent returns uid with its keys, or ErrNoSuchAgent.
-func (d *DB) ShowAgent(ctx context.Context, uid string) (AgentInfo, error) {
-	return showAgent(d.g.WithContext(ctx), uid)
-}
-
-func showAgent(db *gorm.DB, uid string) (AgentInfo, error) {
-	row, err := takeOne[Agent](db.Where("uid = ?", uid), ErrNoSuchAgent, uid)
-	if err != nil {
-		return AgentInfo{}, err
-	}
-	info := agentInfo(row)
-	var keys []PublicJWK
-	if err := db.Where("agent_uid = ?", uid).Order("created_at, id").Find(&keys).Error; err != nil {
-		return AgentInfo{}, err
-	}
-	info.Keys = make([]KeyInfo, len(keys))
-	for i, k := range keys {
-		info.Keys[i] = KeyInfo{Kid: k.Kid, CreatedAt: k.CreatedAt.UTC(), RevokedAt: utcPtr(k.RevokedAt)}
-		if k.RevokedAt == nil {
-			info.ActiveKeys++
-		}
-	}
-	return info, nil
 }
 
 // SetAgentDisabled disables (disabled true) or enables uid for reason (see
@@ -225,7 +163,7 @@ func (d *DB) RevokeKey(ctx context.Context, uid, kid, reason string) (KeyInfo, b
 				Updates(map[string]any{"revoked_at": now, "revoked_why": RevokedByOperator, "revoke_reason": reason}).Error; err != nil {
 				return err
 			}
-			key.RevokedAt = &now
+			key.RevokedAt, key.RevokedWhy, key.RevokeReason = &now, RevokedByOperator, reason
 			if err := record(tx, auditEntry{Action: ActionKeyRevoke, AgentUID: uid, Kid: kid, Reason: reason}); err != nil {
 				return err
 			}
@@ -233,7 +171,7 @@ func (d *DB) RevokeKey(ctx context.Context, uid, kid, reason string) (KeyInfo, b
 				return err
 			}
 		}
-		info = KeyInfo{Kid: key.Kid, CreatedAt: key.CreatedAt.UTC(), RevokedAt: utcPtr(key.RevokedAt)}
+		info = keyInfo(key)
 		return nil
 	})
 	return info, changed, err

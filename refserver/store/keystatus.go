@@ -1,0 +1,53 @@
+package store
+
+// The public status of one key (GET /keys/{kid}/status): what a relying
+// party may learn of a key it was shown, and nothing of any other.
+
+import (
+	"context"
+	"time"
+)
+
+// Statuses of a key (KeyStatus.Status).
+const (
+	KeyActive    = "active"    // the key is good while its agent is let in and enabled
+	KeyRotated   = "rotated"   // a rotation replaced it
+	KeyRevoked   = "revoked"   // an operator revoked it
+	KeySuspended = "suspended" // the key is not revoked, but its agent is disabled, pending or rejected
+)
+
+// KeyStatus is the public status of one key.
+type KeyStatus struct {
+	Kid    string `json:"kid"`
+	Status string `json:"status"`
+	// RevokedAt is when the key was rotated away or revoked.
+	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+}
+
+// KeyStatus returns the status of the key kid in one indexed query, or
+// ErrNoSuchKey when no agent holds it (a deleted agent's keys are gone
+// with it). A key revoked before the cause was recorded is KeyRevoked.
+func (d *DB) KeyStatus(ctx context.Context, kid string) (KeyStatus, error) {
+	row, err := takeOne[struct {
+		RevokedAt  *time.Time `gorm:"column:revoked_at"`
+		RevokedWhy string     `gorm:"column:revoked_why"`
+		DisabledAt *time.Time `gorm:"column:disabled_at"`
+		Review     string     `gorm:"column:review"`
+	}](d.g.WithContext(ctx).Table("public_jwks").
+		Select("public_jwks.revoked_at, public_jwks.revoked_why, agents.disabled_at, agents.review").
+		Joins("JOIN agents ON agents.uid = public_jwks.agent_uid").
+		Where("public_jwks.kid = ?", kid), ErrNoSuchKey, kid)
+	if err != nil {
+		return KeyStatus{}, err
+	}
+	st := KeyStatus{Kid: kid, Status: KeyActive, RevokedAt: utcPtr(row.RevokedAt)}
+	switch {
+	case row.RevokedAt != nil && row.RevokedWhy == RevokedRotated:
+		st.Status = KeyRotated
+	case row.RevokedAt != nil:
+		st.Status = KeyRevoked
+	case row.DisabledAt != nil || row.Review == ReviewPending || row.Review == ReviewRejected:
+		st.Status = KeySuspended
+	}
+	return st, nil
+}
