@@ -41,6 +41,7 @@ func (s *Server) routes() http.Handler {
 	if p := s.cfg.Status; p != nil {
 		s.handle(api, "/status", methods{http.MethodGet: plain(p)})
 	}
+	s.handle(api, "/keys/{kid}/status", methods{http.MethodGet: s.keyStatus})
 	s.adminRoutes(api)
 
 	dir := r.MatcherFunc(s.onAgentHost).Subrouter()
