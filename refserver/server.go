@@ -74,7 +74,9 @@ type Config struct {
 	KeyCacheSize int
 	// Metrics, if set, counts requests by route, method and status,
 	// verification outcomes, key-cache hits and misses and database
-	// statement latency (it registers callbacks on DB). The server
+	// statement latency (it registers callbacks on DB), and exposes the
+	// agents and keys by state, counted by DB when scraped, at most once
+	// per metrics.MinInventoryEvery. The server
 	// never serves them itself: serve Metrics.Handler() on an address of
 	// its own, kept off the public one (Open does with
 	// Options.MetricsListen). If nil, nothing is counted. GET /metrics on
@@ -219,6 +221,7 @@ func New(cfg Config) (*Server, error) {
 			return nil, err
 		}
 		observeKey = cfg.Metrics.ObserveKeyCache
+		cfg.Metrics.CountInventory(s.countInventory, metrics.MinInventoryEvery)
 	}
 	s.keys = newKeySource(keySourceConfig{db: cfg.DB, service: s.service, timeout: cfg.DBTimeout,
 		unknownTTL: max(cfg.KeyCacheTTL, 0), size: cfg.KeyCacheSize, now: cfg.Now, log: cfg.Logger,

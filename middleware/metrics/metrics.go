@@ -12,13 +12,15 @@
 // the JSON error body), agentid_verification_outcomes_total{outcome,reason}
 // (docs/outcomes.md), agentid_key_cache_total{result="hit"|"miss"},
 // agentid_db_query_duration_seconds (histogram),
-// agentid_log_records_dropped_total (with CountLogDrops), plus Go runtime
-// memory and goroutine gauges.
+// agentid_log_records_dropped_total (with CountLogDrops),
+// agentid_agents{state} and agentid_keys{state} (with CountInventory), plus
+// Go runtime memory and goroutine gauges.
 package metrics
 
 import (
 	"bufio"
 	"cmp"
+	"context"
 	"fmt"
 	"io"
 	"math"
@@ -85,6 +87,7 @@ type Registry struct {
 	keyMiss       atomic.Uint64
 	db            *Histogram
 	logDrops      atomic.Pointer[func() uint64]
+	inv           atomic.Pointer[inventory]
 }
 
 // NewRegistry returns an empty registry.
@@ -219,13 +222,17 @@ func (r *Registry) Handler() http.Handler {
 		if req.Method == http.MethodHead {
 			return
 		}
-		r.WriteTo(w)
+		r.writeTo(req.Context(), w)
 	})
 }
 
 // WriteTo writes the exposition to w: each family with HELP and TYPE lines,
 // series sorted by label values.
 func (r *Registry) WriteTo(w io.Writer) (int64, error) {
+	return r.writeTo(context.Background(), w)
+}
+
+func (r *Registry) writeTo(ctx context.Context, w io.Writer) (int64, error) {
 	bw := &countWriter{w: bufio.NewWriter(w)}
 
 	family(bw, "agentid_http_requests_total", "counter", "HTTP responses by route template, method and status code.")
@@ -254,6 +261,8 @@ func (r *Registry) WriteTo(w io.Writer) (int64, error) {
 	family(bw, "agentid_key_cache_total", "counter", "Key lookups answered from the cache (hit) or not (miss).")
 	fmt.Fprintf(bw, "agentid_key_cache_total{result=\"hit\"} %d\n", r.keyHit.Load())
 	fmt.Fprintf(bw, "agentid_key_cache_total{result=\"miss\"} %d\n", r.keyMiss.Load())
+
+	r.writeInventory(ctx, bw)
 
 	if f := r.logDrops.Load(); f != nil {
 		family(bw, "agentid_log_records_dropped_total", "counter", "Log records dropped because the log writer was behind.")
