@@ -68,7 +68,7 @@ var (
 	// ErrNoSuchOperatorToken: no token has this name.
 	ErrNoSuchOperatorToken = errors.New("store: no such operator token")
 	// ErrOperatorTokenExists: a token (revoked or not) has this name.
-	ErrOperatorTokenExists = errors.New("store: an operator token has this name")
+	ErrOperatorTokenExists = errors.New("store: the operator token name is taken")
 	// ErrInvalidOperatorToken: a name, scope or lifetime refused.
 	ErrInvalidOperatorToken = errors.New("store: invalid operator token request")
 )
@@ -269,7 +269,7 @@ func (d *DB) CreateOperatorToken(ctx context.Context, name string, scopes []stri
 			dbNow(tx, 0)+`, `+dbNow(tx, ttl)+`)`,
 			name, token[:len(OperatorTokenPrefix)+6], tokenHash(token), strings.Join(scopes, " ")).Error
 		if errors.Is(err, gorm.ErrDuplicatedKey) {
-			return fmt.Errorf("%w: %s (names are never reused; pick another)", ErrOperatorTokenExists, name)
+			return fmt.Errorf("%w: %s (names are never reused, even revoked ones: pick another)", ErrOperatorTokenExists, name)
 		}
 		if err != nil {
 			return err

@@ -1,5 +1,5 @@
 // Package ops is the operator's commands of a running service, `idcli
-// server agents|keys|tokens`: each runs on a Backend, today the service's
+// server agents|keys|tokens|operators`: each runs on a Backend, today the service's
 // database (DATABASE_URL, as the other server commands). idcli's main
 // package mounts them with Commands, handing over what they need of it
 // (flag sets, argument parsing, the database) in an Env.
@@ -60,7 +60,7 @@ var _ Backend = (*store.DB)(nil)
 // Commands returns the operator's command groups, to mount under
 // `idcli server`.
 func Commands(env *Env) []*ffcli.Command {
-	return []*ffcli.Command{agentsCmd(env), keysCmd(env), tokensCmd(env)}
+	return []*ffcli.Command{agentsCmd(env), keysCmd(env), tokensCmd(env), operatorsCmd(env)}
 }
 
 // opsTimeout bounds the work of one operator command.
