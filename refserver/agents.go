@@ -83,7 +83,8 @@ func (k *keyRequest) directorySignatures() ([]directorySignatureJSON, error) {
 
 // registerAgent is POST /agents: register the body's public key, proven by a
 // signature made with it. An already registered (active) key answers 200
-// with its agent and is_new false.
+// with its agent and is_new false. In registration mode approval the
+// answer says "state":"pending" while the agent waits for an operator.
 func (s *Server) registerAgent(w http.ResponseWriter, r *http.Request) error {
 	r = reqid.Name(w, r)
 	invite, v, err := s.checkRegistrationMode(r, s.verify.register)
@@ -123,13 +124,16 @@ func (s *Server) proveAndRegister(r *http.Request, body []byte, pk signer.Public
 	}
 	ctx, cancel := s.dbContext(r.Context())
 	defer cancel()
-	uid, isNew, err := s.registerKey(ctx, pk, invite)
+	uid, isNew, pending, err := s.registerKey(ctx, pk, invite)
 	s.keys.forget(pk.JWK.Kid) // even on error: a failed commit may have committed
 	if err != nil {
 		return keyResponse{}, err
 	}
 	resp := s.keyResponse(uid, pk.JWK)
 	resp.IsNew = &isNew
+	if pending {
+		resp.State = statePending
+	}
 	return resp, nil
 }
 
@@ -260,9 +264,10 @@ func (s *Server) rotate(ctx context.Context, uid, signingKid string, pk signer.P
 }
 
 // agentWriteError answers a failed write the agent uid signed: 404
-// agent_not_found when it is not registered, 403 forbidden when its
-// operator disabled it, the answer a check within the write gave, or 503
-// for a database failure.
+// agent_not_found when it is not registered, 403 agent_pending or
+// agent_rejected while it is pending review or after its rejection, 403
+// forbidden when its operator disabled it, the answer a check within the
+// write gave, or 503 for a database failure.
 func agentWriteError(uid string, err error) error {
 	var me *middleware.Error
 	switch {
@@ -272,6 +277,10 @@ func agentWriteError(uid string, err error) error {
 		return middleware.Fail(CodeAgentNotFound, "agent %s is not registered", uid)
 	case errors.Is(err, store.ErrAgentDisabled):
 		return errDisabled(uid)
+	case errors.Is(err, store.ErrAgentPending):
+		return errPending(uid)
+	case errors.Is(err, store.ErrAgentRejected):
+		return errRejected(uid, "")
 	}
 	return dbUnavailable(err)
 }
@@ -280,7 +289,7 @@ func agentWriteError(uid string, err error) error {
 func (s *Server) whoami(w http.ResponseWriter, r *http.Request) error {
 	res := s.verify.agent.Check(r)
 	if err := refuse(s.verify.agent, res); err != nil {
-		return err
+		return s.rejectedWhoami(r, err)
 	}
 	a := res.Agent
 	if a.UID == "" { // the DB key source accepts only agent-<hex> origins

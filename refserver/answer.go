@@ -60,6 +60,9 @@ type keyResponse struct {
 	// serves the same key set as WellKnownURL.
 	SignatureAgent string `json:"signature_agent,omitempty"`
 	IsNew          *bool  `json:"is_new,omitempty"`
+	// State (registration only) is statePending while the agent waits for
+	// an operator's review (registration mode approval); "" otherwise.
+	State string `json:"state,omitempty"`
 }
 
 func (s *Server) keyResponse(uid string, jwk signer.JWK) keyResponse {
@@ -106,6 +109,10 @@ func (k keyResponse) appendJSON(b []byte) []byte {
 	if k.IsNew != nil {
 		b = append(b, `,"is_new":`...)
 		b = strconv.AppendBool(b, *k.IsNew)
+	}
+	if k.State != "" {
+		b = append(b, `,"state":`...)
+		b = appendJSONString(b, k.State)
 	}
 	return append(b, '}')
 }

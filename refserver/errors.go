@@ -16,4 +16,9 @@ var (
 	CodeKeyConflict          = middleware.DefineCode("key_conflict", http.StatusConflict)
 	CodeKeyInUse             = middleware.DefineCode("key_in_use", http.StatusConflict)
 	CodeUnsupportedMediaType = middleware.DefineCode("unsupported_media_type", http.StatusUnsupportedMediaType)
+
+	// The refusals of an agent registered in registration mode approval
+	// (see review.go): pending an operator's review, or rejected.
+	codeAgentPending  = middleware.DefineCode("agent_pending", http.StatusForbidden)
+	codeAgentRejected = middleware.DefineCode("agent_rejected", http.StatusForbidden)
 )

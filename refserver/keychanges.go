@@ -219,13 +219,13 @@ func (f *changeFeed) read(ctx context.Context) error {
 var errChangeBacklog = errors.New("refserver: more than 100,000 key changes to read at once")
 
 // logOperatorChanges writes one line per operator's change among rows
-// (revoke, disable, enable) as this instance applies it, naming the agent,
+// (revoke, disable, enable, approve, reject) as this instance applies it, naming the agent,
 // the key and who made the change; rotations and deletions are not logged
 // here.
 func (f *changeFeed) logOperatorChanges(rows []store.KeyChange) {
 	for _, r := range rows {
 		switch r.Change {
-		case store.ChangeRevoke, store.ChangeDisable, store.ChangeEnable:
+		case store.ChangeRevoke, store.ChangeDisable, store.ChangeEnable, store.ChangeApprove, store.ChangeReject:
 			f.log.LogAttrs(context.Background(), slog.LevelInfo, "key change applied",
 				slog.String("change", r.Change), slog.String("uid", r.AgentUID), slog.String("kid", r.Kid), slog.String("by", r.Actor))
 		}

@@ -44,12 +44,13 @@ const (
 // resolves the keys of this server's own agents with one indexed query and
 // no HTTP call.
 //
-// Found keys (active, revoked, or of a disabled agent) are cached by kid
+// Found keys (active, revoked, or of an agent disabled, pending review or
+// rejected) are cached by kid
 // until a change names them: each instance reads the database's change log
 // (key_changes) with one query every 250 ms, whatever the number of
 // agents, and drops the keys it names; a cached verdict is used only while
 // the last complete read of the log began less than 750 ms ago, so a key
-// revoked (or an agent disabled) through any instance is refused by every
+// revoked (or an agent disabled, approved or rejected) through any instance is refused by every
 // instance within 1 s, even when the log cannot be read (lookups then read
 // the database each time). The cache holds at most Config.KeyCacheSize
 // keys (least recently used dropped first).
@@ -87,13 +88,17 @@ type keySource struct {
 	sawUnproven atomic.Bool
 }
 
-// keyEntry is a cached lookup: the owner and key of a kid, and whether it
-// was revoked or its agent disabled.
+// keyEntry is a cached lookup: the owner and key of a kid, whether it
+// was revoked or its agent disabled, and its agent's review (reviewNone,
+// reviewPending, reviewRejected, with the operator's reason for a
+// rejection).
 type keyEntry struct {
 	uid      string
 	pk       signer.PublicKey
+	reason   string
 	revoked  bool
 	disabled bool
+	review   uint8
 }
 
 // keySourceConfig configures newKeySource.
@@ -156,8 +161,10 @@ func (k *keySource) purge() {
 // invalid_signature_agent; a key set elsewhere with an error wrapping
 // signer.ErrUntrustedAgent; both with no database access. keyID must be an
 // active key of that uid (else signer.ErrUnknownKey, or
-// signer.ErrRevokedKey for a revoked one). A database failure is a
-// *middleware.Error with 503 database_unavailable.
+// signer.ErrRevokedKey for a revoked one), and its agent must be let in
+// and enabled (else 403 agent_rejected, agent_pending or forbidden, see
+// refusedKey). A database failure is a *middleware.Error with 503
+// database_unavailable.
 func (k *keySource) Key(ctx context.Context, set signer.KeySet, keyID string) (signer.PublicKey, error) {
 	uid, err := k.agentOf(set)
 	if err != nil {
@@ -173,9 +180,8 @@ func (k *keySource) Key(ctx context.Context, set signer.KeySet, keyID string) (s
 	if !found || e.uid != uid {
 		return signer.PublicKey{}, signer.ErrUnknownKey
 	}
-	if e.disabled {
-		return signer.PublicKey{}, &middleware.Error{Code: middleware.CodeForbidden,
-			Message: fmt.Sprintf("agent %s has been disabled by the operator of this service", uid), Err: errAgentDisabled}
+	if err := refusedKey(uid, &e); err != nil {
+		return signer.PublicKey{}, err
 	}
 	if e.revoked {
 		return signer.PublicKey{}, signer.ErrRevokedKey
@@ -290,11 +296,20 @@ func (k *keySource) query(ctx context.Context, kid string) (keyEntry, bool, erro
 		return keyEntry{}, false, dbUnavailable(fmt.Errorf("refserver: key lookup: %w", err))
 	}
 	e := keyEntry{uid: row.AgentUID, revoked: row.RevokedAt != nil, disabled: row.DisabledAt != nil}
+	switch row.Review {
+	case "":
+	case store.ReviewPending:
+		e.review = reviewPending
+	default: // rejected, or a state this version does not know: refused
+		e.review, e.reason = reviewRejected, row.ReviewReason
+	}
 	if row.ProvenAt == nil && !e.revoked {
 		k.unproven.Add(kid, struct{}{})
 		k.sawUnproven.Store(true)
 	}
-	if !e.revoked && !e.disabled {
+	// The key is parsed when it may verify: the agent's requests, or a
+	// rejected agent's /whoami (rejectedWhoami).
+	if e.review == reviewRejected || !e.revoked && !e.disabled && e.review == reviewNone {
 		if e.pk, err = storedKey(store.PublicJWK{Kid: row.Kid, JWK: row.JWK}); err != nil {
 			return keyEntry{}, false, err
 		}

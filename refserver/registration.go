@@ -24,6 +24,12 @@ const (
 	// Agentid-Invite header and covered by the registration's signature;
 	// each registration that creates an agent spends one use.
 	RegistrationToken = "token"
+	// RegistrationApproval: any key may register, but the agent it
+	// creates is pending until an operator approves it (`idcli server
+	// agents approve`): its directory lists no key and its signed requests
+	// are refused with 403 agent_pending meanwhile; a rejected agent is
+	// refused with 403 agent_rejected for good.
+	RegistrationApproval = "approval"
 )
 
 // inviteComponent is the Agentid-Invite header as a covered component.
@@ -85,14 +91,15 @@ func (s *Server) checkRegistrationMode(r *http.Request, v *middleware.Verifier) 
 
 func validRegistration(mode string) error {
 	switch mode {
-	case "", RegistrationOpen, RegistrationClosed, RegistrationToken:
+	case "", RegistrationOpen, RegistrationClosed, RegistrationToken, RegistrationApproval:
 		return nil
 	}
-	return fmt.Errorf("refserver: registration mode %q: want %s, %s or %s", mode, RegistrationOpen, RegistrationClosed, RegistrationToken)
+	return fmt.Errorf("refserver: registration mode %q: want %s, %s, %s or %s", mode, RegistrationOpen, RegistrationClosed, RegistrationToken, RegistrationApproval)
 }
 
 // registerKey returns the agent holding pk, creating agent and key in one
-// transaction when the key is new. In registration mode token, invite
+// transaction when the key is new (pending review in registration mode
+// approval), and whether that agent is pending. In registration mode token, invite
 // (the Agentid-Invite header checkRegistrationMode returned) must pass the
 // invitation rule above: the transaction that creates an agent spends one
 // use of it, so a failed registration spends nothing; an already
@@ -102,50 +109,52 @@ func validRegistration(mode string) error {
 // leaves the agent that rotated to it (store.DB.CreateAgent). Concurrent registrations
 // of one key converge on the unique index on kid: the losers roll back (no
 // orphan agent) and find the winner's row.
-func (s *Server) registerKey(ctx context.Context, pk signer.PublicKey, invite string) (uid string, isNew bool, err error) {
+func (s *Server) registerKey(ctx context.Context, pk signer.PublicKey, invite string) (uid string, isNew, pending bool, err error) {
 	if s.cfg.Registration != RegistrationToken {
 		invite = ""
 	}
+	pending = s.cfg.Registration == RegistrationApproval
 	for attempt := 0; attempt < 4; attempt++ {
 		existing, err := s.db.Key(ctx, pk.JWK.Kid)
 		from := "" // the agent an unproven key leaves (it rotated to the key without proving it)
 		switch {
 		case err == nil && existing.RevokedAt != nil:
-			return "", false, middleware.Fail(CodeKeyConflict, "this key was revoked and cannot be registered again; generate a new key")
+			return "", false, false, middleware.Fail(CodeKeyConflict, "this key was revoked and cannot be registered again; generate a new key")
 		case err == nil && existing.ProvenAt == nil:
 			from = existing.AgentUID
 		case err == nil:
-			switch err := s.admitRegistered(ctx, existing.AgentUID, invite); {
+			isPending, err := s.admitRegistered(ctx, existing.AgentUID, invite)
+			switch {
 			case errors.Is(err, errAgentGone):
 				continue // deleted meanwhile, with its keys: look again
 			case err != nil:
-				return "", false, err
+				return "", false, false, err
 			}
-			return existing.AgentUID, false, nil
+			return existing.AgentUID, false, isPending, nil
 		case !errors.Is(err, store.ErrNoSuchKey):
-			return "", false, dbUnavailable(err)
+			return "", false, false, dbUnavailable(err)
 		}
 		uid, err := signer.NewUID(nil)
 		if err != nil {
-			return "", false, err
+			return "", false, false, err
 		}
 		err = s.db.CreateAgent(store.WithActor(ctx, actorAgent(uid)), store.NewAgent{UID: uid, Kid: pk.JWK.Kid, JWK: pk.JWK.MarshalPublic(),
-			Now: s.cfg.Now().UTC(), Invite: invite, ClaimFrom: from})
+			Now: s.cfg.Now().UTC(), Invite: invite, ClaimFrom: from, Pending: pending})
 		if from != "" {
 			s.forgetDirectory(from) // even on error: a failed commit may have committed
 		}
 		switch {
 		case err == nil:
-			return uid, true, nil
+			return uid, true, pending, nil
 		case errors.Is(err, store.ErrInviteRefused):
-			return "", false, errInviteRefused
+			return "", false, false, errInviteRefused
 		case !errors.Is(err, store.ErrKeyRegistered) && !errors.Is(err, store.ErrKeyChanged):
-			return "", false, dbUnavailable(err)
+			return "", false, false, dbUnavailable(err)
 		}
 		// Lost a race on the kid (or, astronomically unlikely, on the uid),
 		// or the unproven key changed meanwhile: look again.
 	}
-	return "", false, dbUnavailable(errors.New("refserver: registration kept conflicting"))
+	return "", false, false, dbUnavailable(errors.New("refserver: registration kept conflicting"))
 }
 
 // errAgentGone marks a registration that found its key's agent deleted
@@ -153,29 +162,35 @@ func (s *Server) registerKey(ctx context.Context, pk signer.PublicKey, invite st
 var errAgentGone = errors.New("refserver: the key's agent was deleted meanwhile")
 
 // admitRegistered decides a registration of a key the agent uid already
-// holds: in registration mode token, invite must pass the invitation rule
-// (store.DB.AdmitInvite); an agent its operator disabled is refused with 403
-// forbidden; errAgentGone when uid no longer exists.
-func (s *Server) admitRegistered(ctx context.Context, uid, invite string) error {
+// holds, and reports whether the agent is pending review (the answer says
+// so): in registration mode token, invite must pass the invitation rule
+// (store.DB.AdmitInvite); an agent its operator rejected is refused with
+// 403 agent_rejected and the operator's reason (the request proved
+// possession of the agent's key), one disabled with 403 forbidden;
+// errAgentGone when uid no longer exists.
+func (s *Server) admitRegistered(ctx context.Context, uid, invite string) (pending bool, err error) {
 	agent, err := s.db.Agent(ctx, uid)
 	if errors.Is(err, store.ErrNoSuchAgent) {
-		return errAgentGone
+		return false, errAgentGone
 	}
 	if err != nil {
-		return dbUnavailable(err)
+		return false, dbUnavailable(err)
 	}
 	if s.cfg.Registration == RegistrationToken {
 		if err := s.db.AdmitInvite(ctx, invite, agent, s.cfg.Now()); err != nil {
 			if errors.Is(err, store.ErrInviteRefused) {
-				return errInviteRefused
+				return false, errInviteRefused
 			}
-			return dbUnavailable(err)
+			return false, dbUnavailable(err)
 		}
 	}
-	if agent.DisabledAt != nil {
-		return errDisabled(uid)
+	switch {
+	case agent.Review == store.ReviewRejected:
+		return false, errRejected(uid, agent.ReviewReason)
+	case agent.DisabledAt != nil:
+		return false, errDisabled(uid)
 	}
-	return nil
+	return agent.Review == store.ReviewPending, nil
 }
 
 // actorAgent names the agent uid as the actor of a change it signed.

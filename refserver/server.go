@@ -110,8 +110,8 @@ type Config struct {
 	// too. If false (the default), both paths are 404.
 	VestauthCompat bool
 	// Registration is the registration mode: RegistrationOpen (the
-	// default, also ""), RegistrationClosed or RegistrationToken (see
-	// there). It applies to POST /agents and, with VestauthCompat, to POST
+	// default, also ""), RegistrationClosed, RegistrationToken or
+	// RegistrationApproval (see there). It applies to POST /agents and, with VestauthCompat, to POST
 	// /register.
 	Registration string
 	// AuditRetention is how long the audit trail is kept (by the

@@ -29,6 +29,10 @@ type verifiers struct {
 	// rotationProof is register with tag agentid-key-possession: the
 	// second signature of PUT /agents/{uid}/keys, by the new key.
 	rotationProof *middleware.Verifier
+	// owner is agent with the key given per request and no outcome hook:
+	// /whoami's check that a rejected agent's key signed the request
+	// (rejectedWhoami).
+	owner *middleware.Verifier
 	// compatRegister and compatRotate verify vestauth's POST /register
 	// (by the body's key, @authority only, any single tag) and POST
 	// /rotate (by the agent's database key, @authority only, within
@@ -54,6 +58,9 @@ func newVerifiers(base middleware.Config, keys middleware.KeySource, compat bool
 	registerInvite.RequiredComponents = append(append([]string(nil), writeComponents...), inviteComponent)
 	rotationProof := register
 	rotationProof.Tag = signer.KeyPossessionTag
+	owner := base
+	owner.Keys = keyInBody
+	owner.OnResult = nil
 
 	var err error
 	build := func(cfg middleware.Config) *middleware.Verifier {
@@ -70,6 +77,7 @@ func newVerifiers(base middleware.Config, keys middleware.KeySource, compat bool
 		register:       build(register),
 		registerInvite: build(registerInvite),
 		rotationProof:  build(rotationProof),
+		owner:          build(owner),
 	}
 	if compat {
 		cr := base

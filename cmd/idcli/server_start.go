@@ -51,7 +51,7 @@ func (o *startFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&o.statusPage, "status-page", false, "also serve the status page at GET /status on the service host: it shows anyone who reaches the host the top agents' identities and request counts (default off)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info (one line per request), warn or error (warn drops the per-request lines; 5xx are still logged)")
 	fs.StringVar(&o.bind, "bind", "", "address to listen on, such as 127.0.0.1 for this machine only (default: every interface)")
-	fs.StringVar(&o.registration, "registration", refserver.RegistrationOpen, "who may register new agents (POST /agents): open (anyone), closed (no one), or token (with an invitation token from idcli server tokens create)")
+	fs.StringVar(&o.registration, "registration", refserver.RegistrationOpen, "who may register new agents (POST /agents): open (anyone), closed (no one), token (with an invitation token from idcli server tokens create), or approval (anyone, pending until idcli server agents approve)")
 	fs.DurationVar(&o.auditRetention, "audit-retention", store.DefaultAuditRetention, "how long the audit trail is kept (idcli server audit); 0 keeps it for ever")
 	fs.BoolVar(&o.vestauthCompat, "vestauth-compat", false, "also serve vestauth clients' POST /register and POST /rotate (rotation binds less than PUT /agents/{uid}/keys: see docs/migrating-from-vestauth.md)")
 }
@@ -95,10 +95,10 @@ func (o startFlags) parse() (refserver.Options, slog.Level, error) {
 		ro.AuditRetention = -1 // for ever
 	}
 	switch o.registration {
-	case refserver.RegistrationOpen, refserver.RegistrationClosed, refserver.RegistrationToken:
+	case refserver.RegistrationOpen, refserver.RegistrationClosed, refserver.RegistrationToken, refserver.RegistrationApproval:
 		ro.Registration = o.registration
 	default:
-		errs = append(errs, fmt.Errorf("--registration %q: want %s, %s or %s", o.registration, refserver.RegistrationOpen, refserver.RegistrationClosed, refserver.RegistrationToken))
+		errs = append(errs, fmt.Errorf("--registration %q: want %s, %s, %s or %s", o.registration, refserver.RegistrationOpen, refserver.RegistrationClosed, refserver.RegistrationToken, refserver.RegistrationApproval))
 	}
 	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
 		errs = append(errs, fmt.Errorf("--log-level %q: want debug, info, warn or error", o.logLevel))

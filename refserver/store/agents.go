@@ -66,21 +66,23 @@ func (d *DB) Key(ctx context.Context, kid string) (PublicJWK, error) {
 }
 
 // KeyState is what a key lookup reads of a kid: its key row and its
-// agent's disabled_at.
+// agent's disabled_at, review and review_reason.
 type KeyState struct {
-	AgentUID   string     `gorm:"column:agent_uid"`
-	JWK        JSON       `gorm:"column:jwk"`
-	Kid        string     `gorm:"column:kid"`
-	RevokedAt  *time.Time `gorm:"column:revoked_at"`
-	ProvenAt   *time.Time `gorm:"column:proven_at"`
-	DisabledAt *time.Time `gorm:"column:disabled_at"`
+	AgentUID     string     `gorm:"column:agent_uid"`
+	JWK          JSON       `gorm:"column:jwk"`
+	Kid          string     `gorm:"column:kid"`
+	RevokedAt    *time.Time `gorm:"column:revoked_at"`
+	ProvenAt     *time.Time `gorm:"column:proven_at"`
+	DisabledAt   *time.Time `gorm:"column:disabled_at"`
+	Review       string     `gorm:"column:review"`
+	ReviewReason string     `gorm:"column:review_reason"`
 }
 
 // LookupKey reads kid's row, with its agent's state, in one indexed
 // query; ErrNoSuchKey when no agent holds kid.
 func (d *DB) LookupKey(ctx context.Context, kid string) (KeyState, error) {
 	return takeOne[KeyState](d.g.WithContext(ctx).Table("public_jwks").
-		Select("public_jwks.agent_uid, public_jwks.jwk, public_jwks.kid, public_jwks.revoked_at, public_jwks.proven_at, agents.disabled_at").
+		Select("public_jwks.agent_uid, public_jwks.jwk, public_jwks.kid, public_jwks.revoked_at, public_jwks.proven_at, agents.disabled_at, agents.review, agents.review_reason").
 		Joins("JOIN agents ON agents.uid = public_jwks.agent_uid").
 		Where("public_jwks.kid = ?", kid), ErrNoSuchKey, kid)
 }
@@ -103,14 +105,21 @@ func lockAgent(tx *gorm.DB, uid string) (Agent, error) {
 }
 
 // lockAgentWrite is lockAgent for a write the agent uid signed: an agent
-// its operator disabled is refused with ErrAgentDisabled, under the lock
-// the operator's disable takes too.
+// pending review or rejected is refused with ErrAgentPending or
+// ErrAgentRejected, one its operator disabled with ErrAgentDisabled,
+// under the lock the operator's decisions take too.
 func lockAgentWrite(tx *gorm.DB, uid string) error {
 	agent, err := lockAgent(tx, uid)
-	if err == nil && agent.DisabledAt != nil {
+	if err != nil {
+		return err
+	}
+	if err := reviewRefusal(agent); err != nil {
+		return err
+	}
+	if agent.DisabledAt != nil {
 		return fmt.Errorf("%w: %s", ErrAgentDisabled, uid)
 	}
-	return err
+	return nil
 }
 
 // NewAgent is a registration that creates an agent (see CreateAgent).
@@ -218,7 +227,8 @@ type Rotation struct {
 // can no longer be served), in one transaction holding the agent row lock.
 // The key is stored as proven (PublicJWK.ProvenAt) only when r.Proven is
 // set. It returns the kids it revokes (or would have, had the commit
-// failed) with any error: ErrNoSuchAgent, ErrAgentDisabled, ErrNoSuchKey
+// failed) with any error: ErrNoSuchAgent, ErrAgentDisabled (or
+// ErrAgentPending, ErrAgentRejected), ErrNoSuchKey
 // (r.SigningKid is not the agent's), ErrKeyRevoked (r.SigningKid is
 // revoked), ErrKeyRegistered (the new key is registered already).
 func (d *DB) Rotate(ctx context.Context, r Rotation) (revoked []string, err error) {
@@ -278,8 +288,9 @@ func (d *DB) Rotate(ctx context.Context, r Rotation) (revoked []string, err erro
 }
 
 // DirectoryKeys returns the keys uid's directory lists: its active public
-// keys (oldest first), none while an operator has disabled it, or
-// ErrNoSuchAgent when the agent does not exist.
+// keys (oldest first), none while an operator has disabled it or it is
+// pending review or rejected, or ErrNoSuchAgent when the agent does not
+// exist.
 func (d *DB) DirectoryKeys(ctx context.Context, uid string) ([]PublicJWK, error) {
 	return directoryKeys(d.g.WithContext(ctx), uid)
 }
@@ -287,7 +298,7 @@ func (d *DB) DirectoryKeys(ctx context.Context, uid string) ([]PublicJWK, error)
 func directoryKeys(db *gorm.DB, uid string) ([]PublicJWK, error) {
 	var rows []PublicJWK
 	err := db.Where("agent_uid = ? AND revoked_at IS NULL", uid).
-		Where("EXISTS (SELECT 1 FROM agents WHERE agents.uid = public_jwks.agent_uid AND agents.disabled_at IS NULL)").
+		Where("EXISTS (SELECT 1 FROM agents WHERE agents.uid = public_jwks.agent_uid AND agents.disabled_at IS NULL AND agents.review = '')").
 		Order("created_at, id").Find(&rows).Error
 	if err != nil {
 		return nil, err
@@ -317,8 +328,8 @@ func (d *DB) DirectorySignatures(ctx context.Context, uid string, digest []byte,
 // ReplaceDirectorySignatures replaces the directory signatures of uid, an
 // agent signing the change itself, with those check returns for the keys
 // its directory lists, in one transaction holding the agent row lock:
-// ErrNoSuchAgent, ErrAgentDisabled, or check's error leave them as they
-// were.
+// ErrNoSuchAgent, ErrAgentDisabled, ErrAgentPending, ErrAgentRejected or
+// check's error leave them as they were.
 func (d *DB) ReplaceDirectorySignatures(ctx context.Context, uid string, check func(keys []PublicJWK) ([]DirectorySignature, error)) ([]DirectorySignature, error) {
 	var rows []DirectorySignature
 	err := d.g.WithContext(ctx).Transaction(func(tx *gorm.DB) error {

@@ -38,6 +38,34 @@ func (f *auditFixture) register(t *testing.T, uid string, err error) string {
 	return key.KeyID()
 }
 
+// pendingUID is the agent the fixture's pending creates.
+const pendingUID = "agent-aaaaaaaaaaaaaaaaaaaaaaaa"
+
+// pending creates the pending agent pendingUID unless it exists.
+func (f *auditFixture) pending(t *testing.T) {
+	t.Helper()
+	if ok, err := f.db.HasAgent(context.Background(), pendingUID); err != nil {
+		t.Fatal(err)
+	} else if ok {
+		return
+	}
+	key := signertest.Key(199)
+	if err := f.db.CreateAgent(context.Background(), store.NewAgent{UID: pendingUID, Kid: key.KeyID(),
+		JWK: key.Public.JWK.MarshalPublic(), Now: time.Now().UTC(), Pending: true}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// review returns the review state of pendingUID.
+func (f *auditFixture) review(t *testing.T) string {
+	t.Helper()
+	a, err := f.db.Agent(context.Background(), pendingUID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a.Review
+}
+
 // rows returns the audit rows of action and the outbox rows of kind action.
 func (f *auditFixture) rows(t *testing.T, action string) (audit, outbox int64) {
 	t.Helper()
@@ -188,6 +216,20 @@ func TestAuditSameTransaction(t *testing.T) {
 				}
 				return len(l) == 1 && l[0].RevokedAt != nil
 			}},
+		{store.ActionApprove, true,
+			func(t *testing.T, f *auditFixture) error {
+				f.pending(t)
+				_, _, err := f.db.ApproveAgent(ctx, pendingUID, "checked")
+				return err
+			},
+			func(t *testing.T, f *auditFixture) bool { return f.review(t) == "" }},
+		{store.ActionReject, true,
+			func(t *testing.T, f *auditFixture) error {
+				f.pending(t)
+				_, _, err := f.db.RejectAgent(ctx, pendingUID, "no contact")
+				return err
+			},
+			func(t *testing.T, f *auditFixture) bool { return f.review(t) == store.ReviewRejected }},
 		{store.ActionInviteCreate, false,
 			func(t *testing.T, f *auditFixture) error {
 				_, _, err := f.db.CreateInvite(ctx, "for bob", 1, time.Hour)

@@ -5,7 +5,8 @@ package store
 // operator command, at a cost that does not grow with the number of agents.
 //
 // Every change that can make a cached verdict wrong (a rotation's revoked
-// keys, an operator's revoke, disable or enable, a deletion) writes rows
+// keys, an operator's revoke, disable, enable, approval or rejection, a
+// deletion) writes rows
 // to key_changes in the transaction that makes it, one row per key it
 // touches. Each instance reads the rows past the last one it saw with one
 // indexed query per interval (refserver's key source reads it every 250 ms), whatever the number of
@@ -63,6 +64,8 @@ const (
 	ChangeEnable  = "enable"  // an operator enabled the agent again
 	ChangeDelete  = "delete"  // the agent and its keys were deleted
 	ChangeClaim   = "claim"   // the key's holder took an unproven key from the agent
+	ChangeApprove = "approve" // an operator let the pending agent in
+	ChangeReject  = "reject"  // an operator refused the pending agent
 )
 
 // changeRetention is how long rows of the change log are kept (see
