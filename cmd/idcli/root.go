@@ -159,7 +159,7 @@ func newRootCmd(env *cliEnv) *ffcli.Command {
 				newAgentDirectoryCmd(env),
 			),
 			newGroupCmd(env, "idcli server",
-				"idcli server <init|start|db:create|db:migrate|db:drop|agents|keys|tokens|operators> [flags]",
+				"idcli server <init|start|db:create|db:migrate|db:drop|agents|keys|tokens|operators|audit> [flags]",
 				"self-host the agentid reference server",
 				"Settings come from flags, then the process environment (PORT, HOSTNAME,\n"+
 					"DATABASE_URL), then the .env file of the current directory, then the defaults\n"+

@@ -1,7 +1,7 @@
 package main
 
 // The operator's commands of a running service (`idcli server
-// agents|keys|tokens`) live in internal/ops; opsEnv hands them what
+// agents|keys|tokens|audit`) live in internal/ops; opsEnv hands them what
 // they take from this package.
 
 import (

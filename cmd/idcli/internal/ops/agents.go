@@ -69,15 +69,28 @@ func agentsCmd(env *Env) *ffcli.Command {
 				printAgent(o.env.Stdout, a)
 				return nil
 			}}),
-		newCmd(env, cmd{path: "agents disable", args: "UID", nargs: 1,
-			help:     "disable an agent: every instance refuses its requests (403) within 1 s; its directory lists no key, so third parties drop its keys within the directory's max-age (60 s)",
-			longHelp: `With --json: {"agent":{…as agents show},"changed":true|false}.`,
-			run:      func(ctx context.Context, o *ops, args []string) error { return o.setDisabled(ctx, args[0], true) }}),
-		newCmd(env, cmd{path: "agents enable", args: "UID", nargs: 1,
-			help:     "enable a disabled agent again (every instance within 1 s, third parties within 60 s)",
-			longHelp: `With --json: {"agent":{…as agents show},"changed":true|false}.`,
-			run:      func(ctx context.Context, o *ops, args []string) error { return o.setDisabled(ctx, args[0], false) }}),
+		setDisabledCmd(env, true), setDisabledCmd(env, false),
 	)
+}
+
+// setDisabledCmd is agents disable, or agents enable.
+func setDisabledCmd(env *Env, disabled bool) *ffcli.Command {
+	var reason string
+	c := cmd{path: "agents enable", args: "UID", nargs: 1, flagsUsage: "[--reason TEXT]",
+		help:     "enable a disabled agent again (every instance within 1 s, third parties within 60 s)",
+		longHelp: `With --json: {"agent":{…as agents show},"changed":true|false}.`,
+		flags: func(fs *flag.FlagSet) {
+			fs.StringVar(&reason, "reason", "", "why, for the audit trail (at most 500 bytes)")
+		},
+		check: func(args []string) error { return checkUIDReason(args[0], reason) },
+		run: func(ctx context.Context, o *ops, args []string) error {
+			return o.setDisabled(ctx, args[0], disabled, reason)
+		}}
+	if disabled {
+		c.path = "agents disable"
+		c.help = "disable an agent: every instance refuses its requests (403) within 1 s; its directory lists no key, so third parties drop its keys within the directory's max-age (60 s)"
+	}
+	return newCmd(env, c)
 }
 
 func agentStatus(a store.AgentInfo) string {
@@ -100,17 +113,14 @@ func printAgent(w io.Writer, a store.AgentInfo) {
 	}
 }
 
-func (o *ops) setDisabled(ctx context.Context, uid string, disabled bool) error {
-	if err := checkUID(uid); err != nil {
-		return err
-	}
-	a, changed, err := o.be.SetAgentDisabled(ctx, uid, disabled, "")
+func (o *ops) setDisabled(ctx context.Context, uid string, disabled bool, reason string) error {
+	a, changed, err := o.be.SetAgentDisabled(ctx, uid, disabled, reason)
 	if err != nil {
 		return o.word(err)
 	}
 	word := map[bool]string{true: "disabled", false: "enabled"}[disabled]
 	if changed {
-		o.logChange("agent "+word, slog.String("uid", uid))
+		o.logChange("agent "+word, slog.String("uid", uid), slog.String("reason", reason))
 	}
 	if o.asJSON {
 		return o.printJSON(struct {

@@ -4,6 +4,7 @@ package ops
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"log/slog"
 
@@ -12,25 +13,27 @@ import (
 )
 
 func keysCmd(env *Env) *ffcli.Command {
+	var reason string
 	return env.Group("idcli server keys", "idcli server keys <revoke> [flags]",
 		"revoke agents' keys", "",
-		newCmd(env, cmd{path: "keys revoke", args: "UID KID", nargs: 2,
+		newCmd(env, cmd{path: "keys revoke", args: "UID KID", nargs: 2, flagsUsage: "[--reason TEXT]",
 			help: "revoke an agent's key: every instance refuses it within 1 s (the agent keeps its other keys)",
 			longHelp: "A KID may begin with - (one key id in 64 does): idcli server keys revoke UID -KID\n" +
 				"revokes it, and so does idcli server keys revoke -- UID -KID (after --, every word\n" +
 				"is an argument); flags may come before or after.\n" +
 				`With --json: {"uid","key":{"kid","created_at","revoked_at"},"changed":true|false,"active_keys":N}.`,
+			flags: func(fs *flag.FlagSet) {
+				fs.StringVar(&reason, "reason", "", "why, for the audit trail (at most 500 bytes)")
+			},
+			check: func(args []string) error { return checkUIDReason(args[0], reason) },
 			run: func(ctx context.Context, o *ops, args []string) error {
 				uid, kid := args[0], args[1]
-				if err := checkUID(uid); err != nil {
-					return err
-				}
-				k, changed, err := o.be.RevokeKey(ctx, uid, kid, "")
+				k, changed, err := o.be.RevokeKey(ctx, uid, kid, reason)
 				if err != nil {
 					return o.word(err)
 				}
 				if changed {
-					o.logChange("key revoked", slog.String("uid", uid), slog.String("kid", kid))
+					o.logChange("key revoked", slog.String("uid", uid), slog.String("kid", kid), slog.String("reason", reason))
 				}
 				a, err := o.be.ShowAgent(ctx, uid)
 				if err != nil {

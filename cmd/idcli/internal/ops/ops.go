@@ -1,6 +1,7 @@
 // Package ops is the operator's commands of a running service, `idcli
-// server agents|keys|tokens|operators`: each runs on a Backend, today the service's
-// database (DATABASE_URL, as the other server commands). idcli's main
+// server agents|keys|tokens|operators|audit`: each runs on a Backend,
+// today the service's database (DATABASE_URL, as the other server
+// commands). idcli's main
 // package mounts them with Commands, handing over what they need of it
 // (flag sets, argument parsing, the database) in an Env.
 package ops
@@ -53,6 +54,7 @@ type Backend interface {
 	CreateInvite(ctx context.Context, note string, uses int64, ttl time.Duration) (string, store.InviteInfo, error)
 	ListInvites(ctx context.Context) ([]store.InviteInfo, error)
 	RevokeInvite(ctx context.Context, id uint64) (store.InviteInfo, bool, error)
+	Audit(ctx context.Context, q store.AuditQuery) ([]store.AuditEvent, error)
 }
 
 var _ Backend = (*store.DB)(nil)
@@ -60,7 +62,7 @@ var _ Backend = (*store.DB)(nil)
 // Commands returns the operator's command groups, to mount under
 // `idcli server`.
 func Commands(env *Env) []*ffcli.Command {
-	return []*ffcli.Command{agentsCmd(env), keysCmd(env), tokensCmd(env), operatorsCmd(env)}
+	return []*ffcli.Command{agentsCmd(env), keysCmd(env), tokensCmd(env), operatorsCmd(env), auditCmd(env)}
 }
 
 // opsTimeout bounds the work of one operator command.
@@ -74,7 +76,10 @@ type cmd struct {
 	flagsUsage                 string // the command's own flags in the usage line
 	nargs                      int
 	flags                      func(fs *flag.FlagSet)
-	run                        func(ctx context.Context, o *ops, args []string) error
+	// check, if set, refuses bad arguments and flags before the backend
+	// is opened.
+	check func(args []string) error
+	run   func(ctx context.Context, o *ops, args []string) error
 }
 
 // ops is what an operator command runs with.
@@ -117,6 +122,11 @@ func newCmd(env *Env, c cmd) *ffcli.Command {
 				}
 				return fmt.Errorf("usage: %s", usage)
 			}
+			if c.check != nil {
+				if err := c.check(pos); err != nil {
+					return err
+				}
+			}
 			ctx, cancel := context.WithTimeout(ctx, opsTimeout)
 			defer cancel()
 			db, err := openDB(ctx)
@@ -152,7 +162,7 @@ func (o *ops) logChange(msg string, attrs ...slog.Attr) {
 func (env *Env) dbError(err error) error {
 	switch {
 	case errors.Is(err, store.ErrNoSuchAgent), errors.Is(err, store.ErrNoSuchKey), errors.Is(err, store.ErrNoSuchToken):
-		return errors.New(strings.TrimPrefix(err.Error(), "refserver: ") + " in this database (check DATABASE_URL / --database-url)")
+		return errors.New(strings.TrimPrefix(err.Error(), "store: ") + " in this database (check DATABASE_URL / --database-url)")
 	}
 	return env.DBError(err)
 }
@@ -167,6 +177,18 @@ func (o *ops) printJSON(v any) error {
 func checkUID(uid string) error {
 	if !signer.ValidUID(uid) {
 		return fmt.Errorf("%q is not an agent uid (want agent-<24 hex>)", signer.Truncate(uid))
+	}
+	return nil
+}
+
+// checkUIDReason refuses a uid that is not one, and a --reason the store
+// would refuse.
+func checkUIDReason(uid, reason string) error {
+	if err := checkUID(uid); err != nil {
+		return err
+	}
+	if err := store.CheckReason(reason); err != nil {
+		return fmt.Errorf("--reason: %s", strings.TrimPrefix(err.Error(), store.ErrInvalidReason.Error()+": "))
 	}
 	return nil
 }
