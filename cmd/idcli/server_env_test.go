@@ -138,8 +138,8 @@ func TestServerStartEnvBadValues(t *testing.T) {
 		want    []string
 	}{
 		{"rate", map[string]string{"AGENTID_RATE_LIMIT": "fast"}, "", nil, []string{`AGENTID_RATE_LIMIT "fast"`}},
-		{"burst", map[string]string{"AGENTID_RATE_LIMIT_BURST": "many"}, "", nil, []string{`AGENTID_RATE_LIMIT_BURST="many"`}},
-		{"switch", map[string]string{"AGENTID_STATUS_PAGE": "maybe"}, "", nil, []string{`AGENTID_STATUS_PAGE="maybe"`}},
+		{"burst", map[string]string{"AGENTID_RATE_LIMIT_BURST": "many"}, "", nil, []string{`AGENTID_RATE_LIMIT_BURST: not a valid value (--rate-limit-burst)`}},
+		{"switch", map[string]string{"AGENTID_STATUS_PAGE": "maybe"}, "", nil, []string{`AGENTID_STATUS_PAGE: not a valid value`}},
 		{"port", map[string]string{"AGENTID_PORT": "eighty"}, "", []string{"--database-url", "sqlite::memory:"}, []string{`AGENTID_PORT "eighty" is not a port number`}},
 		{"database", map[string]string{"AGENTID_DATABASE_URL": "mysql://x/y"}, "", []string{"--port", "0"}, []string{"AGENTID_DATABASE_URL mysql://x/y is not supported"}},
 		{"hostname", map[string]string{"AGENTID_HOSTNAME": "agentid.example"}, "", nil, []string{"AGENTID_HOSTNAME: ", "scheme"}},
@@ -172,8 +172,13 @@ func TestServerStartEnvBadValues(t *testing.T) {
 			}
 		})
 	}
+	// A refused value is not repeated: it may be a secret.
+	r := runCLI(context.Background(), t.TempDir(), map[string]string{"AGENTID_AUDIT_RETENTION": "hunter2"}, "server", "start", "--port", "0", "--database-url", "sqlite::memory:")
+	if r.err == nil || !strings.Contains(r.err.Error(), "AGENTID_AUDIT_RETENTION") || strings.Contains(r.err.Error()+r.stderr+r.stdout, "hunter2") {
+		t.Errorf("AGENTID_AUDIT_RETENTION=hunter2: %v (stderr %q), want an error naming the variable, not the value", r.err, r.stderr)
+	}
 	// The other server commands read AGENTID_DATABASE_URL too.
-	r := runCLI(context.Background(), t.TempDir(), map[string]string{"AGENTID_DATABASE_URL": "mysql://x/y", "DATABASE_URL": "sqlite::memory:"}, "server", "db:migrate")
+	r = runCLI(context.Background(), t.TempDir(), map[string]string{"AGENTID_DATABASE_URL": "mysql://x/y", "DATABASE_URL": "sqlite::memory:"}, "server", "db:migrate")
 	if r.err == nil || !strings.Contains(r.err.Error(), "AGENTID_DATABASE_URL mysql://x/y is not supported") {
 		t.Errorf("db:migrate with AGENTID_DATABASE_URL=mysql://x/y: %v, want an error naming it", r.err)
 	}

@@ -62,7 +62,7 @@ type Sources map[string]string
 
 // Apply sets every flag of fs that the command line did not set from the
 // first source defining its variable. A value the flag refuses is an error
-// naming the variable.
+// naming the variable (not the value).
 func Apply(fs *flag.FlagSet, prefix string, sources ...Source) (Sources, error) {
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
@@ -78,8 +78,10 @@ func Apply(fs *flag.FlagSet, prefix string, sources ...Source) (Sources, error) 
 			if v == "" {
 				continue
 			}
+			// The value is not repeated: it may hold a secret (a URL's
+			// password), and the variable is named.
 			if err := fs.Set(f.Name, v); err != nil {
-				errs = append(errs, fmt.Errorf("%s%s=%q: %s (--%s)", name, s.Where, v, setError(err), f.Name))
+				errs = append(errs, fmt.Errorf("%s%s: %s (--%s)", name, s.Where, setError(err), f.Name))
 			}
 			set[f.Name] = name + s.Where
 			break
