@@ -60,6 +60,8 @@ var routes = []route{
 	{http.MethodGet, "/agents/{uid}", store.ScopeAgentsRead, (*api).showAgent},
 	{http.MethodPost, "/agents/{uid}/disable", store.ScopeAgentsWrite, (*api).disableAgent},
 	{http.MethodPost, "/agents/{uid}/enable", store.ScopeAgentsWrite, (*api).enableAgent},
+	{http.MethodPost, "/agents/{uid}/approve", store.ScopeAgentsWrite, (*api).approveAgent},
+	{http.MethodPost, "/agents/{uid}/reject", store.ScopeAgentsWrite, (*api).rejectAgent},
 	{http.MethodPost, "/agents/{uid}/keys/{kid}/revoke", store.ScopeKeysRevoke, (*api).revokeKey},
 	{http.MethodGet, "/invitations", store.ScopeTokensWrite, (*api).listInvitations},
 	{http.MethodPost, "/invitations", store.ScopeTokensWrite, (*api).createInvitation},

@@ -16,7 +16,8 @@ import (
 )
 
 // scopeCase is a route with the scope it must need and what a call with
-// that scope answers ({uid}, {kid} and {id} are filled in).
+// that scope answers ({uid}, {kid} and {id} are filled in; {pending} is
+// the {uid} of an agent pending review, one per route).
 type scopeCase struct {
 	method, path, scope, body string
 	status                    int
@@ -27,6 +28,8 @@ var scopeCases = []scopeCase{
 	{http.MethodGet, "/admin/v1/agents/{uid}", store.ScopeAgentsRead, "", http.StatusOK},
 	{http.MethodPost, "/admin/v1/agents/{uid}/disable", store.ScopeAgentsWrite, `{"reason":"abuse report #12"}`, http.StatusOK},
 	{http.MethodPost, "/admin/v1/agents/{uid}/enable", store.ScopeAgentsWrite, "", http.StatusOK},
+	{http.MethodPost, "/admin/v1/agents/{pending}/approve", store.ScopeAgentsWrite, `{"reason":"identity checked"}`, http.StatusOK},
+	{http.MethodPost, "/admin/v1/agents/{pending}/reject", store.ScopeAgentsWrite, `{"reason":"no contact address"}`, http.StatusOK},
 	{http.MethodPost, "/admin/v1/agents/{uid}/keys/{kid}/revoke", store.ScopeKeysRevoke, `{"reason":"leaked"}`, http.StatusOK},
 	{http.MethodGet, "/admin/v1/invitations", store.ScopeTokensWrite, "", http.StatusOK},
 	{http.MethodPost, "/admin/v1/invitations", store.ScopeTokensWrite, `{"note":"for bob","uses":2}`, http.StatusCreated},
@@ -43,7 +46,7 @@ func TestRouteTableTested(t *testing.T) {
 		got = append(got, r.Method+" "+r.Path+" "+r.Scope)
 	}
 	for _, c := range scopeCases {
-		want = append(want, c.method+" "+c.path+" "+c.scope)
+		want = append(want, c.method+" "+strings.Replace(c.path, "{pending}", "{uid}", 1)+" "+c.scope)
 	}
 	slices.Sort(got)
 	slices.Sort(want)
@@ -74,8 +77,11 @@ func TestScopes(t *testing.T) {
 			t.Fatal(err)
 		}
 		fill := strings.NewReplacer("{uid}", uid, "{kid}", kid, "{id}", fmt.Sprint(inv.ID))
-		for _, c := range scopeCases {
+		for i, c := range scopeCases {
 			path := fill.Replace(c.path)
+			if strings.Contains(path, "{pending}") {
+				path = strings.Replace(path, "{pending}", e.pendingAgent(byte(100+i)), 1)
+			}
 			for _, sc := range store.Scopes() {
 				a := e.call(c.method, path, c.body, "Bearer "+tokens[sc])
 				if sc == c.scope {

@@ -168,6 +168,22 @@ func (e *env) agent(keys ...byte) string {
 	return uid
 }
 
+// pendingAgent registers an agent pending review (registration mode
+// approval) with the key n (in the database) and returns its uid.
+func (e *env) pendingAgent(n byte) string {
+	e.t.Helper()
+	uid, err := signer.NewUID(rand.Reader)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	k := signertest.Key(n)
+	if err := e.db.CreateAgent(context.Background(), store.NewAgent{UID: uid, Kid: k.KeyID(), JWK: k.Public.JWK.MarshalPublic(),
+		Now: time.Now(), Pending: true}); err != nil {
+		e.t.Fatal(err)
+	}
+	return uid
+}
+
 // noSecret fails the test if any answer or log line so far holds one of
 // secrets.
 func (e *env) noSecret(secrets ...string) {
