@@ -1,11 +1,9 @@
 package refserver
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strings"
 
 	"github.com/agentid/agentid/middleware"
 	"github.com/agentid/agentid/refserver/store"
@@ -32,7 +30,7 @@ func (s *Server) keyStatus(w http.ResponseWriter, r *http.Request) error {
 		return middleware.Fail(middleware.CodeInvalidRequest, "a key status has no query and no escapes: GET /keys/KID/status")
 	}
 	kid := mux.Vars(r)["kid"]
-	if !isThumbprint(kid) {
+	if !store.ValidKid(kid) {
 		return middleware.Fail(middleware.CodeInvalidRequest, "%q is not a key id: want its RFC 7638 thumbprint, 43 base64url characters", signer.Truncate(kid))
 	}
 	ctx, cancel := s.dbContext(r.Context())
@@ -56,15 +54,4 @@ func (s *Server) keyStatus(w http.ResponseWriter, r *http.Request) error {
 	w.WriteHeader(http.StatusOK)
 	w.Write(append(b, '\n'))
 	return nil
-}
-
-// isThumbprint reports whether kid is the form of an Ed25519 key's RFC
-// 7638 thumbprint: a SHA-256 digest in unpadded base64url, 43 characters
-// whose last leaves no stray bits.
-func isThumbprint(kid string) bool {
-	if len(kid) != 43 || strings.ContainsAny(kid, "=\r\n") {
-		return false
-	}
-	b, err := base64.RawURLEncoding.Strict().DecodeString(kid)
-	return err == nil && len(b) == 32
 }

@@ -22,6 +22,13 @@ type AuditQuery struct {
 	Limit int
 }
 
+// Actions returns every action of the audit trail (AuditQuery.Action).
+func Actions() []string {
+	return []string{ActionRegister, ActionApprove, ActionReject, ActionDisable, ActionEnable, ActionDelete,
+		ActionKeyAdd, ActionKeyRotate, ActionKeyRevoke, ActionKeyClaim, ActionRefresh,
+		ActionInviteCreate, ActionInviteRevoke, ActionOperatorCreate, ActionOperatorRevoke}
+}
+
 // MaxAuditPage is the largest AuditQuery.Limit.
 const MaxAuditPage = 1000
 

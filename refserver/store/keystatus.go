@@ -5,6 +5,8 @@ package store
 
 import (
 	"context"
+	"encoding/base64"
+	"strings"
 	"time"
 )
 
@@ -50,4 +52,18 @@ func (d *DB) KeyStatus(ctx context.Context, kid string) (KeyStatus, error) {
 		st.Status = KeySuspended
 	}
 	return st, nil
+}
+
+// ValidKid reports whether kid has the form of every key id this store
+// holds: an Ed25519 key's RFC 7638 thumbprint, a SHA-256 digest in
+// unpadded base64url, 43 characters whose last leaves no stray bits. It
+// is the one spelling of a key id, so a kid in any other form is refused
+// before a query rather than looked up.
+func ValidKid(kid string) bool {
+	// The decoder skips CR and LF.
+	if len(kid) != 43 || strings.ContainsAny(kid, "\r\n") {
+		return false
+	}
+	b, err := base64.RawURLEncoding.Strict().DecodeString(kid)
+	return err == nil && len(b) == 32
 }

@@ -58,6 +58,8 @@ type route struct {
 var routes = []route{
 	{http.MethodGet, "/agents", store.ScopeAgentsRead, (*api).listAgents},
 	{http.MethodGet, "/agents/{uid}", store.ScopeAgentsRead, (*api).showAgent},
+	{http.MethodDelete, "/agents/{uid}", store.ScopeAgentsWrite, (*api).deleteAgent},
+	{http.MethodGet, "/agents/{uid}/keys", store.ScopeAgentsRead, (*api).keyHistory},
 	{http.MethodPost, "/agents/{uid}/disable", store.ScopeAgentsWrite, (*api).disableAgent},
 	{http.MethodPost, "/agents/{uid}/enable", store.ScopeAgentsWrite, (*api).enableAgent},
 	{http.MethodPost, "/agents/{uid}/approve", store.ScopeAgentsWrite, (*api).approveAgent},
@@ -66,6 +68,7 @@ var routes = []route{
 	{http.MethodGet, "/invitations", store.ScopeTokensWrite, (*api).listInvitations},
 	{http.MethodPost, "/invitations", store.ScopeTokensWrite, (*api).createInvitation},
 	{http.MethodPost, "/invitations/{id}/revoke", store.ScopeTokensWrite, (*api).revokeInvitation},
+	{http.MethodGet, "/audit", store.ScopeAuditRead, (*api).audit},
 }
 
 // Routes returns the admin API's routes on cfg, in the table's order.

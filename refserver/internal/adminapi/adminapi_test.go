@@ -26,6 +26,8 @@ type scopeCase struct {
 var scopeCases = []scopeCase{
 	{http.MethodGet, "/admin/v1/agents", store.ScopeAgentsRead, "", http.StatusOK},
 	{http.MethodGet, "/admin/v1/agents/{uid}", store.ScopeAgentsRead, "", http.StatusOK},
+	{http.MethodDelete, "/admin/v1/agents/{uid}", store.ScopeAgentsWrite, "", http.StatusOK},
+	{http.MethodGet, "/admin/v1/agents/{uid}/keys", store.ScopeAgentsRead, "", http.StatusOK},
 	{http.MethodPost, "/admin/v1/agents/{uid}/disable", store.ScopeAgentsWrite, `{"reason":"abuse report #12"}`, http.StatusOK},
 	{http.MethodPost, "/admin/v1/agents/{uid}/enable", store.ScopeAgentsWrite, "", http.StatusOK},
 	{http.MethodPost, "/admin/v1/agents/{pending}/approve", store.ScopeAgentsWrite, `{"reason":"identity checked"}`, http.StatusOK},
@@ -34,6 +36,7 @@ var scopeCases = []scopeCase{
 	{http.MethodGet, "/admin/v1/invitations", store.ScopeTokensWrite, "", http.StatusOK},
 	{http.MethodPost, "/admin/v1/invitations", store.ScopeTokensWrite, `{"note":"for bob","uses":2}`, http.StatusCreated},
 	{http.MethodPost, "/admin/v1/invitations/{id}/revoke", store.ScopeTokensWrite, "", http.StatusOK},
+	{http.MethodGet, "/admin/v1/audit", store.ScopeAuditRead, "", http.StatusOK},
 }
 
 // TestRouteTableTested: every route of the table has its row above, with
@@ -77,10 +80,16 @@ func TestScopes(t *testing.T) {
 			t.Fatal(err)
 		}
 		fill := strings.NewReplacer("{uid}", uid, "{kid}", kid, "{id}", fmt.Sprint(inv.ID))
+		seed := byte(200)
 		for i, c := range scopeCases {
 			path := fill.Replace(c.path)
 			if strings.Contains(path, "{pending}") {
 				path = strings.Replace(path, "{pending}", e.pendingAgent(byte(100+i)), 1)
+			}
+			if c.method == http.MethodDelete {
+				// Each call served deletes an agent: one of its own each.
+				seed++
+				path = strings.ReplaceAll(c.path, "{uid}", e.agent(seed))
 			}
 			for _, sc := range store.Scopes() {
 				a := e.call(c.method, path, c.body, "Bearer "+tokens[sc])
@@ -96,6 +105,10 @@ func TestScopes(t *testing.T) {
 					t.Errorf("%s %s with %s: %d %s (WWW-Authenticate %q), want 403 insufficient_scope naming %s",
 						c.method, c.path, sc, a.status, a.body, a.header.Get("WWW-Authenticate"), c.scope)
 				}
+			}
+			if c.method == http.MethodDelete {
+				seed++
+				path = strings.ReplaceAll(c.path, "{uid}", e.agent(seed))
 			}
 			if a := e.call(c.method, path, c.body, "Bearer "+all); a.status != c.status {
 				t.Errorf("%s %s with every scope: %d %s, want %d", c.method, c.path, a.status, a.body, c.status)

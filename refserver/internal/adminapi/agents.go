@@ -1,12 +1,12 @@
 package adminapi
 
-// The agents routes: list, show, disable, enable, revoke a key. The JSON
+// The agents routes: show, disable, enable, revoke a key (the list is in
+// query.go). The JSON
 // answers are those of `idcli server agents|keys … --json`.
 
 import (
 	"errors"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/agentid/agentid/middleware"
@@ -14,53 +14,6 @@ import (
 	"github.com/agentid/agentid/signer"
 	"github.com/gorilla/mux"
 )
-
-// Page sizes of GET /agents.
-const (
-	defaultLimit = 100
-	maxLimit     = 1000
-)
-
-// agentsPage is the answer of GET /agents: Next is the after of the next
-// page, nil on the last.
-type agentsPage struct {
-	Agents []store.AgentInfo `json:"agents"`
-	Next   *string           `json:"next"`
-}
-
-// listAgents is GET /agents?after=UID&limit=N: at most limit agents
-// (default 100, at most 1000) in uid order, after the uid after.
-func (a *api) listAgents(w http.ResponseWriter, r *http.Request) error {
-	q, err := query(r, "after", "limit")
-	if err != nil {
-		return err
-	}
-	after := q.Get("after")
-	if after != "" && !signer.ValidUID(after) {
-		return middleware.Fail(middleware.CodeInvalidRequest, "after %q is not an agent uid (want agent-<24 hex>, the next of the page before)", signer.Truncate(after))
-	}
-	limit := defaultLimit
-	if s, ok := q["limit"]; ok {
-		n, err := strconv.Atoi(s[0])
-		if err != nil || n < 1 || n > maxLimit {
-			return middleware.Fail(middleware.CodeInvalidRequest, "limit %q: want 1 to %d", signer.Truncate(s[0]), maxLimit)
-		}
-		limit = n
-	}
-	ctx, cancel := a.dbContext(r.Context())
-	defer cancel()
-	list, err := a.cfg.DB.ListAgents(ctx, after, limit+1, false)
-	if err != nil {
-		return dbUnavailable(err)
-	}
-	page := agentsPage{Agents: list}
-	if len(list) > limit {
-		page.Agents = list[:limit]
-		next := list[limit-1].UID
-		page.Next = &next
-	}
-	return writeJSON(w, http.StatusOK, page)
-}
 
 // uidVar returns the route's {uid}, or 404 when it is not a uid.
 func uidVar(r *http.Request) (string, error) {
