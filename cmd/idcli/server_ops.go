@@ -41,5 +41,6 @@ func opsEnv(env *cliEnv) *ops.Env {
 			}
 		},
 		DBError: cliDBError,
+		Dir:     env.Dir,
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/agentid/agentid/refserver/store"
 	"github.com/peterbourgon/ff/v3/ffcli"
 )
 
@@ -28,31 +27,22 @@ func keysCmd(env *Env) *ffcli.Command {
 			check: func(args []string) error { return checkUIDReason(args[0], reason) },
 			run: func(ctx context.Context, o *ops, args []string) error {
 				uid, kid := args[0], args[1]
-				k, changed, err := o.be.RevokeKey(ctx, uid, kid, reason)
+				rv, err := o.be.RevokeKey(ctx, uid, kid, reason)
 				if err != nil {
 					return o.word(err)
 				}
-				if changed {
+				if rv.Changed {
 					o.logChange("key revoked", slog.String("uid", uid), slog.String("kid", kid), slog.String("reason", reason))
 				}
-				a, err := o.be.ShowAgent(ctx, uid)
-				if err != nil {
-					return o.word(err)
-				}
 				if o.asJSON {
-					return o.printJSON(struct {
-						UID        string        `json:"uid"`
-						Key        store.KeyInfo `json:"key"`
-						Changed    bool          `json:"changed"`
-						ActiveKeys int           `json:"active_keys"`
-					}{uid, k, changed, a.ActiveKeys})
+					return o.printJSON(rv)
 				}
-				if !changed {
+				if !rv.Changed {
 					fmt.Fprintf(o.env.Stdout, "• key %s of %s already revoked\n", kid, uid)
 					return nil
 				}
 				fmt.Fprintf(o.env.Stdout, "✔ key %s of %s revoked (every instance within 1 s, third parties within 60 s)\n", kid, uid)
-				if a.ActiveKeys == 0 {
+				if rv.ActiveKeys == 0 {
 					fmt.Fprintf(o.env.Stdout, "• %s has no active key left: it can neither sign nor rotate; it needs a new registration\n", uid)
 				}
 				return nil

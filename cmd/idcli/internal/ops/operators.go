@@ -144,12 +144,12 @@ type dbCmd struct {
 // and a backend that is not the database is refused.
 func newDBCmd(env *Env, c dbCmd) *ffcli.Command {
 	return newCmd(env, cmd{path: c.path, args: c.args, help: c.help, longHelp: c.longHelp, flagsUsage: c.flagsUsage,
-		nargs: c.nargs, flags: c.flags,
+		nargs: c.nargs, flags: c.flags, dbOnly: true,
 		run: func(ctx context.Context, o *ops, args []string) error {
-			db, ok := o.be.(*store.DB)
+			db, ok := o.be.(dbBackend)
 			if !ok {
 				return fmt.Errorf("idcli server %s runs on the database only (DATABASE_URL / --database-url), never through the admin API", c.path)
 			}
-			return c.run(ctx, o, db, args)
+			return c.run(ctx, o, db.DB, args)
 		}})
 }

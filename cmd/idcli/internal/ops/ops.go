@@ -42,22 +42,9 @@ type Env struct {
 	Database func(fs *flag.FlagSet) func(ctx context.Context) (*store.DB, error)
 	// DBError words a database error for the command line.
 	DBError func(error) error
+	// Dir is the working directory a relative --token-file is read from.
+	Dir string
 }
-
-// Backend is what the commands run on: the service's database
-// (*store.DB).
-type Backend interface {
-	ListAgents(ctx context.Context, after string, limit int, disabledOnly bool) ([]store.AgentInfo, error)
-	ShowAgent(ctx context.Context, uid string) (store.AgentInfo, error)
-	SetAgentDisabled(ctx context.Context, uid string, disabled bool, reason string) (store.AgentInfo, bool, error)
-	RevokeKey(ctx context.Context, uid, kid, reason string) (store.KeyInfo, bool, error)
-	CreateInvite(ctx context.Context, note string, uses int64, ttl time.Duration) (string, store.InviteInfo, error)
-	ListInvites(ctx context.Context) ([]store.InviteInfo, error)
-	RevokeInvite(ctx context.Context, id uint64) (store.InviteInfo, bool, error)
-	Audit(ctx context.Context, q store.AuditQuery) ([]store.AuditEvent, error)
-}
-
-var _ Backend = (*store.DB)(nil)
 
 // Commands returns the operator's command groups, to mount under
 // `idcli server`.
@@ -76,6 +63,7 @@ type cmd struct {
 	flagsUsage                 string // the command's own flags in the usage line
 	nargs                      int
 	flags                      func(fs *flag.FlagSet)
+	dbOnly                     bool // runs on the database alone, never on the admin API
 	// check, if set, refuses bad arguments and flags before the backend
 	// is opened.
 	check func(args []string) error
@@ -85,7 +73,7 @@ type cmd struct {
 // ops is what an operator command runs with.
 type ops struct {
 	env    *Env
-	be     Backend
+	be     backend
 	word   func(error) error // words a backend's error for the command line
 	asJSON bool
 	by     string // the command and who ran it, as the change log records it
@@ -93,7 +81,7 @@ type ops struct {
 
 func newCmd(env *Env, c cmd) *ffcli.Command {
 	fs := env.FlagSet("idcli server " + c.path)
-	openDB := env.Database(fs)
+	open := backendFlags(env, fs, c.dbOnly)
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	if c.flags != nil {
 		c.flags(fs)
@@ -107,7 +95,7 @@ func newCmd(env *Env, c cmd) *ffcli.Command {
 	}
 	return &ffcli.Command{
 		Name:       c.path[strings.LastIndex(c.path, " ")+1:],
-		ShortUsage: usage + " [--database-url URL] [--json]",
+		ShortUsage: usage + map[bool]string{false: " [--database-url URL | --server URL [--token-file PATH]] [--json]", true: " [--database-url URL] [--json]"}[c.dbOnly],
 		ShortHelp:  c.help,
 		LongHelp:   c.longHelp,
 		FlagSet:    fs,
@@ -129,12 +117,12 @@ func newCmd(env *Env, c cmd) *ffcli.Command {
 			}
 			ctx, cancel := context.WithTimeout(ctx, opsTimeout)
 			defer cancel()
-			db, err := openDB(ctx)
+			be, word, closeBE, err := open(ctx)
 			if err != nil {
 				return err
 			}
-			defer db.Close()
-			o := &ops{env: env, be: db, word: env.dbError, asJSON: *asJSON, by: actor(env, c.path)}
+			defer closeBE()
+			o := &ops{env: env, be: be, word: word, asJSON: *asJSON, by: actor(env, c.path)}
 			return c.run(store.WithActor(ctx, o.by), o, pos)
 		},
 	}
