@@ -123,7 +123,8 @@ func (f *apiFixture) same(args ...string) string {
 // running server (PostgreSQL and SQLite) with an operator token print
 // what they print on the database, --json included: agents list (paged),
 // show, disable and enable with a reason, keys revoke with a reason,
-// tokens create, list and revoke.
+// tokens create, list and revoke, and the audit trail, which names the
+// operator token as the actor of each change with its reason.
 func TestServerOpsOverAPI(t *testing.T) {
 	t.Parallel()
 	for _, b := range dbtest.Backends() {
@@ -147,6 +148,7 @@ func TestServerOpsOverAPI(t *testing.T) {
 			if out := f.ok("agents", "disable", uid, "--reason", "again").stdout; !strings.HasPrefix(out, "• agent "+uid+" already disabled") {
 				t.Errorf("disable again: %q", out)
 			}
+			f.same("agents", "list", "--disabled")
 			f.same("agents", "show", uid, "--json")
 			if out := f.ok("agents", "enable", uid, "--json").stdout; !strings.Contains(out, `"changed":true`) {
 				t.Errorf("enable --json: %s", out)
@@ -178,6 +180,24 @@ func TestServerOpsOverAPI(t *testing.T) {
 			if r := f.api(f.fullTok, "agents", "show", "agent-0000000000000000000000ff"); r.err == nil || !strings.Contains(r.err.Error(), "no such agent") {
 				t.Errorf("agents show of no agent: %v", r.err)
 			}
+
+			f.same("audit")
+			f.same("audit", "--agent", uid, "--json")
+			var trail auditRows
+			if err := json.Unmarshal([]byte(f.ok("audit", "--agent", uid, "--limit", "3", "--json").stdout), &trail); err != nil || len(trail.Events) != 3 {
+				t.Fatalf("audit --agent: %v %+v", err, trail)
+			}
+			for i, w := range []struct{ action, reason string }{{store.ActionKeyRevoke, "leaked"}, {store.ActionEnable, ""}, {store.ActionDisable, "lost laptop"}} {
+				e := trail.Events[i]
+				if e.Action != w.action || e.Reason != w.reason || e.Actor != "operator:full" || e.RequestID == "" {
+					t.Errorf("audit event %d: %+v, want %s by operator:full, reason %q, with a request id", i, e, w.action, w.reason)
+				}
+			}
+			next := f.same("audit", "--agent", uid, "--limit", "2")
+			if !strings.Contains(next, "--before ") {
+				t.Errorf("audit --limit 2 has no next page:\n%s", next)
+			}
+			f.same("audit", "--action", store.ActionInviteCreate, "--since", "1h")
 
 			f.noToken(t)
 		})
@@ -226,6 +246,7 @@ func TestServerOpsAPIRefusals(t *testing.T) {
 		{store.ScopeTokensWrite, []string{"tokens", "create"}},
 		{store.ScopeTokensWrite, []string{"tokens", "list"}},
 		{store.ScopeTokensWrite, []string{"tokens", "revoke", "1"}},
+		{store.ScopeAuditRead, []string{"audit"}},
 	} {
 		refused(f.readTok, "the operator token lacks the scope "+c.scope+":", c.args...)
 	}
