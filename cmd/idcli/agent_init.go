@@ -23,6 +23,7 @@ type agentJSON struct {
 	Path         string     `json:"path"`
 	IsNew        *bool      `json:"is_new,omitempty"`
 	Hostname     string     `json:"hostname,omitempty"`
+	State        string     `json:"state,omitempty"` // "pending": waiting for the operator's approval
 	// DirectorySignedUntil is when the directory signature handed over
 	// expires (absent when none was).
 	DirectorySignedUntil *time.Time `json:"directory_signed_until,omitempty"`
@@ -45,7 +46,7 @@ func newAgentInitCmd(env *cliEnv) *ffcli.Command {
 		Name:       "init",
 		ShortUsage: "idcli agent init [--hostname H] [--invite TOKEN] [--pkcs11-uri URI] [--json]",
 		ShortHelp:  "create (or reuse) this agent's key, register it and write .env",
-		LongHelp:   "With --json: " + agentJSONShape + `, plus "is_new" (false when the key was already registered) and "hostname".`,
+		LongHelp:   "With --json: " + agentJSONShape + `, plus "is_new" (false when the key was already registered), "hostname", and "state":"pending" while the agent waits for the operator's approval.`,
 		FlagSet:    fs,
 		Exec: func(ctx context.Context, args []string) error {
 			if _, err := env.parseInterspersed(fs, args, -1); err != nil {
@@ -78,7 +79,9 @@ func newAgentInitCmd(env *cliEnv) *ffcli.Command {
 				isNew := res.IsNew
 				out := agentJSON{UID: res.UID, Kid: res.PublicJWK.Kid, PublicJWK: res.PublicJWK,
 					WellKnownURL: res.WellKnownURL, Path: name, IsNew: &isNew, Hostname: res.Hostname}
-				if res.DirectoryError == nil {
+				if res.Pending {
+					out.State = "pending"
+				} else if res.DirectoryError == nil {
 					until := res.Directory.Expires.UTC()
 					out.DirectorySignedUntil = &until
 				}
@@ -89,8 +92,13 @@ func newAgentInitCmd(env *cliEnv) *ffcli.Command {
 			} else {
 				fmt.Fprintf(env.Stdout, "• agent exists (%s/AGENT_UID=%s)\n", name, res.UID)
 			}
-			fmt.Fprintf(env.Stdout, "⮕ next run: [idcli agent curl %s/whoami]\n", res.Hostname)
-			if res.DirectoryError == nil {
+			if res.Pending {
+				fmt.Fprintln(env.Stdout, "• pending review: its requests verify once the service's operator approves it; then sign its key directory (idcli agent directory refresh)")
+				fmt.Fprintln(env.Stdout, "⮕ next run: [idcli agent status]")
+			} else {
+				fmt.Fprintf(env.Stdout, "⮕ next run: [idcli agent curl %s/whoami]\n", res.Hostname)
+			}
+			if res.DirectoryError == nil && !res.Pending {
 				fmt.Fprintf(env.Stdout, "✔ key directory signed until %s\n", res.Directory.Expires.UTC().Format(time.RFC3339))
 			}
 			if res.Warning != "" {

@@ -147,7 +147,7 @@ func newRootCmd(env *cliEnv) *ffcli.Command {
 		FlagSet: fs,
 		Subcommands: []*ffcli.Command{
 			newGroupCmd(env, "idcli agent",
-				"idcli agent <init|headers|rotate|curl|directory> [flags]",
+				"idcli agent <init|headers|rotate|curl|directory|status> [flags]",
 				"give this agent an identity and sign requests with it",
 				"Credentials come from flags, then the process environment, then ./.env:\n"+
 					"AGENT_UID, AGENT_PRIVATE_JWK, AGENT_PUBLIC_JWK and AGENT_HOSTNAME\n"+
@@ -157,6 +157,7 @@ func newRootCmd(env *cliEnv) *ffcli.Command {
 				newAgentRotateCmd(env),
 				newAgentCurlCmd(env),
 				newAgentDirectoryCmd(env),
+				newAgentStatusCmd(env),
 			),
 			newGroupCmd(env, "idcli server",
 				"idcli server <init|start|db:create|db:migrate|db:drop|agents|keys|tokens|operators|audit> [flags]",

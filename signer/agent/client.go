@@ -24,6 +24,10 @@ type Registration struct {
 	// IsNew is true when a registration created the agent, false when the key
 	// was already registered (and always false for a rotation).
 	IsNew bool
+	// Pending is true when the agent waits for the approval of the
+	// service's operator (a service whose registration needs one): until
+	// then its directory lists no key and its requests are refused.
+	Pending bool
 	// DirectorySignedAt and DirectorySignedUntil bound the validity of the
 	// directory signature a rotation handed over (zero for a registration).
 	DirectorySignedAt, DirectorySignedUntil time.Time
@@ -116,7 +120,7 @@ func (c *Client) Register(ctx context.Context, serviceURL string, key signer.Pri
 	if ar.IsNew != nil {
 		isNew = *ar.IsNew
 	}
-	return Registration{UID: ar.UID, PublicJWK: key.Public.JWK, WellKnownURL: ar.WellKnownURL, IsNew: isNew}, nil
+	return Registration{UID: ar.UID, PublicJWK: key.Public.JWK, WellKnownURL: ar.WellKnownURL, IsNew: isNew, Pending: ar.State == "pending"}, nil
 }
 
 // RotateKey sends PUT {serviceURL}/agents/{uid}/keys with body

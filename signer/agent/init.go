@@ -53,6 +53,11 @@ type InitResult struct {
 	// IsNew is true when the service created the agent, false when the key
 	// was already registered.
 	IsNew bool
+	// Pending is true when the agent waits for the approval of the
+	// service's operator (Registration.Pending); its directory is then not
+	// signed (the service would refuse): sign it once approved
+	// (Client.RefreshDirectory, `idcli agent directory refresh`).
+	Pending bool
 	// Hostname is the service base URL used.
 	Hostname string
 	// WellKnownURL is the agent's key directory URL, as the service reported it.
@@ -81,7 +86,8 @@ type InitResult struct {
 // key directory (Client.RefreshDirectory: the agent host is known only
 // from the registration's answer) and records the signature's validity
 // (AGENT_DIRECTORY_SIGNED_AT, AGENT_DIRECTORY_SIGNED_UNTIL); a failure
-// there is reported in DirectoryError, not as Init's error. Init holds the
+// there is reported in DirectoryError, not as Init's error. An agent
+// pending the operator's approval (Pending) does not sign it yet. Init holds the
 // credentials file's lock (envfile.Lock) from before it reads the file
 // until it has written it, waiting for it until ctx is done, at most 90 s.
 func Init(ctx context.Context, opts InitOptions) (InitResult, error) {
@@ -113,9 +119,13 @@ func Init(ctx context.Context, opts InitOptions) (InitResult, error) {
 	if hostname != DefaultHostname {
 		vars = append(vars, [2]string{EnvHostname, hostname})
 	}
-	dir, dirErr := cl.RefreshDirectory(ctx, hostname, reg.UID, key)
-	if dirErr == nil {
-		vars = append(vars, directoryVars(dir.Created, dir.Expires)...)
+	var dir DirectorySignature
+	var dirErr error
+	if !reg.Pending {
+		dir, dirErr = cl.RefreshDirectory(ctx, hostname, reg.UID, key)
+		if dirErr == nil {
+			vars = append(vars, directoryVars(dir.Created, dir.Expires)...)
+		}
 	}
 	warn, err := writeCreds(ctx, src.file, lo.Path, vars)
 	if err != nil {
@@ -128,6 +138,7 @@ func Init(ctx context.Context, opts InitOptions) (InitResult, error) {
 		PublicJWK:      reg.PublicJWK,
 		Path:           lo.Path,
 		IsNew:          reg.IsNew,
+		Pending:        reg.Pending,
 		Hostname:       hostname,
 		WellKnownURL:   reg.WellKnownURL,
 		Warning:        warn,

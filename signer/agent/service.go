@@ -139,6 +139,7 @@ type agentResponse struct {
 	PublicJWK    json.RawMessage `json:"public_jwk"`
 	WellKnownURL string          `json:"well_known_url"`
 	IsNew        *bool           `json:"is_new"`
+	State        string          `json:"state"`
 	// DirectorySignatures (PUT /agents/{uid}/directory-signatures) are
 	// the directory signatures the service stored.
 	DirectorySignatures []struct {
