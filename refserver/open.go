@@ -15,6 +15,7 @@ import (
 	"github.com/agentid/agentid/middleware/metrics"
 	"github.com/agentid/agentid/middleware/ratelimit"
 	"github.com/agentid/agentid/middleware/status"
+	"github.com/agentid/agentid/refserver/internal/webhook"
 	"github.com/agentid/agentid/refserver/replaypg"
 	"github.com/agentid/agentid/refserver/store"
 )
@@ -84,6 +85,19 @@ type Options struct {
 	// AuditRetention is how long the audit trail is kept (see
 	// Config.AuditRetention).
 	AuditRetention time.Duration
+	// Webhooks are the URLs change events are posted to (each entry may
+	// be a comma-separated list), signed by the service key: see
+	// docs/deployment.md. Each must be https, without user information,
+	// and not a private address (checked here, and again when dialing,
+	// after name resolution) unless WebhookAllowPrivate. Every instance
+	// with Webhooks delivers the outbox, one instance at a time per URL.
+	Webhooks []string
+	// WebhookAllowPrivate lets webhooks be plain http and private
+	// addresses (local development, or a receiver on the operator's own
+	// network).
+	WebhookAllowPrivate bool
+	// WebhookTimeout bounds one delivery. If 0, DefaultWebhookTimeout.
+	WebhookTimeout time.Duration
 	// Logger receives the request log and warnings. If nil, nothing is logged.
 	Logger *slog.Logger
 	// Version is reported by the health route. If "", signer.Version.
@@ -110,6 +124,7 @@ type Instance struct {
 	// (Options.MetricsListen); nil without one.
 	MetricsAddr net.Addr
 
+	webhooks        *webhook.Worker // nil without Options.Webhooks
 	hs              *http.Server
 	ln              net.Listener
 	ms              *http.Server // serves /metrics on mln; nil without
@@ -218,6 +233,9 @@ func Open(ctx context.Context, o Options) (_ *Instance, err error) {
 	if in.Server, err = New(cfg); err != nil {
 		return nil, err
 	}
+	if err := in.openWebhooks(ctx, o, logger); err != nil {
+		return nil, err
+	}
 	if cfg.VestauthCompat {
 		logger.Warn("vestauth compatibility on: POST /register and POST /rotate are served; /rotate accepts any unused signature of the agent's current key for this host (see docs/migrating-from-vestauth.md)")
 	}
@@ -265,6 +283,7 @@ func (in *Instance) Serve(ctx context.Context) error {
 	bg, stopBG := context.WithCancel(ctx)
 	defer stopBG()
 	go in.Server.housekeep(bg)
+	stopWebhooks := in.startWebhooks(bg)
 	servers, listeners := in.servers()
 	served := make(chan error, len(servers))
 	for i, hs := range servers {
@@ -280,6 +299,7 @@ func (in *Instance) Serve(ctx context.Context) error {
 		for range len(servers) - 1 {
 			<-served
 		}
+		stopWebhooks()
 		in.release()
 		if errors.Is(err, http.ErrServerClosed) {
 			return nil // Close was called
@@ -287,6 +307,7 @@ func (in *Instance) Serve(ctx context.Context) error {
 		return fmt.Errorf("refserver: serve: %w", err)
 	case <-ctx.Done():
 	}
+	stopWebhooks()
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), in.shutdownTimeout)
 	defer cancel()
 	var err error

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentid/agentid/cmd/idcli/internal/envflag"
+	"github.com/agentid/agentid/keyfetch"
 	"github.com/agentid/agentid/middleware/ratelimit"
 	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/refserver/store"
@@ -34,6 +35,9 @@ type startFlags struct {
 	bind           string // listen host; "" means every interface
 	registration   string // open | closed | token
 	auditRetention time.Duration
+	webhooks       stringsFlag // URLs, each maybe a comma-separated list
+	webhookPrivate bool
+	webhookTimeout time.Duration
 }
 
 // Defaults of `idcli server start`.
@@ -53,6 +57,9 @@ func (o *startFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.bind, "bind", "", "address to listen on, such as 127.0.0.1 for this machine only (default: every interface)")
 	fs.StringVar(&o.registration, "registration", refserver.RegistrationOpen, "who may register new agents (POST /agents): open (anyone), closed (no one), token (with an invitation token from idcli server tokens create), or approval (anyone, pending until idcli server agents approve)")
 	fs.DurationVar(&o.auditRetention, "audit-retention", store.DefaultAuditRetention, "how long the audit trail is kept (idcli server audit); 0 keeps it for ever")
+	fs.Var(&o.webhooks, "webhook", "post every change event (agent or key state) to this https URL, signed by the service key (repeatable, or comma-separated; see docs/deployment.md#webhooks)")
+	fs.BoolVar(&o.webhookPrivate, "webhook-allow-private", false, "let --webhook URLs be plain http or private, loopback or link-local addresses (default off: refused at startup and when dialing)")
+	fs.DurationVar(&o.webhookTimeout, "webhook-timeout", refserver.DefaultWebhookTimeout, "bound on one webhook delivery; an instance that dies mid-delivery delays the URL's events by three times this")
 	fs.BoolVar(&o.vestauthCompat, "vestauth-compat", false, "also serve vestauth clients' POST /register and POST /rotate (rotation binds less than PUT /agents/{uid}/keys: see docs/migrating-from-vestauth.md)")
 }
 
@@ -91,6 +98,10 @@ func (o startFlags) parse() (refserver.Options, slog.Level, error) {
 	ro.StatusPage = o.statusPage
 	ro.VestauthCompat = o.vestauthCompat
 	ro.AuditRetention = o.auditRetention
+	ro.Webhooks, ro.WebhookAllowPrivate, ro.WebhookTimeout = o.webhooks, o.webhookPrivate, o.webhookTimeout
+	if o.webhookTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--webhook-timeout %v: want a positive duration such as 10s", o.webhookTimeout))
+	}
 	if o.auditRetention == 0 {
 		ro.AuditRetention = -1 // for ever
 	}
@@ -114,7 +125,7 @@ func newServerStartCmd(env *cliEnv) *ffcli.Command {
 	o.register(fs)
 	return withServerEnv(env, &ffcli.Command{
 		Name:       "start",
-		ShortUsage: "idcli server start [--port P] [--hostname URL] [--database-url URL] [--replay-store memory|postgres] [--rate-limit 60/m|off] [--rate-limit-burst N] [--trusted-proxies CIDR,…] [--metrics-listen ADDR] [--status-page] [--log-level info|warn|…] [--bind ADDR] [--registration open|closed|token] [--vestauth-compat] [--audit-retention 8760h]",
+		ShortUsage: "idcli server start [--port P] [--hostname URL] [--database-url URL] [--replay-store memory|postgres] [--rate-limit 60/m|off] [--rate-limit-burst N] [--trusted-proxies CIDR,…] [--metrics-listen ADDR] [--status-page] [--log-level info|warn|…] [--bind ADDR] [--registration open|closed|token] [--vestauth-compat] [--audit-retention 8760h] [--webhook URL]… [--webhook-allow-private] [--webhook-timeout 10s]",
 		ShortHelp:  "run the reference server until SIGINT/SIGTERM",
 		LongHelp: "Runs the reference server. Several instances behind a load balancer share one\n" +
 			"database: start each with --replay-store postgres so a nonce accepted by one is\n" +
@@ -218,6 +229,13 @@ func startError(ro refserver.Options, err error) error {
 	}
 	if lerr := listenError("port "+port, "--port (or PORT)", err); lerr != nil {
 		return lerr
+	}
+	if errors.Is(err, refserver.ErrWebhookURL) {
+		msg := "--webhook: " + strings.TrimPrefix(err.Error(), "refserver: ")
+		if errors.Is(err, keyfetch.ErrPrivateAddress) || strings.Contains(msg, "plain http") {
+			msg += " (--webhook-allow-private allows it, for local development or a receiver on your own network)"
+		}
+		return errors.New(msg)
 	}
 	if errors.Is(err, refserver.ErrUnknownReplayStore) {
 		return fmt.Errorf("--replay-store %q: want memory or postgres", ro.ReplayStore)

@@ -49,6 +49,7 @@ var migrations = []Migration{
 	{ID: "20261210120300", Name: "CreateOutboxEventsTable", Migrate: createTable[migrationV1OutboxEvent]},
 	{ID: "20261210130000", Name: "CreateOperatorTokensTable", Migrate: createTable[migrationV1OperatorToken]},
 	{ID: "20261210140000", Name: "CreateServiceKeysTable", Migrate: createTable[migrationV1ServiceKey]},
+	{ID: "20261210140100", Name: "CreateWebhookCursorsTable", Migrate: createTable[migrationV1WebhookCursor]},
 	{ID: "20261210150000", Name: "IndexAgentQueries", Migrate: indexAgentQueries},
 }
 
