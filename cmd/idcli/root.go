@@ -167,8 +167,9 @@ func newRootCmd(env *cliEnv) *ffcli.Command {
 					"PORT=3000, HOSTNAME=http://localhost:<PORT>, DATABASE_URL="+defaultServerDatabaseURL+".\n"+
 					"HOSTNAME must carry a scheme; a bare shell $HOSTNAME (a machine name) is ignored.\n"+
 					"DATABASE_URL may also be sqlite://PATH or sqlite::memory: (embedded database).\n"+
-					"agents, keys, tokens and audit run on the admin API instead with --server URL,\n"+
-					"the operator token read from AGENTID_OPERATOR_TOKEN or --token-file PATH.",
+					"agents, keys, tokens and audit also run on the admin API, the operator token\n"+
+					"read from a file or AGENTID_OPERATOR_TOKEN:\n"+
+					"idcli server agents list --server URL --token-file PATH",
 				append([]*ffcli.Command{newServerInitCmd(env),
 					newServerStartCmd(env),
 					newServerDBCmd(env, "db:create", "create the database (needs the CREATEDB privilege)", serverDBCreate),
