@@ -31,13 +31,13 @@ type apiFixture struct {
 	readTok string // agents:read only
 }
 
-func newAPIFixture(t *testing.T, databaseURL string) *apiFixture {
+func newAPIFixture(t *testing.T, databaseURL string, serverFlags ...string) *apiFixture {
 	t.Helper()
 	f := &apiFixture{t: t, dir: t.TempDir(), db: databaseURL}
 	if r := runCLI(context.Background(), f.dir, nil, "server", "db:migrate", "--database-url", f.db); r.err != nil {
 		t.Fatal(r.err)
 	}
-	f.srv = startServerOn(t, freePort(t), f.dir, f.db, "--bind", "127.0.0.1")
+	f.srv = startServerOn(t, freePort(t), f.dir, f.db, append([]string{"--bind", "127.0.0.1"}, serverFlags...)...)
 	f.fullTok = f.operator("full", strings.Join(store.Scopes(), ","), "24h")
 	f.readTok = f.operator("reader", store.ScopeAgentsRead, "24h")
 	for i := range 3 {

@@ -1,6 +1,7 @@
 package ops
 
-// idcli server agents: list, show, disable, enable.
+// idcli server agents: list, show, disable, enable (approve and reject:
+// review.go).
 
 import (
 	"context"
@@ -18,8 +19,8 @@ func agentsCmd(env *Env) *ffcli.Command {
 	var limit int
 	var after string
 	var disabledOnly bool
-	return env.Group("idcli server agents", "idcli server agents <list|show|disable|enable> [flags]",
-		"list, inspect, disable and enable the service's agents", "",
+	return env.Group("idcli server agents", "idcli server agents <list|show|disable|enable|approve|reject> [flags]",
+		"list, inspect, disable, enable, approve and reject the service's agents", "",
 		newCmd(env, cmd{path: "agents list", flagsUsage: "[--limit N] [--after UID] [--disabled]", help: "list the registered agents (oldest uid first)",
 			longHelp: `With --json: {"agents":[{"uid","created_at","updated_at","disabled_at","active_keys"}…]}.`,
 			flags: func(fs *flag.FlagSet) {
@@ -70,6 +71,7 @@ func agentsCmd(env *Env) *ffcli.Command {
 				return nil
 			}}),
 		setDisabledCmd(env, true), setDisabledCmd(env, false),
+		reviewCmd(env, true), reviewCmd(env, false),
 	)
 }
 
@@ -94,7 +96,12 @@ func setDisabledCmd(env *Env, disabled bool) *ffcli.Command {
 }
 
 func agentStatus(a store.AgentInfo) string {
-	if a.DisabledAt != nil {
+	switch {
+	case a.State == store.StateRejected:
+		return "rejected: " + a.ReviewReason
+	case a.State == store.StatePending:
+		return "pending review"
+	case a.DisabledAt != nil:
 		return "disabled since " + a.DisabledAt.Format(time.RFC3339)
 	}
 	return "active"

@@ -17,6 +17,8 @@ type backend interface {
 	ListAgents(ctx context.Context, after string, limit int, disabledOnly bool) ([]store.AgentInfo, error)
 	ShowAgent(ctx context.Context, uid string) (store.AgentInfo, error)
 	SetAgentDisabled(ctx context.Context, uid string, disabled bool, reason string) (store.AgentInfo, bool, error)
+	ApproveAgent(ctx context.Context, uid, reason string) (store.AgentInfo, bool, error)
+	RejectAgent(ctx context.Context, uid, reason string) (store.AgentInfo, bool, error)
 	RevokeKey(ctx context.Context, uid, kid, reason string) (keyRevocation, error)
 	CreateInvite(ctx context.Context, note string, uses int64, ttl time.Duration) (string, store.InviteInfo, error)
 	ListInvites(ctx context.Context) ([]store.InviteInfo, error)

@@ -151,6 +151,8 @@ func (env *Env) dbError(err error) error {
 	switch {
 	case errors.Is(err, store.ErrNoSuchAgent), errors.Is(err, store.ErrNoSuchKey), errors.Is(err, store.ErrNoSuchToken):
 		return errors.New(strings.TrimPrefix(err.Error(), "store: ") + " in this database (check DATABASE_URL / --database-url)")
+	case errors.Is(err, store.ErrNotPending), errors.Is(err, store.ErrInvalidReason):
+		return errors.New(strings.TrimPrefix(err.Error(), "store: "))
 	}
 	return env.DBError(err)
 }
