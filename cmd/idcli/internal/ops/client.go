@@ -18,6 +18,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -52,6 +53,11 @@ type client struct {
 // network in clear.
 func parseServer(raw string) (string, error) {
 	u, err := url.Parse(raw)
+	if err == nil && u.Port() != "" {
+		if n, perr := strconv.Atoi(u.Port()); perr != nil || n < 1 || n > 65535 {
+			err = errors.New("bad port")
+		}
+	}
 	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
 		return "", fmt.Errorf("--server %q: want the service's URL, https://HOST[:PORT]%s", signer.Truncate(raw), hint.Scheme(raw))
 	}
@@ -92,19 +98,22 @@ func readToken(getenv func(string) string, dir, path string, warn io.Writer) (st
 	return token, nil
 }
 
+// readTokenFile reads a token file: a regular file (a symbolic link to
+// one is fine; a FIFO, which would block the open, or a device is not),
+// at most maxTokenFile bytes.
 func readTokenFile(path string, warn io.Writer) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("--token-file: %w", err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
+	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("--token-file: %w", err)
 	}
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("--token-file %s is not a regular file", path)
 	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("--token-file: %w", err)
+	}
+	defer f.Close()
 	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
 		fmt.Fprintf(warn, "idcli: warning: --token-file %s may be read by other users (mode %04o): chmod 600 it\n", path, perm)
 	}
