@@ -42,6 +42,9 @@ func newAPIFixture(t *testing.T, databaseURL string, serverFlags ...string) *api
 	f.readTok = f.operator("reader", store.ScopeAgentsRead, "24h")
 	for i := range 3 {
 		key := signertest.Key(byte(0xe0 + i))
+		if i == 0 {
+			key = dashKeys(1)[0] // a kid beginning with -
+		}
 		reg := clitest.MustSend(t, http.DefaultClient, f.srv.registerReq(t, key))
 		var body struct{ UID string }
 		if err := json.Unmarshal([]byte(reg.Body), &body); err != nil || reg.Status != http.StatusCreated {
@@ -152,6 +155,11 @@ func TestServerOpsOverAPI(t *testing.T) {
 			f.same("agents", "show", uid, "--json")
 			if out := f.ok("agents", "enable", uid, "--json").stdout; !strings.Contains(out, `"changed":true`) {
 				t.Errorf("enable --json: %s", out)
+			}
+			for _, kid := range []string{"../../../invitations/1", f.kid[:42] + "/", "..", f.kid + "x"} {
+				if r := f.api(f.fullTok, "keys", "revoke", uid, kid); r.err == nil || !strings.Contains(r.err.Error(), "is not a key id") {
+					t.Errorf("keys revoke %q: %v, want it refused as no key id", kid, r.err)
+				}
 			}
 			if out := f.ok("keys", "revoke", uid, f.kid, "--reason", "leaked").stdout; !strings.Contains(out, "✔ key "+f.kid+" of "+uid+" revoked") ||
 				!strings.Contains(out, "has no active key left") {

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/agentid/agentid/refserver/store"
+	"github.com/agentid/agentid/signer"
 	"github.com/peterbourgon/ff/v3/ffcli"
 )
 
@@ -24,7 +26,12 @@ func keysCmd(env *Env) *ffcli.Command {
 			flags: func(fs *flag.FlagSet) {
 				fs.StringVar(&reason, "reason", "", "why, for the audit trail (at most 500 bytes)")
 			},
-			check: func(args []string) error { return checkUIDReason(args[0], reason) },
+			check: func(args []string) error {
+				if !store.ValidKid(args[1]) {
+					return fmt.Errorf("%q is not a key id (a key's thumbprint, 43 base64url characters: see idcli server agents show UID)", signer.Truncate(args[1]))
+				}
+				return checkUIDReason(args[0], reason)
+			},
 			run: func(ctx context.Context, o *ops, args []string) error {
 				uid, kid := args[0], args[1]
 				rv, err := o.be.RevokeKey(ctx, uid, kid, reason)
