@@ -118,7 +118,7 @@ func resolveServerSettings(env *cliEnv, f serverFlags, needHostname bool) (serve
 		s.DatabaseURL, source = defaultServerDatabaseURL, "DATABASE_URL"
 	}
 	if store.DatabaseKind(s.DatabaseURL) == "" {
-		return serverSettings{}, fmt.Errorf("%s %s is not supported: use postgres://USER:PASS@HOST:PORT/DATABASE, sqlite://PATH or sqlite::memory:", source, redact.URL(s.DatabaseURL))
+		return serverSettings{}, fmt.Errorf("%s %s is not supported: use postgres://USER:PASS@HOST:PORT/DATABASE, sqlite::memory: or sqlite://PATH", source, redact.URL(s.DatabaseURL))
 	}
 
 	if !needHostname {

@@ -83,8 +83,8 @@ func TestScopes(t *testing.T) {
 		seed := byte(200)
 		for i, c := range scopeCases {
 			path := fill.Replace(c.path)
-			if strings.Contains(path, "{pending}") {
-				path = strings.Replace(path, "{pending}", e.pendingAgent(byte(100+i)), 1)
+			if before, after, ok := strings.Cut(path, "{pending}"); ok {
+				path = before + e.pendingAgent(byte(100+i)) + after
 			}
 			if c.method == http.MethodDelete {
 				// Each call served deletes an agent: one of its own each.
