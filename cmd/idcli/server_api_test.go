@@ -258,7 +258,7 @@ func TestServerOpsAPIRefusals(t *testing.T) {
 	} {
 		refused(f.readTok, "the operator token lacks the scope "+c.scope+":", c.args...)
 	}
-	if got := f.onDB("agents", "show", uid).stdout; !strings.Contains(got, "status:     active") {
+	if got := f.onDB("agents", "show", uid).stdout; !strings.Contains(got, "state:      active") {
 		t.Errorf("a refused disable disabled the agent:\n%s", got)
 	}
 	if r := f.api(f.readTok, "agents", "list"); r.err != nil {

@@ -69,7 +69,7 @@ func TestServerAgentsReview(t *testing.T) {
 			if r := f.api(f.readTok, "agents", "approve", f.uids[2]); r.err == nil || !strings.Contains(r.err.Error(), "lacks the scope agents:write") {
 				t.Errorf("approve with agents:read: %v", r.err)
 			}
-			if out := f.same("agents", "show", rejected); !strings.Contains(out, "status:     rejected: no contact address") {
+			if out := f.same("agents", "show", rejected); !strings.Contains(out, `state:      rejected: "no contact address"`) {
 				t.Errorf("agents show of a rejected agent:\n%s", out)
 			}
 			f.same("agents", "list", "--json")

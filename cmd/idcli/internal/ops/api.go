@@ -19,40 +19,8 @@ type apiBackend struct{ c *client }
 
 var _ backend = apiBackend{}
 
-// maxAPIPage is the most agents one page of GET /agents holds.
-const maxAPIPage = 1000
-
 // seg is one path segment, escaped.
 func seg(s string) string { return "/" + url.PathEscape(s) }
-
-func (a apiBackend) ListAgents(ctx context.Context, after string, limit int, disabledOnly bool) ([]store.AgentInfo, error) {
-	var out []store.AgentInfo
-	for len(out) < limit {
-		q := url.Values{"limit": {strconv.Itoa(min(limit-len(out), maxAPIPage))}}
-		if after != "" {
-			q.Set("after", after)
-		}
-		if disabledOnly {
-			q.Set("state", store.StateDisabled)
-		}
-		var page struct {
-			Agents []store.AgentInfo `json:"agents"`
-			Next   *string           `json:"next"`
-		}
-		if err := a.c.call(ctx, http.MethodGet, "/agents", q, nil, &page, store.ScopeAgentsRead); err != nil {
-			return nil, err
-		}
-		out = append(out, page.Agents...)
-		if page.Next == nil || len(page.Agents) == 0 {
-			break
-		}
-		after = *page.Next
-	}
-	if out == nil {
-		out = []store.AgentInfo{}
-	}
-	return out, nil
-}
 
 func (a apiBackend) ShowAgent(ctx context.Context, uid string) (store.AgentInfo, error) {
 	var info store.AgentInfo

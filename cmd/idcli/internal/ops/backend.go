@@ -14,7 +14,8 @@ import (
 
 // backend is what the commands run on: dbBackend or apiBackend.
 type backend interface {
-	ListAgents(ctx context.Context, after string, limit int, disabledOnly bool) ([]store.AgentInfo, error)
+	Agents(ctx context.Context, q store.AgentQuery) ([]store.AgentInfo, string, error)
+	DeleteAgent(ctx context.Context, uid string) error
 	ShowAgent(ctx context.Context, uid string) (store.AgentInfo, error)
 	SetAgentDisabled(ctx context.Context, uid string, disabled bool, reason string) (store.AgentInfo, bool, error)
 	ApproveAgent(ctx context.Context, uid, reason string) (store.AgentInfo, bool, error)
