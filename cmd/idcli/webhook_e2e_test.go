@@ -287,7 +287,7 @@ func TestWebhooksSurviveReceiverOutageAndSIGKILL(t *testing.T) {
 
 	// More changes while one instance is dead.
 	idcli("agents", "enable", uids[0], "--reason", "resolved")
-	uids = append(uids, register(0x34))
+	register(0x34)
 
 	outbox, err := db.OutboxAfter(context.Background(), 0, 1000)
 	if err != nil || len(outbox) != 7 {

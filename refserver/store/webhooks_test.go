@@ -53,7 +53,7 @@ func TestWebhookCursor(t *testing.T) {
 			u := b.URL(t)
 			f := newAuditFixture(t, u) // one registration: one outbox row
 			dbs := instances(t, u, 6)
-			a, c := dbs[0], dbs[1]
+			a := dbs[0]
 			const url = "https://hooks.example/agentid?token=s3cret"
 
 			var wg sync.WaitGroup
@@ -94,7 +94,7 @@ func TestWebhookCursor(t *testing.T) {
 			}
 			a = dbs[owner.Load().(int)]
 			aName := fmt.Sprintf("instance-%d", owner.Load().(int))
-			c = dbs[(owner.Load().(int)+1)%len(dbs)]
+			c := dbs[(owner.Load().(int)+1)%len(dbs)]
 			events, err := a.OutboxAfter(ctx, cur.LastEventID, 10)
 			if err != nil || len(events) != 3 || events[0].ID >= events[1].ID || events[0].Kind != store.ActionRegister || len(events[0].EventID) != 32 {
 				t.Fatalf("OutboxAfter = %+v, %v; want the 3 registrations in id order", events, err)
