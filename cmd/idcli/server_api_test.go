@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,6 +17,7 @@ import (
 	"github.com/agentid/agentid/cmd/idcli/internal/clitest"
 	"github.com/agentid/agentid/refserver/dbtest"
 	"github.com/agentid/agentid/refserver/store"
+	"github.com/agentid/agentid/signer"
 	"github.com/agentid/agentid/signer/signertest"
 )
 
@@ -313,4 +317,54 @@ func TestServerOpsAPIRefusals(t *testing.T) {
 	refused(f.readTok, "plain http would send the operator token in clear", "agents", "list", "--server", "http://agentid.example")
 	refused(f.readTok, "is --server the service's HOSTNAME", "agents", "list", "--server", "http://127.0.0.1:"+f.srv.port)
 	f.noToken(t)
+}
+
+// TestServerAgentsListPages: agents list reads pages of at most
+// store.MaxAgentPage until it has --limit agents, on the database and on
+// the admin API alike: over a page's worth, it prints every agent once,
+// in order, and the next page's command only when there is one.
+func TestServerAgentsListPages(t *testing.T) {
+	t.Parallel()
+	f := newAPIFixture(t, dbtest.SQLiteURL(t))
+	ctx := context.Background()
+	db, err := store.Open(ctx, f.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	total := store.MaxAgentPage + 2 - len(f.uids)
+	for i := range total {
+		seed := sha256.Sum256([]byte(fmt.Sprint("list-pages-", i)))
+		key := signer.NewPrivateKey(ed25519.NewKeyFromSeed(seed[:]))
+		uid := fmt.Sprintf("agent-%024x", 0x1000+i)
+		if err := db.CreateAgent(ctx, store.NewAgent{UID: uid, Kid: key.KeyID(), JWK: key.Public.JWK.MarshalPublic(), Now: time.Now().UTC()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all := store.MaxAgentPage + 2
+
+	var page struct {
+		Agents []store.AgentInfo `json:"agents"`
+		Next   *string           `json:"next"`
+	}
+	out := f.same("agents", "list", "--limit", fmt.Sprint(store.MaxAgentPage+1), "--json")
+	if err := json.Unmarshal([]byte(out), &page); err != nil || len(page.Agents) != store.MaxAgentPage+1 || page.Next == nil ||
+		*page.Next != page.Agents[store.MaxAgentPage].UID {
+		t.Fatalf("list --limit %d: %v, %d agents, next %v", store.MaxAgentPage+1, err, len(page.Agents), page.Next)
+	}
+	seen := map[string]bool{}
+	for i, a := range page.Agents {
+		if seen[a.UID] || (i > 0 && a.UID <= page.Agents[i-1].UID) {
+			t.Fatalf("agent %d, %s, repeated or out of order", i, a.UID)
+		}
+		seen[a.UID] = true
+	}
+	text := f.same("agents", "list", "--limit", "5000")
+	if n := strings.Count(text, "agent-"); n != all || strings.Contains(text, "next page") {
+		t.Errorf("list --limit 5000: %d agents (want %d) and no next page:\n%s", n, all, text[len(text)-200:])
+	}
+	rest := f.same("agents", "list", "--after", *page.Next)
+	if n := strings.Count(rest, "agent-"); n != 1 {
+		t.Errorf("the page after: %d agents, want 1:\n%s", n, rest)
+	}
 }
