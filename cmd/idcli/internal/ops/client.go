@@ -78,6 +78,11 @@ func redactURL(u *url.URL) string { return u.Scheme + "://" + u.Host }
 // A file others may read is warned about on warn.
 func readToken(getenv func(string) string, dir, path string, warn io.Writer) (string, error) {
 	from, token := TokenEnv, getenv(TokenEnv)
+	if strings.HasPrefix(strings.TrimSpace(path), store.OperatorTokenPrefix) {
+		// The token itself, given where its file's path goes: not
+		// repeated, not used (it is in the process list now).
+		return "", fmt.Errorf("--token-file takes the path of a file holding the token, not the token (which other users may now have seen in the process list: revoke it)")
+	}
 	if path != "" {
 		if !filepath.IsAbs(path) && dir != "" {
 			path = filepath.Join(dir, path)

@@ -123,6 +123,8 @@ func TestReadToken(t *testing.T) {
 		{token, "fifo", "is not a regular file"},
 		{token, ".", "is not a regular file"},
 		{token, "missing", "no such file"},
+		{"", token, "--token-file takes the path of a file holding the token, not the token"},
+		{"", " " + token, "not the token"},
 	} {
 		got, err := readToken(env(c.env), dir, c.file, &bytes.Buffer{})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
