@@ -106,7 +106,8 @@ func TestServerAuditOnDatabase(t *testing.T) {
 			if got := cli("audit", "--since", "1h", "--action", store.ActionDisable).stdout; !strings.Contains(got, "lost laptop") {
 				t.Errorf("audit --since 1h:\n%s", got)
 			}
-			for _, args := range [][]string{{"--limit", "0"}, {"--limit", "1001"}, {"--since", "yesterday"}, {"--agent", "bob"}} {
+			for _, args := range [][]string{{"--limit", "0"}, {"--limit", "1001"}, {"--since", "yesterday"}, {"--agent", "bob"},
+				{"--kid", "nokid"}, {"--action", "agent.exploded"}, {"--actor", "a\x1b[2Jb"}} {
 				r := runCLI(ctx, dir, map[string]string{"DATABASE_URL": "postgres://127.0.0.1:1/none"}, append([]string{"server", "audit"}, args...)...)
 				if r.err == nil || !strings.Contains(r.err.Error(), args[0]) {
 					t.Errorf("audit %v: %v, want an error naming %s (before any database)", args, r.err, args[0])

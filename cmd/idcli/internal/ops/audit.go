@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -44,6 +45,15 @@ func auditCmd(env *Env) *ffcli.Command {
 				if err := checkUID(q.AgentUID); err != nil {
 					return fmt.Errorf("--agent: %w", err)
 				}
+			}
+			if q.Kid != "" && !store.ValidKid(q.Kid) {
+				return fmt.Errorf("--kid %q: want a key's RFC 7638 thumbprint, 43 base64url characters", signer.Truncate(q.Kid))
+			}
+			if q.Action != "" && !slices.Contains(store.Actions(), q.Action) {
+				return fmt.Errorf("--action %q: want one of %s", signer.Truncate(q.Action), strings.Join(store.Actions(), ", "))
+			}
+			if q.Actor != "" && (len(q.Actor) > 128 || store.CheckReason(q.Actor) != nil) {
+				return fmt.Errorf("--actor %q: want an actor as the trail shows it (operator:NAME, agent:UID), at most 128 bytes", signer.Truncate(q.Actor))
 			}
 			if since != "" {
 				t, err := parseSince(since, time.Now())
