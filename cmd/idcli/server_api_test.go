@@ -46,9 +46,6 @@ func newAPIFixture(t *testing.T, databaseURL string, serverFlags ...string) *api
 	f.readTok = f.operator("reader", store.ScopeAgentsRead, "24h")
 	for i := range 3 {
 		key := signertest.Key(byte(0xe0 + i))
-		if i == 0 {
-			key = dashKeys(1)[0] // a kid beginning with -
-		}
 		reg := clitest.MustSend(t, http.DefaultClient, f.srv.registerReq(t, key))
 		var body struct{ UID string }
 		if err := json.Unmarshal([]byte(reg.Body), &body); err != nil || reg.Status != http.StatusCreated {
@@ -171,6 +168,11 @@ func TestServerOpsOverAPI(t *testing.T) {
 			}
 			if out := f.ok("keys", "revoke", uid, f.kid, "--json").stdout; !strings.Contains(out, `"changed":false,"active_keys":0`) {
 				t.Errorf("keys revoke again --json: %s", out)
+			}
+			dash := dashKeys(1)[0] // a kid beginning with -, a path segment of the route
+			reg := clitest.MustSend(t, http.DefaultClient, f.srv.registerReq(t, dash))
+			if dashUID := jsonField(t, reg.Body, "uid"); !strings.Contains(f.ok("keys", "revoke", dashUID, dash.KeyID()).stdout, "✔ key "+dash.KeyID()+" of "+dashUID+" revoked") {
+				t.Errorf("keys revoke UID -KID over the admin API: %d %s", reg.Status, reg.Body)
 			}
 
 			var inv struct {
