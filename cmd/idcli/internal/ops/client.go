@@ -135,9 +135,18 @@ func readTokenFile(path string, warn io.Writer) ([]byte, error) {
 // newClient is the admin API's client for server with token: bounded in
 // time at every step, and not following redirects (the answer names
 // where to point --server instead).
+//
+// Plain http (to this machine only, see parseServer) is never sent through
+// a proxy the environment names, and a name under .localhost is dialed on
+// loopback here rather than resolved, which a resolver may do by DNS
+// (RFC 6761 asks resolvers not to, not all comply): either way the token
+// would leave the machine in clear.
 func newClient(server, token string) *client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.DialContext = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	tr.DialContext = loopbackDialer{&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}}.DialContext
+	if strings.HasPrefix(server, "http://") {
+		tr.Proxy = nil
+	}
 	tr.TLSHandshakeTimeout = 10 * time.Second
 	tr.ResponseHeaderTimeout = opsTimeout
 	return &client{base: server, token: token, http: &http.Client{
@@ -257,4 +266,24 @@ func challengeScope(h string) string {
 	}
 	s, _, _ := strings.Cut(rest, `"`)
 	return s
+}
+
+// loopbackDialer dials through d, except that it connects the names
+// "localhost" and "*.localhost" to 127.0.0.1, then ::1, without asking a
+// resolver.
+type loopbackDialer struct{ d *net.Dialer }
+
+func (l loopbackDialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if h := strings.ToLower(host); err != nil || (h != "localhost" && !strings.HasSuffix(h, ".localhost")) {
+		return l.d.DialContext(ctx, network, addr)
+	}
+	c, err := l.d.DialContext(ctx, network, net.JoinHostPort("127.0.0.1", port))
+	if err == nil {
+		return c, nil
+	}
+	if c6, err6 := l.d.DialContext(ctx, network, net.JoinHostPort("::1", port)); err6 == nil {
+		return c6, nil
+	}
+	return nil, err
 }

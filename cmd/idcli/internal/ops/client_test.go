@@ -194,3 +194,34 @@ func TestHostileServer(t *testing.T) {
 		t.Errorf("a huge answer: %v", err)
 	}
 }
+
+// TestLocalhostNamesStayOnLoopback: a --server under .localhost is dialed
+// on loopback, never resolved (a resolver may ask DNS, and plain http
+// would carry the token off the machine), and plain http is never sent
+// to a proxy the environment names.
+func TestLocalhostNamesStayOnLoopback(t *testing.T) {
+	var got string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = r.Host + " " + r.Header.Get("Authorization")
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{}`))
+	}))
+	defer srv.Close()
+	_, port, _ := strings.Cut(strings.TrimPrefix(srv.URL, "http://"), ":")
+	// A name no resolver knows: only the dialer's own rule reaches srv.
+	server := "http://no-such-host-" + port + ".agentid.localhost:" + port
+	c := newClient(server, token)
+	var out any
+	if err := c.call(context.Background(), http.MethodGet, "/agents", nil, nil, &out, "agents:read"); err != nil {
+		t.Fatalf("call to %s: %v", server, err)
+	}
+	if want := strings.TrimPrefix(server, "http://") + " Bearer " + token; got != want {
+		t.Errorf("server saw %q, want %q", got, want)
+	}
+	if tr := c.http.Transport.(*http.Transport); tr.Proxy != nil {
+		t.Error("plain http may go through a proxy from the environment")
+	}
+	if tr := newClient("https://agentid.example", token).http.Transport.(*http.Transport); tr.Proxy == nil {
+		t.Error("https ignores the environment's proxy")
+	}
+}
