@@ -156,11 +156,16 @@ func clip(s string, n int) string {
 // record writes entries to the audit trail, and those that change an
 // agent or a key to the outbox, within tx, the transaction making the
 // change. The actor and request id come from tx's context. Like
-// logChanges it takes the change log's lock when it writes the outbox, so
-// call it last in the transaction (logChanges after it is fine).
+// logChanges it first takes the change log's lock, held until the commit,
+// so that audit and outbox rows both become visible in id order (a reader
+// paging the trail by id never skips a row committed late), so call it
+// last in the transaction (logChanges after it is fine).
 func record(tx *gorm.DB, entries ...auditEntry) error {
 	if len(entries) == 0 {
 		return nil
+	}
+	if err := lockChangeLog(tx); err != nil {
+		return err
 	}
 	ctx := tx.Statement.Context
 	actor := clip(actorOf(ctx), 128)
@@ -186,9 +191,6 @@ func record(tx *gorm.DB, entries ...auditEntry) error {
 		}
 	}
 	if len(events) > 0 {
-		if err := lockChangeLog(tx); err != nil {
-			return err
-		}
 		for _, e := range events {
 			id, err := newEventID()
 			if err != nil {
