@@ -51,6 +51,7 @@ var migrations = []Migration{
 	{ID: "20261210140000", Name: "CreateServiceKeysTable", Migrate: createTable[migrationV1ServiceKey]},
 	{ID: "20261210140100", Name: "CreateWebhookCursorsTable", Migrate: createTable[migrationV1WebhookCursor]},
 	{ID: "20261210150000", Name: "IndexAgentQueries", Migrate: indexAgentQueries},
+	{ID: "20261211120000", Name: "NameWebhookCursorsByHost", Migrate: nameWebhookCursorsByHost},
 }
 
 // createTable is the migration creating T's table, unless it exists.

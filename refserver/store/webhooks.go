@@ -10,8 +10,10 @@ package store
 // expires, then any other takes the URL over. Delivery is at least once:
 // an event sent and not yet recorded as delivered when its sender dies is
 // sent again. Every time is the database's clock, never an instance's.
-// The URL itself is not stored, only its SHA-256 (the key) and its
-// redacted form (a webhook URL may carry a secret in its query).
+// The URL itself is never stored, only its SHA-256 (the key) and its name,
+// redact.HostOnly: scheme, host and port and the key's first 8 hex digits
+// (a webhook URL may carry its secret in the path, as Slack's and
+// Discord's do, or in the query).
 
 import (
 	"context"
@@ -26,8 +28,9 @@ import (
 )
 
 // WebhookCursor is the delivery state of one webhook URL (table
-// webhook_cursors). LastEventID is the id of the last outbox row the
-// receiver took; LastError, the redacted cause of the last failure.
+// webhook_cursors). URL is the webhook's name (redact.HostOnly), never
+// the URL; LastEventID is the id of the last outbox row the receiver
+// took; LastError, the cause of the last failure, without the URL.
 type WebhookCursor struct {
 	ID            uint64     `gorm:"primaryKey" json:"-"`
 	URLKey        string     `gorm:"column:url_key;size:64;not null;uniqueIndex" json:"-"`
@@ -96,7 +99,7 @@ func (d *DB) EnsureWebhookCursor(ctx context.Context, url string) error {
 	// "WHERE 1 = 1" keeps SQLite from reading ON CONFLICT as a join's.
 	return db.Exec(`INSERT INTO "webhook_cursors" ("url_key", "url", "last_event_id", "attempts", "next_attempt_at", "lease_owner", "last_error", "updated_at") `+
 		`SELECT ?, ?, COALESCE(MAX("id"), 0), 0, `+now+`, '', '', `+now+` FROM "outbox_events" WHERE 1 = 1 `+
-		`ON CONFLICT ("url_key") DO NOTHING`, webhookKey(url), clip(redact.URL(url), 500)).Error
+		`ON CONFLICT ("url_key") DO NOTHING`, webhookKey(url), clip(redact.HostOnly(url), 500)).Error
 }
 
 // ClaimWebhook takes (or renews) the lease on url's cursor for owner,
@@ -147,9 +150,15 @@ func (d *DB) AdvanceWebhook(ctx context.Context, url, owner string, eventID uint
 
 // FailWebhook records a failed delivery to url by owner: one more
 // attempt, the next one in retryIn, cause kept (cut to 300 bytes, control
-// characters dropped; the caller redacts it), and the lease given up.
+// characters dropped; the caller words it without the URL, and the URL,
+// raw or through redact.URL, is replaced by its name), and the lease
+// given up.
 func (d *DB) FailWebhook(ctx context.Context, url, owner string, retryIn time.Duration, cause string) error {
 	db := d.g.WithContext(ctx)
+	if url != "" {
+		name := redact.HostOnly(url)
+		cause = strings.ReplaceAll(strings.ReplaceAll(cause, url, name), redact.URL(url), name)
+	}
 	cause = strings.Map(func(r rune) rune {
 		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
 			return ' '
