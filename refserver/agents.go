@@ -259,6 +259,8 @@ func (s *Server) rotate(ctx context.Context, uid, signingKid string, pk signer.P
 	case errors.Is(err, store.ErrKeyRegistered):
 		return revoked, &middleware.Error{Code: CodeKeyConflict,
 			Message: "the new key is already registered; generate a new key", Err: store.ErrKeyRegistered}
+	case errors.Is(err, store.ErrKeyRetired):
+		return revoked, errKeyRetired(err)
 	}
 	return revoked, agentWriteError(uid, err)
 }

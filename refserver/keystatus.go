@@ -23,8 +23,8 @@ const keyStatusCacheControl = "public, max-age=30"
 // (its agent disabled, pending or rejected), and since when it is
 // revoked. It names no agent and nothing of other keys. The kid is
 // checked, and a query or an escape in the path refused, before the
-// database is read; a kid no agent holds (a deleted agent's included) is
-// 404 not_found.
+// database is read; a deleted agent's key is revoked for good
+// (store.DB.KeyStatus), a kid never registered 404 not_found.
 func (s *Server) keyStatus(w http.ResponseWriter, r *http.Request) error {
 	if r.URL.RawQuery != "" || r.URL.ForceQuery || r.URL.RawPath != "" {
 		return middleware.Fail(middleware.CodeInvalidRequest, "a key status has no query and no escapes: GET /keys/KID/status")

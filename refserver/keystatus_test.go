@@ -63,7 +63,7 @@ func (e *testEnv) wantKeyStatus(what, kid, status string) {
 
 // TestKeyStatus: the public status of a key through its life: active,
 // suspended while its agent is disabled or pending, rotated away, revoked
-// by an operator, unknown once its agent is deleted; HEAD too; the route
+// by an operator, revoked for good once its agent is deleted; HEAD too; the route
 // answers on the service host only and to GET and HEAD only.
 func TestKeyStatus(t *testing.T) {
 	t.Parallel()
@@ -121,11 +121,11 @@ func TestKeyStatus(t *testing.T) {
 		if err := db.DeleteAgent(ctx, uid); err != nil {
 			t.Fatal(err)
 		}
-		for _, k := range []string{k1.KeyID(), k2.KeyID(), signertest.Key(74).KeyID()} {
-			r := e.keyStatus(k)
-			if r.wantError(t, "deleted or unknown key", http.StatusNotFound, "not_found") && r.header.Get("Cache-Control") != "no-store" {
-				t.Errorf("404: Cache-Control %q, want no-store", r.header.Get("Cache-Control"))
-			}
+		e.wantKeyStatus("a deleted agent's rotated key", k1.KeyID(), store.KeyRevoked)
+		e.wantKeyStatus("a deleted agent's revoked key", k2.KeyID(), store.KeyRevoked)
+		r = e.keyStatus(signertest.Key(74).KeyID())
+		if r.wantError(t, "unknown key", http.StatusNotFound, "not_found") && r.header.Get("Cache-Control") != "no-store" {
+			t.Errorf("404: Cache-Control %q, want no-store", r.header.Get("Cache-Control"))
 		}
 	})
 }

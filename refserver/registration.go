@@ -99,15 +99,17 @@ func validRegistration(mode string) error {
 
 // registerKey returns the agent holding pk, creating agent and key in one
 // transaction when the key is new (pending review in registration mode
-// approval), and whether that agent is pending. In registration mode token, invite
-// (the Agentid-Invite header checkRegistrationMode returned) must pass the
-// invitation rule above: the transaction that creates an agent spends one
-// use of it, so a failed registration spends nothing; an already
-// registered key spends nothing either. A key that only a vestauth-compat
-// rotation attached (never proven) is not registered: the registration,
-// which proves it, creates an agent for it as for a new key, and the key
-// leaves the agent that rotated to it (store.DB.CreateAgent). Concurrent registrations
-// of one key converge on the unique index on kid: the losers roll back (no
+// approval), and whether that agent is pending. In registration mode
+// token, invite (the Agentid-Invite header checkRegistrationMode returned)
+// must pass the invitation rule above: the transaction that creates an
+// agent spends one use of it, so a failed registration spends nothing; an
+// already registered key spends nothing either. A key that only a
+// vestauth-compat rotation attached (never proven) is not registered: the
+// registration, which proves it, creates an agent for it as for a new
+// key, and the key leaves the agent that rotated to it
+// (store.DB.CreateAgent). A key once revoked, or held by an agent since
+// deleted, is refused with 409 key_conflict. Concurrent registrations of
+// one key converge on the unique index on kid: the losers roll back (no
 // orphan agent) and find the winner's row.
 func (s *Server) registerKey(ctx context.Context, pk signer.PublicKey, invite string) (uid string, isNew, pending bool, err error) {
 	if s.cfg.Registration != RegistrationToken {
@@ -119,7 +121,7 @@ func (s *Server) registerKey(ctx context.Context, pk signer.PublicKey, invite st
 		from := "" // the agent an unproven key leaves (it rotated to the key without proving it)
 		switch {
 		case err == nil && existing.RevokedAt != nil:
-			return "", false, false, middleware.Fail(CodeKeyConflict, "this key was revoked and cannot be registered again; generate a new key")
+			return "", false, false, errKeyRetired(store.ErrKeyRevoked)
 		case err == nil && existing.ProvenAt == nil:
 			from = existing.AgentUID
 		case err == nil:
@@ -148,6 +150,8 @@ func (s *Server) registerKey(ctx context.Context, pk signer.PublicKey, invite st
 			return uid, true, pending, nil
 		case errors.Is(err, store.ErrInviteRefused):
 			return "", false, false, errInviteRefused
+		case errors.Is(err, store.ErrKeyRetired):
+			return "", false, false, errKeyRetired(err)
 		case !errors.Is(err, store.ErrKeyRegistered) && !errors.Is(err, store.ErrKeyChanged):
 			return "", false, false, dbUnavailable(err)
 		}
@@ -155,6 +159,14 @@ func (s *Server) registerKey(ctx context.Context, pk signer.PublicKey, invite st
 		// or the unproven key changed meanwhile: look again.
 	}
 	return "", false, false, dbUnavailable(errors.New("refserver: registration kept conflicting"))
+}
+
+// errKeyRetired refuses a registration of, or a rotation to, a key that
+// was revoked, rotated away or its agent deleted (cause): such a key never
+// becomes good again.
+func errKeyRetired(cause error) error {
+	return &middleware.Error{Code: CodeKeyConflict,
+		Message: "this key was revoked and cannot be registered again; generate a new key", Err: cause}
 }
 
 // errAgentGone marks a registration that found its key's agent deleted

@@ -143,7 +143,8 @@ type NewAgent struct {
 // in one transaction that spends a.Invite (ErrInviteRefused when it is
 // not good) and, with a.ClaimFrom, moves the key from that agent
 // (ErrKeyChanged when it is no longer that agent's unproven active key).
-// A concurrent registration of the key (or of the uid) is ErrKeyRegistered.
+// A concurrent registration of the key (or of the uid) is ErrKeyRegistered;
+// a key of a deleted agent is ErrKeyRetired.
 func (d *DB) CreateAgent(ctx context.Context, a NewAgent) error {
 	err := d.g.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		agent := Agent{UID: a.UID, CreatedAt: a.Now, UpdatedAt: a.Now}
@@ -167,6 +168,9 @@ func (d *DB) CreateAgent(ctx context.Context, a NewAgent) error {
 		}
 		now := a.Now
 		if err := tx.Create(&PublicJWK{Kid: a.Kid, AgentUID: a.UID, JWK: JSON(a.JWK), CreatedAt: now, ProvenAt: &now}).Error; err != nil {
+			return err
+		}
+		if err := refuseRetired(tx, a.Kid); err != nil {
 			return err
 		}
 		return record(tx, registered)
@@ -230,7 +234,8 @@ type Rotation struct {
 // failed) with any error: ErrNoSuchAgent, ErrAgentDisabled (or
 // ErrAgentPending, ErrAgentRejected), ErrNoSuchKey
 // (r.SigningKid is not the agent's), ErrKeyRevoked (r.SigningKid is
-// revoked), ErrKeyRegistered (the new key is registered already).
+// revoked), ErrKeyRegistered (the new key is registered already),
+// ErrKeyRetired (the new key was a deleted agent's).
 func (d *DB) Rotate(ctx context.Context, r Rotation) (revoked []string, err error) {
 	err = d.g.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		if err := lockAgentWrite(tx, r.UID); err != nil {
@@ -256,6 +261,9 @@ func (d *DB) Rotate(ctx context.Context, r Rotation) (revoked []string, err erro
 			key.ProvenAt = &now
 		}
 		if err := tx.Create(&key).Error; err != nil {
+			return err
+		}
+		if err := refuseRetired(tx, r.Kid); err != nil {
 			return err
 		}
 		// The row lock keeps the agent's active keys as read here until

@@ -363,7 +363,7 @@ func TestKeyHistoryAndStatus(t *testing.T) {
 
 // TestDeleteAgent: one agent goes with its keys, its directory
 // signatures' agent and its place in the lists; the audit trail and the
-// change log record it once; its keys' status is unknown afterwards; a
+// change log record it once; its keys' status is revoked afterwards; a
 // second delete is ErrNoSuchAgent, and the other agents stay.
 func TestDeleteAgent(t *testing.T) {
 	t.Parallel()
@@ -379,8 +379,8 @@ func TestDeleteAgent(t *testing.T) {
 			t.Errorf("second delete: %v, want ErrNoSuchAgent", err)
 		}
 		for _, kid := range []string{k1, k2} {
-			if _, err := f.db.KeyStatus(ctx, kid); !errors.Is(err, store.ErrNoSuchKey) {
-				t.Errorf("KeyStatus(%s) after delete: %v, want ErrNoSuchKey", kid, err)
+			if st, err := f.db.KeyStatus(ctx, kid); err != nil || st.Status != store.KeyRevoked {
+				t.Errorf("KeyStatus(%s) after delete: %+v %v, want revoked", kid, st, err)
 			}
 			if got := f.uids(store.AgentQuery{Kid: kid}); len(got) != 0 {
 				t.Errorf("kid %s still finds %v", kid, got)

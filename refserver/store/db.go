@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"time"
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
@@ -64,8 +65,9 @@ func (d *DB) HasAgent(ctx context.Context, uid string) (bool, error) {
 
 // DeleteAgents deletes the agents uids and their keys, in batches of one
 // transaction each, and returns how many agents it deleted (uids it does
-// not hold are skipped). It stops at the first failing batch, the agents of
-// the batches before it deleted.
+// not hold are skipped). The kids of the deleted keys are retired: never
+// registered again, their status revoked (see retired.go). It stops at
+// the first failing batch, the agents of the batches before it deleted.
 func (d *DB) DeleteAgents(ctx context.Context, uids []string) (int, error) {
 	removed := 0
 	for start := 0; start < len(uids); start += uidBatch {
@@ -76,8 +78,12 @@ func (d *DB) DeleteAgents(ctx context.Context, uids []string) (int, error) {
 				return err
 			}
 			var deleted []PublicJWK
-			if err := tx.Clauses(clause.Returning{Columns: []clause.Column{{Name: "kid"}, {Name: "agent_uid"}}}).
+			if err := tx.Clauses(clause.Returning{Columns: []clause.Column{{Name: "kid"}, {Name: "agent_uid"}, {Name: "revoked_at"}}}).
 				Where("agent_uid IN ?", batch).Delete(&deleted).Error; err != nil {
+				return err
+			}
+			// The keys stay revoked for good (see retired.go).
+			if err := retire(tx, deleted, time.Now().UTC().Truncate(time.Microsecond)); err != nil {
 				return err
 			}
 			// Every instance drops the deleted keys it caches (see

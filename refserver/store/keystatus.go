@@ -6,6 +6,7 @@ package store
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"strings"
 	"time"
 )
@@ -14,7 +15,7 @@ import (
 const (
 	KeyActive    = "active"    // the key is good while its agent is let in and enabled
 	KeyRotated   = "rotated"   // a rotation replaced it
-	KeyRevoked   = "revoked"   // an operator revoked it
+	KeyRevoked   = "revoked"   // an operator revoked it, or deleted its agent
 	KeySuspended = "suspended" // the key is not revoked, but its agent is disabled, pending or rejected
 )
 
@@ -26,9 +27,11 @@ type KeyStatus struct {
 	RevokedAt *time.Time `json:"revoked_at,omitempty"`
 }
 
-// KeyStatus returns the status of the key kid in one indexed query, or
-// ErrNoSuchKey when no agent holds it (a deleted agent's keys are gone
-// with it). A key revoked before the cause was recorded is KeyRevoked.
+// KeyStatus returns the status of the key kid in one indexed query (two
+// for a kid no agent holds): a deleted agent's key is KeyRevoked, since
+// it stopped being good or since the deletion (see retired.go); a kid
+// never registered is ErrNoSuchKey. A key revoked before the cause was
+// recorded is KeyRevoked.
 func (d *DB) KeyStatus(ctx context.Context, kid string) (KeyStatus, error) {
 	row, err := takeOne[struct {
 		RevokedAt  *time.Time `gorm:"column:revoked_at"`
@@ -39,6 +42,13 @@ func (d *DB) KeyStatus(ctx context.Context, kid string) (KeyStatus, error) {
 		Select("public_jwks.revoked_at, public_jwks.revoked_why, agents.disabled_at, agents.review").
 		Joins("JOIN agents ON agents.uid = public_jwks.agent_uid").
 		Where("public_jwks.kid = ?", kid), ErrNoSuchKey, kid)
+	if errors.Is(err, ErrNoSuchKey) {
+		retired, rerr := takeOne[retiredKid](d.g.WithContext(ctx).Where("kid = ?", kid), ErrNoSuchKey, kid)
+		if rerr != nil {
+			return KeyStatus{}, rerr
+		}
+		return KeyStatus{Kid: kid, Status: KeyRevoked, RevokedAt: utcPtr(&retired.RevokedAt)}, nil
+	}
 	if err != nil {
 		return KeyStatus{}, err
 	}

@@ -52,6 +52,7 @@ var migrations = []Migration{
 	{ID: "20261210140100", Name: "CreateWebhookCursorsTable", Migrate: createTable[migrationV1WebhookCursor]},
 	{ID: "20261210150000", Name: "IndexAgentQueries", Migrate: indexAgentQueries},
 	{ID: "20261211120000", Name: "NameWebhookCursorsByHost", Migrate: nameWebhookCursorsByHost},
+	{ID: "20261216120000", Name: "CreateRetiredKidsTable", Migrate: createTable[migrationV1RetiredKid]},
 }
 
 // createTable is the migration creating T's table, unless it exists.

@@ -92,3 +92,15 @@ func indexAgentQueries(tx *gorm.DB) error {
 	}
 	return nil
 }
+
+// migrationV1RetiredKid is retired_kids as created by 20261216120000: the
+// kids of deleted agents' keys, kept for good so that a deletion never
+// frees a key to be registered again (see retire).
+type migrationV1RetiredKid struct {
+	Kid       string    `gorm:"column:kid;size:64;primaryKey"`
+	AgentUID  string    `gorm:"column:agent_uid;size:64;not null"`
+	RevokedAt time.Time `gorm:"column:revoked_at;not null"`
+	RetiredAt time.Time `gorm:"column:retired_at;not null"`
+}
+
+func (migrationV1RetiredKid) TableName() string { return "retired_kids" }

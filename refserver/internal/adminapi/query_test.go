@@ -129,8 +129,8 @@ func TestAgentFilters(t *testing.T) {
 
 // TestDeleteAgentRoute: DELETE /admin/v1/agents/{uid} deletes the agent
 // and its keys once, recorded in the audit trail with the token's name
-// and the request id; a second delete, and the agent's key status, are
-// 404; a body with a member is 400.
+// and the request id; a second delete is 404, the agent's keys' status
+// revoked; a body with a member is 400.
 func TestDeleteAgentRoute(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, e *env) {
@@ -154,8 +154,8 @@ func TestDeleteAgentRoute(t *testing.T) {
 			t.Errorf("second delete: %d %s, want 404 agent_not_found", a.status, a.body)
 		}
 		for _, n := range []byte{160, 161} {
-			if a := e.call(http.MethodGet, "/keys/"+signertest.Key(n).KeyID()+"/status", ""); a.status != http.StatusNotFound {
-				t.Errorf("status of a deleted agent's key: %d %s", a.status, a.body)
+			if a := e.call(http.MethodGet, "/keys/"+signertest.Key(n).KeyID()+"/status", ""); a.status != http.StatusOK || !strings.Contains(string(a.body), `"status":"revoked"`) {
+				t.Errorf("status of a deleted agent's key: %d %s, want revoked", a.status, a.body)
 			}
 		}
 		if a := e.call(http.MethodGet, "/keys/"+signertest.Key(162).KeyID()+"/status", ""); a.status != http.StatusOK {
