@@ -22,40 +22,6 @@ const (
 	discordHook = "https://discord.com/api/webhooks/123456789012345678/s3cretDiscord-AbCdEf_0123456789"
 )
 
-// dumpTable returns every row of table, every column as text, one line a
-// row: what a backup of it holds.
-func dumpTable(t *testing.T, g *gorm.DB, table string) string {
-	t.Helper()
-	rows, err := g.Raw(`SELECT * FROM "` + table + `"`).Rows()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	cols, _ := rows.Columns()
-	var b strings.Builder
-	for rows.Next() {
-		vals := make([]any, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			t.Fatal(err)
-		}
-		for i, v := range vals {
-			if bs, ok := v.([]byte); ok {
-				v = string(bs)
-			}
-			fmt.Fprintf(&b, "%s=%v ", cols[i], v)
-		}
-		b.WriteByte('\n')
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return b.String()
-}
-
 // TestWebhookCursorStoresNoSecretPath: a Slack-style and a Discord-style
 // URL, the secret in the path, leave no trace of it in webhook_cursors,
 // even given a failure's cause quoting the URL (raw or through
@@ -94,7 +60,7 @@ func TestWebhookCursorStoresNoSecretPath(t *testing.T) {
 					t.Errorf("cursor %d last error %q, want %q and the name", i, cs[i].LastError, want)
 				}
 			}
-			if dump := dumpTable(t, db.Gorm(), "webhook_cursors"); strings.Contains(dump, "s3cret") || strings.Contains(dump, "/services/") || strings.Contains(dump, "/api/webhooks/") {
+			if dump := dbtest.Dump(t, db.Gorm(), "webhook_cursors"); strings.Contains(dump, "s3cret") || strings.Contains(dump, "/services/") || strings.Contains(dump, "/api/webhooks/") {
 				t.Errorf("webhook_cursors holds a webhook's path:\n%s", dump)
 			}
 		})
@@ -149,7 +115,7 @@ func TestNameWebhookCursorsMigration(t *testing.T) {
 					t.Errorf("%s: cursor %d = %q, last error %q; want %q, %q", when, i, cs[i].URL, cs[i].LastError, want, o.wantError)
 				}
 			}
-			if dump := dumpTable(t, g, "webhook_cursors"); strings.Contains(dump, "s3cret") {
+			if dump := dbtest.Dump(t, g, "webhook_cursors"); strings.Contains(dump, "s3cret") {
 				t.Errorf("%s: webhook_cursors holds a secret:\n%s", when, dump)
 			}
 		}

@@ -7,7 +7,8 @@
 // followed, private addresses refused at dial time unless allowed; the
 // answer's body is read to a bound and discarded. Worker reads the outbox
 // and delivers to each URL in order, at least once, with backoff, under a
-// lease that lets any instance take over a URL whose deliverer died.
+// lease that lets any instance take over a URL whose deliverer died. A
+// URL is shown, in errors and logs, only as redact.HostOnly names it.
 package webhook
 
 import (
@@ -19,6 +20,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/agentid/agentid/signer"
@@ -64,13 +67,15 @@ type Deliverer struct {
 	UserAgent string
 }
 
-// Error is a failed delivery. Its message shows the URL through
-// redact.URL (a webhook URL may carry a secret in its query) and never
-// the receiver's answer, only its status.
+// Error is a failed delivery. Its message names the webhook by
+// redact.HostOnly (a webhook URL may carry its secret in the path, as
+// Slack's and Discord's do, or in the query), never shows the URL's path
+// or query (see withoutURL), and never the receiver's answer, only its
+// status.
 type Error struct {
-	URL    string // the webhook URL, redacted
+	URL    string // the webhook's name (redact.HostOnly), never the URL
 	Status int    // the answer's status, 0 when there was none
-	Err    error  // the cause, when there was no answer
+	Err    error  // the cause, when there was no answer, worded without the URL
 }
 
 func (e *Error) Error() string {
@@ -87,10 +92,10 @@ func (e *Error) Unwrap() error { return e.Err }
 
 // Post delivers ev to rawURL: nil when the receiver answered 2xx.
 func (d *Deliverer) Post(ctx context.Context, rawURL string, ev Event) error {
-	shown := redact.URL(rawURL)
+	shown := redact.HostOnly(rawURL)
 	body, err := json.Marshal(ev)
 	if err != nil {
-		return &Error{URL: shown, Err: err}
+		return &Error{URL: shown, Err: withoutURL(err, rawURL, shown)}
 	}
 	timeout := d.Timeout
 	if timeout <= 0 {
@@ -107,11 +112,11 @@ func (d *Deliverer) Post(ctx context.Context, rawURL string, ev Event) error {
 		req.Header.Set("User-Agent", d.UserAgent)
 	}
 	if err := signer.Sign(req, d.Key, signer.Options{Components: signer.WriteComponents, SignatureAgent: d.Origin, Now: d.Now}); err != nil {
-		return &Error{URL: shown, Err: err}
+		return &Error{URL: shown, Err: withoutURL(err, rawURL, shown)}
 	}
 	res, err := d.Client.Do(req)
 	if err != nil {
-		return &Error{URL: shown, Err: unwrapURLError(err)}
+		return &Error{URL: shown, Err: withoutURL(err, rawURL, shown)}
 	}
 	io.Copy(io.Discard, io.LimitReader(res.Body, maxAnswerBytes))
 	res.Body.Close()
@@ -121,12 +126,56 @@ func (d *Deliverer) Post(ctx context.Context, rawURL string, ev Event) error {
 	return nil
 }
 
-// unwrapURLError drops the *url.Error net/http wraps a failure in, whose
-// message quotes the URL unredacted.
-func unwrapURLError(err error) error {
+// withoutURL returns err worded without rawURL, whose path or query may
+// be a secret: the *url.Error net/http wraps a failure in, whose message
+// quotes the URL, is dropped, and whatever else of the URL the message
+// still holds — the URL itself, raw, reparsed or through redact.URL, is
+// replaced by name; its path, query, fragment, user information and any
+// path segment of 8 bytes or more, by "…". errors.Is and errors.As still
+// reach the causes (a private address, a deadline).
+func withoutURL(err error, rawURL, name string) error {
 	var ue *url.Error
 	if errors.As(err, &ue) {
-		return ue.Err
+		err = ue.Err
 	}
-	return err
+	msg := err.Error()
+	whole := []string{rawURL, redact.URL(rawURL)}
+	var parts []string
+	if u, perr := url.Parse(rawURL); perr == nil {
+		whole = append(whole, u.String())
+		parts = append(parts, u.EscapedPath(), u.Path, u.RawQuery, u.Fragment, u.User.String())
+		for _, path := range []string{u.EscapedPath(), u.Path} {
+			for _, seg := range strings.Split(path, "/") {
+				if len(seg) >= 8 {
+					parts = append(parts, seg)
+				}
+			}
+		}
+	}
+	byLength := func(a, b string) int { return len(b) - len(a) }
+	slices.SortFunc(whole, byLength)
+	slices.SortFunc(parts, byLength)
+	for _, w := range whole {
+		if w != "" {
+			msg = strings.ReplaceAll(msg, w, name)
+		}
+	}
+	for _, p := range parts {
+		if len(p) > 1 && !strings.Contains(name, p) {
+			msg = strings.ReplaceAll(msg, p, "…")
+		}
+	}
+	if msg == err.Error() {
+		return err
+	}
+	return &reworded{msg: msg, err: err}
 }
+
+// reworded is an error whose message was rewritten without a URL.
+type reworded struct {
+	msg string
+	err error
+}
+
+func (e *reworded) Error() string { return e.msg }
+func (e *reworded) Unwrap() error { return e.err }

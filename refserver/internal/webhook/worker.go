@@ -44,7 +44,8 @@ type Worker struct {
 	// from MinBackoff with each failure in a row, up to MaxBackoff, and is
 	// drawn between half of that and all of it. If 0, 1 s and 5 min.
 	MinBackoff, MaxBackoff time.Duration
-	// Log receives a line per failed delivery (the URL redacted). If nil,
+	// Log receives a line per failed delivery, naming the URL by
+	// redact.HostOnly (its path or query may be a secret). If nil,
 	// nothing is logged.
 	Log *slog.Logger
 }
@@ -108,7 +109,7 @@ func (w *Worker) Run(ctx context.Context) {
 
 // run delivers to url until ctx is done.
 func (c *Worker) run(ctx context.Context, url string) {
-	shown := redact.URL(url)
+	shown := redact.HostOnly(url)
 	ready := false
 	for {
 		more := false
