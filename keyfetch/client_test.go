@@ -54,6 +54,10 @@ func TestCheckDestination(t *testing.T) {
 		{"https://bad_host!/x", false, "invalid host"},
 		{"https://[fe80::1%25eth0]/x", true, "zoned"},
 		{"", false, "absolute"},
+		{"http://hooks.slack.com/services/T0/B0/secretXyZ", false, "plain http"},
+		{"https://10.0.0.1/api/webhooks/1/secret-token", false, "private"},
+		{"ftp://discord.com/api/webhooks/1/secret-token", false, "scheme"},
+		{"discord.com/api/webhooks/1/secret-token", false, "absolute"},
 	}
 	for _, tt := range tests {
 		err := keyfetch.CheckDestination(tt.url, tt.allowPrivate)
@@ -69,7 +73,7 @@ func TestCheckDestination(t *testing.T) {
 			t.Errorf("CheckDestination(%q, %v) = %v, want it to mention %q", tt.url, tt.allowPrivate, err, tt.want)
 		}
 		if err != nil && strings.Contains(err.Error(), "secret") {
-			t.Errorf("CheckDestination(%q) error shows the password: %v", tt.url, err)
+			t.Errorf("CheckDestination(%q) error shows the password or the path's secret: %v", tt.url, err)
 		}
 	}
 }

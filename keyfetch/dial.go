@@ -180,9 +180,10 @@ func NewClient(allowPrivate bool, timeout time.Duration) *http.Client {
 // allowPrivate, a host that is neither a non-public IP literal nor a
 // loopback name (errors wrapping ErrPrivateAddress). A host name passing
 // here may still resolve to a private address: NewClient refuses that at
-// dial time. Errors show the URL through redact.URL.
+// dial time. Errors name the URL by redact.HostOnly: such a URL (a
+// Slack or Discord webhook) may carry its secret in the path.
 func CheckDestination(rawURL string, allowPrivate bool) error {
-	shown := signer.Truncate(redact.URL(rawURL))
+	shown := signer.Truncate(redact.HostOnly(rawURL))
 	u, err := url.Parse(rawURL)
 	if err != nil || u.Opaque != "" || u.User != nil || u.Fragment != "" || u.Host == "" || strings.HasSuffix(u.Host, ":") {
 		return fmt.Errorf("keyfetch: %q is not an absolute https URL without user information, fragment or empty port", shown)

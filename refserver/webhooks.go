@@ -35,7 +35,7 @@ func webhookURLs(entries []string, allowPrivate bool) ([]string, error) {
 			}
 			seen[u] = true
 			if err := keyfetch.CheckDestination(u, allowPrivate); err != nil {
-				return nil, fmt.Errorf("%w: %s: %w", ErrWebhookURL, redact.URL(u), err)
+				return nil, fmt.Errorf("%w: %w", ErrWebhookURL, err) // err names u by redact.HostOnly
 			}
 			urls = append(urls, u)
 		}
@@ -74,7 +74,7 @@ func (in *Instance) openWebhooks(ctx context.Context, o Options, logger *slog.Lo
 	in.webhooks = &webhook.Worker{DB: in.db, URLs: urls, Deliverer: d, Log: logger}
 	shown := make([]string, len(urls))
 	for i, u := range urls {
-		shown[i] = redact.URL(u)
+		shown[i] = redact.HostOnly(u) // a path may be the secret (Slack, Discord)
 	}
 	logger.Info("change events delivered to webhooks", slog.Any("urls", shown), slog.String("service_key", key.Public.Thumbprint))
 	return nil

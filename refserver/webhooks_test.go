@@ -1,8 +1,10 @@
 package refserver_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +18,7 @@ import (
 	"github.com/agentid/agentid/refserver"
 	"github.com/agentid/agentid/refserver/dbtest"
 	"github.com/agentid/agentid/refserver/store"
+	"github.com/agentid/agentid/signer/redact"
 	"github.com/agentid/agentid/signer/signertest"
 )
 
@@ -50,6 +53,9 @@ func TestWebhookURLsRefusedAtStartup(t *testing.T) {
 		{url: "https://ops:s3cret@hooks.example/x"},
 		{url: "https://ops:s3cret@hooks.example/x", allowPrivate: true},
 		{url: "https://hooks.example/a, ftp://hooks.example/b"},
+		{url: "http://hooks.slack.com/services/T0A1B2C3D/B0E4F5G6H/s3cretSlack"},
+		{url: "https://10.0.0.7/api/webhooks/123456789012345678/s3cretDiscord", private: true},
+		{url: "https://discord.com/api/webhooks/1/s3cret, https://10.0.0.8/services/T/B/s3cret", private: true},
 		{url: "http://127.0.0.1:9/x?token=s3cret", allowPrivate: true, ok: true},
 		{url: "https://hooks.example/a,https://hooks.example/b", ok: true},
 	}
@@ -132,5 +138,33 @@ func TestWebhookNameResolvingToLoopbackRefusedAtDial(t *testing.T) {
 	}
 	if n := accepted.Load(); n != 0 {
 		t.Errorf("the receiver accepted %d connections, want 0", n)
+	}
+}
+
+// TestWebhookStartupLogShowsNoPath: the line Open logs listing the
+// webhooks names a Slack-style and a Discord-style URL by host and
+// digest, without the secret in its path.
+func TestWebhookStartupLogShowsNoPath(t *testing.T) {
+	t.Parallel()
+	hooks := []string{"http://127.0.0.1:9/services/T0A1B2C3D/B0E4F5G6H/s3cretSlack", "http://127.0.0.1:9/api/webhooks/123456789012345678/s3cretDiscord"}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	in, err := refserver.Open(context.Background(), refserver.Options{DatabaseURL: "sqlite::memory:", Listener: ln, Migrate: true,
+		Webhooks: []string{strings.Join(hooks, ",")}, WebhookAllowPrivate: true, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.Close()
+	out := logs.String()
+	if strings.Contains(out, "s3cret") || strings.Contains(out, "/services/") || strings.Contains(out, "/api/webhooks") {
+		t.Errorf("the startup log shows a webhook's path:\n%s", out)
+	}
+	for _, h := range hooks {
+		if !strings.Contains(out, redact.HostOnly(h)) {
+			t.Errorf("the startup log does not name %s:\n%s", redact.HostOnly(h), out)
+		}
 	}
 }
