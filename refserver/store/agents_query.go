@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"gorm.io/gorm"
@@ -58,8 +59,9 @@ type AgentQuery struct {
 // MaxAgentPage is the largest AgentQuery.Limit.
 const MaxAgentPage = 1000
 
-// ErrInvalidQuery refuses an AgentQuery with an unknown state or a limit
-// out of range.
+// ErrInvalidQuery refuses an AgentQuery or an AuditQuery with an unknown
+// state, a limit out of range, or an id above the largest signed 64-bit
+// integer (an id no row has).
 var ErrInvalidQuery = errors.New("store: invalid query")
 
 // Agents returns the agents q selects in uid order, and next, the After
@@ -118,6 +120,11 @@ func agentsWhere(db *gorm.DB, q AgentQuery) (*gorm.DB, error) {
 	}
 	if q.Kid != "" {
 		db = db.Where("agents.uid IN (SELECT public_jwks.agent_uid FROM public_jwks WHERE public_jwks.kid = ?)", q.Kid)
+	}
+	if q.InvitationID > math.MaxInt64 {
+		// No row has such an id (ids are signed 64-bit integers in both
+		// databases), and the drivers refuse to send it.
+		return nil, fmt.Errorf("%w: invitation id %d is above %d", ErrInvalidQuery, q.InvitationID, uint64(math.MaxInt64))
 	}
 	if q.InvitationID != 0 {
 		db = db.Where("agents.invite_token_id = ?", q.InvitationID)

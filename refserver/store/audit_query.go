@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"gorm.io/gorm"
@@ -40,7 +41,10 @@ func (d *DB) Audit(ctx context.Context, q AuditQuery) ([]AuditEvent, error) {
 	case limit == 0:
 		limit = 100
 	case limit < 0 || limit > MaxAuditPage:
-		return nil, fmt.Errorf("store: an audit page holds 1 to %d rows", MaxAuditPage)
+		return nil, fmt.Errorf("%w: an audit page holds 1 to %d rows", ErrInvalidQuery, MaxAuditPage)
+	}
+	if q.Before > math.MaxInt64 {
+		return nil, fmt.Errorf("%w: before %d is above %d", ErrInvalidQuery, q.Before, uint64(math.MaxInt64))
 	}
 	db := d.g.WithContext(ctx).Order("id DESC").Limit(limit)
 	for col, v := range map[string]string{"agent_uid": q.AgentUID, "kid": q.Kid, "action": q.Action, "actor": q.Actor} {

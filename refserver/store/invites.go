@@ -9,6 +9,8 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
+	"fmt"
+	"math"
 	"time"
 	"unicode/utf8"
 
@@ -92,8 +94,13 @@ func (d *DB) ListInvites(ctx context.Context) ([]InviteInfo, error) {
 }
 
 // RevokeInvite revokes the invitation token id; it reports whether
-// anything changed (false when it already was revoked), or ErrNoSuchToken.
+// anything changed (false when it already was revoked), or ErrNoSuchToken
+// (also for an id above the largest signed 64-bit integer, which no row
+// has and the drivers refuse to send).
 func (d *DB) RevokeInvite(ctx context.Context, id uint64) (InviteInfo, bool, error) {
+	if id > math.MaxInt64 {
+		return InviteInfo{}, false, fmt.Errorf("%w: %d", ErrNoSuchToken, id)
+	}
 	var info InviteInfo
 	changed := false
 	err := d.g.WithContext(ctx).Transaction(func(tx *gorm.DB) error {

@@ -25,7 +25,7 @@ func uidVar(r *http.Request) (string, error) {
 }
 
 // storeError is the answer to a store error: 404 for what does not
-// exist, else 503.
+// exist, 400 for a reason or a query the store refuses, else 503.
 func storeError(err error) error {
 	switch {
 	case errors.Is(err, store.ErrNoSuchAgent):
@@ -34,7 +34,7 @@ func storeError(err error) error {
 		return middleware.Fail(codeKeyNotFound, "the agent has no such key")
 	case errors.Is(err, store.ErrNoSuchToken):
 		return middleware.Fail(codeInvitationNotFound, "no such invitation token")
-	case errors.Is(err, store.ErrInvalidReason):
+	case errors.Is(err, store.ErrInvalidReason), errors.Is(err, store.ErrInvalidQuery):
 		return middleware.Fail(middleware.CodeInvalidRequest, "%s", strings.TrimPrefix(err.Error(), "store: "))
 	}
 	return dbUnavailable(err)

@@ -137,6 +137,9 @@ func TestChanges(t *testing.T) {
 			"/admin/v1/invitations/01/revoke":                                             "invitation_not_found",
 			"/admin/v1/invitations/-1/revoke":                                             "invitation_not_found",
 			"/admin/v1/invitations/18446744073709551616/revoke":                           "invitation_not_found",
+			"/admin/v1/invitations/18446744073709551615/revoke":                           "invitation_not_found",
+			"/admin/v1/invitations/9223372036854775808/revoke":                            "invitation_not_found",
+			"/admin/v1/invitations/9223372036854775807/revoke":                            "invitation_not_found",
 		} {
 			if a := e.call(http.MethodPost, path, "", tok); a.status != http.StatusNotFound || a.errorCode() != code {
 				t.Errorf("POST %s: %d %s, want 404 %s", path, a.status, a.body, code)

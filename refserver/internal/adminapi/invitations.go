@@ -86,10 +86,11 @@ func (a *api) createInvitation(w http.ResponseWriter, r *http.Request) error {
 }
 
 // revokeInvitation is POST /invitations/{id}/revoke, with no body (or
-// {}).
+// {}); an id that is not one as the server writes it (digits, no leading
+// zero, at most the largest signed 64-bit integer) is 404.
 func (a *api) revokeInvitation(w http.ResponseWriter, r *http.Request) error {
 	raw := mux.Vars(r)["id"]
-	id, err := strconv.ParseUint(raw, 10, 64)
+	id, err := strconv.ParseUint(raw, 10, 63)
 	if err != nil || id == 0 || strconv.FormatUint(id, 10) != raw {
 		return middleware.Fail(codeInvitationNotFound, "%q is not an invitation id (see GET %s/invitations)", signer.Truncate(raw), Prefix)
 	}

@@ -6,6 +6,7 @@ package adminapi
 // before the database is read.
 
 import (
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -65,15 +66,17 @@ func timeParam(q url.Values, name string) (time.Time, error) {
 	return t, nil
 }
 
-// idParam reads name as a positive integer id.
+// idParam reads name as a positive integer id, at most the largest
+// signed 64-bit integer (ids are that in both databases; a larger one
+// would reach the driver, which refuses it).
 func idParam(q url.Values, name string) (uint64, error) {
 	s, ok := param(q, name)
 	if !ok {
 		return 0, nil
 	}
-	n, err := strconv.ParseUint(s, 10, 64)
+	n, err := strconv.ParseUint(s, 10, 63)
 	if err != nil || n == 0 {
-		return 0, badParam(name, s, "a positive integer")
+		return 0, badParam(name, s, "a positive integer of at most "+strconv.FormatInt(math.MaxInt64, 10))
 	}
 	return n, nil
 }
@@ -136,7 +139,7 @@ func (a *api) listAgents(w http.ResponseWriter, r *http.Request) error {
 	defer cancel()
 	list, next, err := a.cfg.DB.Agents(ctx, aq)
 	if err != nil {
-		return dbUnavailable(err)
+		return storeError(err)
 	}
 	page := agentsPage{Agents: list}
 	if page.Agents == nil {
@@ -245,7 +248,7 @@ func (a *api) audit(w http.ResponseWriter, r *http.Request) error {
 	defer cancel()
 	rows, err := a.cfg.DB.Audit(ctx, aq)
 	if err != nil {
-		return dbUnavailable(err)
+		return storeError(err)
 	}
 	page := auditPage{Events: rows}
 	if page.Events == nil {

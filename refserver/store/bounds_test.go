@@ -1,0 +1,44 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/agentid/agentid/refserver/store"
+)
+
+// TestIDsAboveInt64: ids no row can have (above the largest signed 64-bit
+// integer, which the drivers refuse to send) are refused before the
+// database is asked: the agents filter and the audit cursor with
+// ErrInvalidQuery, an invitation's revocation with ErrNoSuchToken; the
+// largest id that fits is asked as any other.
+func TestIDsAboveInt64(t *testing.T) {
+	t.Parallel()
+	eachQueryFixture(t, func(t *testing.T, f *queryFixture) {
+		ctx := context.Background()
+		f.agent(1, time.Now(), "", false)
+		for _, id := range []uint64{math.MaxInt64 + 1, math.MaxUint64} {
+			if _, _, err := f.db.Agents(ctx, store.AgentQuery{InvitationID: id}); !errors.Is(err, store.ErrInvalidQuery) {
+				t.Errorf("Agents(invitation %d): %v, want ErrInvalidQuery", id, err)
+			}
+			if _, err := f.db.Audit(ctx, store.AuditQuery{Before: id}); !errors.Is(err, store.ErrInvalidQuery) {
+				t.Errorf("Audit(before %d): %v, want ErrInvalidQuery", id, err)
+			}
+			if _, _, err := f.db.RevokeInvite(ctx, id); !errors.Is(err, store.ErrNoSuchToken) {
+				t.Errorf("RevokeInvite(%d): %v, want ErrNoSuchToken", id, err)
+			}
+		}
+		if list, _, err := f.db.Agents(ctx, store.AgentQuery{InvitationID: math.MaxInt64}); err != nil || len(list) != 0 {
+			t.Errorf("Agents(invitation MaxInt64): %v %v, want none", list, err)
+		}
+		if rows, err := f.db.Audit(ctx, store.AuditQuery{Before: math.MaxInt64}); err != nil || len(rows) != 1 {
+			t.Errorf("Audit(before MaxInt64): %d rows, %v; want the registration", len(rows), err)
+		}
+		if _, _, err := f.db.RevokeInvite(ctx, math.MaxInt64); !errors.Is(err, store.ErrNoSuchToken) {
+			t.Errorf("RevokeInvite(MaxInt64): %v, want ErrNoSuchToken", err)
+		}
+	})
+}
