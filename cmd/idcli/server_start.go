@@ -57,7 +57,7 @@ func (o *startFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.bind, "bind", "", "address to listen on, such as 127.0.0.1 for this machine only (default: every interface)")
 	fs.StringVar(&o.registration, "registration", refserver.RegistrationOpen, "who may register new agents (POST /agents): open (anyone), closed (no one), token (with an invitation token from idcli server tokens create), or approval (anyone, pending until idcli server agents approve)")
 	fs.DurationVar(&o.auditRetention, "audit-retention", store.DefaultAuditRetention, "how long the audit trail is kept (idcli server audit); 0 keeps it for ever")
-	fs.Var(&o.webhooks, "webhook", "post every change event (agent or key state) to this https URL, signed by the service key (repeatable, or comma-separated; see docs/deployment.md#webhooks)")
+	fs.Var(&o.webhooks, "webhook", "post every change event (agent or key state) to this https URL, signed by the service key (repeatable, or comma-separated; see docs/deployment.md#webhooks); a URL holding a secret (Slack, Discord) belongs in AGENTID_WEBHOOK, since a flag's value shows in the process list")
 	fs.BoolVar(&o.webhookPrivate, "webhook-allow-private", false, "let --webhook URLs be plain http or private, loopback or link-local addresses (default off: refused at startup and when dialing)")
 	fs.DurationVar(&o.webhookTimeout, "webhook-timeout", refserver.DefaultWebhookTimeout, "bound on one webhook delivery; an instance that dies mid-delivery delays the URL's events by three times this")
 	fs.BoolVar(&o.vestauthCompat, "vestauth-compat", false, "also serve vestauth clients' POST /register and POST /rotate (rotation binds less than PUT /agents/{uid}/keys: see docs/migrating-from-vestauth.md)")
