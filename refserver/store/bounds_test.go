@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentid/agentid/refserver/store"
+	"github.com/agentid/agentid/signer"
 )
 
 // TestIDsAboveInt64: ids no row can have (above the largest signed 64-bit
@@ -39,6 +41,25 @@ func TestIDsAboveInt64(t *testing.T) {
 		}
 		if _, _, err := f.db.RevokeInvite(ctx, math.MaxInt64); !errors.Is(err, store.ErrNoSuchToken) {
 			t.Errorf("RevokeInvite(MaxInt64): %v, want ErrNoSuchToken", err)
+		}
+	})
+}
+
+// TestRevokeKeyMalformedKid: a kid that is not a thumbprint (NUL,
+// invalid UTF-8, 10 KB: what PostgreSQL would refuse) is ErrNoSuchKey,
+// not looked up; the agent's key stays active.
+func TestRevokeKeyMalformedKid(t *testing.T) {
+	t.Parallel()
+	eachQueryFixture(t, func(t *testing.T, f *queryFixture) {
+		ctx := context.Background()
+		uid, kid := f.agent(2, time.Now(), "", false)
+		for _, bad := range []string{"\x00", "\x00\x00", "a\xffb", "\xc0\x80", strings.Repeat("a", 10240), kid[:42] + "\x00", ""} {
+			if _, _, err := f.db.RevokeKey(ctx, uid, bad, ""); !errors.Is(err, store.ErrNoSuchKey) {
+				t.Errorf("RevokeKey(%q): %v, want ErrNoSuchKey", signer.Truncate(bad), err)
+			}
+		}
+		if st, err := f.db.KeyStatus(ctx, kid); err != nil || st.Status != store.KeyActive {
+			t.Errorf("the key after: %+v %v", st, err)
 		}
 	})
 }

@@ -136,10 +136,14 @@ func (d *DB) SetAgentDisabled(ctx context.Context, uid string, disabled bool, re
 // of the actor in ctx (see WithActor). It returns the key
 // as it is after the change and whether anything changed (false when it
 // already was revoked); ErrNoSuchAgent or ErrNoSuchKey when uid does not
-// hold kid. Every instance refuses the key within 1 s.
+// hold kid (a kid not of ValidKid's form is not looked up). Every
+// instance refuses the key within 1 s.
 func (d *DB) RevokeKey(ctx context.Context, uid, kid, reason string) (KeyInfo, bool, error) {
 	if err := CheckReason(reason); err != nil {
 		return KeyInfo{}, false, err
+	}
+	if !ValidKid(kid) {
+		return KeyInfo{}, false, fmt.Errorf("%w: %s has no key %q", ErrNoSuchKey, uid, signer.Truncate(kid))
 	}
 	actor := actorOf(ctx)
 	var info KeyInfo

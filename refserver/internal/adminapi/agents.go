@@ -101,8 +101,10 @@ func (a *api) revokeKey(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	kid := mux.Vars(r)["kid"]
-	if kid == "" || len(kid) > 64 {
-		return middleware.Fail(codeKeyNotFound, "the agent has no such key")
+	if !store.ValidKid(kid) {
+		// Checked before the database is read: it would refuse a NUL or
+		// invalid UTF-8 (503), and no key has another spelling.
+		return middleware.Fail(codeKeyNotFound, "%q is not a key id (want its RFC 7638 thumbprint, 43 base64url characters)", signer.Truncate(kid))
 	}
 	if _, err := query(r); err != nil {
 		return err
