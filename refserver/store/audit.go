@@ -40,6 +40,7 @@ const (
 	ActionInviteRevoke   = "invitation.revoked"
 	ActionOperatorCreate = "operator_token.created"
 	ActionOperatorRevoke = "operator_token.revoked"
+	ActionOperatorUsed   = "operator_token.used" // the token authenticated a request (at most once a minute)
 )
 
 // AuditEvent is one row of the audit trail (table audit_events).

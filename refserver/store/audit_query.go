@@ -27,7 +27,7 @@ type AuditQuery struct {
 func Actions() []string {
 	return []string{ActionRegister, ActionApprove, ActionReject, ActionDisable, ActionEnable, ActionDelete,
 		ActionKeyAdd, ActionKeyRotate, ActionKeyRevoke, ActionKeyClaim, ActionRefresh,
-		ActionInviteCreate, ActionInviteRevoke, ActionOperatorCreate, ActionOperatorRevoke}
+		ActionInviteCreate, ActionInviteRevoke, ActionOperatorCreate, ActionOperatorRevoke, ActionOperatorUsed}
 }
 
 // MaxAuditPage is the largest AuditQuery.Limit.

@@ -101,6 +101,7 @@ func TestAuditSameTransaction(t *testing.T) {
 		return a
 	}
 	other := "agent-fedcba9876543210fedcba98"
+	operatorTokens := map[*auditFixture]string{} // each fixture's token "alice"
 	changes := []change{
 		{store.ActionRegister, true,
 			func(t *testing.T, f *auditFixture) error {
@@ -230,6 +231,25 @@ func TestAuditSameTransaction(t *testing.T) {
 				return err
 			},
 			func(t *testing.T, f *auditFixture) bool { return f.review(t) == store.ReviewRejected }},
+		{store.ActionOperatorUsed, false,
+			func(t *testing.T, f *auditFixture) error {
+				if operatorTokens[f] == "" {
+					tok, _, err := f.db.CreateOperatorToken(context.Background(), "alice", []string{store.ScopeAgentsRead}, time.Hour)
+					if err != nil {
+						t.Fatal(err)
+					}
+					operatorTokens[f] = tok
+				}
+				_, err := f.db.AuthenticateOperator(ctx, operatorTokens[f], store.OperatorUse{Method: "GET", Route: "/admin/v1/agents"})
+				return err
+			},
+			func(t *testing.T, f *auditFixture) bool {
+				l, err := f.db.ListOperatorTokens(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				return len(l) == 1 && l[0].LastUsedAt != nil
+			}},
 		{store.ActionInviteCreate, false,
 			func(t *testing.T, f *auditFixture) error {
 				_, _, err := f.db.CreateInvite(ctx, "for bob", 1, time.Hour)

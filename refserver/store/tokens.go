@@ -331,13 +331,29 @@ func (d *DB) RevokeOperatorToken(ctx context.Context, name string) (OperatorToke
 	return info, changed, err
 }
 
+// OperatorActor is the actor the audit trail records for a change made
+// with the operator token name.
+func OperatorActor(name string) string { return "operator:" + name }
+
+// OperatorUse is the request an operator token authenticates, as the
+// audit trail records its use: its method and its route's template
+// (/admin/v1/agents/{uid}), never a value from its path or query.
+type OperatorUse struct {
+	Method string
+	Route  string
+}
+
 // AuthenticateOperator returns the operator token token, unless it is
 // unknown (ErrOperatorTokenUnknown, also for a string not of the token
 // format), revoked (ErrOperatorTokenRevoked) or expired by the database's
 // clock (ErrOperatorTokenExpired). The token is looked up by its digest
 // (an index lookup on a SHA-256 digest tells a timing attacker nothing of
-// the token); its last_used_at is written at most once a minute.
-func (d *DB) AuthenticateOperator(ctx context.Context, token string) (OperatorTokenInfo, error) {
+// the token). At most once a minute per token, its use is recorded: one
+// transaction writes its last_used_at and an audit row
+// ActionOperatorUsed (actor OperatorActor, the request id of ctx, detail
+// use); a failure of that write fails the authentication, so no use
+// recorded as due goes unrecorded.
+func (d *DB) AuthenticateOperator(ctx context.Context, token string, use OperatorUse) (OperatorTokenInfo, error) {
 	if !ValidOperatorTokenFormat(token) {
 		return OperatorTokenInfo{}, ErrOperatorTokenUnknown
 	}
@@ -357,10 +373,18 @@ func (d *DB) AuthenticateOperator(ctx context.Context, token string) (OperatorTo
 		return info, ErrOperatorTokenExpired
 	}
 	if row.Stale {
-		// The condition again: of the instances that found it stale at
-		// once, one writes.
-		if err := db.Exec(`UPDATE "operator_tokens" SET "last_used_at" = `+dbNow(db, 0)+
-			` WHERE "id" = ? AND ("last_used_at" IS NULL OR "last_used_at" <= `+dbNow(db, -lastUsedEvery)+`)`, row.ID).Error; err != nil {
+		err := d.g.WithContext(WithActor(ctx, OperatorActor(info.Name))).Transaction(func(tx *gorm.DB) error {
+			// The condition again: of the instances that found it stale
+			// at once, one writes, and records the use.
+			res := tx.Exec(`UPDATE "operator_tokens" SET "last_used_at" = `+dbNow(tx, 0)+
+				` WHERE "id" = ? AND ("last_used_at" IS NULL OR "last_used_at" <= `+dbNow(tx, -lastUsedEvery)+`)`, row.ID)
+			if res.Error != nil || res.RowsAffected == 0 {
+				return res.Error
+			}
+			return record(tx, auditEntry{Action: ActionOperatorUsed, Detail: map[string]any{
+				"method": clip(use.Method, 16), "route": clip(use.Route, 128)}})
+		})
+		if err != nil {
 			return OperatorTokenInfo{}, err
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -25,6 +26,7 @@ func TestOperatorTokens(t *testing.T) {
 			t.Fatal(err)
 		}
 		db := store.New(g)
+		use := store.OperatorUse{Method: "GET", Route: "/admin/v1/agents"}
 		start := time.Now()
 		token, info, err := db.CreateOperatorToken(ctx, "ci-bot", []string{"audit:read", "agents:read", "agents:read"}, 720*time.Hour)
 		if err != nil {
@@ -51,7 +53,7 @@ func TestOperatorTokens(t *testing.T) {
 			t.Errorf("second ci-bot: %v, want ErrOperatorTokenExists", err)
 		}
 
-		got, err := db.AuthenticateOperator(ctx, token)
+		got, err := db.AuthenticateOperator(ctx, token, use)
 		if err != nil || got.Name != "ci-bot" || !got.Allows(store.ScopeAuditRead) || got.Allows(store.ScopeAgentsWrite) {
 			t.Fatalf("AuthenticateOperator = %+v, %v", got, err)
 		}
@@ -61,7 +63,7 @@ func TestOperatorTokens(t *testing.T) {
 			t.Fatalf("list after use = %+v, %v", list, err)
 		}
 		first := *list[0].LastUsedAt
-		if _, err := db.AuthenticateOperator(ctx, token); err != nil {
+		if _, err := db.AuthenticateOperator(ctx, token, use); err != nil {
 			t.Fatal(err)
 		}
 		if list, _ := db.ListOperatorTokens(ctx); !list[0].LastUsedAt.Equal(first) {
@@ -70,7 +72,7 @@ func TestOperatorTokens(t *testing.T) {
 		if err := g.Exec("UPDATE operator_tokens SET last_used_at = ?", time.Now().UTC().Add(-2*time.Minute)).Error; err != nil {
 			t.Fatal(err)
 		}
-		if _, err := db.AuthenticateOperator(ctx, token); err != nil {
+		if _, err := db.AuthenticateOperator(ctx, token, use); err != nil {
 			t.Fatal(err)
 		}
 		if list, _ := db.ListOperatorTokens(ctx); !list[0].LastUsedAt.After(first.Add(-time.Second)) {
@@ -80,7 +82,7 @@ func TestOperatorTokens(t *testing.T) {
 		other := "aidop_" + strings.Repeat("A", 43)
 		for _, bad := range []string{other, "", token[:len(token)-1], token + "A", strings.ToUpper(token), " " + token,
 			"Bearer " + token, strings.Replace(token, "aidop_", "aidop-", 1), token[:len(token)-1] + "!"} {
-			if _, err := db.AuthenticateOperator(ctx, bad); !errors.Is(err, store.ErrOperatorTokenUnknown) {
+			if _, err := db.AuthenticateOperator(ctx, bad, use); !errors.Is(err, store.ErrOperatorTokenUnknown) {
 				t.Errorf("AuthenticateOperator(%q) = %v, want ErrOperatorTokenUnknown", bad, err)
 			}
 		}
@@ -89,11 +91,11 @@ func TestOperatorTokens(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := db.AuthenticateOperator(ctx, short); err != nil {
+		if _, err := db.AuthenticateOperator(ctx, short, use); err != nil {
 			t.Fatalf("short-lived token at once: %v", err)
 		}
 		time.Sleep(700 * time.Millisecond)
-		if _, err := db.AuthenticateOperator(ctx, short); !errors.Is(err, store.ErrOperatorTokenExpired) || strings.Contains(err.Error(), short) {
+		if _, err := db.AuthenticateOperator(ctx, short, use); !errors.Is(err, store.ErrOperatorTokenExpired) || strings.Contains(err.Error(), short) {
 			t.Errorf("short-lived token after its ttl: %v, want ErrOperatorTokenExpired", err)
 		}
 
@@ -104,7 +106,7 @@ func TestOperatorTokens(t *testing.T) {
 		if _, changed, err := db.RevokeOperatorToken(ctx, "ci-bot"); err != nil || changed {
 			t.Errorf("second revoke: changed %v, %v; want false, nil", changed, err)
 		}
-		if _, err := db.AuthenticateOperator(ctx, token); !errors.Is(err, store.ErrOperatorTokenRevoked) || strings.Contains(err.Error(), token) {
+		if _, err := db.AuthenticateOperator(ctx, token, use); !errors.Is(err, store.ErrOperatorTokenRevoked) || strings.Contains(err.Error(), token) {
 			t.Errorf("revoked token: %v, want ErrOperatorTokenRevoked", err)
 		}
 		if _, _, err := db.RevokeOperatorToken(ctx, "nobody"); !errors.Is(err, store.ErrNoSuchOperatorToken) {
@@ -125,7 +127,9 @@ func TestOperatorTokens(t *testing.T) {
 			t.Errorf("the listing holds a token: %s", b)
 		}
 		// Two creations and one revocation (the second changed nothing),
-		// by the actor of the context (none here: the database), never the token.
+		// by the actor of the context (none here: the database), and the
+		// uses recorded (the first of each token, and ci-bot's a minute on:
+		// see TestOperatorTokenUse), never the token.
 		audit, err := db.Audit(ctx, store.AuditQuery{Limit: 100})
 		if err != nil {
 			t.Fatal(err)
@@ -136,8 +140,9 @@ func TestOperatorTokens(t *testing.T) {
 			json.Unmarshal(r.Detail, &d)
 			trail = append(trail, r.Action+" "+r.Actor+" "+d.Name+" "+d.Scopes)
 		}
-		want := []string{"operator_token.revoked database ci-bot ", "operator_token.created database short agents:read",
-			"operator_token.created database ci-bot agents:read audit:read"}
+		want := []string{"operator_token.revoked database ci-bot ", "operator_token.used operator:short  ",
+			"operator_token.created database short agents:read", "operator_token.used operator:ci-bot  ",
+			"operator_token.used operator:ci-bot  ", "operator_token.created database ci-bot agents:read audit:read"}
 		if strings.Join(trail, "\n") != strings.Join(want, "\n") {
 			t.Errorf("audit trail:\n%s\nwant\n%s", strings.Join(trail, "\n"), strings.Join(want, "\n"))
 		}
@@ -204,5 +209,100 @@ func TestParseScopes(t *testing.T) {
 		if _, err := store.ParseScopes(bad); !errors.Is(err, store.ErrInvalidOperatorToken) {
 			t.Errorf("ParseScopes(%q) = %v, want ErrInvalidOperatorToken", bad, err)
 		}
+	}
+}
+
+// TestOperatorTokenUse: a token's use is in the audit trail at most once
+// a minute per token, in the transaction writing its last_used_at: the
+// first use, and the first a minute after the last recorded, each write
+// one row operator_token.used with the token's actor, the request id and
+// the route (method and template, nothing of the request's values); a
+// refused token writes none; a failure of the write refuses the use.
+func TestOperatorTokenUse(t *testing.T) {
+	t.Parallel()
+	for _, b := range dbtest.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			t.Parallel()
+			g := dbtest.Migrated(t, b.URL(t))
+			db := store.New(g)
+			ctx := context.Background()
+			token, _, err := db.CreateOperatorToken(ctx, "ci-bot", []string{store.ScopeAgentsRead}, time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			other, _, err := db.CreateOperatorToken(ctx, "other", []string{store.ScopeAgentsRead}, time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			uses := func() []store.AuditEvent {
+				t.Helper()
+				rows, err := db.Audit(ctx, store.AuditQuery{Action: store.ActionOperatorUsed})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return rows
+			}
+			use := store.OperatorUse{Method: "DELETE", Route: "/admin/v1/agents/{uid}"}
+			for i := range 3 {
+				if _, err := db.AuthenticateOperator(store.WithRequestID(ctx, fmt.Sprint("req-", i)), token, use); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rows := uses()
+			if len(rows) != 1 {
+				t.Fatalf("%d use rows after three uses within a minute, want 1", len(rows))
+			}
+			var detail map[string]string
+			if r := rows[0]; r.Actor != "operator:ci-bot" || r.RequestID != "req-0" || r.AgentUID != "" || r.Kid != "" ||
+				json.Unmarshal(r.Detail, &detail) != nil || len(detail) != 2 || detail["method"] != "DELETE" || detail["route"] != "/admin/v1/agents/{uid}" {
+				t.Errorf("use row %+v (detail %s): want actor operator:ci-bot, request req-0, the method and route only", r, r.Detail)
+			}
+			// Another token's first use is its own row.
+			if _, err := db.AuthenticateOperator(ctx, other, use); err != nil {
+				t.Fatal(err)
+			}
+			if rows := uses(); len(rows) != 2 || rows[0].Actor != "operator:other" {
+				t.Errorf("after another token's use: %+v", rows)
+			}
+			// A minute on (the database's clock decides; the test moves the
+			// last use), the next use is recorded again; a failure of the
+			// write refuses the use and records nothing.
+			stale := func() {
+				t.Helper()
+				if err := g.Exec("UPDATE operator_tokens SET last_used_at = ? WHERE name = 'ci-bot'", time.Now().UTC().Add(-2*time.Minute)).Error; err != nil {
+					t.Fatal(err)
+				}
+			}
+			stale()
+			errBoom := errors.New("boom")
+			store.SetFailAfterAudit(t, store.ActionOperatorUsed, errBoom)
+			if _, err := db.AuthenticateOperator(ctx, token, use); !errors.Is(err, errBoom) {
+				t.Errorf("use whose record fails: %v, want %v", err, errBoom)
+			}
+			store.SetFailAfterAudit(t, "", nil)
+			if rows := uses(); len(rows) != 2 {
+				t.Errorf("%d use rows after a failed record, want 2", len(rows))
+			}
+			if _, err := db.AuthenticateOperator(store.WithRequestID(ctx, "req-late"), token, use); err != nil {
+				t.Fatal(err)
+			}
+			if rows := uses(); len(rows) != 3 || rows[0].RequestID != "req-late" {
+				t.Errorf("after a minute: %+v, want a third row for req-late", rows)
+			}
+			// Refused tokens record nothing.
+			if _, _, err := db.RevokeOperatorToken(ctx, "ci-bot"); err != nil {
+				t.Fatal(err)
+			}
+			stale()
+			if _, err := db.AuthenticateOperator(ctx, token, use); !errors.Is(err, store.ErrOperatorTokenRevoked) {
+				t.Fatalf("revoked: %v", err)
+			}
+			if _, err := db.AuthenticateOperator(ctx, "aidop_"+strings.Repeat("A", 43), use); !errors.Is(err, store.ErrOperatorTokenUnknown) {
+				t.Fatalf("unknown: %v", err)
+			}
+			if rows := uses(); len(rows) != 3 {
+				t.Errorf("%d use rows after refused tokens, want 3", len(rows))
+			}
+		})
 	}
 }

@@ -76,7 +76,7 @@ func Routes(cfg Config) []Route {
 	a := &api{cfg: cfg}
 	out := make([]Route, len(routes))
 	for i, rt := range routes {
-		out[i] = Route{Method: rt.method, Path: Prefix + rt.path, Scope: rt.scope, Handle: a.authorize(rt.scope, rt.handle)}
+		out[i] = Route{Method: rt.method, Path: Prefix + rt.path, Scope: rt.scope, Handle: a.authorize(Prefix+rt.path, rt.scope, rt.handle)}
 	}
 	return out
 }

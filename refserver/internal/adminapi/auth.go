@@ -26,11 +26,14 @@ var (
 // the handlers that need more than the actor the store reads.
 type operatorKey struct{}
 
-// authorize is h behind the operator token check: 401 unauthorized
-// without a well-formed bearer token or with one unknown, revoked or
-// expired; 403 insufficient_scope when the token lacks scope. Both carry
-// WWW-Authenticate (RFC 6750 §3).
-func (a *api) authorize(scope string, h func(*api, http.ResponseWriter, *http.Request) error) Handler {
+// authorize is h, the handler of route (its template), behind the
+// operator token check: 401 unauthorized without a well-formed bearer
+// token or with one unknown, revoked or expired; 403 insufficient_scope
+// when the token lacks scope. Both carry WWW-Authenticate (RFC 6750 §3).
+// A request the token authenticates gets its request id (X-Request-Id)
+// from then on, 403 included, and the store records the token's use
+// under it (at most once a minute per token).
+func (a *api) authorize(route, scope string, h func(*api, http.ResponseWriter, *http.Request) error) Handler {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		token, err := bearer(r)
 		if err != nil {
@@ -41,8 +44,9 @@ func (a *api) authorize(scope string, h func(*api, http.ResponseWriter, *http.Re
 			w.Header().Set("WWW-Authenticate", "Bearer")
 			return middleware.Fail(codeUnauthorized, "this route needs an operator token: send Authorization: Bearer %s… (idcli server operators create)", store.OperatorTokenPrefix)
 		}
-		ctx, cancel := a.dbContext(r.Context())
-		info, err := a.cfg.DB.AuthenticateOperator(ctx, token)
+		id := reqid.New()
+		ctx, cancel := a.dbContext(store.WithRequestID(r.Context(), id))
+		info, err := a.cfg.DB.AuthenticateOperator(ctx, token, store.OperatorUse{Method: r.Method, Route: route})
 		cancel()
 		switch {
 		case errors.Is(err, store.ErrOperatorTokenUnknown):
@@ -58,6 +62,7 @@ func (a *api) authorize(scope string, h func(*api, http.ResponseWriter, *http.Re
 			w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
 			return err
 		}
+		w.Header().Set(reqid.Header, id)
 		if !info.Allows(scope) {
 			w.Header().Set("WWW-Authenticate", `Bearer error="insufficient_scope", scope="`+scope+`"`)
 			return middleware.Fail(codeInsufficientScope, "this route needs the scope %s, which the operator token %s does not hold (it holds %s)",
@@ -65,7 +70,7 @@ func (a *api) authorize(scope string, h func(*api, http.ResponseWriter, *http.Re
 		}
 		// Every change the handler makes names the token as its actor and
 		// the request by the id answered in X-Request-Id.
-		ctx = reqid.Change(w, r, "operator:"+info.Name)
+		ctx = store.WithActor(store.WithRequestID(r.Context(), id), store.OperatorActor(info.Name))
 		return h(a, w, r.WithContext(context.WithValue(ctx, operatorKey{}, info)))
 	}
 }

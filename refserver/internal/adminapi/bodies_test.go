@@ -200,7 +200,7 @@ func TestChanges(t *testing.T) {
 			actions = append(actions, r.Action+"/"+r.Reason)
 		}
 		slices.Reverse(actions)
-		want := []string{"agent.disabled/spam", "key.revoked/", "invitation.created/for bob", "invitation.revoked/", "agent.enabled/appeal granted"}
+		want := []string{"operator_token.used/", "agent.disabled/spam", "key.revoked/", "invitation.created/for bob", "invitation.revoked/", "agent.enabled/appeal granted"}
 		if !slices.Equal(actions, want) {
 			t.Errorf("audit trail of operator:alice: %q, want %q", actions, want)
 		}
