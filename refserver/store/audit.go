@@ -58,6 +58,9 @@ type AuditEvent struct {
 	Reason    string    `gorm:"column:reason;size:500;not null" json:"reason,omitempty"`
 	RequestID string    `gorm:"column:request_id;size:64;not null" json:"request_id,omitempty"`
 	Detail    JSON      `gorm:"column:detail" json:"detail,omitempty"`
+	// InvitationID is the detail's invitation_id, in a column of its own
+	// for AuditQuery.InvitationID (not in the JSON: the detail has it).
+	InvitationID *uint64 `gorm:"column:invitation_id" json:"-"`
 }
 
 // TableName implements gorm's tabler.
@@ -174,7 +177,10 @@ func record(tx *gorm.DB, entries ...auditEntry) error {
 	requestID = clip(requestID, 64)
 	var events []auditEntry
 	for _, e := range entries {
-		var detail any // NULL
+		var detail, invitation any // NULL
+		if id, ok := e.Detail["invitation_id"].(uint64); ok {
+			invitation = id
+		}
 		if len(e.Detail) > 0 {
 			b, err := json.Marshal(e.Detail)
 			if err != nil {
@@ -182,9 +188,9 @@ func record(tx *gorm.DB, entries ...auditEntry) error {
 			}
 			detail = string(b)
 		}
-		if err := tx.Exec(`INSERT INTO "audit_events" ("created_at", "action", "actor", "agent_uid", "kid", "reason", "request_id", "detail") `+
-			`VALUES (CURRENT_TIMESTAMP, ?, ?, ?, ?, ?, ?, ?)`,
-			e.Action, actor, e.AgentUID, e.Kid, clip(e.Reason, MaxReason), requestID, detail).Error; err != nil {
+		if err := tx.Exec(`INSERT INTO "audit_events" ("created_at", "action", "actor", "agent_uid", "kid", "reason", "request_id", "detail", "invitation_id") `+
+			`VALUES (CURRENT_TIMESTAMP, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			e.Action, actor, e.AgentUID, e.Kid, clip(e.Reason, MaxReason), requestID, detail, invitation).Error; err != nil {
 			return err
 		}
 		if strings.HasPrefix(e.Action, "agent.") || strings.HasPrefix(e.Action, "key.") {

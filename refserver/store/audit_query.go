@@ -17,6 +17,9 @@ type AuditQuery struct {
 	Action   string    // one of the Action… constants
 	Actor    string    // exactly as recorded
 	Since    time.Time // at or after (the database's clock)
+	// InvitationID selects the rows about this invitation token: its
+	// creation, its revocation and the registrations that spent it.
+	InvitationID uint64
 	// Before is a cursor: only rows with a smaller id (0: from the newest).
 	Before uint64
 	// Limit caps the rows returned (1 to MaxAuditPage; 0: 100).
@@ -46,6 +49,9 @@ func (d *DB) Audit(ctx context.Context, q AuditQuery) ([]AuditEvent, error) {
 	if q.Before > math.MaxInt64 {
 		return nil, fmt.Errorf("%w: before %d is above %d", ErrInvalidQuery, q.Before, uint64(math.MaxInt64))
 	}
+	if q.InvitationID > math.MaxInt64 {
+		return nil, fmt.Errorf("%w: invitation id %d is above %d", ErrInvalidQuery, q.InvitationID, uint64(math.MaxInt64))
+	}
 	db := d.g.WithContext(ctx).Order("id DESC").Limit(limit)
 	for col, v := range map[string]string{"agent_uid": q.AgentUID, "kid": q.Kid, "action": q.Action, "actor": q.Actor} {
 		if v != "" {
@@ -57,6 +63,9 @@ func (d *DB) Audit(ctx context.Context, q AuditQuery) ([]AuditEvent, error) {
 	}
 	if q.Before > 0 {
 		db = db.Where("id < ?", q.Before)
+	}
+	if q.InvitationID > 0 {
+		db = db.Where("invitation_id = ?", q.InvitationID)
 	}
 	var rows []AuditEvent
 	if err := db.Find(&rows).Error; err != nil {

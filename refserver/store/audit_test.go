@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -360,6 +361,82 @@ func TestAuditEnableAndReasons(t *testing.T) {
 			}
 			if _, err := f.db.Audit(ctx, store.AuditQuery{Limit: store.MaxAuditPage + 1}); err == nil {
 				t.Error("a page above MaxAuditPage was accepted")
+			}
+		})
+	}
+}
+
+// TestAuditByInvitation: the trail filtered by an invitation token holds
+// its creation, the registrations that spent it and its revocation, and
+// nothing of another token's; rows written before the column existed are
+// found too, once the migration fills it in from their detail.
+func TestAuditByInvitation(t *testing.T) {
+	t.Parallel()
+	for _, b := range dbtest.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			t.Parallel()
+			f := newAuditFixture(t, b.URL(t))
+			ctx := context.Background()
+			tokA, a, err := f.db.CreateInvite(ctx, "a", 2, time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tokB, bInv, err := f.db.CreateInvite(ctx, "b", 2, time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, tok := range []string{tokA, tokB} {
+				key := signertest.Key(byte(60 + i))
+				if err := f.db.CreateAgent(ctx, store.NewAgent{UID: fmt.Sprintf("agent-%024x", 0x600+i), Kid: key.KeyID(),
+					JWK: key.Public.JWK.MarshalPublic(), Now: time.Now().UTC(), Invite: tok}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, _, err := f.db.RevokeInvite(ctx, a.ID); err != nil {
+				t.Fatal(err)
+			}
+			trail := func(id uint64) string {
+				t.Helper()
+				rows, err := f.db.Audit(ctx, store.AuditQuery{InvitationID: id})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var s []string
+				for _, r := range rows {
+					s = append(s, r.Action+" "+r.AgentUID)
+				}
+				return strings.Join(s, ", ")
+			}
+			wantA := "invitation.revoked , agent.registered agent-000000000000000000000600, invitation.created "
+			wantB := "agent.registered agent-000000000000000000000601, invitation.created "
+			if got := trail(a.ID); got != wantA {
+				t.Errorf("invitation %d: %q, want %q", a.ID, got, wantA)
+			}
+			if got := trail(bInv.ID); got != wantB {
+				t.Errorf("invitation %d: %q, want %q", bInv.ID, got, wantB)
+			}
+			if got := trail(999); got != "" {
+				t.Errorf("an unknown invitation: %q", got)
+			}
+			// As before the column: emptied, then filled in by the migration.
+			g := f.db.Gorm()
+			if err := g.Exec("UPDATE audit_events SET invitation_id = NULL").Error; err != nil {
+				t.Fatal(err)
+			}
+			if err := g.Exec("DELETE FROM "+store.MigrationsTable+" WHERE id = ?", "20261216120100").Error; err != nil {
+				t.Fatal(err)
+			}
+			if got := trail(a.ID); got != "" {
+				t.Fatalf("with the column emptied: %q", got)
+			}
+			if err := store.Migrate(ctx, g, nil); err != nil {
+				t.Fatal(err)
+			}
+			if got := trail(a.ID); got != wantA {
+				t.Errorf("after the migration, invitation %d: %q, want %q", a.ID, got, wantA)
+			}
+			if got := trail(bInv.ID); got != wantB {
+				t.Errorf("after the migration, invitation %d: %q, want %q", bInv.ID, got, wantB)
 			}
 		})
 	}

@@ -29,6 +29,9 @@ func TestIDsAboveInt64(t *testing.T) {
 			if _, err := f.db.Audit(ctx, store.AuditQuery{Before: id}); !errors.Is(err, store.ErrInvalidQuery) {
 				t.Errorf("Audit(before %d): %v, want ErrInvalidQuery", id, err)
 			}
+			if _, err := f.db.Audit(ctx, store.AuditQuery{InvitationID: id}); !errors.Is(err, store.ErrInvalidQuery) {
+				t.Errorf("Audit(invitation %d): %v, want ErrInvalidQuery", id, err)
+			}
 			if _, _, err := f.db.RevokeInvite(ctx, id); !errors.Is(err, store.ErrNoSuchToken) {
 				t.Errorf("RevokeInvite(%d): %v, want ErrNoSuchToken", id, err)
 			}

@@ -53,6 +53,7 @@ var migrations = []Migration{
 	{ID: "20261210150000", Name: "IndexAgentQueries", Migrate: indexAgentQueries},
 	{ID: "20261211120000", Name: "NameWebhookCursorsByHost", Migrate: nameWebhookCursorsByHost},
 	{ID: "20261216120000", Name: "CreateRetiredKidsTable", Migrate: createTable[migrationV1RetiredKid]},
+	{ID: "20261216120100", Name: "AddAuditEventsInvitationID", Migrate: addAuditEventsInvitationID},
 }
 
 // createTable is the migration creating T's table, unless it exists.

@@ -104,3 +104,31 @@ type migrationV1RetiredKid struct {
 }
 
 func (migrationV1RetiredKid) TableName() string { return "retired_kids" }
+
+// migrationV2AuditEvent is audit_events as changed by 20261216120100:
+// invitation_id is the invitation token the row is about (its detail's
+// invitation_id), NULL for a row about none, so that the trail can be
+// filtered by invitation on an index rather than by reading JSON.
+type migrationV2AuditEvent struct {
+	migrationV1AuditEvent
+	InvitationID *uint64 `gorm:"column:invitation_id"`
+}
+
+func (migrationV2AuditEvent) TableName() string { return "audit_events" }
+
+// addAuditEventsInvitationID adds audit_events.invitation_id and its
+// index, and fills it in from the detail of the rows written before.
+func addAuditEventsInvitationID(tx *gorm.DB) error {
+	if err := addColumn[migrationV2AuditEvent]("invitation_id", "InvitationID")(tx); err != nil {
+		return err
+	}
+	if err := tx.Exec("CREATE INDEX IF NOT EXISTS idx_audit_events_invitation_id ON audit_events (invitation_id)").Error; err != nil {
+		return err
+	}
+	from := "json_extract(detail, '$.invitation_id')"
+	if tx.Dialector.Name() == "postgres" {
+		from = "(detail->>'invitation_id')::bigint"
+	}
+	return tx.Exec("UPDATE audit_events SET invitation_id = " + from +
+		" WHERE invitation_id IS NULL AND detail IS NOT NULL AND " + from + " IS NOT NULL").Error
+}

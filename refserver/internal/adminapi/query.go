@@ -208,11 +208,11 @@ type auditPage struct {
 // maxActor is the longest actor the audit trail records.
 const maxActor = 128
 
-// audit is GET /audit?agent=&kid=&action=&actor=&since=&before=&limit=:
+// audit is GET /audit?agent=&kid=&action=&actor=&since=&invitation=&before=&limit=:
 // the audit trail's rows the filters select, newest first (see
 // store.DB.Audit).
 func (a *api) audit(w http.ResponseWriter, r *http.Request) error {
-	q, err := query(r, "agent", "kid", "action", "actor", "since", "before", "limit")
+	q, err := query(r, "agent", "kid", "action", "actor", "since", "invitation", "before", "limit")
 	if err != nil {
 		return err
 	}
@@ -236,6 +236,9 @@ func (a *api) audit(w http.ResponseWriter, r *http.Request) error {
 		aq.Actor = s
 	}
 	if aq.Since, err = timeParam(q, "since"); err != nil {
+		return err
+	}
+	if aq.InvitationID, err = idParam(q, "invitation"); err != nil {
 		return err
 	}
 	if aq.Before, err = idParam(q, "before"); err != nil {

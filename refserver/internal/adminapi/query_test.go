@@ -221,7 +221,7 @@ func TestKeyHistoryRoute(t *testing.T) {
 }
 
 // TestAuditRoute: GET /admin/v1/audit filters the trail by agent, key,
-// action, actor and time, pages newest first through next with no row
+// action, actor, time and invitation, pages newest first through next with no row
 // twice or missed, and refuses a bad value of each parameter naming it.
 func TestAuditRoute(t *testing.T) {
 	t.Parallel()
@@ -230,6 +230,13 @@ func TestAuditRoute(t *testing.T) {
 		write := "Bearer " + e.token("ops", store.ScopeAgentsWrite)
 		start := time.Now().UTC().Add(-time.Minute)
 		uid, other := e.agent(180), e.agent(181)
+		_, inv, err := e.db.CreateInvite(context.Background(), "", 1, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := e.db.RevokeInvite(context.Background(), inv.ID); err != nil {
+			t.Fatal(err)
+		}
 		for _, action := range []string{"disable", "enable", "disable"} {
 			if a := e.call(http.MethodPost, "/admin/v1/agents/"+uid+"/"+action, `{"reason":"r"}`, write); a.status != http.StatusOK {
 				t.Fatalf("%s: %d %s", action, a.status, a.body)
@@ -279,6 +286,8 @@ func TestAuditRoute(t *testing.T) {
 			{"action=agent.disabled", "agent.disabled agent.disabled"},
 			{"actor=operator:ops", "agent.disabled agent.enabled agent.disabled operator_token.used"},
 			{"action=operator_token.used", "operator_token.used operator_token.used"},
+			{"invitation=" + fmt.Sprint(inv.ID), "invitation.revoked invitation.created"},
+			{"invitation=" + fmt.Sprint(inv.ID+1), ""},
 			{"actor=" + url.QueryEscape("operator:nobody"), ""},
 			{"agent=" + uid + "&action=agent.enabled", "agent.enabled"},
 			{"since=" + url.QueryEscape(start.Format(time.RFC3339)) + "&agent=" + uid, "agent.disabled agent.enabled agent.disabled agent.registered"},
@@ -303,6 +312,9 @@ func TestAuditRoute(t *testing.T) {
 			{"before=0", "before"},
 			{"before=-3", "before"},
 			{"before=9223372036854775808", "before"},
+			{"invitation=0", "invitation"},
+			{"invitation=x", "invitation"},
+			{"invitation=9223372036854775808", "invitation"},
 			{"before=18446744073709551615", "before"},
 			{"limit=1001", "limit"},
 			{"limit=", "limit"},
