@@ -127,8 +127,9 @@ func (f *apiFixture) same(args ...string) string {
 // running server (PostgreSQL and SQLite) with an operator token print
 // what they print on the database, --json included: agents list (paged),
 // show, disable and enable with a reason, keys revoke with a reason,
-// tokens create, list and revoke, and the audit trail, which names the
-// operator token as the actor of each change with its reason.
+// tokens create, list and revoke, and the audit trail (by agent, action,
+// time or invitation token), which names the operator token as the actor
+// of each change with its reason.
 func TestServerOpsOverAPI(t *testing.T) {
 	t.Parallel()
 	for _, b := range dbtest.Backends() {
@@ -212,6 +213,11 @@ func TestServerOpsOverAPI(t *testing.T) {
 				t.Errorf("audit --limit 2 has no next page:\n%s", next)
 			}
 			f.same("audit", "--action", store.ActionInviteCreate, "--since", "1h")
+			if out := f.same("audit", "--invitation", "1"); strings.Count(out, "\n") != 2 || !strings.Contains(out, store.ActionInviteRevoke) ||
+				!strings.Contains(out, store.ActionInviteCreate) {
+				t.Errorf("audit --invitation 1, want its creation and revocation:\n%s", out)
+			}
+			f.same("audit", "--invitation", "1", "--json", "--limit", "1")
 
 			f.noToken(t)
 		})

@@ -30,8 +30,9 @@ type auditRows struct {
 
 // TestServerAuditOnDatabase: on PostgreSQL and SQLite, the reasons given
 // to agents disable and keys revoke reach the audit trail with the
-// command as the actor; idcli server audit filters by agent, key, action
-// and time, pages with --before, and refuses bad values before it opens
+// command as the actor; idcli server audit filters by agent, key, action,
+// time and invitation token, pages with --before (keeping the filters),
+// and refuses bad values (an id of 0 or above 2^63-1 too) before it opens
 // the database; a reason with a control character changes nothing.
 func TestServerAuditOnDatabase(t *testing.T) {
 	for _, b := range dbtest.Backends() {
@@ -106,8 +107,31 @@ func TestServerAuditOnDatabase(t *testing.T) {
 			if got := cli("audit", "--since", "1h", "--action", store.ActionDisable).stdout; !strings.Contains(got, "lost laptop") {
 				t.Errorf("audit --since 1h:\n%s", got)
 			}
+			var inv struct{ Invite store.InviteInfo }
+			if err := json.Unmarshal([]byte(cli("tokens", "create", "--note", "for bob", "--json").stdout), &inv); err != nil {
+				t.Fatal(err)
+			}
+			other := cli("tokens", "create", "--note", "for carol").stdout
+			cli("tokens", "revoke", itoa(inv.Invite.ID))
+			var trail auditRows
+			if err := json.Unmarshal([]byte(cli("audit", "--invitation", itoa(inv.Invite.ID), "--json").stdout), &trail); err != nil {
+				t.Fatal(err)
+			}
+			if len(trail.Events) != 2 || trail.Events[0].Action != store.ActionInviteRevoke || trail.Events[1].Action != store.ActionInviteCreate ||
+				trail.Events[1].Reason != "for bob" {
+				t.Errorf("audit --invitation %d (other: %s): %+v, want its revocation then its creation", inv.Invite.ID, other, trail.Events)
+			}
+			wantNext := "⮕ next page: [idcli server audit --invitation " + itoa(inv.Invite.ID) + " --limit 1 --before " + itoa(trail.Events[0].ID) + "]"
+			if got := cli("audit", "--invitation", itoa(inv.Invite.ID), "--limit", "1").stdout; !strings.HasSuffix(got, wantNext+"\n") {
+				t.Errorf("audit --invitation --limit 1:\n%s\nwant it to end with %s", got, wantNext)
+			}
+			if got := cli("audit", "--invitation", "9223372036854775807").stdout; got != "no audit events\n" {
+				t.Errorf("audit --invitation of no token: %q", got)
+			}
 			for _, args := range [][]string{{"--limit", "0"}, {"--limit", "1001"}, {"--since", "yesterday"}, {"--agent", "bob"},
-				{"--kid", "nokid"}, {"--action", "agent.exploded"}, {"--actor", "a\x1b[2Jb"}} {
+				{"--kid", "nokid"}, {"--action", "agent.exploded"}, {"--actor", "a\x1b[2Jb"},
+				{"--invitation", "0"}, {"--invitation", "-1"}, {"--invitation", "9223372036854775808"}, {"--invitation", "1e3"},
+				{"--invitation", "+1"}, {"--invitation", " 1"}, {"--before", "0"}, {"--before", "18446744073709551616"}} {
 				r := runCLI(ctx, dir, map[string]string{"DATABASE_URL": "postgres://127.0.0.1:1/none"}, append([]string{"server", "audit"}, args...)...)
 				if r.err == nil || !strings.Contains(r.err.Error(), args[0]) {
 					t.Errorf("audit %v: %v, want an error naming %s (before any database)", args, r.err, args[0])

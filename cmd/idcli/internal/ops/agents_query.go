@@ -43,7 +43,7 @@ func agentsListCmd(env *Env) *ffcli.Command {
 			fs.StringVar(&q.State, "state", "", "list only the agents in this state")
 			fs.StringVar(&since, "created-since", "", "list only the agents created at or after this time")
 			fs.StringVar(&q.Kid, "kid", "", "list only the agent holding this key (its thumbprint)")
-			fs.Uint64Var(&q.InvitationID, "invitation", 0, "list only the agents that registered with this invitation token id")
+			fs.Var(idFlag{&q.InvitationID}, "invitation", "list only the agents that registered with this invitation token (its `ID`)")
 			fs.IntVar(&limit, "limit", 100, "list at most N agents")
 			fs.StringVar(&q.After, "after", "", "list the agents whose uid sorts after this one (the next page)")
 			fs.BoolVar(&disabledOnly, "disabled", false, "as --state disabled")

@@ -85,6 +85,9 @@ func (a apiBackend) Audit(ctx context.Context, aq store.AuditQuery) ([]store.Aud
 	if !aq.Since.IsZero() {
 		q.Set("since", aq.Since.UTC().Format(time.RFC3339Nano))
 	}
+	if aq.InvitationID != 0 {
+		q.Set("invitation", strconv.FormatUint(aq.InvitationID, 10))
+	}
 	if aq.Before != 0 {
 		q.Set("before", strconv.FormatUint(aq.Before, 10))
 	}

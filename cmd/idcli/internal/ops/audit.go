@@ -21,12 +21,14 @@ import (
 func auditCmd(env *Env) *ffcli.Command {
 	var q store.AuditQuery
 	var since string
-	return newCmd(env, cmd{path: "audit", flagsUsage: "[--agent UID] [--kid KID] [--action A] [--actor NAME] [--since T] [--limit N] [--before ID]",
+	return newCmd(env, cmd{path: "audit", flagsUsage: "[--agent UID] [--kid KID] [--action A] [--actor NAME] [--since T] [--invitation ID] [--limit N] [--before ID]",
 		help: "read the audit trail: who changed what, when and why (newest first)",
 		longHelp: "Each change to an agent, a key, an invitation or an operator token is one row,\n" +
 			"with its actor (agent:UID, operator:TOKEN-NAME, or the idcli command run on the\n" +
 			"database), the database's time, the reason given and the request id.\n" +
 			"--since takes an RFC 3339 time, a date (2026-12-01, UTC) or a duration ago (24h).\n" +
+			"--invitation ID: the rows about that invitation token (its id, see idcli server\n" +
+			"tokens list): its creation, its revocation and the registrations that spent it.\n" +
 			`With --json: {"events":[{"id","time","action","actor","agent","kid","reason","request_id","detail"}…]}.`,
 		flags: func(fs *flag.FlagSet) {
 			fs.StringVar(&q.AgentUID, "agent", "", "only the changes to this agent")
@@ -35,7 +37,8 @@ func auditCmd(env *Env) *ffcli.Command {
 			fs.StringVar(&q.Actor, "actor", "", "only the changes by this actor, as shown (operator:NAME, agent:UID)")
 			fs.StringVar(&since, "since", "", "only the changes at or after this time")
 			fs.IntVar(&q.Limit, "limit", 100, fmt.Sprintf("show at most N rows (1 to %d)", store.MaxAuditPage))
-			fs.Uint64Var(&q.Before, "before", 0, "show the rows older than this id (the next page)")
+			fs.Var(idFlag{&q.InvitationID}, "invitation", "only the rows about this invitation token (its `ID`)")
+			fs.Var(idFlag{&q.Before}, "before", "show the rows older than this `ID` (the next page)")
 		},
 		check: func([]string) error {
 			if q.Limit < 1 || q.Limit > store.MaxAuditPage {
@@ -157,6 +160,9 @@ func auditFilters(q store.AuditQuery, since string) string {
 		if f.v != "" {
 			fmt.Fprintf(&b, " --%s %s", f.flag, shellWord(f.v))
 		}
+	}
+	if q.InvitationID != 0 {
+		fmt.Fprintf(&b, " --invitation %d", q.InvitationID)
 	}
 	if q.Limit != 100 {
 		fmt.Fprintf(&b, " --limit %d", q.Limit)

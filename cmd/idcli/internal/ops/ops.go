@@ -14,7 +14,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -153,6 +155,8 @@ func (env *Env) dbError(err error) error {
 		return errors.New(strings.TrimPrefix(err.Error(), "store: ") + " in this database (check DATABASE_URL / --database-url)")
 	case errors.Is(err, store.ErrNotPending), errors.Is(err, store.ErrInvalidReason):
 		return errors.New(strings.TrimPrefix(err.Error(), "store: "))
+	case errors.Is(err, store.ErrInvalidQuery):
+		return queryError(err)
 	}
 	return env.DBError(err)
 }
@@ -162,6 +166,56 @@ func (o *ops) printJSON(v any) error {
 	enc := json.NewEncoder(o.env.Stdout)
 	enc.SetEscapeHTML(false)
 	return enc.Encode(v)
+}
+
+// queryFlags names the flag behind each refusal store.ErrInvalidQuery
+// words, by the words its message begins with.
+var queryFlags = []struct{ prefix, flag string }{
+	{"invitation id ", "--invitation"}, {"before ", "--before"},
+	{"a page holds ", "--limit"}, {"an audit page holds ", "--limit"}, {"unknown state ", "--state"},
+}
+
+// queryError words a store.ErrInvalidQuery (which the commands' own checks
+// make unlikely) naming its flag, without the store's prefix.
+func queryError(err error) error {
+	msg := strings.TrimPrefix(err.Error(), store.ErrInvalidQuery.Error()+": ")
+	for _, f := range queryFlags {
+		if strings.HasPrefix(msg, f.prefix) {
+			return fmt.Errorf("%s: %s", f.flag, msg)
+		}
+	}
+	return errors.New(strings.TrimPrefix(err.Error(), "store: "))
+}
+
+// idFlag is a flag taking an id: a positive integer no larger than the
+// largest signed 64-bit integer (ids are that in both databases; the
+// admin API refuses a larger one, and the database drivers will not send
+// it). Refused when parsed, before any backend is opened.
+type idFlag struct{ p *uint64 }
+
+func (f idFlag) String() string {
+	if f.p == nil || *f.p == 0 {
+		return ""
+	}
+	return strconv.FormatUint(*f.p, 10)
+}
+
+func (f idFlag) Set(s string) error {
+	n, err := parseID(s)
+	if err != nil {
+		return err
+	}
+	*f.p = n
+	return nil
+}
+
+// parseID reads s as an id (see idFlag).
+func parseID(s string) (uint64, error) {
+	n, err := strconv.ParseUint(s, 10, 63)
+	if err != nil || n == 0 {
+		return 0, fmt.Errorf("want a positive integer of at most %d", int64(math.MaxInt64))
+	}
+	return n, nil
 }
 
 func checkUID(uid string) error {

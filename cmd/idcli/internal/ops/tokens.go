@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"time"
 
 	"github.com/agentid/agentid/refserver/store"
@@ -19,6 +18,7 @@ func tokensCmd(env *Env) *ffcli.Command {
 	var uses int64
 	var expires time.Duration
 	var note string
+	var id uint64 // of tokens revoke
 	return env.Group("idcli server tokens", "idcli server tokens <create|list|revoke> [flags]",
 		"invitation tokens, for a service whose registration needs one (idcli server start --registration token)", "",
 		newCmd(env, cmd{path: "tokens create", flagsUsage: "[--uses N] [--expires DURATION] [--note TEXT]",
@@ -26,17 +26,20 @@ func tokensCmd(env *Env) *ffcli.Command {
 			longHelp: `With --json: {"token":"agentid_inv_…","invite":{"id","prefix","note","uses_left","used","created_at","expires_at","revoked_at"}}.` + "\n" +
 				"An agent registers with it: idcli agent init --hostname URL --invite TOKEN.",
 			flags: func(fs *flag.FlagSet) {
-				fs.Int64Var(&uses, "uses", 1, "how many agents may register with the token")
-				fs.DurationVar(&expires, "expires", 7*24*time.Hour, "how long the token is good for (0: no expiry)")
+				fs.Int64Var(&uses, "uses", 1, fmt.Sprintf("how many agents may register with the token (1 to %d)", maxInviteUses))
+				fs.DurationVar(&expires, "expires", 7*24*time.Hour, "how long the token is good for, in whole seconds (0: no expiry; at most 87600h)")
 				fs.StringVar(&note, "note", "", "a note for the operator (who the token is for)")
 			},
+			check: func([]string) error {
+				if uses < 1 || uses > maxInviteUses {
+					return fmt.Errorf("--uses %d: want 1 to %d", uses, maxInviteUses)
+				}
+				if expires < 0 || expires > maxInviteTTL || expires%time.Second != 0 {
+					return fmt.Errorf("--expires %v: want 0 (no expiry) or whole seconds up to %dh", expires, maxInviteTTL/time.Hour)
+				}
+				return nil
+			},
 			run: func(ctx context.Context, o *ops, _ []string) error {
-				if uses < 1 {
-					return fmt.Errorf("--uses %d: want 1 or more", uses)
-				}
-				if expires < 0 {
-					return fmt.Errorf("--expires %v: want 0 (no expiry) or more", expires)
-				}
 				token, info, err := o.be.CreateInvite(ctx, note, uses, expires)
 				if err != nil {
 					return o.word(err)
@@ -75,11 +78,13 @@ func tokensCmd(env *Env) *ffcli.Command {
 			}}),
 		newCmd(env, cmd{path: "tokens revoke", args: "ID", nargs: 1, help: "revoke an invitation token",
 			longHelp: `With --json: {"invite":{…as tokens list},"changed":true|false}.`,
-			run: func(ctx context.Context, o *ops, args []string) error {
-				id, err := strconv.ParseUint(args[0], 10, 64)
-				if err != nil {
-					return fmt.Errorf("%q is not a token id (see idcli server tokens list)", signer.Truncate(args[0]))
+			check: func(args []string) (err error) {
+				if id, err = parseID(args[0]); err != nil {
+					return fmt.Errorf("%q is not a token id: %v (see idcli server tokens list)", signer.Truncate(args[0]), err)
 				}
+				return nil
+			},
+			run: func(ctx context.Context, o *ops, args []string) error {
 				info, changed, err := o.be.RevokeInvite(ctx, id)
 				if err != nil {
 					return o.word(err)
@@ -102,6 +107,13 @@ func tokensCmd(env *Env) *ffcli.Command {
 			}}),
 	)
 }
+
+// Bounds of tokens create, the admin API's (POST /invitations), on the
+// database too, so that the command does the same on both.
+const (
+	maxInviteUses = 1_000_000
+	maxInviteTTL  = 10 * 365 * 24 * time.Hour
+)
 
 // inviteTerms says what an invitation token is still good for.
 func inviteTerms(t store.InviteInfo) string {
