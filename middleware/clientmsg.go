@@ -25,11 +25,11 @@ func ClientMessage(err error) string {
 // its packages (TestPackagePrefixes checks that each is here), and
 // "agentid", the Caddy module's.
 var packagePrefixes = map[string]bool{
-	"agent": true, "agentid": true, "agentlimit": true, "asynclog": true, "caddyagentid": true, "clientaddr": true,
+	"adminapi": true, "agent": true, "agentid": true, "agentlimit": true, "asynclog": true, "caddyagentid": true, "clientaddr": true,
 	"envfile": true, "telemetry": true, "idcli": true, "keyfetch": true, "lru": true, "metrics": true,
 	"middleware": true, "otelon": true, "pkcs11": true, "policy": true, "proxy": true, "proxyconfig": true, "ratelimit": true,
-	"redact": true, "redisstore": true, "refserver": true, "replaypg": true, "rules": true,
-	"signer": true, "status": true, "store": true, "suggest": true, "testenv": true,
+	"redact": true, "redisstore": true, "refserver": true, "replaypg": true, "reqid": true, "rules": true,
+	"signer": true, "status": true, "store": true, "suggest": true, "testenv": true, "webhook": true,
 }
 
 // stripPrefixes removes the package prefixes of s (see ClientMessage).
